@@ -1,0 +1,316 @@
+//! Background work: one thread flushes frozen memtables to Level-0 (oldest first, one at a
+//! time); the others run compactions chosen by [`policy::pick`]. Manual compaction runs the same
+//! code in the caller's thread while background picking is paused.
+//!
+//! Files being compacted are marked busy in [`BgState`](super::BgState) so concurrent tasks never
+//! share an input, and Level-0 never has two compactions at once (see the policy).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{DbInner, TableInfo};
+use crate::compaction::exec::{write_merged, OutputSpec};
+use crate::compaction::policy::{self, CompactionTask, PolicyOptions};
+use crate::error::{Error, Result};
+use crate::iter::merge::{MemSource, MergeIter, RunSource, Source};
+use crate::memtable::{MemCursor, Memtable};
+use crate::sst::builder::SstOptions;
+use crate::version::edit::{EditRecord, VersionEdit};
+use crate::version::{FileMeta, Version};
+
+enum Job {
+    Flush,
+    Compact(CompactionTask),
+}
+
+impl DbInner {
+    pub(crate) fn policy_options(&self) -> PolicyOptions {
+        PolicyOptions {
+            l0_trigger: self.opts.l0_compaction_trigger,
+            ratio: self.opts.level_size_ratio,
+            l1_max_bytes: self.opts.l1_max_bytes,
+            num_levels: self.opts.num_levels,
+        }
+    }
+
+    fn sst_options(&self) -> SstOptions {
+        SstOptions {
+            block_size: self.opts.block_size,
+            compression: self.opts.compression,
+            bloom_bits_per_key: self.opts.bloom_bits_per_key,
+        }
+    }
+
+    pub(crate) fn background_loop(self: Arc<Self>, flusher: bool) {
+        loop {
+            let job = {
+                let mut bg = self.bg.lock();
+                loop {
+                    if bg.shutting_down {
+                        return;
+                    }
+                    if self.bg_error.lock().is_none() {
+                        if flusher {
+                            if !bg.flush_running && !self.view.read().imm.is_empty() {
+                                bg.flush_running = true;
+                                break Job::Flush;
+                            }
+                        } else if bg.manual == 0 {
+                            let v = self.view.read().version.clone();
+                            if let Some(t) = policy::pick(&v, &bg.busy, &self.policy_options()) {
+                                bg.busy.extend(t.all_inputs().map(|f| f.number));
+                                bg.running_compactions += 1;
+                                break Job::Compact(t);
+                            }
+                        }
+                    }
+                    self.bg_cv.wait_for(&mut bg, Duration::from_millis(200));
+                }
+            };
+            let (res, task) = match job {
+                Job::Flush => (self.flush_oldest(), None),
+                Job::Compact(t) => (self.run_compaction(&t), Some(t)),
+            };
+            {
+                let mut bg = self.bg.lock();
+                match &task {
+                    None => bg.flush_running = false,
+                    Some(t) => {
+                        for f in t.all_inputs() {
+                            bg.busy.remove(&f.number);
+                        }
+                        bg.running_compactions -= 1;
+                    }
+                }
+                if let Err(e) = &res {
+                    if !bg.shutting_down {
+                        self.poison(e);
+                    }
+                }
+            }
+            self.bg_cv.notify_all();
+        }
+    }
+
+    /// Writes one Level-0 file per table present in `mem` and returns the edit adding them.
+    pub(crate) fn write_level0(
+        &self,
+        mem: &Arc<Memtable>,
+        version: &Version,
+    ) -> Result<VersionEdit> {
+        let snapshots = self.snapshots.capture();
+        let mut edit = VersionEdit::default();
+        let mut written = Vec::new();
+        for table_id in mem.tables() {
+            let Some(t) = version.tables.get(&table_id) else {
+                continue;
+            };
+            let info = &t.info;
+            let src = MemSource {
+                cursor: MemCursor::new(mem.clone(), table_id, &[], None),
+                types: info.value_types.clone(),
+                wanted: None,
+            };
+            let files = self.write_files(info, vec![Box::new(src)], &snapshots, false, u64::MAX)?;
+            for f in files {
+                written.push((table_id, f.size));
+                edit.push(EditRecord::AddFile {
+                    table: table_id,
+                    level: 0,
+                    file: f,
+                });
+            }
+        }
+        self.fs.sync_dir(&self.dir)?;
+        let mut io = self.io.lock();
+        io.flushes += 1;
+        for (t, b) in written {
+            *io.written.entry((t, 0)).or_default() += b;
+        }
+        Ok(edit)
+    }
+
+    fn write_files(
+        &self,
+        info: &TableInfo,
+        sources: Vec<Box<dyn Source>>,
+        snapshots: &[u64],
+        bottommost: bool,
+        target_file_size: u64,
+    ) -> Result<Vec<FileMeta>> {
+        let path_of = |n: u64| self.tables.path(n);
+        let alloc = || self.alloc_output();
+        let spec = OutputSpec {
+            fs: self.fs.as_ref(),
+            path_of: &path_of,
+            alloc: &alloc,
+            table: info,
+            sst: self.sst_options(),
+            target_file_size,
+        };
+        write_merged(MergeIter::new(sources), snapshots, bottommost, &spec)
+    }
+
+    fn release_outputs(&self, files: impl Iterator<Item = u64>) {
+        let mut p = self.pending_outputs.lock();
+        for n in files {
+            p.remove(&n);
+        }
+    }
+
+    fn flush_oldest(&self) -> Result<()> {
+        let view = self.view.read().clone();
+        let Some(mem) = view.imm.last().cloned() else {
+            return Ok(());
+        };
+        let edit = self.write_level0(&mem, &view.version)?;
+        let outputs: Vec<u64> = added(&edit).collect();
+        let res = self.install(edit, Some(&mem));
+        self.release_outputs(outputs.into_iter());
+        res?;
+        self.delete_obsolete_files();
+        Ok(())
+    }
+
+    pub(crate) fn run_compaction(&self, task: &CompactionTask) -> Result<()> {
+        let mut edit = VersionEdit::default();
+        for f in &task.inputs {
+            edit.push(EditRecord::DeleteFile {
+                table: task.table,
+                level: task.level,
+                number: f.number,
+            });
+        }
+        if task.trivial_move {
+            for f in &task.inputs {
+                edit.push(EditRecord::AddFile {
+                    table: task.table,
+                    level: task.output_level,
+                    file: (**f).clone(),
+                });
+            }
+            return self.install(edit, None);
+        }
+        for f in &task.next_inputs {
+            edit.push(EditRecord::DeleteFile {
+                table: task.table,
+                level: task.output_level,
+                number: f.number,
+            });
+        }
+        let version = self.view.read().version.clone();
+        let Some(t) = version.tables.get(&task.table) else {
+            return Ok(());
+        };
+        let info = t.info.clone();
+        let nvals = info.value_types.len();
+        let mut sources: Vec<Box<dyn Source>> = Vec::new();
+        let run = |files: Vec<Arc<FileMeta>>| -> Box<dyn Source> {
+            Box::new(RunSource::new(
+                files,
+                self.tables.clone(),
+                &[],
+                None,
+                nvals,
+                None,
+                false,
+            ))
+        };
+        if task.level == 0 {
+            for f in &task.inputs {
+                sources.push(run(vec![f.clone()]));
+            }
+        } else {
+            sources.push(run(task.inputs.clone()));
+        }
+        if !task.next_inputs.is_empty() {
+            sources.push(run(task.next_inputs.clone()));
+        }
+        let snapshots = self.snapshots.capture();
+        let files = self.write_files(
+            &info,
+            sources,
+            &snapshots,
+            task.bottommost,
+            self.opts.target_file_size,
+        )?;
+        self.fs.sync_dir(&self.dir)?;
+        let outputs: Vec<u64> = files.iter().map(|f| f.number).collect();
+        let bytes: u64 = files.iter().map(|f| f.size).sum();
+        for f in files {
+            edit.push(EditRecord::AddFile {
+                table: task.table,
+                level: task.output_level,
+                file: f,
+            });
+        }
+        let res = self.install(edit, None);
+        self.release_outputs(outputs.into_iter());
+        res?;
+        {
+            let mut io = self.io.lock();
+            io.compactions += 1;
+            *io.written
+                .entry((task.table, task.output_level))
+                .or_default() += bytes;
+        }
+        self.delete_obsolete_files();
+        Ok(())
+    }
+
+    /// Flushes, pauses background compaction, then compacts every level of `table` overlapping
+    /// `[lo, hi)` into the next, top to bottom.
+    pub(crate) fn compact_range(&self, table: u32, lo: &[u8], hi: Option<&[u8]>) -> Result<()> {
+        self.flush()?;
+        {
+            let mut bg = self.bg.lock();
+            bg.manual += 1;
+            while bg.running_compactions > 0 {
+                self.bg_cv.wait_for(&mut bg, Duration::from_millis(50));
+            }
+        }
+        let res = (|| {
+            for level in 0..self.opts.num_levels - 1 {
+                let version = self.view.read().version.clone();
+                let t = version
+                    .tables
+                    .get(&table)
+                    .ok_or_else(|| Error::UnknownTable(format!("(dropped table id {table})")))?;
+                let in_range = |f: &&Arc<FileMeta>| {
+                    hi.is_none_or(|h| f.smallest.as_slice() < h) && f.largest.as_slice() >= lo
+                };
+                let inputs: Vec<Arc<FileMeta>> = if level == 0 {
+                    if t.levels[0].files().any(|f| in_range(&f)) {
+                        t.levels[0].files().cloned().collect()
+                    } else {
+                        Vec::new()
+                    }
+                } else {
+                    t.levels[level].files().filter(in_range).cloned().collect()
+                };
+                if inputs.is_empty() {
+                    continue;
+                }
+                // Background compaction is paused, so nothing is busy. Always rewrite: a manual
+                // compaction is asked for to drop garbage, which a move would keep.
+                if let Some(mut task) =
+                    policy::task_over(t, level, inputs, &Default::default(), 0.0)
+                {
+                    task.trivial_move = false;
+                    self.run_compaction(&task)?;
+                }
+            }
+            Ok(())
+        })();
+        self.bg.lock().manual -= 1;
+        self.bg_cv.notify_all();
+        res
+    }
+}
+
+fn added(edit: &VersionEdit) -> impl Iterator<Item = u64> + '_ {
+    edit.records.iter().filter_map(|r| match r {
+        EditRecord::AddFile { file, .. } => Some(file.number),
+        _ => None,
+    })
+}

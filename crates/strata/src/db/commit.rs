@@ -1,0 +1,231 @@
+//! Group commit. Writers queue their batches; whichever writer finds no leader active becomes
+//! the leader, takes the whole queue, makes room in the memtable (stalling or rotating), assigns
+//! sequence numbers, appends one buffer of WAL records, syncs once if any writer asked for it,
+//! inserts into the memtable and publishes the new visible sequence. Followers sleep until their
+//! result arrives.
+//!
+//! Only the leader touches the WAL writer, assigns sequence numbers and rotates memtables, so
+//! those need no further coordination.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{DbInner, ReadView};
+use crate::error::{Error, Result};
+use crate::memtable::Memtable;
+use crate::write::batch::WriteBatch;
+use crate::write::wal::{frame, WalWriter};
+
+pub(crate) struct Request {
+    ticket: u64,
+    batch: WriteBatch,
+    sync: bool,
+}
+
+impl DbInner {
+    pub(crate) fn write(&self, batch: WriteBatch, opts: &super::WriteOptions) -> Result<()> {
+        self.check_open()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        {
+            let view = self.view.read().clone();
+            if let Some(op) = batch
+                .ops
+                .iter()
+                .find(|op| !view.version.tables.contains_key(&op.table_id))
+            {
+                return Err(Error::UnknownTable(format!(
+                    "(dropped table id {})",
+                    op.table_id
+                )));
+            }
+        }
+        let mut st = self.commit.lock();
+        let ticket = st.next_ticket;
+        st.next_ticket += 1;
+        st.queue.push(Request {
+            ticket,
+            batch,
+            sync: opts.sync,
+        });
+        loop {
+            if let Some(r) = st.results.remove(&ticket) {
+                return r.map_err(Error::Poisoned);
+            }
+            if !st.leader_active {
+                // Our request is still queued: a leader that took it would have left a result.
+                st.leader_active = true;
+                let mut group = std::mem::take(&mut st.queue);
+                drop(st);
+                let outcome = self.commit_group(&mut group);
+                let mut st = self.commit.lock();
+                st.leader_active = false;
+                let msg = outcome.as_ref().err().map(ToString::to_string);
+                for r in group.iter().filter(|r| r.ticket != ticket) {
+                    st.results.insert(r.ticket, msg.clone().map_or(Ok(()), Err));
+                }
+                drop(st);
+                self.commit_cv.notify_all();
+                return outcome;
+            }
+            self.commit_cv.wait(&mut st);
+        }
+    }
+
+    fn commit_group(&self, group: &mut [Request]) -> Result<()> {
+        self.check_open()?;
+        self.make_room()?;
+        let mut seq = self.last_seq.load(Ordering::Acquire);
+        let first = seq + 1;
+        let mut buf = Vec::new();
+        let mut payload = Vec::new();
+        let mut sync = false;
+        for r in group.iter() {
+            payload.clear();
+            r.batch.encode(seq + 1, &mut payload);
+            frame(&payload, &mut buf);
+            seq += r.batch.len() as u64;
+            sync |= r.sync;
+        }
+        {
+            let mut wal = self.wal.lock();
+            let res = wal
+                .append(&buf)
+                .and_then(|()| if sync { wal.sync() } else { Ok(()) });
+            if let Err(e) = res {
+                // The log may now hold part of this group: nothing more can be appended safely.
+                self.poison(&e);
+                return Err(e);
+            }
+        }
+        let mem = self.view.read().mem.clone();
+        let mut s = first;
+        let mut io = self.io.lock();
+        for r in group.iter() {
+            for op in &r.batch.ops {
+                mem.insert(op.table_id, &op.key, s, op.kind, &op.row);
+                *io.ingested.entry(op.table_id).or_default() +=
+                    (op.key.len() + op.row.len()) as u64;
+                s += 1;
+            }
+        }
+        drop(io);
+        self.last_seq.store(seq, Ordering::Release);
+        self.snapshots.publish(seq);
+        Ok(())
+    }
+
+    /// Waits while Level-0 is over its stop trigger or too many memtables wait for flush, and
+    /// rotates the memtable when it is full. Leader only.
+    fn make_room(&self) -> Result<()> {
+        let mut slowed = false;
+        loop {
+            self.check_open()?;
+            let view = self.view.read().clone();
+            let l0 = view
+                .version
+                .tables
+                .values()
+                .map(|t| t.levels[0].runs.len())
+                .max()
+                .unwrap_or(0);
+            let full = view.mem.approximate_bytes() >= self.opts.memtable_size;
+            if l0 >= self.opts.l0_stop_trigger
+                || (full && view.imm.len() >= self.opts.max_immutable_memtables)
+            {
+                let mut bg = self.bg.lock();
+                if bg.shutting_down {
+                    return Err(Error::Closed);
+                }
+                self.bg_cv.notify_all();
+                self.bg_cv.wait_for(&mut bg, Duration::from_millis(50));
+                continue;
+            }
+            if l0 >= self.opts.l0_slowdown_trigger && !slowed {
+                slowed = true;
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            if full {
+                self.rotate()?;
+            }
+            return Ok(());
+        }
+    }
+
+    /// Freezes the memtable and starts a new one with a new WAL. Leader only.
+    fn rotate(&self) -> Result<()> {
+        let number = self.next_file.fetch_add(1, Ordering::SeqCst);
+        let res = (|| {
+            let new_wal = WalWriter::create(
+                self.fs.as_ref(),
+                &self.dir.join(super::wal_name(number)),
+                number,
+            )?;
+            self.fs.sync_dir(&self.dir)?;
+            let mut wal = self.wal.lock();
+            // Sync the old log first so a crash can never keep a later log but lose an earlier one.
+            wal.sync()?;
+            *wal = new_wal;
+            Ok(())
+        })();
+        if let Err(e) = res {
+            self.poison(&e);
+            return Err(e);
+        }
+        debug_assert_eq!(self.wal.lock().number(), number);
+        let mut v = self.view.write();
+        let mut imm = vec![v.mem.clone()];
+        imm.extend(v.imm.iter().cloned());
+        *v = Arc::new(ReadView {
+            mem: Arc::new(Memtable::new(number)),
+            imm,
+            version: v.version.clone(),
+        });
+        drop(v);
+        self.bg_cv.notify_all();
+        Ok(())
+    }
+
+    /// Runs `f` as the commit leader (no write group in flight meanwhile).
+    fn as_leader<T>(&self, f: impl FnOnce() -> T) -> T {
+        let mut st = self.commit.lock();
+        while st.leader_active {
+            self.commit_cv.wait(&mut st);
+        }
+        st.leader_active = true;
+        drop(st);
+        let out = f();
+        self.commit.lock().leader_active = false;
+        self.commit_cv.notify_all();
+        out
+    }
+
+    pub(crate) fn flush(&self) -> Result<()> {
+        self.check_open()?;
+        self.as_leader(|| {
+            let view = self.view.read().clone();
+            if view.mem.is_empty() {
+                Ok(())
+            } else {
+                self.rotate()
+            }
+        })?;
+        let mut bg = self.bg.lock();
+        loop {
+            if let Some(e) = self.bg_error.lock().clone() {
+                return Err(Error::Poisoned(e));
+            }
+            if bg.shutting_down {
+                return Err(Error::Closed);
+            }
+            if self.view.read().imm.is_empty() {
+                return Ok(());
+            }
+            self.bg_cv.notify_all();
+            self.bg_cv.wait_for(&mut bg, Duration::from_millis(50));
+        }
+    }
+}

@@ -1,0 +1,559 @@
+//! The database: opening and recovering, the catalog of tables, and the shared state every
+//! thread works on. The work itself lives in submodules: [`commit`] (group commit and memtable
+//! rotation), [`background`] (flush, compaction, obsolete-file cleanup), [`read`] (point reads
+//! and scans) and [`table`] (the per-table API).
+//!
+//! Lock order, outermost first: commit queue → background state → version set → read view. No
+//! lock is held across a WAL or SST write except the version-set lock around manifest appends.
+
+mod background;
+mod commit;
+mod options;
+mod read;
+mod stats;
+mod table;
+pub(crate) mod table_cache;
+
+pub use options::{Options, ReadOptions, TableOptions, WriteOptions};
+pub use read::ScanIter;
+pub use stats::{LevelStats, Stats, TableStats};
+pub use table::{KeyRange, Projection, Table};
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::error::{Error, Result};
+use crate::memtable::Memtable;
+use crate::mvcc::snapshot::{Snapshot, SnapshotList};
+use crate::sst::cache::BlockCache;
+use crate::types::{ColumnType, Schema};
+use crate::version::edit::{EditRecord, VersionEdit};
+use crate::version::set::VersionSet;
+use crate::version::Version;
+use crate::vfs::{DirLock, Fs};
+use crate::write::batch::WriteBatch;
+use crate::write::wal::{read_log, Tail, WalWriter};
+use table_cache::TableCache;
+
+/// A table's definition as stored in the manifest.
+#[derive(Debug, Clone)]
+pub struct TableInfo {
+    /// Table id, never reused.
+    pub id: u32,
+    /// Table name.
+    pub name: String,
+    /// Columns and primary key.
+    pub schema: Arc<Schema>,
+    /// Table options.
+    pub options: TableOptions,
+    pub(crate) key_types: Arc<[ColumnType]>,
+    pub(crate) value_types: Arc<[ColumnType]>,
+    pub(crate) all_columns: Arc<[usize]>,
+}
+
+impl PartialEq for TableInfo {
+    fn eq(&self, o: &Self) -> bool {
+        self.id == o.id
+            && self.name == o.name
+            && self.schema == o.schema
+            && self.options == o.options
+    }
+}
+
+impl TableInfo {
+    pub(crate) fn new(id: u32, name: String, schema: Arc<Schema>, options: TableOptions) -> Self {
+        let key_types = schema.key_types().into();
+        let value_types = schema.value_types().into();
+        let all_columns = (0..schema.columns().len()).collect();
+        TableInfo {
+            id,
+            name,
+            schema,
+            options,
+            key_types,
+            value_types,
+            all_columns,
+        }
+    }
+}
+
+/// What readers read: the memtables and the version, swapped as one.
+pub(crate) struct ReadView {
+    pub mem: Arc<Memtable>,
+    /// Frozen memtables, newest first.
+    pub imm: Vec<Arc<Memtable>>,
+    pub version: Arc<Version>,
+}
+
+#[derive(Default)]
+pub(crate) struct BgState {
+    pub shutting_down: bool,
+    pub flush_running: bool,
+    pub busy: HashSet<u64>,
+    pub running_compactions: usize,
+    /// Manual compactions in progress; background picking pauses meanwhile.
+    pub manual: usize,
+}
+
+#[derive(Default)]
+pub(crate) struct CommitState {
+    pub queue: Vec<commit::Request>,
+    pub leader_active: bool,
+    pub next_ticket: u64,
+    pub results: HashMap<u64, Result<(), String>>,
+}
+
+/// Per (table, level) IO counters, since open.
+#[derive(Default)]
+pub(crate) struct IoCounters {
+    pub ingested: HashMap<u32, u64>,
+    pub written: HashMap<(u32, usize), u64>,
+    pub compactions: u64,
+    pub flushes: u64,
+}
+
+pub(crate) struct DbInner {
+    pub dir: PathBuf,
+    pub fs: Arc<dyn Fs>,
+    pub opts: Options,
+    pub lock: Mutex<Option<Box<dyn DirLock>>>,
+    pub snapshots: Arc<SnapshotList>,
+    pub view: RwLock<Arc<ReadView>>,
+    pub versions: Mutex<VersionSet>,
+    pub next_file: AtomicU64,
+    pub last_seq: AtomicU64,
+    pub commit: Mutex<CommitState>,
+    pub commit_cv: Condvar,
+    pub wal: Mutex<WalWriter>,
+    pub tables: Arc<TableCache>,
+    pub bg: Mutex<BgState>,
+    pub bg_cv: Condvar,
+    pub bg_error: Mutex<Option<String>>,
+    pub pending_outputs: Mutex<HashSet<u64>>,
+    pub live_versions: Mutex<Vec<Weak<Version>>>,
+    pub io: Mutex<IoCounters>,
+    pub closed: AtomicBool,
+}
+
+/// An open database. Dropping it stops background work; everything written stays in the WAL.
+///
+/// ```
+/// use strata::*;
+/// let dir = std::env::temp_dir().join(format!("strata-doc-db-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let db = Db::open(&dir, Options::default())?;
+/// let schema = Schema::new(
+///     vec![Column::new("id", ColumnType::BigInt), Column::new("name", ColumnType::Text), Column::new("n", ColumnType::Int)],
+///     &["id"],
+/// )?;
+/// let people = db.create_table("people", schema, TableOptions::default())?;
+/// people.insert(&[Value::BigInt(1), "ada".into(), Value::Int(36)])?;
+/// people.update(&[Value::BigInt(1)], &[("n", Value::Int(37))])?;
+/// let row = people.get(&[Value::BigInt(1)], &people.projection(&["name", "n"])?, &ReadOptions::default())?;
+/// assert_eq!(row, Some(vec![Value::Text("ada".into()), Value::Int(37)]));
+/// # drop(db); std::fs::remove_dir_all(&dir).ok();
+/// # Ok::<(), strata::Error>(())
+/// ```
+pub struct Db {
+    inner: Arc<DbInner>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// File name of WAL number `n`.
+pub(crate) fn wal_name(n: u64) -> String {
+    format!("{n:06}.log")
+}
+
+fn parse_number(name: &str, suffix: &str) -> Option<u64> {
+    name.strip_suffix(suffix)?.parse().ok()
+}
+
+impl Db {
+    /// Opens (or creates) the database in `dir`, replaying the manifest and any WAL left by the
+    /// previous process. The replayed writes are flushed to Level-0 before `open` returns.
+    ///
+    /// # Errors
+    /// [`Error::Locked`] if another handle has it open, [`Error::Corruption`] naming the damaged
+    /// file, [`Error::InvalidArgument`] for bad options or a missing database without
+    /// `create_if_missing`.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        opts.validate().map_err(Error::InvalidArgument)?;
+        let dir = dir.as_ref().to_path_buf();
+        let fs = opts.fs.clone();
+        fs.create_dir_all(&dir)?;
+        let lock = fs.lock(&dir.join("LOCK"))?;
+        let vs = if fs.exists(&dir.join("CURRENT")) {
+            VersionSet::recover(fs.as_ref(), &dir, opts.num_levels)?
+        } else if opts.create_if_missing {
+            VersionSet::create(fs.as_ref(), &dir, opts.num_levels)?
+        } else {
+            return Err(Error::InvalidArgument(format!(
+                "no database at {}",
+                dir.display()
+            )));
+        };
+        let next_file = AtomicU64::new(vs.counters.next_file);
+        let mut last_seq = vs.counters.last_sequence;
+
+        // Replay WALs not yet covered by SSTs, oldest first, into one memtable.
+        let log_number = vs.counters.log_number;
+        let mut wals: Vec<u64> = fs
+            .list(&dir)?
+            .iter()
+            .filter_map(|n| parse_number(n, ".log"))
+            .filter(|&n| n >= log_number)
+            .collect();
+        wals.sort_unstable();
+        let replay = Arc::new(Memtable::new(0));
+        let current = vs.current().clone();
+        for (i, &n) in wals.iter().enumerate() {
+            let path = dir.join(wal_name(n));
+            let (records, tail) = read_log(fs.as_ref(), &path)?;
+            for rec in records {
+                let (first, ops) = WriteBatch::decode(&rec)
+                    .map_err(|e| Error::corruption(&path, 0, format!("bad WAL batch: {}", e.0)))?;
+                for (j, op) in ops.iter().enumerate() {
+                    if current.tables.contains_key(&op.table_id) {
+                        replay.insert(op.table_id, &op.key, first + j as u64, op.kind, &op.row);
+                    }
+                }
+                if !ops.is_empty() {
+                    last_seq = last_seq.max(first + ops.len() as u64 - 1);
+                }
+            }
+            if matches!(tail, Tail::Truncated(_)) && i + 1 < wals.len() {
+                // A torn record in an older log means the later logs were never acknowledged
+                // under sync (rotation syncs the old log first): stop at the tear.
+                break;
+            }
+        }
+        let wal_number = next_file.fetch_add(1, Ordering::SeqCst);
+        let wal = WalWriter::create(fs.as_ref(), &dir.join(wal_name(wal_number)), wal_number)?;
+        fs.sync_dir(&dir)?;
+
+        let blocks = Arc::new(BlockCache::new(opts.block_cache_size));
+        let tables = Arc::new(TableCache::new(fs.clone(), &dir, blocks));
+        let snapshots = Arc::new(SnapshotList::default());
+        snapshots.publish(last_seq);
+        let view = ReadView {
+            mem: Arc::new(Memtable::new(wal_number)),
+            imm: Vec::new(),
+            version: current.clone(),
+        };
+        let inner = Arc::new(DbInner {
+            dir: dir.clone(),
+            fs: fs.clone(),
+            opts: opts.clone(),
+            lock: Mutex::new(Some(lock)),
+            snapshots,
+            view: RwLock::new(Arc::new(view)),
+            versions: Mutex::new(vs),
+            next_file,
+            last_seq: AtomicU64::new(last_seq),
+            commit: Mutex::new(CommitState::default()),
+            commit_cv: Condvar::new(),
+            wal: Mutex::new(wal),
+            tables,
+            bg: Mutex::new(BgState::default()),
+            bg_cv: Condvar::new(),
+            bg_error: Mutex::new(None),
+            pending_outputs: Mutex::new(HashSet::new()),
+            live_versions: Mutex::new(vec![Arc::downgrade(&current)]),
+            io: Mutex::new(IoCounters::default()),
+            closed: AtomicBool::new(false),
+        });
+
+        // Persist what was replayed as Level-0 files, then retire the old logs.
+        let mut edit = if replay.is_empty() {
+            VersionEdit::default()
+        } else {
+            inner.write_level0(&replay, &current)?
+        };
+        edit.push(EditRecord::LogNumber(wal_number));
+        edit.push(EditRecord::LastSequence(last_seq));
+        inner.install(edit, None)?;
+        inner.pending_outputs.lock().clear();
+        inner.delete_obsolete_files();
+
+        let mut threads = Vec::new();
+        for i in 0..=opts.compaction_threads {
+            let inner = inner.clone();
+            let flusher = i == 0;
+            let t = std::thread::Builder::new()
+                .name(if flusher {
+                    "strata-flush".into()
+                } else {
+                    format!("strata-compact-{i}")
+                })
+                .spawn(move || inner.background_loop(flusher))
+                .map_err(|e| Error::io(&dir, e))?;
+            threads.push(t);
+        }
+        Ok(Db { inner, threads })
+    }
+
+    /// Creates a table. Durable when this returns.
+    ///
+    /// # Errors
+    /// [`Error::TableExists`], or [`Error::InvalidArgument`] for an empty name.
+    pub fn create_table(&self, name: &str, schema: Schema, options: TableOptions) -> Result<Table> {
+        self.inner.check_open()?;
+        if name.is_empty() || name.len() > 255 {
+            return Err(Error::InvalidArgument(
+                "table names must be 1 to 255 bytes".into(),
+            ));
+        }
+        let info = {
+            let mut vs = self.inner.versions.lock();
+            if vs.current().table_by_name(name).is_some() {
+                return Err(Error::TableExists(name.to_owned()));
+            }
+            let id = vs.counters.next_table_id;
+            let info = TableInfo::new(id, name.to_owned(), Arc::new(schema), options);
+            let mut edit = VersionEdit::default();
+            edit.push(EditRecord::CreateTable(info.clone()));
+            edit.push(EditRecord::NextTableId(id + 1));
+            self.inner.install_locked(&mut vs, edit, None)?;
+            info
+        };
+        Ok(Table::new(self.inner.clone(), Arc::new(info)))
+    }
+
+    /// Drops a table; its files are deleted once no reader uses them.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        self.inner.check_open()?;
+        {
+            let mut vs = self.inner.versions.lock();
+            let id = vs
+                .current()
+                .table_by_name(name)
+                .ok_or_else(|| Error::UnknownTable(name.to_owned()))?
+                .info
+                .id;
+            let mut edit = VersionEdit::default();
+            edit.push(EditRecord::DropTable(id));
+            self.inner.install_locked(&mut vs, edit, None)?;
+        }
+        self.inner.delete_obsolete_files();
+        Ok(())
+    }
+
+    /// A handle to an existing table.
+    pub fn table(&self, name: &str) -> Result<Table> {
+        let view = self.inner.view.read().clone();
+        let t = view
+            .version
+            .table_by_name(name)
+            .ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
+        Ok(Table::new(self.inner.clone(), t.info.clone()))
+    }
+
+    /// Names of all tables, sorted.
+    pub fn table_names(&self) -> Vec<String> {
+        let view = self.inner.view.read().clone();
+        let mut v: Vec<String> = view
+            .version
+            .tables
+            .values()
+            .map(|t| t.info.name.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Applies a batch atomically.
+    pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+        self.inner.write(batch, opts)
+    }
+
+    /// Pins the current state for consistent reads until the snapshot is dropped.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::new(self.inner.snapshots.clone())
+    }
+
+    /// Freezes the memtable and waits until every frozen memtable is in Level-0.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    /// Compacts the files of `table` overlapping `range` down through every level, waiting for
+    /// background compactions to pause first. Flushes the memtable before starting.
+    pub fn compact_range(&self, table: &str, range: &KeyRange) -> Result<()> {
+        let t = self.table(table)?;
+        let (lo, hi) = t.encode_range(range)?;
+        self.inner.compact_range(t.info().id, &lo, hi.as_deref())
+    }
+
+    /// Per table and level: files, bytes, entries, bytes written, write amplification.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// Reads every block of every live file and checks its checksum and structure.
+    /// Returns the number of files checked.
+    pub fn verify(&self) -> Result<usize> {
+        let view = self.inner.view.read().clone();
+        let mut n = 0;
+        for t in view.version.tables.values() {
+            for l in &t.levels {
+                for f in l.files() {
+                    self.inner.tables.get(f.number)?.verify()?;
+                    n += 1;
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Stops background work and releases the directory lock. Reports an earlier background
+    /// failure, if any.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown();
+        match self.inner.bg_error.lock().clone() {
+            Some(e) => Err(Error::Poisoned(e)),
+            None => Ok(()),
+        }
+    }
+
+    fn shutdown(&mut self) {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        self.inner.bg.lock().shutting_down = true;
+        self.inner.bg_cv.notify_all();
+        self.inner.commit_cv.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        self.inner.lock.lock().take();
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl DbInner {
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if let Some(e) = self.bg_error.lock().clone() {
+            return Err(Error::Poisoned(e));
+        }
+        Ok(())
+    }
+
+    /// Records a failure that leaves the on-disk state uncertain; all later writes fail.
+    pub(crate) fn poison(&self, e: &Error) {
+        let mut g = self.bg_error.lock();
+        if g.is_none() {
+            *g = Some(e.to_string());
+        }
+        drop(g);
+        self.bg_cv.notify_all();
+    }
+
+    /// Allocates a file number protected from cleanup until the output is installed.
+    pub(crate) fn alloc_output(&self) -> u64 {
+        let n = self.next_file.fetch_add(1, Ordering::SeqCst);
+        self.pending_outputs.lock().insert(n);
+        n
+    }
+
+    /// Logs and applies an edit, then publishes the new version (and drops `flushed` from the
+    /// frozen memtables) in one swap of the read view.
+    pub(crate) fn install(&self, edit: VersionEdit, flushed: Option<&Arc<Memtable>>) -> Result<()> {
+        let mut vs = self.versions.lock();
+        self.install_locked(&mut vs, edit, flushed)
+    }
+
+    pub(crate) fn install_locked(
+        &self,
+        vs: &mut VersionSet,
+        mut edit: VersionEdit,
+        flushed: Option<&Arc<Memtable>>,
+    ) -> Result<()> {
+        if let Some(m) = flushed {
+            let view = self.view.read().clone();
+            let oldest_left = view
+                .imm
+                .iter()
+                .filter(|x| !Arc::ptr_eq(x, m))
+                .map(|x| x.wal_number())
+                .chain([view.mem.wal_number()])
+                .min();
+            if let Some(n) = oldest_left {
+                edit.push(EditRecord::LogNumber(n));
+            }
+            edit.push(EditRecord::LastSequence(m.max_seq()));
+        }
+        let v = match vs.log_and_apply(self.fs.as_ref(), edit, &self.next_file) {
+            Ok(v) => v,
+            Err(e) => {
+                self.poison(&e);
+                return Err(e);
+            }
+        };
+        let mut view = self.view.write();
+        let imm = view
+            .imm
+            .iter()
+            .filter(|x| flushed.is_none_or(|m| !Arc::ptr_eq(x, m)))
+            .cloned()
+            .collect();
+        *view = Arc::new(ReadView {
+            mem: view.mem.clone(),
+            imm,
+            version: v.clone(),
+        });
+        drop(view);
+        let mut live = self.live_versions.lock();
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(&v));
+        Ok(())
+    }
+
+    /// Deletes SSTs no live version names, WALs below the log number and old manifests.
+    pub(crate) fn delete_obsolete_files(&self) {
+        let vs = self.versions.lock();
+        let mut live: HashSet<u64> = self.pending_outputs.lock().clone();
+        {
+            let mut versions = self.live_versions.lock();
+            versions.retain(|w| w.strong_count() > 0);
+            for v in versions.iter().filter_map(Weak::upgrade) {
+                live.extend(v.file_numbers());
+            }
+        }
+        let Ok(names) = self.fs.list(&self.dir) else {
+            return;
+        };
+        for name in names {
+            let obsolete = if let Some(n) = parse_number(&name, ".sst") {
+                let dead = !live.contains(&n);
+                if dead {
+                    self.tables.evict(n);
+                }
+                dead
+            } else if let Some(n) = parse_number(&name, ".log") {
+                n < vs.counters.log_number
+            } else if let Some(n) = name
+                .strip_prefix("MANIFEST-")
+                .and_then(|n| n.parse::<u64>().ok())
+            {
+                n != vs.manifest_number()
+            } else {
+                false
+            };
+            if obsolete {
+                // A file we fail to delete now is retried at the next cleanup.
+                let _ = self.fs.remove(&self.dir.join(&name));
+            }
+        }
+    }
+}

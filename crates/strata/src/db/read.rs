@@ -1,0 +1,248 @@
+//! Point reads and scans. Both take a sequence number and a read view together (see
+//! [`DbInner::read_point`]) and walk sources newest first: the memtable, frozen memtables, then
+//! each level's runs. A point read stops at the first full row or tombstone; a scan merges all
+//! sources and resolves each key's versions as it goes.
+
+use std::sync::Arc;
+
+use super::table::Projection;
+use super::{DbInner, ReadOptions, ReadView, TableInfo};
+use crate::error::{Error, Result};
+use crate::iter::merge::{MemSource, MergeIter, RunSource, Source};
+use crate::memtable::MemCursor;
+use crate::mvcc::chain::Resolver;
+use crate::mvcc::{Entry, Kind};
+use crate::sst::bloom;
+use crate::types::key::decode_key;
+use crate::types::row::{decode_row, Cells};
+use crate::types::Value;
+use crate::version::TableVersion;
+
+impl DbInner {
+    /// The sequence number to read at and a view holding everything at or below it. With no
+    /// snapshot, the pair is taken atomically with compaction's snapshot capture, so versions the
+    /// read needs cannot be collapsed away under it.
+    pub(crate) fn read_point(&self, ropts: &ReadOptions<'_>) -> (u64, Arc<ReadView>) {
+        match ropts.snapshot {
+            Some(s) => (s.seq(), self.view.read().clone()),
+            None => self
+                .snapshots
+                .with_visible(|seq| (seq, self.view.read().clone())),
+        }
+    }
+
+    fn table_in<'v>(&self, view: &'v ReadView, info: &TableInfo) -> Result<&'v Arc<TableVersion>> {
+        view.version
+            .tables
+            .get(&info.id)
+            .ok_or_else(|| Error::UnknownTable(info.name.clone()))
+    }
+
+    pub(crate) fn get_cells(
+        &self,
+        info: &TableInfo,
+        key: &[u8],
+        wanted: Option<&[bool]>,
+        ropts: &ReadOptions<'_>,
+    ) -> Result<Option<Cells>> {
+        self.check_open()?;
+        let (seq, view) = self.read_point(ropts);
+        let t = self.table_in(&view, info)?;
+        let types = &info.value_types;
+        let mut res = Resolver::default();
+        for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
+            let mut bad = None;
+            mem.get(info.id, key, seq, |kind, row| {
+                let cells = if kind == Kind::Delete {
+                    Ok(Vec::new())
+                } else {
+                    decode_row(types, row, wanted)
+                };
+                match cells {
+                    Ok(c) => res.push(kind, c),
+                    Err(e) => bad = Some(e),
+                }
+                bad.is_none() && !res.is_settled()
+            });
+            if let Some(e) = bad {
+                return Err(Error::corruption("<memtable>", 0, e.0));
+            }
+            if res.is_settled() {
+                return Ok(res.finish());
+            }
+        }
+        let hash = bloom::key_hash(key);
+        for level in &t.levels {
+            for run in &level.runs {
+                if let Some(f) = run.file_for(key) {
+                    let reader = self.tables.get(f.number)?;
+                    reader.get(key, hash, seq, types.len(), wanted, &mut res)?;
+                    if res.is_settled() {
+                        return Ok(res.finish());
+                    }
+                }
+            }
+        }
+        Ok(res.finish())
+    }
+
+    pub(crate) fn scan(
+        &self,
+        info: &Arc<TableInfo>,
+        lower: Vec<u8>,
+        upper: Option<Vec<u8>>,
+        projection: &Projection,
+        ropts: &ReadOptions<'_>,
+    ) -> Result<ScanIter> {
+        self.check_open()?;
+        let (seq, view) = self.read_point(ropts);
+        let t = self.table_in(&view, info)?.clone();
+        let wanted: Option<Arc<[bool]>> = projection.wanted(info).map(Into::into);
+        let nvals = info.value_types.len();
+        let mut sources: Vec<Box<dyn Source>> = Vec::new();
+        for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
+            let cursor = MemCursor::new(mem.clone(), info.id, &lower, upper.as_deref());
+            sources.push(Box::new(MemSource {
+                cursor,
+                types: info.value_types.clone(),
+                wanted: wanted.clone(),
+            }));
+        }
+        for level in &t.levels {
+            for run in &level.runs {
+                let files = run.files[run.seek(&lower)..].to_vec();
+                if files.is_empty() {
+                    continue;
+                }
+                sources.push(Box::new(RunSource::new(
+                    files,
+                    self.tables.clone(),
+                    &lower,
+                    upper.as_deref(),
+                    nvals,
+                    wanted.clone(),
+                    true,
+                )));
+            }
+        }
+        Ok(ScanIter {
+            merge: MergeIter::new(sources),
+            seq,
+            upper,
+            info: info.clone(),
+            projection: projection.clone(),
+            pending: None,
+            done: false,
+            _view: view,
+        })
+    }
+}
+
+/// Rows of a scan, in key order, as `Result<Vec<Value>>` in projection order. Holds the files and
+/// memtables it reads alive until dropped; sees exactly the data at its sequence number.
+pub struct ScanIter {
+    merge: MergeIter,
+    seq: u64,
+    upper: Option<Vec<u8>>,
+    info: Arc<TableInfo>,
+    projection: Projection,
+    pending: Option<Entry>,
+    done: bool,
+    _view: Arc<ReadView>,
+}
+
+impl ScanIter {
+    fn next_row(&mut self) -> Result<Option<Vec<Value>>> {
+        while !self.done {
+            let first = match self.pending.take() {
+                Some(e) => e,
+                None => match self.merge.next_entry()? {
+                    Some(e) => e,
+                    None => {
+                        self.done = true;
+                        return Ok(None);
+                    }
+                },
+            };
+            if self.upper.as_ref().is_some_and(|u| first.key >= *u) {
+                self.done = true;
+                return Ok(None);
+            }
+            let key = first.key.clone();
+            let mut res = Resolver::default();
+            let mut last_seq = first.seq;
+            if first.seq <= self.seq {
+                res.push(first.kind, first.cells);
+            }
+            while let Some(e) = self.merge.next_entry()? {
+                if e.key != key {
+                    self.pending = Some(e);
+                    break;
+                }
+                if e.seq == last_seq {
+                    continue;
+                }
+                last_seq = e.seq;
+                if e.seq <= self.seq && !res.is_settled() {
+                    res.push(e.kind, e.cells);
+                }
+            }
+            if let Some(cells) = res.finish() {
+                return project(&self.info, &key, cells, &self.projection).map(Some);
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Iterator for ScanIter {
+    type Item = Result<Vec<Value>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.next_row() {
+            Ok(r) => r.map(Ok),
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Builds the output row: the projected columns, key columns decoded from the key.
+pub(crate) fn project(
+    info: &TableInfo,
+    key: &[u8],
+    cells: Cells,
+    projection: &Projection,
+) -> Result<Vec<Value>> {
+    let schema = &info.schema;
+    let cols = projection.columns(info);
+    let mut key_vals: Option<Vec<Value>> = None;
+    let mut out = Vec::with_capacity(cols.len());
+    for &c in cols.iter() {
+        match schema.value_index(c) {
+            Some(vi) => out.push(cells.get(vi).cloned().flatten().unwrap_or(Value::Null)),
+            None => {
+                if key_vals.is_none() {
+                    key_vals = Some(
+                        decode_key(&info.key_types, key)
+                            .map_err(|e| Error::corruption("<key>", 0, e.0))?,
+                    );
+                }
+                let ki = schema
+                    .primary_key()
+                    .iter()
+                    .position(|&k| k == c)
+                    .unwrap_or(0);
+                out.push(
+                    key_vals
+                        .as_ref()
+                        .and_then(|k| k.get(ki).cloned())
+                        .unwrap_or(Value::Null),
+                );
+            }
+        }
+    }
+    Ok(out)
+}

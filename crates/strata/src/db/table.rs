@@ -1,0 +1,354 @@
+//! [`Table`]: the per-table API. Turns typed values into encoded operations (checking types and
+//! NOT NULL on the way in) and decoded rows back out. Cheap to clone; usable from any thread.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use super::read::{project, ScanIter};
+use super::{DbInner, ReadOptions, TableInfo, WriteOptions};
+use crate::error::{Error, Result};
+use crate::mvcc::Kind;
+use crate::types::key::encode_key;
+use crate::types::row::{encode_row, Cells};
+use crate::types::{Schema, Value};
+use crate::write::batch::{BatchOp, WriteBatch};
+
+/// Which columns a read returns, in which order. Build with [`Table::projection`] or use
+/// [`Projection::All`] (every column in schema order).
+#[derive(Debug, Clone, Default)]
+pub enum Projection {
+    /// Every column, in schema order.
+    #[default]
+    All,
+    /// Named columns, resolved to schema indices.
+    Columns {
+        /// Schema indices, in output order.
+        cols: Arc<[usize]>,
+        /// For each value column, whether it is needed.
+        wanted: Arc<[bool]>,
+    },
+}
+
+impl Projection {
+    pub(crate) fn columns<'a>(&'a self, info: &'a TableInfo) -> &'a [usize] {
+        match self {
+            Projection::All => &info.all_columns,
+            Projection::Columns { cols, .. } => cols,
+        }
+    }
+
+    pub(crate) fn wanted(&self, _info: &TableInfo) -> Option<Vec<bool>> {
+        match self {
+            Projection::All => None,
+            Projection::Columns { wanted, .. } => Some(wanted.to_vec()),
+        }
+    }
+
+    fn wanted_slice(&self) -> Option<&[bool]> {
+        match self {
+            Projection::All => None,
+            Projection::Columns { wanted, .. } => Some(wanted),
+        }
+    }
+}
+
+/// A range of primary keys. Bounds may name a prefix of the key columns: `start: Included([5])`
+/// on a key `(a, b)` starts at the first key with `a = 5`.
+#[derive(Debug, Clone)]
+pub struct KeyRange {
+    /// Lower bound.
+    pub start: Bound<Vec<Value>>,
+    /// Upper bound.
+    pub end: Bound<Vec<Value>>,
+}
+
+impl KeyRange {
+    /// Every key.
+    pub fn all() -> Self {
+        KeyRange {
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+        }
+    }
+
+    /// `start <= key < end`.
+    pub fn half_open(start: Vec<Value>, end: Vec<Value>) -> Self {
+        KeyRange {
+            start: Bound::Included(start),
+            end: Bound::Excluded(end),
+        }
+    }
+}
+
+/// The smallest byte string greater than every string that starts with `p`; `None` if none.
+fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {
+    let mut v = p.to_vec();
+    while let Some(last) = v.pop() {
+        if last < 0xFF {
+            v.push(last + 1);
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// A handle to one table.
+#[derive(Clone)]
+pub struct Table {
+    db: Arc<DbInner>,
+    info: Arc<TableInfo>,
+}
+
+impl Table {
+    pub(crate) fn new(db: Arc<DbInner>, info: Arc<TableInfo>) -> Self {
+        Table { db, info }
+    }
+
+    /// The table's definition.
+    pub fn info(&self) -> &TableInfo {
+        &self.info
+    }
+
+    /// The table's name.
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    /// The table's schema.
+    pub fn schema(&self) -> &Schema {
+        &self.info.schema
+    }
+
+    fn column_error(&self, col: usize, message: String) -> Error {
+        Error::TypeMismatch {
+            table: self.info.name.clone(),
+            column: self.info.schema.columns()[col].name.clone(),
+            message,
+        }
+    }
+
+    fn check(&self, col: usize, v: &Value) -> Result<()> {
+        let c = &self.info.schema.columns()[col];
+        if v.is_null() {
+            if !c.nullable {
+                return Err(self.column_error(col, "NULL in a NOT NULL column".into()));
+            }
+        } else if !v.has_type(c.ty) {
+            return Err(self.column_error(
+                col,
+                format!("expected {}, got {}", c.ty.name(), v.type_name()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Encodes a full key given in key-column order.
+    pub(crate) fn encode_key(&self, key: &[Value]) -> Result<Vec<u8>> {
+        self.encode_key_prefix(key, false)
+    }
+
+    fn encode_key_prefix(&self, key: &[Value], allow_prefix: bool) -> Result<Vec<u8>> {
+        let pk = self.info.schema.primary_key();
+        if key.len() > pk.len() || (!allow_prefix && key.len() != pk.len()) || key.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "table `{}` has a key of {} column(s), got {}",
+                self.info.name,
+                pk.len(),
+                key.len()
+            )));
+        }
+        for (&c, v) in pk.iter().zip(key) {
+            self.check(c, v)?;
+        }
+        Ok(encode_key(&self.info.key_types[..key.len()], key))
+    }
+
+    /// Byte bounds `[lo, hi)` of a key range.
+    pub(crate) fn encode_range(&self, r: &KeyRange) -> Result<(Vec<u8>, Option<Vec<u8>>)> {
+        let lo = match &r.start {
+            Bound::Unbounded => Vec::new(),
+            Bound::Included(k) => self.encode_key_prefix(k, true)?,
+            Bound::Excluded(k) => match prefix_successor(&self.encode_key_prefix(k, true)?) {
+                Some(s) => s,
+                None => return Ok((vec![0xFF], Some(vec![0xFF]))),
+            },
+        };
+        let hi = match &r.end {
+            Bound::Unbounded => None,
+            Bound::Excluded(k) => Some(self.encode_key_prefix(k, true)?),
+            Bound::Included(k) => prefix_successor(&self.encode_key_prefix(k, true)?),
+        };
+        Ok((lo, hi))
+    }
+
+    pub(crate) fn encode_insert(&self, row: &[Value]) -> Result<BatchOp> {
+        let schema = &self.info.schema;
+        if row.len() != schema.columns().len() {
+            return Err(Error::InvalidArgument(format!(
+                "table `{}` has {} columns, the row has {}",
+                self.info.name,
+                schema.columns().len(),
+                row.len()
+            )));
+        }
+        for (c, v) in row.iter().enumerate() {
+            self.check(c, v)?;
+        }
+        let key_vals: Vec<Value> = schema
+            .primary_key()
+            .iter()
+            .map(|&c| row[c].clone())
+            .collect();
+        let key = encode_key(&self.info.key_types, &key_vals);
+        let cells: Cells = schema
+            .value_columns()
+            .iter()
+            .map(|&c| Some(row[c].clone()))
+            .collect();
+        let mut enc = Vec::new();
+        encode_row(&self.info.value_types, &cells, &mut enc);
+        Ok(BatchOp {
+            table_id: self.info.id,
+            kind: Kind::Put,
+            key,
+            row: enc,
+        })
+    }
+
+    pub(crate) fn encode_update(&self, key: &[Value], set: &[(&str, Value)]) -> Result<BatchOp> {
+        let schema = &self.info.schema;
+        let key = self.encode_key(key)?;
+        let mut cells: Cells = vec![None; self.info.value_types.len()];
+        for (name, v) in set {
+            let c = schema
+                .column_index(name)
+                .ok_or_else(|| Error::UnknownColumn {
+                    table: self.info.name.clone(),
+                    column: (*name).to_owned(),
+                })?;
+            let vi = schema.value_index(c).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "cannot update primary key column `{name}`; delete and insert instead"
+                ))
+            })?;
+            self.check(c, v)?;
+            if cells[vi].is_some() {
+                return Err(Error::InvalidArgument(format!(
+                    "column `{name}` is set twice"
+                )));
+            }
+            cells[vi] = Some(v.clone());
+        }
+        let mut enc = Vec::new();
+        encode_row(&self.info.value_types, &cells, &mut enc);
+        Ok(BatchOp {
+            table_id: self.info.id,
+            kind: Kind::Update,
+            key,
+            row: enc,
+        })
+    }
+
+    pub(crate) fn encode_delete(&self, key: &[Value]) -> Result<BatchOp> {
+        Ok(BatchOp {
+            table_id: self.info.id,
+            kind: Kind::Delete,
+            key: self.encode_key(key)?,
+            row: Vec::new(),
+        })
+    }
+
+    fn write_one(&self, op: BatchOp, opts: &WriteOptions) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.push(op);
+        self.db.write(b, opts)
+    }
+
+    /// Inserts a full row (values in schema order). A row with the same key is replaced.
+    pub fn insert(&self, row: &[Value]) -> Result<()> {
+        self.insert_with(row, &WriteOptions::default())
+    }
+
+    /// [`Table::insert`] with explicit write options.
+    pub fn insert_with(&self, row: &[Value], opts: &WriteOptions) -> Result<()> {
+        let op = self.encode_insert(row)?;
+        self.write_one(op, opts)
+    }
+
+    /// Sets the named columns of the row with `key` (key columns in key order), writing only
+    /// those columns. Blind: if no such row exists, nothing visible happens.
+    pub fn update(&self, key: &[Value], set: &[(&str, Value)]) -> Result<()> {
+        self.update_with(key, set, &WriteOptions::default())
+    }
+
+    /// [`Table::update`] with explicit write options.
+    pub fn update_with(
+        &self,
+        key: &[Value],
+        set: &[(&str, Value)],
+        opts: &WriteOptions,
+    ) -> Result<()> {
+        let op = self.encode_update(key, set)?;
+        self.write_one(op, opts)
+    }
+
+    /// Deletes the row with `key`, if any.
+    pub fn delete(&self, key: &[Value]) -> Result<()> {
+        self.delete_with(key, &WriteOptions::default())
+    }
+
+    /// [`Table::delete`] with explicit write options.
+    pub fn delete_with(&self, key: &[Value], opts: &WriteOptions) -> Result<()> {
+        let op = self.encode_delete(key)?;
+        self.write_one(op, opts)
+    }
+
+    /// Resolves column names into a projection.
+    pub fn projection(&self, names: &[&str]) -> Result<Projection> {
+        let schema = &self.info.schema;
+        let mut cols = Vec::with_capacity(names.len());
+        let mut wanted = vec![false; self.info.value_types.len()];
+        for n in names {
+            let c = schema.column_index(n).ok_or_else(|| Error::UnknownColumn {
+                table: self.info.name.clone(),
+                column: (*n).to_owned(),
+            })?;
+            if let Some(vi) = schema.value_index(c) {
+                wanted[vi] = true;
+            }
+            cols.push(c);
+        }
+        Ok(Projection::Columns {
+            cols: cols.into(),
+            wanted: wanted.into(),
+        })
+    }
+
+    /// The row with `key`, projected, or `None` if there is none at the read point.
+    pub fn get(
+        &self,
+        key: &[Value],
+        projection: &Projection,
+        ropts: &ReadOptions<'_>,
+    ) -> Result<Option<Vec<Value>>> {
+        let k = self.encode_key(key)?;
+        match self
+            .db
+            .get_cells(&self.info, &k, projection.wanted_slice(), ropts)?
+        {
+            Some(cells) => project(&self.info, &k, cells, projection).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The rows in `range`, in key order, projected.
+    pub fn scan(
+        &self,
+        range: &KeyRange,
+        projection: &Projection,
+        ropts: &ReadOptions<'_>,
+    ) -> Result<ScanIter> {
+        let (lo, hi) = self.encode_range(range)?;
+        self.db.scan(&self.info, lo, hi, projection, ropts)
+    }
+}

@@ -1,0 +1,60 @@
+//! Open SST readers by file number. Every reader stays open until its file is deleted; index and
+//! filter blocks live with the reader, data blocks in the shared block cache.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::error::Result;
+use crate::sst::cache::BlockCache;
+use crate::sst::reader::SstReader;
+use crate::vfs::Fs;
+
+/// File name of SST number `n`.
+pub(crate) fn sst_name(n: u64) -> String {
+    format!("{n:06}.sst")
+}
+
+/// Open readers, shared by all threads.
+pub(crate) struct TableCache {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    pub(crate) blocks: Arc<BlockCache>,
+    open: Mutex<HashMap<u64, Arc<SstReader>>>,
+}
+
+impl TableCache {
+    pub(crate) fn new(fs: Arc<dyn Fs>, dir: &Path, blocks: Arc<BlockCache>) -> Self {
+        TableCache {
+            fs,
+            dir: dir.to_owned(),
+            blocks,
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn path(&self, number: u64) -> PathBuf {
+        self.dir.join(sst_name(number))
+    }
+
+    /// The reader of file `number`, opening it on first use.
+    pub(crate) fn get(&self, number: u64) -> Result<Arc<SstReader>> {
+        if let Some(r) = self.open.lock().get(&number) {
+            return Ok(r.clone());
+        }
+        let r = SstReader::open(
+            self.fs.as_ref(),
+            &self.path(number),
+            number,
+            self.blocks.clone(),
+        )?;
+        Ok(self.open.lock().entry(number).or_insert(r).clone())
+    }
+
+    /// Forgets a deleted file.
+    pub(crate) fn evict(&self, number: u64) {
+        self.open.lock().remove(&number);
+    }
+}

@@ -1,0 +1,94 @@
+//! Errors are values: every failure a caller can see is one variant of [`Error`], carrying enough
+//! context (table, column, file, offset) to act on without reading the source.
+
+use std::path::PathBuf;
+
+/// The result type of every fallible strata call.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in strata.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system IO error, with the file it happened on.
+    #[error("io error on {path}: {source}")]
+    Io {
+        /// The file or directory being accessed.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Stored data failed a checksum or could not be decoded.
+    #[error("corruption in {path} at offset {offset}: {reason}")]
+    Corruption {
+        /// The damaged file.
+        path: PathBuf,
+        /// Byte offset of the damaged record or block.
+        offset: u64,
+        /// What was wrong.
+        reason: String,
+    },
+    /// No table of that name exists.
+    #[error("unknown table `{0}`")]
+    UnknownTable(String),
+    /// A table of that name already exists.
+    #[error("table `{0}` already exists")]
+    TableExists(String),
+    /// A column name that the table does not have.
+    #[error("table `{table}` has no column `{column}`")]
+    UnknownColumn {
+        /// Table name.
+        table: String,
+        /// The name that was not found.
+        column: String,
+    },
+    /// A value of the wrong type, a NULL in a NOT NULL column, or a row of the wrong shape.
+    #[error("type mismatch in table `{table}`, column `{column}`: {message}")]
+    TypeMismatch {
+        /// Table name.
+        table: String,
+        /// Column name.
+        column: String,
+        /// What was expected and what was given.
+        message: String,
+    },
+    /// A schema or option that cannot be used.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The database directory is locked by another process or handle.
+    #[error("database at {0} is locked by another process")]
+    Locked(PathBuf),
+    /// An earlier background or WAL failure put the database into read-only mode.
+    #[error("database is read-only after an earlier failure: {0}")]
+    Poisoned(String),
+    /// The database has been closed.
+    #[error("database is closed")]
+    Closed,
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corruption(
+        path: impl Into<PathBuf>,
+        offset: u64,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Corruption {
+            path: path.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    /// True for [`Error::Corruption`].
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+}

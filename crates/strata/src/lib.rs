@@ -1,0 +1,35 @@
+//! strata: an embedded HTAP storage engine.
+//!
+//! One copy of the data serves inserts, partial-row updates and point reads on recent data and
+//! scans over all of it, at consistent snapshots. Data lives in an LSM tree per table: a write
+//! goes to the write-ahead log and the memtable, is flushed to Level-0 and compacted down.
+//! `docs/architecture.md` walks the data path; `docs/format/` documents every file.
+//!
+//! Start with [`Db::open`], [`Db::create_table`] and the [`Table`] handle.
+
+#![deny(missing_docs)]
+#![deny(clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod codec;
+pub mod compaction;
+mod db;
+mod error;
+mod iter;
+mod memtable;
+pub mod mvcc;
+pub mod sst;
+pub mod types;
+pub mod version;
+pub mod vfs;
+mod write;
+
+pub use db::{
+    Db, KeyRange, LevelStats, Options, Projection, ReadOptions, ScanIter, Stats, Table, TableInfo,
+    TableOptions, TableStats, WriteOptions,
+};
+pub use error::{Error, Result};
+pub use mvcc::snapshot::Snapshot;
+pub use sst::format::Compression;
+pub use types::{Column, ColumnType, Schema, Value};
+pub use write::batch::WriteBatch;

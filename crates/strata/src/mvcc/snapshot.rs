@@ -1,0 +1,84 @@
+//! Live snapshots and the visible sequence number.
+//!
+//! The visible sequence is the newest sequence number whose write is fully in the memtable; it
+//! only grows. Snapshots are registered and compaction reads the list under the same lock, so a
+//! snapshot is either in the list compaction sees or was taken after every compaction input was
+//! visible (see [`chain::collapse`](super::chain::collapse)).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+/// The registry of live snapshots plus the visible sequence number.
+#[derive(Debug, Default)]
+pub(crate) struct SnapshotList {
+    visible: AtomicU64,
+    live: Mutex<BTreeMap<u64, usize>>,
+}
+
+impl SnapshotList {
+    pub(crate) fn visible(&self) -> u64 {
+        self.visible.load(Ordering::Acquire)
+    }
+
+    /// Publishes writes up to `seq` to readers.
+    pub(crate) fn publish(&self, seq: u64) {
+        self.visible.store(seq, Ordering::Release);
+    }
+
+    /// Runs `f` with the visible sequence number, atomically with respect to [`Self::capture`].
+    pub(crate) fn with_visible<T>(&self, f: impl FnOnce(u64) -> T) -> T {
+        let _g = self.live.lock();
+        f(self.visible())
+    }
+
+    fn acquire(&self) -> u64 {
+        let mut live = self.live.lock();
+        let seq = self.visible();
+        *live.entry(seq).or_insert(0) += 1;
+        seq
+    }
+
+    fn release(&self, seq: u64) {
+        let mut live = self.live.lock();
+        if let Some(n) = live.get_mut(&seq) {
+            *n -= 1;
+            if *n == 0 {
+                live.remove(&seq);
+            }
+        }
+    }
+
+    /// The live snapshot sequence numbers, ascending.
+    pub(crate) fn capture(&self) -> Vec<u64> {
+        self.live.lock().keys().copied().collect()
+    }
+}
+
+/// A consistent read point. Reads through it see exactly the writes with a sequence number at or
+/// below [`Snapshot::seq`]. Compaction keeps the versions it needs until it is dropped.
+#[derive(Debug)]
+pub struct Snapshot {
+    seq: u64,
+    list: Arc<SnapshotList>,
+}
+
+impl Snapshot {
+    pub(crate) fn new(list: Arc<SnapshotList>) -> Self {
+        let seq = list.acquire();
+        Snapshot { seq, list }
+    }
+
+    /// The sequence number this snapshot reads at.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        self.list.release(self.seq);
+    }
+}

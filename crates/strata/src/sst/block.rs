@@ -1,0 +1,489 @@
+//! The PAX data block: one block holds a run of versions in (key asc, seq desc) order, stored
+//! column by column. All versions of one key sit in the same block.
+//!
+//! Content layout (before compression; little-endian throughout):
+//! ```text
+//! n u32 | ncols u16 | (4 + ncols) × u32 section offsets: keys, seqs, kinds, col 0.., end
+//! keys:   n × (shared varint | unshared varint | unshared bytes)   prefix-coded against previous key
+//! seqs:   n × u64
+//! kinds:  n × u8                                                    0 delete, 1 put, 2 update
+//! col i:  flags u8 (bit0 presence bitmap follows, bit1 null bitmap follows)
+//!         [presence bitmap ceil(n/8)]  bit set = the row carries this column
+//!         [null bitmap ceil(n/8)]      bit set = NULL
+//!         fixed-width: n × width bytes (zeros where absent or NULL)
+//!         var-width:   (n+1) × u32 end-relative offsets, then the bytes
+//! ```
+
+use crate::codec::{put_varint, DecodeError, DecodeResult, Reader};
+use crate::mvcc::Kind;
+use crate::sst::zone::ZoneMap;
+use crate::types::{ColumnType, Value};
+
+fn set_bit(bm: &mut Vec<u8>, i: usize) {
+    if bm.len() <= i / 8 {
+        bm.resize(i / 8 + 1, 0);
+    }
+    bm[i / 8] |= 1 << (i % 8);
+}
+
+fn get_bit(bm: &[u8], i: usize) -> bool {
+    bm.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0)
+}
+
+struct ColBuf {
+    ty: ColumnType,
+    presence: Vec<u8>,
+    nulls: Vec<u8>,
+    any_absent: bool,
+    any_null: bool,
+    fixed: Vec<u8>,
+    offsets: Vec<u32>,
+    var: Vec<u8>,
+    zone: ZoneMap,
+}
+
+impl ColBuf {
+    fn new(ty: ColumnType) -> Self {
+        ColBuf {
+            ty,
+            presence: Vec::new(),
+            nulls: Vec::new(),
+            any_absent: false,
+            any_null: false,
+            fixed: Vec::new(),
+            offsets: vec![0],
+            var: Vec::new(),
+            zone: ZoneMap::new(),
+        }
+    }
+
+    fn push(&mut self, row: usize, v: Option<&Value>) {
+        match v {
+            None => self.any_absent = true,
+            Some(v) => {
+                set_bit(&mut self.presence, row);
+                self.zone.add(v);
+                if v.is_null() {
+                    self.any_null = true;
+                    set_bit(&mut self.nulls, row);
+                }
+            }
+        }
+        match self.ty.fixed_width() {
+            Some(w) => match v {
+                Some(v) if !v.is_null() => v.put_fixed(&mut self.fixed),
+                _ => self.fixed.extend(std::iter::repeat_n(0u8, w)),
+            },
+            None => {
+                if let Some(b) = v.and_then(Value::var_bytes) {
+                    self.var.extend_from_slice(b);
+                }
+                self.offsets.push(self.var.len() as u32);
+            }
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.presence.len()
+            + self.nulls.len()
+            + self.fixed.len()
+            + self.offsets.len() * 4
+            + self.var.len()
+    }
+
+    fn finish(&self, n: usize, out: &mut Vec<u8>) {
+        let nb = n.div_ceil(8);
+        out.push(u8::from(self.any_absent) | (u8::from(self.any_null) << 1));
+        let mut bm = |b: &Vec<u8>| {
+            out.extend_from_slice(b);
+            out.extend(std::iter::repeat_n(0u8, nb - b.len().min(nb)));
+        };
+        if self.any_absent {
+            bm(&self.presence);
+        }
+        if self.any_null {
+            bm(&self.nulls);
+        }
+        match self.ty.fixed_width() {
+            Some(_) => out.extend_from_slice(&self.fixed),
+            None => {
+                for o in &self.offsets {
+                    out.extend_from_slice(&o.to_le_bytes());
+                }
+                out.extend_from_slice(&self.var);
+            }
+        }
+    }
+}
+
+/// Accumulates one block.
+pub(crate) struct BlockBuilder {
+    n: usize,
+    keys: Vec<u8>,
+    last_key: Vec<u8>,
+    seqs: Vec<u8>,
+    kinds: Vec<u8>,
+    cols: Vec<ColBuf>,
+    min_seq: u64,
+    max_seq: u64,
+}
+
+impl BlockBuilder {
+    pub(crate) fn new(types: &[ColumnType]) -> Self {
+        BlockBuilder {
+            n: 0,
+            keys: Vec::new(),
+            last_key: Vec::new(),
+            seqs: Vec::new(),
+            kinds: Vec::new(),
+            cols: types.iter().map(|&t| ColBuf::new(t)).collect(),
+            min_seq: u64::MAX,
+            max_seq: 0,
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    pub(crate) fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+
+    /// Approximate encoded size so far.
+    pub(crate) fn size(&self) -> usize {
+        self.keys.len()
+            + self.seqs.len()
+            + self.kinds.len()
+            + self.cols.iter().map(ColBuf::size).sum::<usize>()
+    }
+
+    /// Adds a version; `value(i)` gives the i-th column of the group (`None` = not carried).
+    pub(crate) fn add<'v>(
+        &mut self,
+        key: &[u8],
+        seq: u64,
+        kind: Kind,
+        mut value: impl FnMut(usize) -> Option<&'v Value>,
+    ) {
+        let shared = key
+            .iter()
+            .zip(&self.last_key)
+            .take_while(|(a, b)| a == b)
+            .count();
+        put_varint(&mut self.keys, shared as u64);
+        put_varint(&mut self.keys, (key.len() - shared) as u64);
+        self.keys.extend_from_slice(&key[shared..]);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+        self.seqs.extend_from_slice(&seq.to_le_bytes());
+        self.kinds.push(kind as u8);
+        self.min_seq = self.min_seq.min(seq);
+        self.max_seq = self.max_seq.max(seq);
+        let row = self.n;
+        for (i, c) in self.cols.iter_mut().enumerate() {
+            c.push(row, value(i));
+        }
+        self.n += 1;
+    }
+
+    /// Encodes the block and resets the builder. Returns content, zone maps, rows, min/max seq.
+    pub(crate) fn finish(&mut self) -> (Vec<u8>, Vec<ZoneMap>, usize, u64, u64) {
+        let n = self.n;
+        let ncols = self.cols.len();
+        let mut out = Vec::with_capacity(self.size() + 64);
+        out.extend_from_slice(&(n as u32).to_le_bytes());
+        out.extend_from_slice(&(ncols as u16).to_le_bytes());
+        let table = out.len();
+        out.resize(table + 4 * (4 + ncols), 0);
+        let mut offs = Vec::with_capacity(4 + ncols);
+        offs.push(out.len());
+        out.extend_from_slice(&self.keys);
+        offs.push(out.len());
+        out.extend_from_slice(&self.seqs);
+        offs.push(out.len());
+        out.extend_from_slice(&self.kinds);
+        for c in &self.cols {
+            offs.push(out.len());
+            c.finish(n, &mut out);
+        }
+        offs.push(out.len());
+        for (i, o) in offs.iter().enumerate() {
+            out[table + 4 * i..table + 4 * i + 4].copy_from_slice(&(*o as u32).to_le_bytes());
+        }
+        let zones = self.cols.iter().map(|c| c.zone.clone()).collect();
+        let (min_seq, max_seq) = (self.min_seq, self.max_seq);
+        let types: Vec<ColumnType> = self.cols.iter().map(|c| c.ty).collect();
+        *self = BlockBuilder::new(&types);
+        (out, zones, n, min_seq, max_seq)
+    }
+}
+
+#[derive(Debug)]
+struct ColView {
+    ty: ColumnType,
+    presence: Option<usize>,
+    nulls: Option<usize>,
+    data: usize,
+}
+
+/// A decoded, validated data block. Column values are read from the raw content on demand.
+#[derive(Debug)]
+pub(crate) struct Block {
+    n: usize,
+    keys: Vec<u8>,
+    key_ends: Vec<u32>,
+    seqs: Vec<u64>,
+    kinds: Vec<Kind>,
+    body: Vec<u8>,
+    cols: Vec<ColView>,
+}
+
+impl Block {
+    /// Decodes and validates `body` for a group whose columns have `types`.
+    pub(crate) fn decode(body: Vec<u8>, types: &[ColumnType]) -> DecodeResult<Block> {
+        let mut r = Reader::new(&body);
+        let n = r.u32()? as usize;
+        let ncols = r.u16()? as usize;
+        if ncols != types.len() {
+            return Err(DecodeError::new(format!(
+                "block has {ncols} columns, group has {}",
+                types.len()
+            )));
+        }
+        if n > body.len() {
+            return Err(DecodeError::new("row count larger than block"));
+        }
+        let mut offs = Vec::with_capacity(4 + ncols);
+        for _ in 0..4 + ncols {
+            offs.push(r.u32()? as usize);
+        }
+        if offs.windows(2).any(|w| w[0] > w[1])
+            || offs[0] != r.pos()
+            || offs[offs.len() - 1] != body.len()
+        {
+            return Err(DecodeError::new("bad section offsets"));
+        }
+        let section = |i: usize| &body[offs[i]..offs[i + 1]];
+        // Keys.
+        let mut kr = Reader::new(section(0));
+        let mut keys: Vec<u8> = Vec::with_capacity(section(0).len() * 2);
+        let mut key_ends = Vec::with_capacity(n + 1);
+        key_ends.push(0u32);
+        let mut prev_start = 0usize;
+        for _ in 0..n {
+            let shared = kr.varint()? as usize;
+            let unshared = kr.len(kr.remaining())?;
+            let prev_len = keys.len() - prev_start;
+            if shared > prev_len {
+                return Err(DecodeError::new("bad key prefix length"));
+            }
+            let start = keys.len();
+            keys.extend_from_within(prev_start..prev_start + shared);
+            keys.extend_from_slice(kr.take(unshared)?);
+            prev_start = start;
+            key_ends.push(keys.len() as u32);
+        }
+        if !kr.is_empty() {
+            return Err(DecodeError::new("trailing bytes in key section"));
+        }
+        // Seqs and kinds.
+        let s = section(1);
+        if s.len() != 8 * n || section(2).len() != n {
+            return Err(DecodeError::new("bad seq/kind section size"));
+        }
+        let seqs = s
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect();
+        let kinds = section(2)
+            .iter()
+            .map(|&k| Kind::from_u8(k).ok_or_else(|| DecodeError::new("bad kind")))
+            .collect::<DecodeResult<Vec<_>>>()?;
+        // Columns.
+        let nb = n.div_ceil(8);
+        let mut cols = Vec::with_capacity(ncols);
+        for (i, &ty) in types.iter().enumerate() {
+            let (start, end) = (offs[3 + i], offs[4 + i]);
+            let sec = &body[start..end];
+            let flags = *sec
+                .first()
+                .ok_or_else(|| DecodeError::new("empty column section"))?;
+            let mut p = start + 1;
+            let presence = (flags & 1 != 0).then(|| {
+                p += nb;
+                p - nb
+            });
+            let nulls = (flags & 2 != 0).then(|| {
+                p += nb;
+                p - nb
+            });
+            if p > end {
+                return Err(DecodeError::new("column bitmaps overrun section"));
+            }
+            let data = p;
+            match ty.fixed_width() {
+                Some(w) => {
+                    if end - data != n * w {
+                        return Err(DecodeError::new("fixed-width column size mismatch"));
+                    }
+                }
+                None => {
+                    let ob = 4 * (n + 1);
+                    if end - data < ob {
+                        return Err(DecodeError::new("var-width offsets overrun section"));
+                    }
+                    let heap = end - data - ob;
+                    let o = |j: usize| {
+                        let b = &body[data + 4 * j..data + 4 * j + 4];
+                        u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
+                    };
+                    if o(0) != 0 || o(n) != heap || (0..n).any(|j| o(j) > o(j + 1)) {
+                        return Err(DecodeError::new("bad var-width offsets"));
+                    }
+                    if ty == ColumnType::Text {
+                        for j in 0..n {
+                            let s = &body[data + ob + o(j)..data + ob + o(j + 1)];
+                            if std::str::from_utf8(s).is_err() {
+                                return Err(DecodeError::new("invalid utf-8 in TEXT column"));
+                            }
+                        }
+                    }
+                }
+            }
+            cols.push(ColView {
+                ty,
+                presence,
+                nulls,
+                data,
+            });
+        }
+        Ok(Block {
+            n,
+            keys,
+            key_ends,
+            seqs,
+            kinds,
+            body,
+            cols,
+        })
+    }
+
+    /// Number of versions in the block.
+    pub(crate) fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Approximate memory held, for the cache.
+    pub(crate) fn charge(&self) -> usize {
+        self.body.len() + self.keys.len() + self.n * 14 + 128
+    }
+
+    pub(crate) fn key(&self, i: usize) -> &[u8] {
+        &self.keys[self.key_ends[i] as usize..self.key_ends[i + 1] as usize]
+    }
+
+    pub(crate) fn seq(&self, i: usize) -> u64 {
+        self.seqs[i]
+    }
+
+    pub(crate) fn kind(&self, i: usize) -> Kind {
+        self.kinds[i]
+    }
+
+    /// Index of the first version whose key is `>= key` (`len()` if none).
+    pub(crate) fn seek(&self, key: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.key(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Column `c` (index within the group) of version `i`: `None` when not carried.
+    pub(crate) fn cell(&self, i: usize, c: usize) -> Option<Value> {
+        let col = &self.cols[c];
+        let nb = self.n.div_ceil(8);
+        if let Some(p) = col.presence {
+            if !get_bit(&self.body[p..p + nb], i) {
+                return None;
+            }
+        }
+        if let Some(p) = col.nulls {
+            if get_bit(&self.body[p..p + nb], i) {
+                return Some(Value::Null);
+            }
+        }
+        match col.ty.fixed_width() {
+            Some(w) => Some(Value::from_fixed(
+                col.ty,
+                &self.body[col.data + i * w..col.data + (i + 1) * w],
+            )),
+            None => {
+                let o = |j: usize| {
+                    let b = &self.body[col.data + 4 * j..col.data + 4 * j + 4];
+                    u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
+                };
+                let heap = col.data + 4 * (self.n + 1);
+                Value::from_var(col.ty, &self.body[heap + o(i)..heap + o(i + 1)])
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_decode_roundtrip_with_partials_nulls_and_strings() {
+        let types = [ColumnType::Int, ColumnType::Text, ColumnType::Double];
+        let mut b = BlockBuilder::new(&types);
+        type Row = (Vec<u8>, u64, Kind, Vec<Option<Value>>);
+        let rows: Vec<Row> = (0..300u32)
+            .map(|i| {
+                let kind = [Kind::Put, Kind::Update, Kind::Delete][i as usize % 3];
+                let cells = match kind {
+                    Kind::Delete => vec![None, None, None],
+                    Kind::Update => vec![None, Some(Value::Text(format!("s{i}"))), None],
+                    Kind::Put => vec![
+                        Some(Value::Int(i as i32)),
+                        Some(Value::Null),
+                        Some(Value::Double(f64::from(i) / 3.0)),
+                    ],
+                };
+                (
+                    format!("key{:05}", i / 2).into_bytes(),
+                    1000 - u64::from(i),
+                    kind,
+                    cells,
+                )
+            })
+            .collect();
+        for (k, s, kind, cells) in &rows {
+            b.add(k, *s, *kind, |c| cells[c].as_ref());
+        }
+        let (body, zones, n, min_seq, max_seq) = b.finish();
+        assert_eq!((n, min_seq, max_seq), (300, 701, 1000));
+        assert_eq!(zones[0].min, Some(Value::Int(0)));
+        assert_eq!(zones[0].max, Some(Value::Int(297)));
+        let blk = Block::decode(body.clone(), &types).unwrap();
+        for (i, (k, s, kind, cells)) in rows.iter().enumerate() {
+            assert_eq!(blk.key(i), k.as_slice());
+            assert_eq!((blk.seq(i), blk.kind(i)), (*s, *kind));
+            for (c, cell) in cells.iter().enumerate() {
+                assert_eq!(&blk.cell(i, c), cell, "row {i} col {c}");
+            }
+        }
+        assert_eq!(blk.seek(b"key00010"), 20);
+        assert_eq!(blk.seek(b"zzz"), 300);
+        for cut in [0, 5, body.len() / 2, body.len() - 1] {
+            assert!(Block::decode(body[..cut].to_vec(), &types).is_err());
+        }
+    }
+}

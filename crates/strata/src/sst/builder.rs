@@ -1,0 +1,260 @@
+//! Writes one SST file from versions given in (key asc, seq desc) order.
+//!
+//! Blocks are cut only between keys, so every version of a key lands in one block. The file is
+//! synced by [`SstBuilder::finish`]; making its name durable (directory sync) and recording it in
+//! the manifest is the caller's job.
+
+use std::path::PathBuf;
+
+use super::block::BlockBuilder;
+use super::bloom;
+use super::format::{encode_footer, frame_block, BlockHandle, Compression};
+use super::zone::ZoneMap;
+use crate::codec::{put_bytes, put_varint};
+use crate::error::Result;
+use crate::mvcc::Entry;
+use crate::types::ColumnType;
+use crate::vfs::WritableFile;
+
+/// Knobs for building SSTs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SstOptions {
+    pub block_size: usize,
+    pub compression: Compression,
+    pub bloom_bits_per_key: usize,
+}
+
+/// What a finished file holds; becomes part of its manifest entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SstInfo {
+    pub size: u64,
+    pub entries: u64,
+    pub min_seq: u64,
+    pub max_seq: u64,
+    pub smallest: Vec<u8>,
+    pub largest: Vec<u8>,
+}
+
+/// One block's index entry: its last key (fence), where it is, and its statistics.
+#[derive(Debug, Clone)]
+pub(crate) struct IndexEntry {
+    pub last_key: Vec<u8>,
+    pub handle: BlockHandle,
+    pub rows: u64,
+    pub min_seq: u64,
+    pub max_seq: u64,
+    pub zones: Vec<ZoneMap>,
+}
+
+/// The file-level metadata block.
+#[derive(Debug, Clone)]
+pub(crate) struct SstMeta {
+    pub table_id: u32,
+    pub cg: u32,
+    pub columns: Vec<usize>,
+    pub types: Vec<ColumnType>,
+    pub entries: u64,
+    pub min_seq: u64,
+    pub max_seq: u64,
+    pub smallest: Vec<u8>,
+    pub largest: Vec<u8>,
+    pub index: BlockHandle,
+    pub filter: BlockHandle,
+}
+
+/// Builds one file.
+pub(crate) struct SstBuilder {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    opts: SstOptions,
+    table_id: u32,
+    cg: u32,
+    columns: Vec<usize>,
+    types: Vec<ColumnType>,
+    block: BlockBuilder,
+    index: Vec<IndexEntry>,
+    hashes: Vec<u64>,
+    offset: u64,
+    entries: u64,
+    min_seq: u64,
+    max_seq: u64,
+    smallest: Option<Vec<u8>>,
+    largest: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+impl SstBuilder {
+    /// `columns` are the value-column indices of the group; `types` their types.
+    pub(crate) fn new(
+        file: Box<dyn WritableFile>,
+        path: PathBuf,
+        opts: SstOptions,
+        table_id: u32,
+        cg: u32,
+        columns: Vec<usize>,
+        types: Vec<ColumnType>,
+    ) -> Self {
+        let block = BlockBuilder::new(&types);
+        SstBuilder {
+            file,
+            path,
+            opts,
+            table_id,
+            cg,
+            columns,
+            types,
+            block,
+            index: Vec::new(),
+            hashes: Vec::new(),
+            offset: 0,
+            entries: 0,
+            min_seq: u64::MAX,
+            max_seq: 0,
+            smallest: None,
+            largest: Vec::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    pub(crate) fn path(&self) -> &PathBuf {
+        &self.path
+    }
+
+    /// Bytes written plus the open block: what the file would weigh if finished now.
+    pub(crate) fn estimated_size(&self) -> u64 {
+        self.offset + self.block.size() as u64
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+    /// Adds the next version. `e.cells` is indexed by value column; only the group's are stored.
+    pub(crate) fn add(&mut self, e: &Entry) -> Result<()> {
+        let new_key = self.entries == 0 || self.block.last_key() != e.key.as_slice();
+        if new_key && !self.block.is_empty() && self.block.size() >= self.opts.block_size {
+            self.flush_block()?;
+        }
+        if new_key {
+            self.hashes.push(bloom::key_hash(&e.key));
+            self.largest.clone_from(&e.key);
+        }
+        if self.smallest.is_none() {
+            self.smallest = Some(e.key.clone());
+        }
+        let cols = &self.columns;
+        self.block.add(&e.key, e.seq, e.kind, |i| {
+            e.cells.get(cols[i]).and_then(Option::as_ref)
+        });
+        self.entries += 1;
+        self.min_seq = self.min_seq.min(e.seq);
+        self.max_seq = self.max_seq.max(e.seq);
+        Ok(())
+    }
+
+    fn flush_block(&mut self) -> Result<()> {
+        let last_key = self.block.last_key().to_vec();
+        let (content, zones, rows, min_seq, max_seq) = self.block.finish();
+        self.buf.clear();
+        frame_block(&content, self.opts.compression, &mut self.buf);
+        let handle = BlockHandle {
+            offset: self.offset,
+            size: (self.buf.len() - super::format::TRAILER_LEN) as u64,
+        };
+        self.file.append(&self.buf)?;
+        self.offset += self.buf.len() as u64;
+        self.index.push(IndexEntry {
+            last_key,
+            handle,
+            rows: rows as u64,
+            min_seq,
+            max_seq,
+            zones,
+        });
+        Ok(())
+    }
+
+    fn write_raw_block(&mut self, content: &[u8]) -> Result<BlockHandle> {
+        self.buf.clear();
+        frame_block(content, Compression::None, &mut self.buf);
+        let handle = BlockHandle {
+            offset: self.offset,
+            size: (self.buf.len() - super::format::TRAILER_LEN) as u64,
+        };
+        self.file.append(&self.buf)?;
+        self.offset += self.buf.len() as u64;
+        Ok(handle)
+    }
+
+    /// Writes filter, index, meta and footer, then syncs the file.
+    pub(crate) fn finish(mut self) -> Result<SstInfo> {
+        if !self.block.is_empty() {
+            self.flush_block()?;
+        }
+        let filter = bloom::build(&self.hashes, self.opts.bloom_bits_per_key);
+        let filter = self.write_raw_block(&filter)?;
+        let mut idx = Vec::new();
+        put_varint(&mut idx, self.index.len() as u64);
+        for e in &self.index {
+            put_bytes(&mut idx, &e.last_key);
+            e.handle.encode(&mut idx);
+            put_varint(&mut idx, e.rows);
+            put_varint(&mut idx, e.min_seq);
+            put_varint(&mut idx, e.max_seq);
+            for (z, &ty) in e.zones.iter().zip(&self.types) {
+                z.encode(ty, &mut idx);
+            }
+        }
+        let index = self.write_raw_block(&idx)?;
+        let largest = std::mem::take(&mut self.largest);
+        let smallest = self.smallest.clone().unwrap_or_default();
+        let meta = SstMeta {
+            table_id: self.table_id,
+            cg: self.cg,
+            columns: self.columns.clone(),
+            types: self.types.clone(),
+            entries: self.entries,
+            min_seq: if self.entries == 0 { 0 } else { self.min_seq },
+            max_seq: self.max_seq,
+            smallest: smallest.clone(),
+            largest: largest.clone(),
+            index,
+            filter,
+        };
+        let mut m = Vec::new();
+        meta.encode(&mut m);
+        let meta_handle = self.write_raw_block(&m)?;
+        let mut footer = Vec::new();
+        encode_footer(meta_handle, &mut footer);
+        self.file.append(&footer)?;
+        self.offset += footer.len() as u64;
+        self.file.sync()?;
+        Ok(SstInfo {
+            size: self.offset,
+            entries: self.entries,
+            min_seq: meta.min_seq,
+            max_seq: meta.max_seq,
+            smallest,
+            largest,
+        })
+    }
+}
+
+impl SstMeta {
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        put_varint(out, u64::from(self.table_id));
+        put_varint(out, u64::from(self.cg));
+        put_varint(out, self.columns.len() as u64);
+        for (c, t) in self.columns.iter().zip(&self.types) {
+            put_varint(out, *c as u64);
+            out.push(t.code());
+        }
+        put_varint(out, self.entries);
+        put_varint(out, self.min_seq);
+        put_varint(out, self.max_seq);
+        put_bytes(out, &self.smallest);
+        put_bytes(out, &self.largest);
+        self.index.encode(out);
+        self.filter.encode(out);
+    }
+}

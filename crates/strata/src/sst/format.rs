@@ -1,0 +1,173 @@
+//! Block framing and the footer.
+//!
+//! Every block on disk is `body | compression u8 | crc32c(body ‖ compression) u32 LE`, where
+//! `body` is the (possibly compressed) block content. The footer is the last 32 bytes:
+//! `meta offset u64 | meta size u64 | format version u32 | magic u64 | crc32c(previous 28) u32`.
+
+use std::path::Path;
+
+use crate::codec::{put_varint, DecodeResult, Reader};
+use crate::error::{Error, Result};
+
+/// Identifies strata SST files.
+pub(crate) const MAGIC: u64 = 0x5354_5241_5441_5353; // "STRATASS"
+pub(crate) const FOOTER_LEN: usize = 32;
+pub(crate) const TRAILER_LEN: usize = 5;
+/// Decompressed blocks larger than this are rejected as corrupt.
+pub(crate) const MAX_BLOCK: usize = 256 << 20;
+
+/// Block compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// Stored as is.
+    None,
+    /// LZ4 block format with the uncompressed size in front (default).
+    #[default]
+    Lz4,
+    /// Zstandard at level 3.
+    Zstd,
+}
+
+impl Compression {
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Lz4 => 1,
+            Compression::Zstd => 2,
+        }
+    }
+}
+
+/// Where a block lives in its file: offset and size of the body (without trailer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct BlockHandle {
+    pub offset: u64,
+    pub size: u64,
+}
+
+impl BlockHandle {
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        put_varint(out, self.offset);
+        put_varint(out, self.size);
+    }
+
+    pub(crate) fn decode(r: &mut Reader<'_>) -> DecodeResult<Self> {
+        Ok(BlockHandle {
+            offset: r.varint()?,
+            size: r.varint()?,
+        })
+    }
+}
+
+/// Frames `content` for disk: compresses (falling back to none if it does not shrink) and adds
+/// the trailer.
+pub(crate) fn frame_block(content: &[u8], compression: Compression, out: &mut Vec<u8>) {
+    let start = out.len();
+    let compressed = match compression {
+        Compression::None => None,
+        Compression::Lz4 => Some(lz4_flex::block::compress_prepend_size(content)),
+        Compression::Zstd => zstd::bulk::compress(content, 3).ok(),
+    };
+    let code = match compressed {
+        Some(c) if c.len() < content.len() => {
+            out.extend_from_slice(&c);
+            compression.code()
+        }
+        _ => {
+            out.extend_from_slice(content);
+            Compression::None.code()
+        }
+    };
+    out.push(code);
+    let crc = crc32c::crc32c(&out[start..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+}
+
+/// Checks and unframes a block read from disk (`raw` = body + trailer).
+pub(crate) fn unframe_block(path: &Path, offset: u64, raw: &[u8]) -> Result<Vec<u8>> {
+    let bad = |why: &str| Error::corruption(path, offset, why.to_owned());
+    if raw.len() < TRAILER_LEN {
+        return Err(bad("block shorter than its trailer"));
+    }
+    let (body_code, crc) = raw.split_at(raw.len() - 4);
+    let want = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
+    if crc32c::crc32c(body_code) != want {
+        return Err(bad("block checksum mismatch"));
+    }
+    let (body, code) = body_code.split_at(body_code.len() - 1);
+    match code[0] {
+        0 => Ok(body.to_vec()),
+        1 => {
+            if body.len() >= 4 {
+                let n = u32::from_le_bytes([body[0], body[1], body[2], body[3]]) as usize;
+                if n > MAX_BLOCK {
+                    return Err(bad("block too large"));
+                }
+            }
+            lz4_flex::block::decompress_size_prepended(body).map_err(|e| bad(&format!("lz4: {e}")))
+        }
+        2 => zstd::bulk::decompress(body, MAX_BLOCK).map_err(|e| bad(&format!("zstd: {e}"))),
+        c => Err(bad(&format!("unknown compression {c}"))),
+    }
+}
+
+/// Encodes the footer pointing at the meta block.
+pub(crate) fn encode_footer(meta: BlockHandle, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&meta.offset.to_le_bytes());
+    out.extend_from_slice(&meta.size.to_le_bytes());
+    out.extend_from_slice(&super::FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&MAGIC.to_le_bytes());
+    let crc = crc32c::crc32c(&out[start..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+}
+
+/// Decodes and checks the footer, returning the meta block handle.
+pub(crate) fn decode_footer(path: &Path, file_len: u64, b: &[u8]) -> Result<BlockHandle> {
+    let off = file_len.saturating_sub(FOOTER_LEN as u64);
+    let bad = |why: String| Error::corruption(path, off, why);
+    if b.len() != FOOTER_LEN {
+        return Err(bad("file too short for a footer".into()));
+    }
+    let crc = u32::from_le_bytes([b[28], b[29], b[30], b[31]]);
+    if crc32c::crc32c(&b[..28]) != crc {
+        return Err(bad("footer checksum mismatch".into()));
+    }
+    let mut r = Reader::new(b);
+    let (offset, size, version, magic) =
+        (|| -> DecodeResult<_> { Ok((r.u64()?, r.u64()?, r.u32()?, r.u64()?)) })()
+            .map_err(|e| bad(e.0))?;
+    if magic != MAGIC {
+        return Err(bad("not a strata SST (bad magic)".into()));
+    }
+    if version != super::FORMAT_VERSION {
+        return Err(bad(format!("unsupported SST format version {version}")));
+    }
+    if offset
+        .checked_add(size)
+        .is_none_or(|end| end + (TRAILER_LEN + FOOTER_LEN) as u64 > file_len)
+    {
+        return Err(bad("meta block handle out of range".into()));
+    }
+    Ok(BlockHandle { offset, size })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_roundtrip_all_compressions_and_detects_flips() {
+        let content: Vec<u8> = (0..4000u32).flat_map(|i| (i % 17).to_le_bytes()).collect();
+        for c in [Compression::None, Compression::Lz4, Compression::Zstd] {
+            let mut out = Vec::new();
+            frame_block(&content, c, &mut out);
+            assert_eq!(unframe_block(Path::new("f"), 0, &out).unwrap(), content);
+            for i in (0..out.len()).step_by(7) {
+                let mut bad = out.clone();
+                bad[i] ^= 0x10;
+                assert!(unframe_block(Path::new("f"), 0, &bad).is_err());
+            }
+        }
+    }
+}

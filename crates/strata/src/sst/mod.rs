@@ -1,0 +1,20 @@
+//! Sorted string tables: immutable files holding one sorted run's worth of versions for one
+//! (table, column group). See `docs/format/sst.md` for the byte layout.
+//!
+//! - [`format`]: block framing (compression + CRC32C), block handles, the footer.
+//! - [`block`]: the PAX data block (keys, seqs, kinds, then one section per column).
+//! - [`bloom`]: the key filter.
+//! - [`builder`]: writes a file from entries in (key asc, seq desc) order.
+//! - [`reader`]: opens a file, answers point lookups and iterates it.
+//! - [`cache`]: the shared block cache.
+
+pub mod block;
+pub mod bloom;
+pub mod builder;
+pub mod cache;
+pub mod format;
+pub mod reader;
+pub mod zone;
+
+/// Version of the SST file format written by this build (stored in every footer).
+pub const FORMAT_VERSION: u32 = 1;

@@ -1,0 +1,175 @@
+//! A single typed value, as users pass and receive them.
+
+use super::ColumnType;
+
+/// One column value. Floats compare by bit pattern, so `NaN == NaN` and `0.0 != -0.0`, which
+/// matches how they are stored and ordered in keys.
+#[derive(Debug, Clone)]
+pub enum Value {
+    /// SQL NULL.
+    Null,
+    /// BIGINT.
+    BigInt(i64),
+    /// INT.
+    Int(i32),
+    /// SMALLINT.
+    SmallInt(i16),
+    /// TINYINT.
+    TinyInt(i8),
+    /// DOUBLE.
+    Double(f64),
+    /// REAL.
+    Real(f32),
+    /// BOOLEAN.
+    Boolean(bool),
+    /// TEXT.
+    Text(String),
+    /// BYTEA.
+    Bytea(Vec<u8>),
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Self) -> bool {
+        use Value::*;
+        match (self, other) {
+            (Null, Null) => true,
+            (BigInt(a), BigInt(b)) => a == b,
+            (Int(a), Int(b)) => a == b,
+            (SmallInt(a), SmallInt(b)) => a == b,
+            (TinyInt(a), TinyInt(b)) => a == b,
+            (Double(a), Double(b)) => a.to_bits() == b.to_bits(),
+            (Real(a), Real(b)) => a.to_bits() == b.to_bits(),
+            (Boolean(a), Boolean(b)) => a == b,
+            (Text(a), Text(b)) => a == b,
+            (Bytea(a), Bytea(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Value {
+    /// True for [`Value::Null`].
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// Whether a non-null value has the given column type.
+    pub fn has_type(&self, ty: ColumnType) -> bool {
+        matches!(
+            (self, ty),
+            (Value::BigInt(_), ColumnType::BigInt)
+                | (Value::Int(_), ColumnType::Int)
+                | (Value::SmallInt(_), ColumnType::SmallInt)
+                | (Value::TinyInt(_), ColumnType::TinyInt)
+                | (Value::Double(_), ColumnType::Double)
+                | (Value::Real(_), ColumnType::Real)
+                | (Value::Boolean(_), ColumnType::Boolean)
+                | (Value::Text(_), ColumnType::Text)
+                | (Value::Bytea(_), ColumnType::Bytea)
+        )
+    }
+
+    /// A short name of the value's type, for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "NULL",
+            Value::BigInt(_) => "BIGINT",
+            Value::Int(_) => "INT",
+            Value::SmallInt(_) => "SMALLINT",
+            Value::TinyInt(_) => "TINYINT",
+            Value::Double(_) => "DOUBLE",
+            Value::Real(_) => "REAL",
+            Value::Boolean(_) => "BOOLEAN",
+            Value::Text(_) => "TEXT",
+            Value::Bytea(_) => "BYTEA",
+        }
+    }
+
+    /// Appends the little-endian bytes of a fixed-width value (nothing for NULL or var-width).
+    pub(crate) fn put_fixed(&self, out: &mut Vec<u8>) {
+        match self {
+            Value::BigInt(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::Int(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::SmallInt(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::TinyInt(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::Double(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::Real(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::Boolean(v) => out.push(u8::from(*v)),
+            Value::Null | Value::Text(_) | Value::Bytea(_) => {}
+        }
+    }
+
+    /// Reads a fixed-width value of type `ty` from exactly `ty.fixed_width()` bytes.
+    pub(crate) fn from_fixed(ty: ColumnType, b: &[u8]) -> Value {
+        fn arr<const N: usize>(b: &[u8]) -> [u8; N] {
+            let mut a = [0u8; N];
+            a.copy_from_slice(&b[..N]);
+            a
+        }
+        match ty {
+            ColumnType::BigInt => Value::BigInt(i64::from_le_bytes(arr(b))),
+            ColumnType::Int => Value::Int(i32::from_le_bytes(arr(b))),
+            ColumnType::SmallInt => Value::SmallInt(i16::from_le_bytes(arr(b))),
+            ColumnType::TinyInt => Value::TinyInt(i8::from_le_bytes(arr(b))),
+            ColumnType::Double => Value::Double(f64::from_le_bytes(arr(b))),
+            ColumnType::Real => Value::Real(f32::from_le_bytes(arr(b))),
+            ColumnType::Boolean => Value::Boolean(b[0] != 0),
+            ColumnType::Text | ColumnType::Bytea => Value::Null,
+        }
+    }
+
+    /// The bytes of a TEXT or BYTEA value.
+    pub(crate) fn var_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Value::Text(s) => Some(s.as_bytes()),
+            Value::Bytea(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Builds a TEXT or BYTEA value from stored bytes; `None` if TEXT bytes are not UTF-8.
+    pub(crate) fn from_var(ty: ColumnType, b: &[u8]) -> Option<Value> {
+        match ty {
+            ColumnType::Text => std::str::from_utf8(b)
+                .ok()
+                .map(|s| Value::Text(s.to_owned())),
+            _ => Some(Value::Bytea(b.to_vec())),
+        }
+    }
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::BigInt(v)
+    }
+}
+impl From<i32> for Value {
+    fn from(v: i32) -> Self {
+        Value::Int(v)
+    }
+}
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Value::Double(v)
+    }
+}
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Value::Boolean(v)
+    }
+}
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::Text(v.to_owned())
+    }
+}
+impl From<String> for Value {
+    fn from(v: String) -> Self {
+        Value::Text(v)
+    }
+}
+impl From<Vec<u8>> for Value {
+    fn from(v: Vec<u8>) -> Self {
+        Value::Bytea(v)
+    }
+}

@@ -1,0 +1,210 @@
+//! Version edits: the records of the manifest. One edit is one manifest record and is applied
+//! atomically. See `docs/format/manifest.md`.
+
+use std::sync::Arc;
+
+use super::FileMeta;
+use crate::codec::{put_bytes, put_varint, DecodeError, DecodeResult, Reader};
+use crate::db::{TableInfo, TableOptions};
+use crate::types::Schema;
+
+/// One change to the set of tables and files.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EditRecord {
+    /// A table was created.
+    CreateTable(TableInfo),
+    /// A table was dropped (its files become obsolete).
+    DropTable(u32),
+    /// A file joined a level.
+    AddFile {
+        /// Table id.
+        table: u32,
+        /// Level.
+        level: usize,
+        /// The file.
+        file: FileMeta,
+    },
+    /// A file left a level.
+    DeleteFile {
+        /// Table id.
+        table: u32,
+        /// Level.
+        level: usize,
+        /// File number.
+        number: u64,
+    },
+    /// WAL files numbered below this hold nothing that is not in SSTs.
+    LogNumber(u64),
+    /// The next unused file number.
+    NextFileNumber(u64),
+    /// Every sequence number up to this one has been used.
+    LastSequence(u64),
+    /// The next unused table id.
+    NextTableId(u32),
+}
+
+/// A group of records applied together.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VersionEdit {
+    /// The records, applied in order.
+    pub records: Vec<EditRecord>,
+}
+
+const CREATE: u8 = 1;
+const DROP: u8 = 2;
+const ADD: u8 = 3;
+const DELETE: u8 = 4;
+const LOG: u8 = 5;
+const NEXT_FILE: u8 = 6;
+const LAST_SEQ: u8 = 7;
+const NEXT_TABLE: u8 = 8;
+
+fn u32_of(v: u64) -> DecodeResult<u32> {
+    u32::try_from(v).map_err(|_| DecodeError::new("value out of range"))
+}
+
+impl VersionEdit {
+    pub(crate) fn push(&mut self, r: EditRecord) {
+        self.records.push(r);
+    }
+
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in &self.records {
+            match r {
+                EditRecord::CreateTable(t) => {
+                    out.push(CREATE);
+                    put_varint(&mut out, u64::from(t.id));
+                    put_bytes(&mut out, t.name.as_bytes());
+                    t.schema.encode(&mut out);
+                    let mut o = Vec::new();
+                    t.options.encode(&mut o);
+                    put_bytes(&mut out, &o);
+                }
+                EditRecord::DropTable(id) => {
+                    out.push(DROP);
+                    put_varint(&mut out, u64::from(*id));
+                }
+                EditRecord::AddFile {
+                    table,
+                    level,
+                    file: f,
+                } => {
+                    out.push(ADD);
+                    put_varint(&mut out, u64::from(*table));
+                    put_varint(&mut out, *level as u64);
+                    for v in [
+                        f.number,
+                        f.size,
+                        f.entries,
+                        f.min_seq,
+                        f.max_seq,
+                        u64::from(f.cg),
+                    ] {
+                        put_varint(&mut out, v);
+                    }
+                    put_bytes(&mut out, &f.smallest);
+                    put_bytes(&mut out, &f.largest);
+                }
+                EditRecord::DeleteFile {
+                    table,
+                    level,
+                    number,
+                } => {
+                    out.push(DELETE);
+                    put_varint(&mut out, u64::from(*table));
+                    put_varint(&mut out, *level as u64);
+                    put_varint(&mut out, *number);
+                }
+                EditRecord::LogNumber(n) => {
+                    out.push(LOG);
+                    put_varint(&mut out, *n);
+                }
+                EditRecord::NextFileNumber(n) => {
+                    out.push(NEXT_FILE);
+                    put_varint(&mut out, *n);
+                }
+                EditRecord::LastSequence(n) => {
+                    out.push(LAST_SEQ);
+                    put_varint(&mut out, *n);
+                }
+                EditRecord::NextTableId(n) => {
+                    out.push(NEXT_TABLE);
+                    put_varint(&mut out, u64::from(*n));
+                }
+            }
+        }
+        out
+    }
+
+    /// Decodes an edit; levels must be below `num_levels`.
+    pub(crate) fn decode(b: &[u8], num_levels: usize) -> DecodeResult<Self> {
+        let mut r = Reader::new(b);
+        let mut records = Vec::new();
+        let level = |r: &mut Reader<'_>| -> DecodeResult<usize> {
+            let l = r.varint()?;
+            if l >= num_levels as u64 {
+                return Err(DecodeError::new(format!(
+                    "level {l} beyond the configured {num_levels} levels"
+                )));
+            }
+            Ok(l as usize)
+        };
+        while !r.is_empty() {
+            let rec = match r.u8()? {
+                CREATE => {
+                    let id = u32_of(r.varint()?)?;
+                    let name = r.string()?;
+                    let schema = Schema::decode(&mut r)?;
+                    let options = TableOptions::decode(r.bytes()?)?;
+                    EditRecord::CreateTable(TableInfo::new(id, name, Arc::new(schema), options))
+                }
+                DROP => EditRecord::DropTable(u32_of(r.varint()?)?),
+                ADD => {
+                    let table = u32_of(r.varint()?)?;
+                    let level = level(&mut r)?;
+                    let (number, size, entries, min_seq, max_seq) = (
+                        r.varint()?,
+                        r.varint()?,
+                        r.varint()?,
+                        r.varint()?,
+                        r.varint()?,
+                    );
+                    let cg = u32_of(r.varint()?)?;
+                    let smallest = r.bytes()?.to_vec();
+                    let largest = r.bytes()?.to_vec();
+                    EditRecord::AddFile {
+                        table,
+                        level,
+                        file: FileMeta {
+                            number,
+                            size,
+                            entries,
+                            min_seq,
+                            max_seq,
+                            smallest,
+                            largest,
+                            cg,
+                        },
+                    }
+                }
+                DELETE => {
+                    let table = u32_of(r.varint()?)?;
+                    let level = level(&mut r)?;
+                    EditRecord::DeleteFile {
+                        table,
+                        level,
+                        number: r.varint()?,
+                    }
+                }
+                LOG => EditRecord::LogNumber(r.varint()?),
+                NEXT_FILE => EditRecord::NextFileNumber(r.varint()?),
+                LAST_SEQ => EditRecord::LastSequence(r.varint()?),
+                NEXT_TABLE => EditRecord::NextTableId(u32_of(r.varint()?)?),
+                t => return Err(DecodeError::new(format!("unknown edit record type {t}"))),
+            };
+            records.push(rec);
+        }
+        Ok(VersionEdit { records })
+    }
+}

@@ -1,0 +1,226 @@
+//! Versions: the immutable description of which files make up every table's tree.
+//!
+//! A [`Version`] is never changed after it is built; flush and compaction describe their result as
+//! a [`VersionEdit`](edit::VersionEdit), which the [`VersionSet`](set::VersionSet) appends to the
+//! manifest and applies to produce the next version. Readers hold an `Arc<Version>` for as long as
+//! they read, so the files it names stay on disk.
+//!
+//! Shape: table → levels → sorted runs → files. Level-0 has one run per file, newest first; deeper
+//! levels have one run per column group, each a key-ordered list of non-overlapping files. Read and
+//! compaction code walks runs, so a level may later hold several runs per group.
+
+pub mod edit;
+pub mod manifest;
+pub mod set;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::db::TableInfo;
+use edit::{EditRecord, VersionEdit};
+
+/// One SST as the version knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileMeta {
+    /// File number (the file is `<number>.sst`).
+    pub number: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Versions stored.
+    pub entries: u64,
+    /// Smallest sequence number stored.
+    pub min_seq: u64,
+    /// Largest sequence number stored.
+    pub max_seq: u64,
+    /// Smallest key.
+    pub smallest: Vec<u8>,
+    /// Largest key.
+    pub largest: Vec<u8>,
+    /// Column group the file stores.
+    pub cg: u32,
+}
+
+impl FileMeta {
+    /// Whether the file's key range intersects `[lo, hi]` (inclusive).
+    pub(crate) fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
+        self.smallest.as_slice() <= hi && self.largest.as_slice() >= lo
+    }
+}
+
+/// A sorted run: files ordered by key, non-overlapping.
+#[derive(Debug, Clone, Default)]
+pub struct Run {
+    /// The files, by smallest key.
+    pub files: Vec<Arc<FileMeta>>,
+}
+
+impl Run {
+    /// The file that may hold `key`.
+    pub(crate) fn file_for(&self, key: &[u8]) -> Option<&Arc<FileMeta>> {
+        let i = self.files.partition_point(|f| f.largest.as_slice() < key);
+        self.files.get(i).filter(|f| f.smallest.as_slice() <= key)
+    }
+
+    /// Index of the first file whose largest key is `>= key`.
+    pub(crate) fn seek(&self, key: &[u8]) -> usize {
+        self.files.partition_point(|f| f.largest.as_slice() < key)
+    }
+}
+
+/// One level of one table's tree.
+#[derive(Debug, Clone, Default)]
+pub struct Level {
+    /// Runs, newest first within Level-0.
+    pub runs: Vec<Run>,
+}
+
+impl Level {
+    /// All files of the level.
+    pub fn files(&self) -> impl Iterator<Item = &Arc<FileMeta>> {
+        self.runs.iter().flat_map(|r| r.files.iter())
+    }
+
+    /// Total bytes.
+    pub fn bytes(&self) -> u64 {
+        self.files().map(|f| f.size).sum()
+    }
+}
+
+/// The tree of one table.
+#[derive(Debug, Clone)]
+pub struct TableVersion {
+    /// The table's definition.
+    pub info: Arc<TableInfo>,
+    /// Levels 0..num_levels.
+    pub levels: Vec<Level>,
+}
+
+/// The files of every table at one point in time.
+#[derive(Debug, Clone, Default)]
+pub struct Version {
+    /// Tables by id.
+    pub tables: BTreeMap<u32, Arc<TableVersion>>,
+    pub(crate) num_levels: usize,
+}
+
+impl Version {
+    pub(crate) fn new(num_levels: usize) -> Self {
+        Version {
+            tables: BTreeMap::new(),
+            num_levels,
+        }
+    }
+
+    /// Table by name.
+    pub(crate) fn table_by_name(&self, name: &str) -> Option<&Arc<TableVersion>> {
+        self.tables.values().find(|t| t.info.name == name)
+    }
+
+    /// Every file number in the version.
+    pub(crate) fn file_numbers(&self) -> impl Iterator<Item = u64> + '_ {
+        self.tables
+            .values()
+            .flat_map(|t| t.levels.iter().flat_map(|l| l.files().map(|f| f.number)))
+    }
+
+    /// Applies an edit, producing the next version. Records about tables that no longer exist
+    /// are ignored (a compaction may finish after its table was dropped).
+    pub(crate) fn apply(&self, edit: &VersionEdit) -> Version {
+        let mut tables = self.tables.clone();
+        let mut touched: BTreeMap<u32, TableVersion> = BTreeMap::new();
+        let num_levels = self.num_levels;
+        let get = |tables: &BTreeMap<u32, Arc<TableVersion>>,
+                   touched: &mut BTreeMap<u32, TableVersion>,
+                   id: u32|
+         -> bool {
+            if touched.contains_key(&id) {
+                return true;
+            }
+            match tables.get(&id) {
+                Some(t) => {
+                    touched.insert(id, (**t).clone());
+                    true
+                }
+                None => false,
+            }
+        };
+        for r in &edit.records {
+            match r {
+                EditRecord::CreateTable(info) => {
+                    touched.remove(&info.id);
+                    tables.insert(
+                        info.id,
+                        Arc::new(TableVersion {
+                            info: Arc::new(info.clone()),
+                            levels: vec![Level::default(); num_levels],
+                        }),
+                    );
+                }
+                EditRecord::DropTable(id) => {
+                    tables.remove(id);
+                    touched.remove(id);
+                }
+                EditRecord::DeleteFile {
+                    table,
+                    level,
+                    number,
+                } => {
+                    if get(&tables, &mut touched, *table) {
+                        if let Some(l) = touched
+                            .get_mut(table)
+                            .and_then(|t| t.levels.get_mut(*level))
+                        {
+                            for run in &mut l.runs {
+                                run.files.retain(|f| f.number != *number);
+                            }
+                            l.runs.retain(|r| !r.files.is_empty());
+                        }
+                    }
+                }
+                EditRecord::AddFile { table, level, file } => {
+                    if get(&tables, &mut touched, *table) {
+                        if let Some(l) = touched
+                            .get_mut(table)
+                            .and_then(|t| t.levels.get_mut(*level))
+                        {
+                            let f = Arc::new(file.clone());
+                            if *level == 0 {
+                                l.runs.push(Run { files: vec![f] });
+                            } else {
+                                match l
+                                    .runs
+                                    .iter_mut()
+                                    .find(|r| r.files.first().is_some_and(|x| x.cg == f.cg))
+                                {
+                                    Some(run) => run.files.push(f),
+                                    None => l.runs.push(Run { files: vec![f] }),
+                                }
+                            }
+                        }
+                    }
+                }
+                EditRecord::LogNumber(_)
+                | EditRecord::NextFileNumber(_)
+                | EditRecord::LastSequence(_)
+                | EditRecord::NextTableId(_) => {}
+            }
+        }
+        for (id, mut t) in touched {
+            for (li, l) in t.levels.iter_mut().enumerate() {
+                if li == 0 {
+                    l.runs.sort_by(|a, b| {
+                        let (x, y) = (&a.files[0], &b.files[0]);
+                        (y.max_seq, y.number).cmp(&(x.max_seq, x.number))
+                    });
+                } else {
+                    for run in &mut l.runs {
+                        run.files.sort_by(|a, b| a.smallest.cmp(&b.smallest));
+                    }
+                    l.runs.sort_by_key(|r| r.files[0].cg);
+                }
+            }
+            tables.insert(id, Arc::new(t));
+        }
+        Version { tables, num_levels }
+    }
+}

@@ -1,0 +1,167 @@
+//! [`VersionSet`]: the current version plus the manifest it is logged in. Callers hold the
+//! database's version lock around [`VersionSet::log_and_apply`], so edits are applied one at a
+//! time and in manifest order.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::edit::{EditRecord, VersionEdit};
+use super::manifest::{current, read_edits, set_current, ManifestWriter};
+use super::Version;
+use crate::error::{Error, Result};
+use crate::vfs::Fs;
+
+/// A manifest larger than this is rewritten as a fresh snapshot.
+const MANIFEST_ROLL_BYTES: u64 = 64 << 20;
+
+/// Persistent counters carried in the manifest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Counters {
+    pub log_number: u64,
+    pub next_file: u64,
+    pub last_sequence: u64,
+    pub next_table_id: u32,
+}
+
+/// The live version and its manifest.
+pub(crate) struct VersionSet {
+    dir: PathBuf,
+    current: Arc<Version>,
+    manifest: ManifestWriter,
+    pub(crate) counters: Counters,
+}
+
+fn snapshot_edit(v: &Version, c: &Counters) -> VersionEdit {
+    let mut e = VersionEdit::default();
+    for t in v.tables.values() {
+        e.push(EditRecord::CreateTable((*t.info).clone()));
+        for (li, l) in t.levels.iter().enumerate() {
+            for f in l.files() {
+                e.push(EditRecord::AddFile {
+                    table: t.info.id,
+                    level: li,
+                    file: (**f).clone(),
+                });
+            }
+        }
+    }
+    e.push(EditRecord::LogNumber(c.log_number));
+    e.push(EditRecord::NextFileNumber(c.next_file));
+    e.push(EditRecord::LastSequence(c.last_sequence));
+    e.push(EditRecord::NextTableId(c.next_table_id));
+    e
+}
+
+impl VersionSet {
+    /// Starts a brand-new database.
+    pub(crate) fn create(fs: &dyn Fs, dir: &Path, num_levels: usize) -> Result<Self> {
+        let counters = Counters {
+            log_number: 0,
+            next_file: 2,
+            last_sequence: 0,
+            next_table_id: 1,
+        };
+        let v = Version::new(num_levels);
+        let manifest = ManifestWriter::create(fs, dir, 1, &snapshot_edit(&v, &counters).encode())?;
+        fs.sync_dir(dir)?;
+        set_current(fs, dir, 1)?;
+        Ok(VersionSet {
+            dir: dir.to_owned(),
+            current: Arc::new(v),
+            manifest,
+            counters,
+        })
+    }
+
+    /// Replays the live manifest, then starts a new one holding a snapshot of the result.
+    pub(crate) fn recover(fs: &dyn Fs, dir: &Path, num_levels: usize) -> Result<Self> {
+        let (path, _) = current(fs, dir)?;
+        let mut v = Version::new(num_levels);
+        let mut c = Counters::default();
+        for rec in read_edits(fs, &path)? {
+            let edit = VersionEdit::decode(&rec, num_levels)
+                .map_err(|e| Error::corruption(&path, 0, format!("bad version edit: {}", e.0)))?;
+            for r in &edit.records {
+                match r {
+                    EditRecord::LogNumber(n) => c.log_number = c.log_number.max(*n),
+                    EditRecord::NextFileNumber(n) => c.next_file = c.next_file.max(*n),
+                    EditRecord::LastSequence(n) => c.last_sequence = c.last_sequence.max(*n),
+                    EditRecord::NextTableId(n) => c.next_table_id = c.next_table_id.max(*n),
+                    EditRecord::AddFile { file, .. } => {
+                        c.next_file = c.next_file.max(file.number + 1)
+                    }
+                    EditRecord::CreateTable(t) => c.next_table_id = c.next_table_id.max(t.id + 1),
+                    _ => {}
+                }
+            }
+            v = v.apply(&edit);
+        }
+        let number = c.next_file;
+        c.next_file += 1;
+        let manifest = ManifestWriter::create(fs, dir, number, &snapshot_edit(&v, &c).encode())?;
+        fs.sync_dir(dir)?;
+        set_current(fs, dir, number)?;
+        Ok(VersionSet {
+            dir: dir.to_owned(),
+            current: Arc::new(v),
+            manifest,
+            counters: c,
+        })
+    }
+
+    pub(crate) fn current(&self) -> &Arc<Version> {
+        &self.current
+    }
+
+    pub(crate) fn manifest_number(&self) -> u64 {
+        self.manifest.number
+    }
+
+    /// Logs `edit` (with the current counters appended) durably, then makes it current.
+    /// `next_file` is the database's file-number allocator.
+    pub(crate) fn log_and_apply(
+        &mut self,
+        fs: &dyn Fs,
+        mut edit: VersionEdit,
+        next_file: &AtomicU64,
+    ) -> Result<Arc<Version>> {
+        for r in &edit.records {
+            match r {
+                EditRecord::LogNumber(n) => {
+                    self.counters.log_number = self.counters.log_number.max(*n)
+                }
+                EditRecord::LastSequence(n) => {
+                    self.counters.last_sequence = self.counters.last_sequence.max(*n)
+                }
+                EditRecord::NextTableId(n) => {
+                    self.counters.next_table_id = self.counters.next_table_id.max(*n)
+                }
+                _ => {}
+            }
+        }
+        let roll = self.manifest.size() > MANIFEST_ROLL_BYTES;
+        let roll_number = roll.then(|| next_file.fetch_add(1, Ordering::SeqCst));
+        self.counters.next_file = self
+            .counters
+            .next_file
+            .max(next_file.load(Ordering::SeqCst));
+        edit.push(EditRecord::NextFileNumber(self.counters.next_file));
+        let next = Arc::new(self.current.apply(&edit));
+        if let Some(number) = roll_number {
+            let m = ManifestWriter::create(
+                fs,
+                &self.dir,
+                number,
+                &snapshot_edit(&next, &self.counters).encode(),
+            )?;
+            fs.sync_dir(&self.dir)?;
+            set_current(fs, &self.dir, number)?;
+            self.manifest = m;
+        } else {
+            self.manifest.append(&edit.encode())?;
+        }
+        self.current = next.clone();
+        Ok(next)
+    }
+}
