@@ -522,6 +522,11 @@ impl DbInner {
     /// Deletes SSTs no live version names, WALs below the log number and old manifests.
     pub(crate) fn delete_obsolete_files(&self) {
         let vs = self.versions.lock();
+        // List first: any file in the listing was created after its number became pending, and
+        // stays pending until it is installed, which cannot happen while we hold the version lock.
+        let Ok(names) = self.fs.list(&self.dir) else {
+            return;
+        };
         let mut live: HashSet<u64> = self.pending_outputs.lock().clone();
         {
             let mut versions = self.live_versions.lock();
@@ -530,9 +535,6 @@ impl DbInner {
                 live.extend(v.file_numbers());
             }
         }
-        let Ok(names) = self.fs.list(&self.dir) else {
-            return;
-        };
         for name in names {
             let obsolete = if let Some(n) = parse_number(&name, ".sst") {
                 let dead = !live.contains(&n);

@@ -1,0 +1,375 @@
+//! Randomized differential test: every operation is applied to strata and to a BTreeMap model,
+//! and every read is compared. Covers inserts, partial updates, deletes, atomic batches across
+//! tables, gets and range scans with projections, snapshots taken and released, flushes,
+//! compactions and close/reopen, on the in-memory and the real filesystem.
+//!
+//! `STRATA_SEEDS=..` picks seeds, `STRATA_MODEL_OPS=N` the operations per seed.
+
+mod common;
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use common::*;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use strata::vfs::{FaultFs, Fs, OsFs};
+use strata::{
+    Db, KeyRange, Projection, ReadOptions, Schema, Snapshot, Table, TableOptions, Value,
+    WriteBatch, WriteOptions,
+};
+
+struct World {
+    rng: StdRng,
+    db: Option<Db>,
+    tables: Vec<(Table, Schema)>,
+    model: Vec<TableModel>,
+    snaps: Vec<(Snapshot, Vec<TableModel>)>,
+    dir: std::path::PathBuf,
+    fs: Arc<dyn Fs>,
+    deepest_level: usize,
+    op: usize,
+}
+
+const DOMAIN: i64 = 300;
+
+impl World {
+    fn open(&mut self) {
+        let db = Db::open(&self.dir, tiny_options(self.fs.clone())).unwrap();
+        self.tables = schemas()
+            .into_iter()
+            .map(|(n, s)| (db.table(n).unwrap(), s))
+            .collect();
+        self.db = Some(db);
+    }
+
+    fn db(&self) -> &Db {
+        self.db.as_ref().unwrap()
+    }
+
+    fn random_key(&mut self, t: usize) -> Vec<Value> {
+        let schema = &self.tables[t].1;
+        let cols: Vec<_> = schema
+            .primary_key()
+            .iter()
+            .map(|&c| schema.columns()[c].clone())
+            .collect();
+        cols.iter()
+            .map(|c| random_key_value(&mut self.rng, c, DOMAIN))
+            .collect()
+    }
+
+    fn random_row(&mut self, t: usize) -> Vec<Value> {
+        let key = self.random_key(t);
+        let schema = self.tables[t].1.clone();
+        let mut row: Vec<Value> = schema
+            .columns()
+            .iter()
+            .map(|c| random_value(&mut self.rng, c))
+            .collect();
+        for (&c, v) in schema.primary_key().iter().zip(key) {
+            row[c] = v;
+        }
+        row
+    }
+
+    fn random_set(&mut self, t: usize) -> Vec<(String, Value)> {
+        let schema = self.tables[t].1.clone();
+        let mut cols: Vec<usize> = schema.value_columns().to_vec();
+        cols.shuffle(&mut self.rng);
+        let n = self.rng.gen_range(1..=cols.len());
+        cols[..n]
+            .iter()
+            .map(|&c| {
+                (
+                    schema.columns()[c].name.clone(),
+                    random_value(&mut self.rng, &schema.columns()[c]),
+                )
+            })
+            .collect()
+    }
+
+    fn random_projection(&mut self, t: usize) -> (Projection, Vec<usize>) {
+        let schema = self.tables[t].1.clone();
+        let n = schema.columns().len();
+        if self.rng.gen_ratio(1, 4) {
+            return (Projection::All, (0..n).collect());
+        }
+        let mut cols: Vec<usize> = (0..n).collect();
+        cols.shuffle(&mut self.rng);
+        cols.truncate(self.rng.gen_range(1..=n));
+        let names: Vec<&str> = cols
+            .iter()
+            .map(|&c| schema.columns()[c].name.as_str())
+            .collect();
+        (self.tables[t].0.projection(&names).unwrap(), cols)
+    }
+
+    fn ctx(&self) -> String {
+        format!("op {}", self.op)
+    }
+
+    fn step(&mut self) {
+        let t = self.rng.gen_range(0..self.tables.len());
+        let dice = self.rng.gen_range(0..1000);
+        match dice {
+            0..=299 => {
+                let row = self.random_row(t);
+                self.tables[t].0.insert(&row).unwrap();
+                self.model[t].insert(&self.tables[t].1, row);
+            }
+            300..=449 => {
+                let key = self.random_key(t);
+                let set = self.random_set(t);
+                let pairs: Vec<(&str, Value)> =
+                    set.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+                self.tables[t].0.update(&key, &pairs).unwrap();
+                self.model[t].update(&self.tables[t].1, &key, &set);
+            }
+            450..=529 => {
+                let key = self.random_key(t);
+                self.tables[t].0.delete(&key).unwrap();
+                self.model[t].delete(&key);
+            }
+            530..=579 => self.batch(),
+            580..=779 => self.check_get(t),
+            780..=839 => self.check_scan(t),
+            840..=869 => {
+                if self.snaps.len() < 4 {
+                    let s = self.db().snapshot();
+                    self.snaps.push((s, self.model.clone()));
+                }
+            }
+            870..=899 => {
+                if !self.snaps.is_empty() {
+                    let i = self.rng.gen_range(0..self.snaps.len());
+                    self.snaps.swap_remove(i);
+                }
+            }
+            900..=909 => self.db().flush().unwrap(),
+            910..=914 => {
+                let name = self.tables[t].0.name().to_owned();
+                let range = if self.rng.gen() {
+                    KeyRange::all()
+                } else {
+                    KeyRange {
+                        start: Bound::Included(self.random_key(t)),
+                        end: Bound::Unbounded,
+                    }
+                };
+                self.db().compact_range(&name, &range).unwrap();
+            }
+            915..=916 => self.reopen(),
+            _ => self.check_get(t),
+        }
+        if self.op % 500 == 0 {
+            let st = self.db().stats();
+            for ts in &st.tables {
+                for l in &ts.levels {
+                    if l.files > 0 {
+                        self.deepest_level = self.deepest_level.max(l.level);
+                    }
+                }
+            }
+        }
+    }
+
+    fn batch(&mut self) {
+        let mut b = WriteBatch::new();
+        let mut applied: Vec<Box<dyn FnOnce(&mut Vec<TableModel>, &[(Table, Schema)])>> =
+            Vec::new();
+        for _ in 0..self.rng.gen_range(1..6) {
+            let t = self.rng.gen_range(0..self.tables.len());
+            match self.rng.gen_range(0..3) {
+                0 => {
+                    let row = self.random_row(t);
+                    b.insert(&self.tables[t].0, &row).unwrap();
+                    applied.push(Box::new(move |m, ts| m[t].insert(&ts[t].1, row)));
+                }
+                1 => {
+                    let key = self.random_key(t);
+                    let set = self.random_set(t);
+                    let pairs: Vec<(&str, Value)> =
+                        set.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+                    b.update(&self.tables[t].0, &key, &pairs).unwrap();
+                    applied.push(Box::new(move |m, ts| m[t].update(&ts[t].1, &key, &set)));
+                }
+                _ => {
+                    let key = self.random_key(t);
+                    b.delete(&self.tables[t].0, &key).unwrap();
+                    applied.push(Box::new(move |m, _| m[t].delete(&key)));
+                }
+            }
+        }
+        let sync = self.rng.gen_ratio(1, 10);
+        self.db().write(b, &WriteOptions { sync }).unwrap();
+        for f in applied {
+            f(&mut self.model, &self.tables);
+        }
+    }
+
+    /// Picks the latest state or a live snapshot; returns (snapshot index, model).
+    fn read_point(&mut self) -> Option<usize> {
+        if !self.snaps.is_empty() && self.rng.gen_ratio(1, 3) {
+            Some(self.rng.gen_range(0..self.snaps.len()))
+        } else {
+            None
+        }
+    }
+
+    fn check_get(&mut self, t: usize) {
+        let key = self.random_key(t);
+        let (proj, cols) = self.random_projection(t);
+        let at = self.read_point();
+        let (snapshot, model) = match at {
+            Some(i) => (Some(&self.snaps[i].0), &self.snaps[i].1),
+            None => (None, &self.model),
+        };
+        let got = self.tables[t]
+            .0
+            .get(&key, &proj, &ReadOptions { snapshot })
+            .unwrap();
+        let want = model[t].get(&key).map(|r| project(r, &cols));
+        assert_eq!(
+            got,
+            want,
+            "{}: get {key:?} at {:?}",
+            self.ctx(),
+            snapshot.map(Snapshot::seq)
+        );
+    }
+
+    fn check_scan(&mut self, t: usize) {
+        let (proj, cols) = self.random_projection(t);
+        let mut a = self.random_key(t);
+        let mut b = self.random_key(t);
+        let ma: MKey = a.iter().map(part_of).collect();
+        let mb: MKey = b.iter().map(part_of).collect();
+        if ma > mb {
+            std::mem::swap(&mut a, &mut b);
+        }
+        let (ma, mb): (MKey, MKey) = (
+            a.iter().map(part_of).collect(),
+            b.iter().map(part_of).collect(),
+        );
+        let (range, lo, hi) = match self.rng.gen_range(0..4) {
+            0 => (KeyRange::all(), Bound::Unbounded, Bound::Unbounded),
+            1 => (
+                KeyRange::half_open(a, b),
+                Bound::Included(ma),
+                Bound::Excluded(mb),
+            ),
+            2 => (
+                KeyRange {
+                    start: Bound::Excluded(a),
+                    end: Bound::Included(b),
+                },
+                Bound::Excluded(ma),
+                Bound::Included(mb),
+            ),
+            _ => (
+                KeyRange {
+                    start: Bound::Included(a),
+                    end: Bound::Unbounded,
+                },
+                Bound::Included(ma),
+                Bound::Unbounded,
+            ),
+        };
+        let at = self.read_point();
+        let (snapshot, model) = match at {
+            Some(i) => (Some(&self.snaps[i].0), &self.snaps[i].1),
+            None => (None, &self.model),
+        };
+        let got: Vec<Vec<Value>> = self.tables[t]
+            .0
+            .scan(&range, &proj, &ReadOptions { snapshot })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let want: Vec<Vec<Value>> = model[t]
+            .rows
+            .range::<MKey, _>((lo, hi))
+            .map(|(_, r)| project(r, &cols))
+            .collect();
+        assert_eq!(
+            got.len(),
+            want.len(),
+            "{}: scan {range:?} row count",
+            self.ctx()
+        );
+        assert_eq!(got, want, "{}: scan {range:?}", self.ctx());
+    }
+
+    fn reopen(&mut self) {
+        self.snaps.clear();
+        self.tables.clear();
+        self.db.take().unwrap().close().unwrap();
+        self.open();
+    }
+}
+
+fn run(seed: u64, ops: usize) {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs: Arc<dyn Fs> = if seed % 2 == 0 {
+        Arc::new(FaultFs::new())
+    } else {
+        Arc::new(OsFs)
+    };
+    let dir = if seed % 2 == 0 {
+        std::path::PathBuf::from("/model")
+    } else {
+        tmp.path().join("db")
+    };
+    let db = Db::open(&dir, tiny_options(fs.clone())).unwrap();
+    for (name, schema) in schemas() {
+        db.create_table(name, schema, TableOptions::default())
+            .unwrap();
+    }
+    drop(db);
+    let mut w = World {
+        rng: StdRng::seed_from_u64(seed),
+        db: None,
+        tables: Vec::new(),
+        model: vec![TableModel::default(); 2],
+        snaps: Vec::new(),
+        dir,
+        fs,
+        deepest_level: 0,
+        op: 0,
+    };
+    w.open();
+    for i in 0..ops {
+        w.op = i;
+        w.step();
+    }
+    w.snaps.clear();
+    for t in 0..w.tables.len() {
+        let got: Vec<Vec<Value>> = w.tables[t]
+            .0
+            .scan(&KeyRange::all(), &Projection::All, &ReadOptions::default())
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let want: Vec<Vec<Value>> = w.model[t].rows.values().cloned().collect();
+        assert_eq!(got, want, "final full scan of table {t}");
+    }
+    w.db().verify().unwrap();
+    assert!(
+        w.deepest_level >= 2,
+        "the run never reached level 2 (deepest {}), so it tested too little",
+        w.deepest_level
+    );
+}
+
+#[test]
+fn differential_against_btreemap_model() {
+    let ops: usize = std::env::var("STRATA_MODEL_OPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50_000);
+    for seed in seeds(&[1, 2, 3, 4]) {
+        with_seed(seed, |s| run(s, ops));
+    }
+}
