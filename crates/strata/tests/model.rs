@@ -20,6 +20,9 @@ use strata::{
     WriteBatch, WriteOptions,
 };
 
+/// A model mutation recorded while a batch is built, applied once the batch commits.
+type Pending = Box<dyn FnOnce(&mut Vec<TableModel>, &[(Table, Schema)])>;
+
 struct World {
     rng: StdRng,
     db: Option<Db>,
@@ -163,7 +166,7 @@ impl World {
             915..=916 => self.reopen(),
             _ => self.check_get(t),
         }
-        if self.op % 500 == 0 {
+        if self.op.is_multiple_of(500) {
             let st = self.db().stats();
             for ts in &st.tables {
                 for l in &ts.levels {
@@ -177,8 +180,7 @@ impl World {
 
     fn batch(&mut self) {
         let mut b = WriteBatch::new();
-        let mut applied: Vec<Box<dyn FnOnce(&mut Vec<TableModel>, &[(Table, Schema)])>> =
-            Vec::new();
+        let mut applied: Vec<Pending> = Vec::new();
         for _ in 0..self.rng.gen_range(1..6) {
             let t = self.rng.gen_range(0..self.tables.len());
             match self.rng.gen_range(0..3) {
@@ -312,12 +314,12 @@ impl World {
 
 fn run(seed: u64, ops: usize) {
     let tmp = tempfile::tempdir().unwrap();
-    let fs: Arc<dyn Fs> = if seed % 2 == 0 {
+    let fs: Arc<dyn Fs> = if seed.is_multiple_of(2) {
         Arc::new(FaultFs::new())
     } else {
         Arc::new(OsFs)
     };
-    let dir = if seed % 2 == 0 {
+    let dir = if seed.is_multiple_of(2) {
         std::path::PathBuf::from("/model")
     } else {
         tmp.path().join("db")
