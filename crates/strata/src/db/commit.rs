@@ -25,7 +25,7 @@ pub(crate) struct Request {
 
 impl DbInner {
     pub(crate) fn write(&self, batch: WriteBatch, opts: &super::WriteOptions) -> Result<()> {
-        self.check_open()?;
+        self.check_writable()?;
         if batch.is_empty() {
             return Ok(());
         }
@@ -75,7 +75,7 @@ impl DbInner {
     }
 
     fn commit_group(&self, group: &mut [Request]) -> Result<()> {
-        self.check_open()?;
+        self.check_writable()?;
         self.make_room()?;
         let mut seq = self.last_seq.load(Ordering::Acquire);
         let first = seq + 1;
@@ -122,7 +122,7 @@ impl DbInner {
     fn make_room(&self) -> Result<()> {
         let mut slowed = false;
         loop {
-            self.check_open()?;
+            self.check_writable()?;
             let view = self.view.read().clone();
             let l0 = view
                 .version
@@ -204,7 +204,7 @@ impl DbInner {
     }
 
     pub(crate) fn flush(&self) -> Result<()> {
-        self.check_open()?;
+        self.check_writable()?;
         self.as_leader(|| {
             let view = self.view.read().clone();
             if view.mem.is_empty() {

@@ -302,7 +302,7 @@ impl Db {
     /// # Errors
     /// [`Error::TableExists`], or [`Error::InvalidArgument`] for an empty name.
     pub fn create_table(&self, name: &str, schema: Schema, options: TableOptions) -> Result<Table> {
-        self.inner.check_open()?;
+        self.inner.check_writable()?;
         if name.is_empty() || name.len() > 255 {
             return Err(Error::InvalidArgument(
                 "table names must be 1 to 255 bytes".into(),
@@ -326,7 +326,7 @@ impl Db {
 
     /// Drops a table; its files are deleted once no reader uses them.
     pub fn drop_table(&self, name: &str) -> Result<()> {
-        self.inner.check_open()?;
+        self.inner.check_writable()?;
         {
             let mut vs = self.inner.versions.lock();
             let id = vs
@@ -439,10 +439,17 @@ impl Drop for Db {
 }
 
 impl DbInner {
+    /// Fails once the database is closed. Reads only need this.
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
+        Ok(())
+    }
+
+    /// Fails once closed or after a failure left the files in doubt (writes and DDL).
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
         if let Some(e) = self.bg_error.lock().clone() {
             return Err(Error::Poisoned(e));
         }

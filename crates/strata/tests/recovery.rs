@@ -1,0 +1,287 @@
+//! Crash recovery through the fault-injecting filesystem. Writer threads stream synced batches
+//! while background flushes and compactions run; the "machine" then loses power (unsynced bytes
+//! and directory entries vanish, unsynced tails may survive torn) and the database is reopened.
+//! Every acknowledged write must be there, and nothing else except, per writer, the one batch
+//! that was in flight.
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strata::vfs::{FaultFs, FaultKind, Fs};
+use strata::{
+    Column, ColumnType, Db, KeyRange, Projection, ReadOptions, Schema, Table, TableOptions, Value,
+    WriteBatch, WriteOptions,
+};
+
+const WRITERS: i64 = 3;
+
+fn schema() -> Schema {
+    Schema::new(
+        vec![
+            Column::new("id", ColumnType::BigInt),
+            Column::new("a", ColumnType::Int),
+            Column::new("b", ColumnType::Text),
+        ],
+        &["id"],
+    )
+    .unwrap()
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(Vec<Value>),
+    Update(i64, Vec<(String, Value)>),
+    Delete(i64),
+}
+
+fn apply(m: &mut TableModel, s: &Schema, ops: &[Op]) {
+    for op in ops {
+        match op {
+            Op::Insert(r) => m.insert(s, r.clone()),
+            Op::Update(k, set) => m.update(s, &[Value::BigInt(*k)], set),
+            Op::Delete(k) => m.delete(&[Value::BigInt(*k)]),
+        }
+    }
+}
+
+struct Partition {
+    acked: TableModel,
+    in_flight: Option<Vec<Op>>,
+}
+
+fn writer(
+    db: Arc<Db>,
+    t: Table,
+    part: Arc<Mutex<Partition>>,
+    w: i64,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+) {
+    let s = schema();
+    let mut rng = StdRng::seed_from_u64(seed);
+    while !stop.load(Ordering::Relaxed) {
+        let mut ops = Vec::new();
+        let mut b = WriteBatch::new();
+        for _ in 0..rng.gen_range(1..4) {
+            let k = rng.gen_range(0..200) * WRITERS + w;
+            let op = match rng.gen_range(0..10) {
+                0..=4 => Op::Insert(vec![
+                    Value::BigInt(k),
+                    Value::Int(rng.gen()),
+                    Value::Text("x".repeat(rng.gen_range(0..40))),
+                ]),
+                5..=7 => Op::Update(k, vec![("a".into(), Value::Int(rng.gen()))]),
+                _ => Op::Delete(k),
+            };
+            match &op {
+                Op::Insert(r) => b.insert(&t, r).unwrap(),
+                Op::Update(k, set) => b
+                    .update(
+                        &t,
+                        &[Value::BigInt(*k)],
+                        &[(set[0].0.as_str(), set[0].1.clone())],
+                    )
+                    .unwrap(),
+                Op::Delete(k) => b.delete(&t, &[Value::BigInt(*k)]).unwrap(),
+            }
+            ops.push(op);
+        }
+        part.lock().in_flight = Some(ops.clone());
+        let res = db.write(b, &WriteOptions { sync: true });
+        let mut p = part.lock();
+        match res {
+            Ok(()) => {
+                apply(&mut p.acked, &s, &ops);
+                p.in_flight = None;
+            }
+            // The machine died (or the database refused writes): stop, keeping the in-flight
+            // batch as "maybe".
+            Err(_) => return,
+        }
+    }
+}
+
+fn rows_of(t: &Table) -> Vec<Vec<Value>> {
+    t.scan(&KeyRange::all(), &Projection::All, &ReadOptions::default())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// One round: write until `fault` or a timed crash stops things, crash, reopen, check.
+fn round(
+    fs: &FaultFs,
+    dir: &Path,
+    parts: &[Arc<Mutex<Partition>>],
+    seed: u64,
+    fault: Option<(&str, FaultKind, u64)>,
+    sync_fault: Option<u64>,
+) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let db = Arc::new(Db::open(dir, tiny_options(Arc::new(fs.clone()))).unwrap());
+    let t = db.table("t").unwrap();
+    if let Some((path, kind, after)) = fault {
+        fs.fail_writes(path, after, kind);
+    }
+    if let Some(after) = sync_fault {
+        fs.fail_syncs(".log", after);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::new();
+    for w in 0..WRITERS {
+        let (t, part, stop, db) = (
+            t.clone(),
+            parts[w as usize].clone(),
+            stop.clone(),
+            db.clone(),
+        );
+        let s = seed.wrapping_mul(31).wrapping_add(w as u64);
+        handles.push(std::thread::spawn(move || writer(db, t, part, w, s, stop)));
+    }
+    std::thread::sleep(Duration::from_millis(rng.gen_range(5..80)));
+    fs.crash(Some(seed));
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().unwrap();
+    }
+    drop(t);
+    drop(Arc::try_unwrap(db).ok().expect("writers released the db"));
+    fs.restart();
+
+    let db = Db::open(dir, tiny_options(Arc::new(fs.clone()))).unwrap();
+    let t = db.table("t").unwrap();
+    let all = rows_of(&t);
+    let s = schema();
+    for (w, part) in parts.iter().enumerate() {
+        let mut p = part.lock();
+        let mine: Vec<Vec<Value>> = all
+            .iter()
+            .filter(|r| matches!(r[0], Value::BigInt(k) if k.rem_euclid(WRITERS) == w as i64))
+            .cloned()
+            .collect();
+        let acked: Vec<Vec<Value>> = p.acked.rows.values().cloned().collect();
+        if mine == acked {
+            p.in_flight = None;
+            continue;
+        }
+        let flight = p.in_flight.take().unwrap_or_else(|| {
+            panic!("writer {w}: state differs from acknowledged writes and nothing was in flight")
+        });
+        let mut maybe = p.acked.clone();
+        apply(&mut maybe, &s, &flight);
+        let maybe_rows: Vec<Vec<Value>> = maybe.rows.values().cloned().collect();
+        assert_eq!(mine, maybe_rows, "writer {w}: state is neither the acknowledged writes nor those plus the in-flight batch");
+        p.acked = maybe;
+    }
+    db.verify().unwrap();
+    db.close().unwrap();
+}
+
+fn setup(fs: &FaultFs, dir: &Path) -> Vec<Arc<Mutex<Partition>>> {
+    let db = Db::open(dir, tiny_options(Arc::new(fs.clone()))).unwrap();
+    db.create_table("t", schema(), TableOptions::default())
+        .unwrap();
+    db.close().unwrap();
+    (0..WRITERS)
+        .map(|_| {
+            Arc::new(Mutex::new(Partition {
+                acked: TableModel::default(),
+                in_flight: None,
+            }))
+        })
+        .collect()
+}
+
+#[test]
+fn power_loss_keeps_every_acknowledged_synced_write() {
+    for seed in seeds(&[11, 12, 13]) {
+        with_seed(seed, |seed| {
+            let fs = FaultFs::new();
+            let dir = Path::new("/crash");
+            let parts = setup(&fs, dir);
+            for r in 0..8 {
+                round(&fs, dir, &parts, seed * 100 + r, None, None);
+            }
+            let total: usize = parts.iter().map(|p| p.lock().acked.rows.len()).sum();
+            assert!(
+                total > 50,
+                "too few rows survived to make the test meaningful: {total}"
+            );
+        });
+    }
+}
+
+#[test]
+fn injected_io_errors_then_power_loss_lose_nothing_acknowledged() {
+    for seed in seeds(&[21, 22]) {
+        with_seed(seed, |seed| {
+            let fs = FaultFs::new();
+            let dir = Path::new("/faults");
+            let parts = setup(&fs, dir);
+            let mut rng = StdRng::seed_from_u64(seed);
+            let cases: [(Option<(&str, FaultKind, u64)>, Option<u64>); 6] = [
+                (Some((".log", FaultKind::Torn, rng.gen_range(5..200))), None),
+                (
+                    Some((".log", FaultKind::NoSpace, rng.gen_range(5..200))),
+                    None,
+                ),
+                (
+                    Some((".sst", FaultKind::NoSpace, rng.gen_range(0..50))),
+                    None,
+                ),
+                (Some((".sst", FaultKind::Fail, rng.gen_range(0..50))), None),
+                (
+                    Some(("MANIFEST", FaultKind::Torn, rng.gen_range(0..5))),
+                    None,
+                ),
+                (None, Some(rng.gen_range(5..100))),
+            ];
+            for (i, (fault, sync)) in cases.into_iter().enumerate() {
+                round(&fs, dir, &parts, seed * 100 + i as u64, fault, sync);
+            }
+        });
+    }
+}
+
+#[test]
+fn a_failed_write_poisons_writes_but_reads_keep_working() {
+    let fs = FaultFs::new();
+    let dir = Path::new("/poison");
+    let db = Db::open(dir, tiny_options(Arc::new(fs.clone()))).unwrap();
+    let t = db
+        .create_table("t", schema(), TableOptions::default())
+        .unwrap();
+    t.insert(&[Value::BigInt(1), Value::Int(1), Value::Null])
+        .unwrap();
+    fs.fail_syncs(".log", 0);
+    let err = t
+        .insert_with(
+            &[Value::BigInt(2), Value::Int(2), Value::Null],
+            &WriteOptions { sync: true },
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("fsync"), "{err}");
+    let again = t
+        .insert(&[Value::BigInt(3), Value::Int(3), Value::Null])
+        .unwrap_err();
+    assert!(matches!(again, strata::Error::Poisoned(_)), "{again}");
+    let row = t
+        .get(
+            &[Value::BigInt(1)],
+            &Projection::All,
+            &ReadOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(
+        row,
+        Some(vec![Value::BigInt(1), Value::Int(1), Value::Null])
+    );
+}
