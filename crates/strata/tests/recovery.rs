@@ -15,13 +15,16 @@ use common::*;
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata::vfs::{FaultFs, FaultKind, Fs};
+use strata::vfs::{FaultFs, FaultKind};
 use strata::{
     Column, ColumnType, Db, KeyRange, Projection, ReadOptions, Schema, Table, TableOptions, Value,
     WriteBatch, WriteOptions,
 };
 
 const WRITERS: i64 = 3;
+
+/// An injected write fault: path fragment, kind, matching writes before it fires.
+type WriteFault<'a> = Option<(&'a str, FaultKind, u64)>;
 
 fn schema() -> Schema {
     Schema::new(
@@ -122,7 +125,7 @@ fn round(
     dir: &Path,
     parts: &[Arc<Mutex<Partition>>],
     seed: u64,
-    fault: Option<(&str, FaultKind, u64)>,
+    fault: WriteFault<'_>,
     sync_fault: Option<u64>,
 ) {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -227,7 +230,7 @@ fn injected_io_errors_then_power_loss_lose_nothing_acknowledged() {
             let dir = Path::new("/faults");
             let parts = setup(&fs, dir);
             let mut rng = StdRng::seed_from_u64(seed);
-            let cases: [(Option<(&str, FaultKind, u64)>, Option<u64>); 6] = [
+            let cases: [(WriteFault<'_>, Option<u64>); 6] = [
                 (Some((".log", FaultKind::Torn, rng.gen_range(5..200))), None),
                 (
                     Some((".log", FaultKind::NoSpace, rng.gen_range(5..200))),
