@@ -101,9 +101,7 @@ impl<'a> Reader<'a> {
     pub(crate) fn len(&mut self, limit: usize) -> DecodeResult<usize> {
         let v = self.varint()?;
         if v > limit as u64 {
-            return Err(DecodeError::new(format!(
-                "length {v} exceeds limit {limit}"
-            )));
+            return Err(DecodeError::new(format!("length {v} exceeds limit {limit}")));
         }
         Ok(v as usize)
     }

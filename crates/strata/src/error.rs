@@ -75,11 +75,7 @@ impl Error {
         }
     }
 
-    pub(crate) fn corruption(
-        path: impl Into<PathBuf>,
-        offset: u64,
-        reason: impl Into<String>,
-    ) -> Self {
+    pub(crate) fn corruption(path: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
         Error::Corruption {
             path: path.into(),
             offset,

@@ -25,8 +25,8 @@ pub mod vfs;
 mod write;
 
 pub use db::{
-    Db, KeyRange, LevelStats, Options, Projection, ReadOptions, ScanIter, Stats, Table, TableInfo,
-    TableOptions, TableStats, WriteOptions,
+    Db, KeyRange, LevelStats, Options, Projection, ReadOptions, ScanIter, Stats, Table, TableInfo, TableOptions,
+    TableStats, WriteOptions,
 };
 pub use error::{Error, Result};
 pub use mvcc::snapshot::Snapshot;

@@ -16,8 +16,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use strata::vfs::{FaultFs, Fs, OsFs};
 use strata::{
-    Db, KeyRange, Projection, ReadOptions, Schema, Snapshot, Table, TableOptions, Value,
-    WriteBatch, WriteOptions,
+    Db, KeyRange, Projection, ReadOptions, Schema, Snapshot, Table, TableOptions, Value, WriteBatch, WriteOptions,
 };
 
 /// A model mutation recorded while a batch is built, applied once the batch commits.
@@ -40,10 +39,7 @@ const DOMAIN: i64 = 300;
 impl World {
     fn open(&mut self) {
         let db = Db::open(&self.dir, tiny_options(self.fs.clone())).unwrap();
-        self.tables = schemas()
-            .into_iter()
-            .map(|(n, s)| (db.table(n).unwrap(), s))
-            .collect();
+        self.tables = schemas().into_iter().map(|(n, s)| (db.table(n).unwrap(), s)).collect();
         self.db = Some(db);
     }
 
@@ -102,10 +98,7 @@ impl World {
         let mut cols: Vec<usize> = (0..n).collect();
         cols.shuffle(&mut self.rng);
         cols.truncate(self.rng.gen_range(1..=n));
-        let names: Vec<&str> = cols
-            .iter()
-            .map(|&c| schema.columns()[c].name.as_str())
-            .collect();
+        let names: Vec<&str> = cols.iter().map(|&c| schema.columns()[c].name.as_str()).collect();
         (self.tables[t].0.projection(&names).unwrap(), cols)
     }
 
@@ -125,8 +118,7 @@ impl World {
             300..=449 => {
                 let key = self.random_key(t);
                 let set = self.random_set(t);
-                let pairs: Vec<(&str, Value)> =
-                    set.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+                let pairs: Vec<(&str, Value)> = set.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
                 self.tables[t].0.update(&key, &pairs).unwrap();
                 self.model[t].update(&self.tables[t].1, &key, &set);
             }
@@ -192,8 +184,7 @@ impl World {
                 1 => {
                     let key = self.random_key(t);
                     let set = self.random_set(t);
-                    let pairs: Vec<(&str, Value)> =
-                        set.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+                    let pairs: Vec<(&str, Value)> = set.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
                     b.update(&self.tables[t].0, &key, &pairs).unwrap();
                     applied.push(Box::new(move |m, ts| m[t].update(&ts[t].1, &key, &set)));
                 }
@@ -228,10 +219,7 @@ impl World {
             Some(i) => (Some(&self.snaps[i].0), &self.snaps[i].1),
             None => (None, &self.model),
         };
-        let got = self.tables[t]
-            .0
-            .get(&key, &proj, &ReadOptions { snapshot })
-            .unwrap();
+        let got = self.tables[t].0.get(&key, &proj, &ReadOptions { snapshot }).unwrap();
         let want = model[t].get(&key).map(|r| project(r, &cols));
         assert_eq!(
             got,
@@ -251,17 +239,10 @@ impl World {
         if ma > mb {
             std::mem::swap(&mut a, &mut b);
         }
-        let (ma, mb): (MKey, MKey) = (
-            a.iter().map(part_of).collect(),
-            b.iter().map(part_of).collect(),
-        );
+        let (ma, mb): (MKey, MKey) = (a.iter().map(part_of).collect(), b.iter().map(part_of).collect());
         let (range, lo, hi) = match self.rng.gen_range(0..4) {
             0 => (KeyRange::all(), Bound::Unbounded, Bound::Unbounded),
-            1 => (
-                KeyRange::half_open(a, b),
-                Bound::Included(ma),
-                Bound::Excluded(mb),
-            ),
+            1 => (KeyRange::half_open(a, b), Bound::Included(ma), Bound::Excluded(mb)),
             2 => (
                 KeyRange {
                     start: Bound::Excluded(a),
@@ -295,12 +276,7 @@ impl World {
             .range::<MKey, _>((lo, hi))
             .map(|(_, r)| project(r, &cols))
             .collect();
-        assert_eq!(
-            got.len(),
-            want.len(),
-            "{}: scan {range:?} row count",
-            self.ctx()
-        );
+        assert_eq!(got.len(), want.len(), "{}: scan {range:?} row count", self.ctx());
         assert_eq!(got, want, "{}: scan {range:?}", self.ctx());
     }
 
@@ -326,8 +302,7 @@ fn run(seed: u64, ops: usize) {
     };
     let db = Db::open(&dir, tiny_options(fs.clone())).unwrap();
     for (name, schema) in schemas() {
-        db.create_table(name, schema, TableOptions::default())
-            .unwrap();
+        db.create_table(name, schema, TableOptions::default()).unwrap();
     }
     drop(db);
     let mut w = World {

@@ -17,8 +17,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata::vfs::{FaultFs, FaultKind};
 use strata::{
-    Column, ColumnType, Db, KeyRange, Projection, ReadOptions, Schema, Table, TableOptions, Value,
-    WriteBatch, WriteOptions,
+    Column, ColumnType, Db, KeyRange, Projection, ReadOptions, Schema, Table, TableOptions, Value, WriteBatch,
+    WriteOptions,
 };
 
 const WRITERS: i64 = 3;
@@ -60,14 +60,7 @@ struct Partition {
     in_flight: Option<Vec<Op>>,
 }
 
-fn writer(
-    db: Arc<Db>,
-    t: Table,
-    part: Arc<Mutex<Partition>>,
-    w: i64,
-    seed: u64,
-    stop: Arc<AtomicBool>,
-) {
+fn writer(db: Arc<Db>, t: Table, part: Arc<Mutex<Partition>>, w: i64, seed: u64, stop: Arc<AtomicBool>) {
     let s = schema();
     let mut rng = StdRng::seed_from_u64(seed);
     while !stop.load(Ordering::Relaxed) {
@@ -87,11 +80,7 @@ fn writer(
             match &op {
                 Op::Insert(r) => b.insert(&t, r).unwrap(),
                 Op::Update(k, set) => b
-                    .update(
-                        &t,
-                        &[Value::BigInt(*k)],
-                        &[(set[0].0.as_str(), set[0].1.clone())],
-                    )
+                    .update(&t, &[Value::BigInt(*k)], &[(set[0].0.as_str(), set[0].1.clone())])
                     .unwrap(),
                 Op::Delete(k) => b.delete(&t, &[Value::BigInt(*k)]).unwrap(),
             }
@@ -140,12 +129,7 @@ fn round(
     let stop = Arc::new(AtomicBool::new(false));
     let mut handles = Vec::new();
     for w in 0..WRITERS {
-        let (t, part, stop, db) = (
-            t.clone(),
-            parts[w as usize].clone(),
-            stop.clone(),
-            db.clone(),
-        );
+        let (t, part, stop, db) = (t.clone(), parts[w as usize].clone(), stop.clone(), db.clone());
         let s = seed.wrapping_mul(31).wrapping_add(w as u64);
         handles.push(std::thread::spawn(move || writer(db, t, part, w, s, stop)));
     }
@@ -175,13 +159,17 @@ fn round(
             p.in_flight = None;
             continue;
         }
-        let flight = p.in_flight.take().unwrap_or_else(|| {
-            panic!("writer {w}: state differs from acknowledged writes and nothing was in flight")
-        });
+        let flight = p
+            .in_flight
+            .take()
+            .unwrap_or_else(|| panic!("writer {w}: state differs from acknowledged writes and nothing was in flight"));
         let mut maybe = p.acked.clone();
         apply(&mut maybe, &s, &flight);
         let maybe_rows: Vec<Vec<Value>> = maybe.rows.values().cloned().collect();
-        assert_eq!(mine, maybe_rows, "writer {w}: state is neither the acknowledged writes nor those plus the in-flight batch");
+        assert_eq!(
+            mine, maybe_rows,
+            "writer {w}: state is neither the acknowledged writes nor those plus the in-flight batch"
+        );
         p.acked = maybe;
     }
     db.verify().unwrap();
@@ -190,8 +178,7 @@ fn round(
 
 fn setup(fs: &FaultFs, dir: &Path) -> Vec<Arc<Mutex<Partition>>> {
     let db = Db::open(dir, tiny_options(Arc::new(fs.clone()))).unwrap();
-    db.create_table("t", schema(), TableOptions::default())
-        .unwrap();
+    db.create_table("t", schema(), TableOptions::default()).unwrap();
     db.close().unwrap();
     (0..WRITERS)
         .map(|_| {
@@ -214,10 +201,7 @@ fn power_loss_keeps_every_acknowledged_synced_write() {
                 round(&fs, dir, &parts, seed * 100 + r, None, None);
             }
             let total: usize = parts.iter().map(|p| p.lock().acked.rows.len()).sum();
-            assert!(
-                total > 50,
-                "too few rows survived to make the test meaningful: {total}"
-            );
+            assert!(total > 50, "too few rows survived to make the test meaningful: {total}");
         });
     }
 }
@@ -232,19 +216,10 @@ fn injected_io_errors_then_power_loss_lose_nothing_acknowledged() {
             let mut rng = StdRng::seed_from_u64(seed);
             let cases: [(WriteFault<'_>, Option<u64>); 6] = [
                 (Some((".log", FaultKind::Torn, rng.gen_range(5..200))), None),
-                (
-                    Some((".log", FaultKind::NoSpace, rng.gen_range(5..200))),
-                    None,
-                ),
-                (
-                    Some((".sst", FaultKind::NoSpace, rng.gen_range(0..50))),
-                    None,
-                ),
+                (Some((".log", FaultKind::NoSpace, rng.gen_range(5..200))), None),
+                (Some((".sst", FaultKind::NoSpace, rng.gen_range(0..50))), None),
                 (Some((".sst", FaultKind::Fail, rng.gen_range(0..50))), None),
-                (
-                    Some(("MANIFEST", FaultKind::Torn, rng.gen_range(0..5))),
-                    None,
-                ),
+                (Some(("MANIFEST", FaultKind::Torn, rng.gen_range(0..5))), None),
                 (None, Some(rng.gen_range(5..100))),
             ];
             for (i, (fault, sync)) in cases.into_iter().enumerate() {
@@ -259,11 +234,8 @@ fn a_failed_write_poisons_writes_but_reads_keep_working() {
     let fs = FaultFs::new();
     let dir = Path::new("/poison");
     let db = Db::open(dir, tiny_options(Arc::new(fs.clone()))).unwrap();
-    let t = db
-        .create_table("t", schema(), TableOptions::default())
-        .unwrap();
-    t.insert(&[Value::BigInt(1), Value::Int(1), Value::Null])
-        .unwrap();
+    let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    t.insert(&[Value::BigInt(1), Value::Int(1), Value::Null]).unwrap();
     fs.fail_syncs(".log", 0);
     let err = t
         .insert_with(
@@ -272,19 +244,10 @@ fn a_failed_write_poisons_writes_but_reads_keep_working() {
         )
         .unwrap_err();
     assert!(err.to_string().contains("fsync"), "{err}");
-    let again = t
-        .insert(&[Value::BigInt(3), Value::Int(3), Value::Null])
-        .unwrap_err();
+    let again = t.insert(&[Value::BigInt(3), Value::Int(3), Value::Null]).unwrap_err();
     assert!(matches!(again, strata::Error::Poisoned(_)), "{again}");
     let row = t
-        .get(
-            &[Value::BigInt(1)],
-            &Projection::All,
-            &ReadOptions::default(),
-        )
+        .get(&[Value::BigInt(1)], &Projection::All, &ReadOptions::default())
         .unwrap();
-    assert_eq!(
-        row,
-        Some(vec![Value::BigInt(1), Value::Int(1), Value::Null])
-    );
+    assert_eq!(row, Some(vec![Value::BigInt(1), Value::Int(1), Value::Null]));
 }

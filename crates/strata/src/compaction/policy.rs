@@ -134,12 +134,7 @@ pub fn task_over(
 }
 
 /// Forms the task for `level` of `t`, or `None` if every candidate touches a busy file.
-pub fn task_for_level(
-    t: &TableVersion,
-    level: usize,
-    busy: &HashSet<u64>,
-    score: f64,
-) -> Option<CompactionTask> {
+pub fn task_for_level(t: &TableVersion, level: usize, busy: &HashSet<u64>, score: f64) -> Option<CompactionTask> {
     let lvl = t.levels.get(level)?;
     if level == 0 {
         if lvl.files().any(|f| busy.contains(&f.number)) {
@@ -148,8 +143,7 @@ pub fn task_for_level(
         let inputs: Vec<_> = lvl.files().cloned().collect();
         return task_over(t, 0, inputs, busy, score);
     }
-    let mut candidates: Vec<&Arc<FileMeta>> =
-        lvl.files().filter(|f| !busy.contains(&f.number)).collect();
+    let mut candidates: Vec<&Arc<FileMeta>> = lvl.files().filter(|f| !busy.contains(&f.number)).collect();
     candidates.sort_by_key(|f| (f.max_seq, f.number));
     candidates
         .into_iter()

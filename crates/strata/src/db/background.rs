@@ -93,11 +93,7 @@ impl DbInner {
     }
 
     /// Writes one Level-0 file per table present in `mem` and returns the edit adding them.
-    pub(crate) fn write_level0(
-        &self,
-        mem: &Arc<Memtable>,
-        version: &Version,
-    ) -> Result<VersionEdit> {
+    pub(crate) fn write_level0(&self, mem: &Arc<Memtable>, version: &Version) -> Result<VersionEdit> {
         let snapshots = self.snapshots.capture();
         let mut edit = VersionEdit::default();
         let mut written = Vec::new();
@@ -159,11 +155,15 @@ impl DbInner {
     }
 
     fn flush_oldest(&self) -> Result<()> {
-        let view = self.view.read().clone();
-        let Some(mem) = view.imm.last().cloned() else {
-            return Ok(());
+        let (mem, version) = {
+            let view = self.view.read();
+            let Some(mem) = view.imm.last().cloned() else {
+                return Ok(());
+            };
+            (mem, view.version.clone())
         };
-        let edit = self.write_level0(&mem, &view.version)?;
+        let edit = self.write_level0(&mem, &version)?;
+        drop(version);
         let outputs: Vec<u64> = added(&edit).collect();
         let res = self.install(edit, Some(&mem));
         self.release_outputs(outputs.into_iter());
@@ -198,11 +198,12 @@ impl DbInner {
                 number: f.number,
             });
         }
+        // The current version holds the inputs; keep it only while they are read, so the
+        // cleanup after install can delete them.
         let version = self.view.read().version.clone();
-        let Some(t) = version.tables.get(&task.table) else {
+        let Some(info) = version.tables.get(&task.table).map(|t| t.info.clone()) else {
             return Ok(());
         };
-        let info = t.info.clone();
         let nvals = info.value_types.len();
         let mut sources: Vec<Box<dyn Source>> = Vec::new();
         let run = |files: Vec<Arc<FileMeta>>| -> Box<dyn Source> {
@@ -227,13 +228,8 @@ impl DbInner {
             sources.push(run(task.next_inputs.clone()));
         }
         let snapshots = self.snapshots.capture();
-        let files = self.write_files(
-            &info,
-            sources,
-            &snapshots,
-            task.bottommost,
-            self.opts.target_file_size,
-        )?;
+        let files = self.write_files(&info, sources, &snapshots, task.bottommost, self.opts.target_file_size)?;
+        drop(version);
         self.fs.sync_dir(&self.dir)?;
         let outputs: Vec<u64> = files.iter().map(|f| f.number).collect();
         let bytes: u64 = files.iter().map(|f| f.size).sum();
@@ -250,9 +246,7 @@ impl DbInner {
         {
             let mut io = self.io.lock();
             io.compactions += 1;
-            *io.written
-                .entry((task.table, task.output_level))
-                .or_default() += bytes;
+            *io.written.entry((task.table, task.output_level)).or_default() += bytes;
         }
         self.delete_obsolete_files();
         Ok(())
@@ -271,14 +265,10 @@ impl DbInner {
         }
         let res = (|| {
             for level in 0..self.opts.num_levels - 1 {
-                let version = self.view.read().version.clone();
-                let t = version
-                    .tables
-                    .get(&table)
-                    .ok_or_else(|| Error::UnknownTable(format!("(dropped table id {table})")))?;
-                let in_range = |f: &&Arc<FileMeta>| {
-                    hi.is_none_or(|h| f.smallest.as_slice() < h) && f.largest.as_slice() >= lo
-                };
+                let t = self.view.read().version.tables.get(&table).cloned();
+                let t = t.ok_or_else(|| Error::UnknownTable(format!("(dropped table id {table})")))?;
+                let in_range =
+                    |f: &&Arc<FileMeta>| hi.is_none_or(|h| f.smallest.as_slice() < h) && f.largest.as_slice() >= lo;
                 let inputs: Vec<Arc<FileMeta>> = if level == 0 {
                     if t.levels[0].files().any(|f| in_range(&f)) {
                         t.levels[0].files().cloned().collect()
@@ -293,9 +283,7 @@ impl DbInner {
                 }
                 // Background compaction is paused, so nothing is busy. Always rewrite: a manual
                 // compaction is asked for to drop garbage, which a move would keep.
-                if let Some(mut task) =
-                    policy::task_over(t, level, inputs, &Default::default(), 0.0)
-                {
+                if let Some(mut task) = policy::task_over(&t, level, inputs, &Default::default(), 0.0) {
                     task.trivial_move = false;
                     self.run_compaction(&task)?;
                 }

@@ -36,10 +36,7 @@ impl DbInner {
                 .iter()
                 .find(|op| !view.version.tables.contains_key(&op.table_id))
             {
-                return Err(Error::UnknownTable(format!(
-                    "(dropped table id {})",
-                    op.table_id
-                )));
+                return Err(Error::UnknownTable(format!("(dropped table id {})", op.table_id)));
             }
         }
         let mut st = self.commit.lock();
@@ -91,9 +88,7 @@ impl DbInner {
         }
         {
             let mut wal = self.wal.lock();
-            let res = wal
-                .append(&buf)
-                .and_then(|()| if sync { wal.sync() } else { Ok(()) });
+            let res = wal.append(&buf).and_then(|()| if sync { wal.sync() } else { Ok(()) });
             if let Err(e) = res {
                 // The log may now hold part of this group: nothing more can be appended safely.
                 self.poison(&e);
@@ -106,8 +101,7 @@ impl DbInner {
         for r in group.iter() {
             for op in &r.batch.ops {
                 mem.insert(op.table_id, &op.key, s, op.kind, &op.row);
-                *io.ingested.entry(op.table_id).or_default() +=
-                    (op.key.len() + op.row.len()) as u64;
+                *io.ingested.entry(op.table_id).or_default() += (op.key.len() + op.row.len()) as u64;
                 s += 1;
             }
         }
@@ -132,9 +126,7 @@ impl DbInner {
                 .max()
                 .unwrap_or(0);
             let full = view.mem.approximate_bytes() >= self.opts.memtable_size;
-            if l0 >= self.opts.l0_stop_trigger
-                || (full && view.imm.len() >= self.opts.max_immutable_memtables)
-            {
+            if l0 >= self.opts.l0_stop_trigger || (full && view.imm.len() >= self.opts.max_immutable_memtables) {
                 let mut bg = self.bg.lock();
                 if bg.shutting_down {
                     return Err(Error::Closed);
@@ -159,11 +151,7 @@ impl DbInner {
     fn rotate(&self) -> Result<()> {
         let number = self.next_file.fetch_add(1, Ordering::SeqCst);
         let res = (|| {
-            let new_wal = WalWriter::create(
-                self.fs.as_ref(),
-                &self.dir.join(super::wal_name(number)),
-                number,
-            )?;
+            let new_wal = WalWriter::create(self.fs.as_ref(), &self.dir.join(super::wal_name(number)), number)?;
             self.fs.sync_dir(&self.dir)?;
             let mut wal = self.wal.lock();
             // Sync the old log first so a crash can never keep a later log but lose an earlier one.

@@ -58,10 +58,7 @@ pub struct TableInfo {
 
 impl PartialEq for TableInfo {
     fn eq(&self, o: &Self) -> bool {
-        self.id == o.id
-            && self.name == o.name
-            && self.schema == o.schema
-            && self.options == o.options
+        self.id == o.id && self.name == o.name && self.schema == o.schema && self.options == o.options
     }
 }
 
@@ -192,10 +189,7 @@ impl Db {
         } else if opts.create_if_missing {
             VersionSet::create(fs.as_ref(), &dir, opts.num_levels)?
         } else {
-            return Err(Error::InvalidArgument(format!(
-                "no database at {}",
-                dir.display()
-            )));
+            return Err(Error::InvalidArgument(format!("no database at {}", dir.display())));
         };
         let next_file = AtomicU64::new(vs.counters.next_file);
         let mut last_seq = vs.counters.last_sequence;
@@ -304,9 +298,7 @@ impl Db {
     pub fn create_table(&self, name: &str, schema: Schema, options: TableOptions) -> Result<Table> {
         self.inner.check_writable()?;
         if name.is_empty() || name.len() > 255 {
-            return Err(Error::InvalidArgument(
-                "table names must be 1 to 255 bytes".into(),
-            ));
+            return Err(Error::InvalidArgument("table names must be 1 to 255 bytes".into()));
         }
         let info = {
             let mut vs = self.inner.versions.lock();
@@ -356,12 +348,7 @@ impl Db {
     /// Names of all tables, sorted.
     pub fn table_names(&self) -> Vec<String> {
         let view = self.inner.view.read().clone();
-        let mut v: Vec<String> = view
-            .version
-            .tables
-            .values()
-            .map(|t| t.info.name.clone())
-            .collect();
+        let mut v: Vec<String> = view.version.tables.values().map(|t| t.info.name.clone()).collect();
         v.sort();
         v
     }
@@ -427,6 +414,9 @@ impl Db {
         self.inner.commit_cv.notify_all();
         for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+        if self.inner.bg_error.lock().is_none() {
+            self.inner.delete_obsolete_files();
         }
         self.inner.lock.lock().take();
     }
@@ -551,10 +541,7 @@ impl DbInner {
                 dead
             } else if let Some(n) = parse_number(&name, ".log") {
                 n < vs.counters.log_number
-            } else if let Some(n) = name
-                .strip_prefix("MANIFEST-")
-                .and_then(|n| n.parse::<u64>().ok())
-            {
+            } else if let Some(n) = name.strip_prefix("MANIFEST-").and_then(|n| n.parse::<u64>().ok()) {
                 n != vs.manifest_number()
             } else {
                 false

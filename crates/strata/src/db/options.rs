@@ -88,10 +88,7 @@ impl std::fmt::Debug for Options {
 impl Options {
     pub(crate) fn validate(&self) -> Result<(), String> {
         if self.num_levels < 2 || self.num_levels > 64 {
-            return Err(format!(
-                "num_levels must be 2..=64, got {}",
-                self.num_levels
-            ));
+            return Err(format!("num_levels must be 2..=64, got {}", self.num_levels));
         }
         if self.level_size_ratio < 2 {
             return Err("level_size_ratio must be at least 2".into());
@@ -99,14 +96,9 @@ impl Options {
         if self.l0_compaction_trigger == 0 || self.l0_stop_trigger < self.l0_compaction_trigger {
             return Err("l0_stop_trigger must be >= l0_compaction_trigger >= 1".into());
         }
-        if self.memtable_size < 4096
-            || self.block_size < 256
-            || self.target_file_size < 4096
-            || self.l1_max_bytes == 0
+        if self.memtable_size < 4096 || self.block_size < 256 || self.target_file_size < 4096 || self.l1_max_bytes == 0
         {
-            return Err(
-                "memtable_size, block_size, target_file_size and l1_max_bytes are too small".into(),
-            );
+            return Err("memtable_size, block_size, target_file_size and l1_max_bytes are too small".into());
         }
         if self.compaction_threads == 0 {
             return Err("compaction_threads must be at least 1".into());

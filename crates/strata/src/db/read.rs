@@ -25,9 +25,7 @@ impl DbInner {
     pub(crate) fn read_point(&self, ropts: &ReadOptions<'_>) -> (u64, Arc<ReadView>) {
         match ropts.snapshot {
             Some(s) => (s.seq(), self.view.read().clone()),
-            None => self
-                .snapshots
-                .with_visible(|seq| (seq, self.view.read().clone())),
+            None => self.snapshots.with_visible(|seq| (seq, self.view.read().clone())),
         }
     }
 
@@ -210,12 +208,7 @@ impl Iterator for ScanIter {
 }
 
 /// Builds the output row: the projected columns, key columns decoded from the key.
-pub(crate) fn project(
-    info: &TableInfo,
-    key: &[u8],
-    cells: Cells,
-    projection: &Projection,
-) -> Result<Vec<Value>> {
+pub(crate) fn project(info: &TableInfo, key: &[u8], cells: Cells, projection: &Projection) -> Result<Vec<Value>> {
     let schema = &info.schema;
     let cols = projection.columns(info);
     let mut key_vals: Option<Vec<Value>> = None;
@@ -225,16 +218,9 @@ pub(crate) fn project(
             Some(vi) => out.push(cells.get(vi).cloned().flatten().unwrap_or(Value::Null)),
             None => {
                 if key_vals.is_none() {
-                    key_vals = Some(
-                        decode_key(&info.key_types, key)
-                            .map_err(|e| Error::corruption("<key>", 0, e.0))?,
-                    );
+                    key_vals = Some(decode_key(&info.key_types, key).map_err(|e| Error::corruption("<key>", 0, e.0))?);
                 }
-                let ki = schema
-                    .primary_key()
-                    .iter()
-                    .position(|&k| k == c)
-                    .unwrap_or(0);
+                let ki = schema.primary_key().iter().position(|&k| k == c).unwrap_or(0);
                 out.push(
                     key_vals
                         .as_ref()

@@ -97,11 +97,7 @@ impl DbInner {
         Stats {
             tables,
             memtable_bytes: view.mem.approximate_bytes()
-                + view
-                    .imm
-                    .iter()
-                    .map(|m| m.approximate_bytes())
-                    .sum::<usize>(),
+                + view.imm.iter().map(|m| m.approximate_bytes()).sum::<usize>(),
             immutable_memtables: view.imm.len(),
             block_reads: self.tables.blocks.reads.load(Ordering::Relaxed),
             block_read_bytes: self.tables.blocks.read_bytes.load(Ordering::Relaxed),

@@ -134,10 +134,7 @@ impl Table {
                 return Err(self.column_error(col, "NULL in a NOT NULL column".into()));
             }
         } else if !v.has_type(c.ty) {
-            return Err(self.column_error(
-                col,
-                format!("expected {}, got {}", c.ty.name(), v.type_name()),
-            ));
+            return Err(self.column_error(col, format!("expected {}, got {}", c.ty.name(), v.type_name())));
         }
         Ok(())
     }
@@ -194,17 +191,9 @@ impl Table {
         for (c, v) in row.iter().enumerate() {
             self.check(c, v)?;
         }
-        let key_vals: Vec<Value> = schema
-            .primary_key()
-            .iter()
-            .map(|&c| row[c].clone())
-            .collect();
+        let key_vals: Vec<Value> = schema.primary_key().iter().map(|&c| row[c].clone()).collect();
         let key = encode_key(&self.info.key_types, &key_vals);
-        let cells: Cells = schema
-            .value_columns()
-            .iter()
-            .map(|&c| Some(row[c].clone()))
-            .collect();
+        let cells: Cells = schema.value_columns().iter().map(|&c| Some(row[c].clone())).collect();
         let mut enc = Vec::new();
         encode_row(&self.info.value_types, &cells, &mut enc);
         Ok(BatchOp {
@@ -220,12 +209,10 @@ impl Table {
         let key = self.encode_key(key)?;
         let mut cells: Cells = vec![None; self.info.value_types.len()];
         for (name, v) in set {
-            let c = schema
-                .column_index(name)
-                .ok_or_else(|| Error::UnknownColumn {
-                    table: self.info.name.clone(),
-                    column: (*name).to_owned(),
-                })?;
+            let c = schema.column_index(name).ok_or_else(|| Error::UnknownColumn {
+                table: self.info.name.clone(),
+                column: (*name).to_owned(),
+            })?;
             let vi = schema.value_index(c).ok_or_else(|| {
                 Error::InvalidArgument(format!(
                     "cannot update primary key column `{name}`; delete and insert instead"
@@ -233,9 +220,7 @@ impl Table {
             })?;
             self.check(c, v)?;
             if cells[vi].is_some() {
-                return Err(Error::InvalidArgument(format!(
-                    "column `{name}` is set twice"
-                )));
+                return Err(Error::InvalidArgument(format!("column `{name}` is set twice")));
             }
             cells[vi] = Some(v.clone());
         }
@@ -282,12 +267,7 @@ impl Table {
     }
 
     /// [`Table::update`] with explicit write options.
-    pub fn update_with(
-        &self,
-        key: &[Value],
-        set: &[(&str, Value)],
-        opts: &WriteOptions,
-    ) -> Result<()> {
+    pub fn update_with(&self, key: &[Value], set: &[(&str, Value)], opts: &WriteOptions) -> Result<()> {
         let op = self.encode_update(key, set)?;
         self.write_one(op, opts)
     }
@@ -325,29 +305,16 @@ impl Table {
     }
 
     /// The row with `key`, projected, or `None` if there is none at the read point.
-    pub fn get(
-        &self,
-        key: &[Value],
-        projection: &Projection,
-        ropts: &ReadOptions<'_>,
-    ) -> Result<Option<Vec<Value>>> {
+    pub fn get(&self, key: &[Value], projection: &Projection, ropts: &ReadOptions<'_>) -> Result<Option<Vec<Value>>> {
         let k = self.encode_key(key)?;
-        match self
-            .db
-            .get_cells(&self.info, &k, projection.wanted_slice(), ropts)?
-        {
+        match self.db.get_cells(&self.info, &k, projection.wanted_slice(), ropts)? {
             Some(cells) => project(&self.info, &k, cells, projection).map(Some),
             None => Ok(None),
         }
     }
 
     /// The rows in `range`, in key order, projected.
-    pub fn scan(
-        &self,
-        range: &KeyRange,
-        projection: &Projection,
-        ropts: &ReadOptions<'_>,
-    ) -> Result<ScanIter> {
+    pub fn scan(&self, range: &KeyRange, projection: &Projection, ropts: &ReadOptions<'_>) -> Result<ScanIter> {
         let (lo, hi) = self.encode_range(range)?;
         self.db.scan(&self.info, lo, hi, projection, ropts)
     }

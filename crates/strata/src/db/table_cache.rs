@@ -44,12 +44,7 @@ impl TableCache {
         if let Some(r) = self.open.lock().get(&number) {
             return Ok(r.clone());
         }
-        let r = SstReader::open(
-            self.fs.as_ref(),
-            &self.path(number),
-            number,
-            self.blocks.clone(),
-        )?;
+        let r = SstReader::open(self.fs.as_ref(), &self.path(number), number, self.blocks.clone())?;
         Ok(self.open.lock().entry(number).or_insert(r).clone())
     }
 

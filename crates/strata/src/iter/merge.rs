@@ -102,11 +102,7 @@ impl Source for RunSource {
             let Some(f) = self.files.get(self.next_file) else {
                 return Ok(None);
             };
-            if self
-                .upper
-                .as_deref()
-                .is_some_and(|u| f.smallest.as_slice() >= u)
-            {
+            if self.upper.as_deref().is_some_and(|u| f.smallest.as_slice() >= u) {
                 return Ok(None);
             }
             self.next_file += 1;

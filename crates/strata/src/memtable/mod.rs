@@ -55,10 +55,7 @@ fn split(ik: &[u8]) -> (u32, &[u8], u64) {
 fn entry_of(ik: &[u8], v: &[u8]) -> MemEntry {
     let (_, key, seq) = split(ik);
     // Values are written only by `insert`, which always puts a valid kind byte first.
-    let kind = v
-        .first()
-        .and_then(|&b| Kind::from_u8(b))
-        .unwrap_or(Kind::Delete);
+    let kind = v.first().and_then(|&b| Kind::from_u8(b)).unwrap_or(Kind::Delete);
     MemEntry {
         key: key.to_vec(),
         seq,
@@ -107,13 +104,7 @@ impl Memtable {
 
     /// Calls `f` with the versions of `key` at or below `snapshot`, newest first, until it
     /// returns false.
-    pub(crate) fn get(
-        &self,
-        table_id: u32,
-        key: &[u8],
-        snapshot: u64,
-        mut f: impl FnMut(Kind, &[u8]) -> bool,
-    ) {
+    pub(crate) fn get(&self, table_id: u32, key: &[u8], snapshot: u64, mut f: impl FnMut(Kind, &[u8]) -> bool) {
         let start = internal_key(table_id, key, snapshot);
         for e in self
             .map
@@ -124,10 +115,7 @@ impl Memtable {
                 break;
             }
             let v = e.value();
-            let kind = v
-                .first()
-                .and_then(|&b| Kind::from_u8(b))
-                .unwrap_or(Kind::Delete);
+            let kind = v.first().and_then(|&b| Kind::from_u8(b)).unwrap_or(Kind::Delete);
             if !f(kind, v.get(1..).unwrap_or_default()) {
                 break;
             }
@@ -136,19 +124,8 @@ impl Memtable {
 
     /// Copies up to `limit` entries of `table_id` starting at `from` (an internal-key bound; see
     /// [`MemCursor`]).
-    fn chunk(
-        &self,
-        table_id: u32,
-        from: Bound<&[u8]>,
-        upper: Option<&[u8]>,
-        limit: usize,
-        out: &mut Vec<MemEntry>,
-    ) {
-        for e in self
-            .map
-            .range::<[u8], _>((from, Bound::Unbounded))
-            .take(limit)
-        {
+    fn chunk(&self, table_id: u32, from: Bound<&[u8]>, upper: Option<&[u8]>, limit: usize, out: &mut Vec<MemEntry>) {
+        for e in self.map.range::<[u8], _>((from, Bound::Unbounded)).take(limit) {
             let (t, k, _) = split(e.key());
             if t != table_id || upper.is_some_and(|u| k >= u) {
                 break;
@@ -194,12 +171,7 @@ const CHUNK: usize = 256;
 
 impl MemCursor {
     /// Entries with `lower <= key < upper` (upper `None` = to the end of the table).
-    pub(crate) fn new(
-        mem: std::sync::Arc<Memtable>,
-        table_id: u32,
-        lower: &[u8],
-        upper: Option<&[u8]>,
-    ) -> Self {
+    pub(crate) fn new(mem: std::sync::Arc<Memtable>, table_id: u32, lower: &[u8], upper: Option<&[u8]>) -> Self {
         let mut lo = table_id.to_be_bytes().to_vec();
         lo.extend_from_slice(lower);
         MemCursor {
@@ -247,13 +219,7 @@ mod tests {
     fn orders_by_key_then_newest_first_and_cursor_resumes() {
         let m = Arc::new(Memtable::new(1));
         for i in 0..1000u32 {
-            m.insert(
-                7,
-                &(i % 300).to_be_bytes(),
-                u64::from(i) + 1,
-                Kind::Put,
-                &[i as u8],
-            );
+            m.insert(7, &(i % 300).to_be_bytes(), u64::from(i) + 1, Kind::Put, &[i as u8]);
         }
         m.insert(9, b"zz", 5000, Kind::Delete, &[]);
         assert_eq!(m.tables(), vec![7, 9]);
@@ -263,12 +229,7 @@ mod tests {
             true
         });
         assert_eq!(seen, vec![605u32 as u8, 305u32 as u8, 5]);
-        let mut c = MemCursor::new(
-            m.clone(),
-            7,
-            &10u32.to_be_bytes(),
-            Some(&20u32.to_be_bytes()),
-        );
+        let mut c = MemCursor::new(m.clone(), 7, &10u32.to_be_bytes(), Some(&20u32.to_be_bytes()));
         let mut prev: Option<(Vec<u8>, u64)> = None;
         let mut n = 0;
         while let Some(e) = c.next_entry() {

@@ -117,11 +117,7 @@ pub(crate) fn collapse(versions: Vec<Entry>, snapshots: &[u64], bottommost: bool
         Absent,
         Row(Cells),
     }
-    let mut below = if bottommost {
-        Below::Absent
-    } else {
-        Below::Unknown
-    };
+    let mut below = if bottommost { Below::Absent } else { Below::Unknown };
     let mut out = Vec::with_capacity(stripes.len());
     for mut e in stripes.into_iter().rev() {
         match e.kind {
@@ -182,10 +178,7 @@ mod tests {
             e(1, Kind::Put, &[Some(0), Some(0)]),
         ];
         assert_eq!(read(&v, 3), None);
-        assert_eq!(
-            read(&v, 1),
-            Some(vec![Some(Value::Int(0)), Some(Value::Int(0))])
-        );
+        assert_eq!(read(&v, 1), Some(vec![Some(Value::Int(0)), Some(Value::Int(0))]));
         assert_eq!(read(&v[..1], 3), None);
     }
 
@@ -199,14 +192,7 @@ mod tests {
             e(2, Kind::Update, &[Some(2), None]),
             e(1, Kind::Put, &[Some(1), Some(1)]),
         ];
-        for snaps in [
-            vec![],
-            vec![1],
-            vec![2, 4],
-            vec![3, 5],
-            vec![1, 2, 3, 4, 5],
-            vec![4],
-        ] {
+        for snaps in [vec![], vec![1], vec![2, 4], vec![3, 5], vec![1, 2, 3, 4, 5], vec![4]] {
             for bottom in [false, true] {
                 let out = collapse(v.clone(), &snaps, bottom);
                 for &s in snaps.iter().chain(std::iter::once(&7)) {

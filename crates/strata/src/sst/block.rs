@@ -84,11 +84,7 @@ impl ColBuf {
     }
 
     fn size(&self) -> usize {
-        self.presence.len()
-            + self.nulls.len()
-            + self.fixed.len()
-            + self.offsets.len() * 4
-            + self.var.len()
+        self.presence.len() + self.nulls.len() + self.fixed.len() + self.offsets.len() * 4 + self.var.len()
     }
 
     fn finish(&self, n: usize, out: &mut Vec<u8>) {
@@ -152,10 +148,7 @@ impl BlockBuilder {
 
     /// Approximate encoded size so far.
     pub(crate) fn size(&self) -> usize {
-        self.keys.len()
-            + self.seqs.len()
-            + self.kinds.len()
-            + self.cols.iter().map(ColBuf::size).sum::<usize>()
+        self.keys.len() + self.seqs.len() + self.kinds.len() + self.cols.iter().map(ColBuf::size).sum::<usize>()
     }
 
     /// Adds a version; `value(i)` gives the i-th column of the group (`None` = not carried).
@@ -166,11 +159,7 @@ impl BlockBuilder {
         kind: Kind,
         mut value: impl FnMut(usize) -> Option<&'v Value>,
     ) {
-        let shared = key
-            .iter()
-            .zip(&self.last_key)
-            .take_while(|(a, b)| a == b)
-            .count();
+        let shared = key.iter().zip(&self.last_key).take_while(|(a, b)| a == b).count();
         put_varint(&mut self.keys, shared as u64);
         put_varint(&mut self.keys, (key.len() - shared) as u64);
         self.keys.extend_from_slice(&key[shared..]);
@@ -258,10 +247,7 @@ impl Block {
         for _ in 0..4 + ncols {
             offs.push(r.u32()? as usize);
         }
-        if offs.windows(2).any(|w| w[0] > w[1])
-            || offs[0] != r.pos()
-            || offs[offs.len() - 1] != body.len()
-        {
+        if offs.windows(2).any(|w| w[0] > w[1]) || offs[0] != r.pos() || offs[offs.len() - 1] != body.len() {
             return Err(DecodeError::new("bad section offsets"));
         }
         let section = |i: usize| &body[offs[i]..offs[i + 1]];
@@ -306,9 +292,7 @@ impl Block {
         for (i, &ty) in types.iter().enumerate() {
             let (start, end) = (offs[3 + i], offs[4 + i]);
             let sec = &body[start..end];
-            let flags = *sec
-                .first()
-                .ok_or_else(|| DecodeError::new("empty column section"))?;
+            let flags = *sec.first().ok_or_else(|| DecodeError::new("empty column section"))?;
             let mut p = start + 1;
             let presence = (flags & 1 != 0).then(|| {
                 p += nb;

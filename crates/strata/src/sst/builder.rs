@@ -143,9 +143,8 @@ impl SstBuilder {
             self.smallest = Some(e.key.clone());
         }
         let cols = &self.columns;
-        self.block.add(&e.key, e.seq, e.kind, |i| {
-            e.cells.get(cols[i]).and_then(Option::as_ref)
-        });
+        self.block
+            .add(&e.key, e.seq, e.kind, |i| e.cells.get(cols[i]).and_then(Option::as_ref));
         self.entries += 1;
         self.min_seq = self.min_seq.min(e.seq);
         self.max_seq = self.max_seq.max(e.seq);

@@ -30,8 +30,7 @@ pub(crate) struct BlockCache {
 impl BlockCache {
     /// A cache of about `capacity` bytes; 0 disables caching.
     pub(crate) fn new(capacity: usize) -> Self {
-        let cache = (capacity > 0)
-            .then(|| Cache::with_weighter((capacity / 8192).max(16), capacity as u64, ByCharge));
+        let cache = (capacity > 0).then(|| Cache::with_weighter((capacity / 8192).max(16), capacity as u64, ByCharge));
         BlockCache {
             cache,
             reads: AtomicU64::new(0),

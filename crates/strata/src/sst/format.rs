@@ -135,8 +135,7 @@ pub(crate) fn decode_footer(path: &Path, file_len: u64, b: &[u8]) -> Result<Bloc
     }
     let mut r = Reader::new(b);
     let (offset, size, version, magic) =
-        (|| -> DecodeResult<_> { Ok((r.u64()?, r.u64()?, r.u32()?, r.u64()?)) })()
-            .map_err(|e| bad(e.0))?;
+        (|| -> DecodeResult<_> { Ok((r.u64()?, r.u64()?, r.u32()?, r.u64()?)) })().map_err(|e| bad(e.0))?;
     if magic != MAGIC {
         return Err(bad("not a strata SST (bad magic)".into()));
     }

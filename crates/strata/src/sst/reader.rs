@@ -60,17 +60,12 @@ pub(crate) struct SstReader {
 }
 
 fn read_block_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
-    let len = usize::try_from(h.size)
-        .map_err(|_| Error::corruption(path, h.offset, "block size out of range"))?;
+    let len = usize::try_from(h.size).map_err(|_| Error::corruption(path, h.offset, "block size out of range"))?;
     if h.offset
         .checked_add(h.size + TRAILER_LEN as u64)
         .is_none_or(|end| end > file.len())
     {
-        return Err(Error::corruption(
-            path,
-            h.offset,
-            "block handle past end of file",
-        ));
+        return Err(Error::corruption(path, h.offset, "block handle past end of file"));
     }
     let raw = file.read_at(h.offset, len + TRAILER_LEN)?;
     unframe_block(path, h.offset, &raw)
@@ -78,12 +73,7 @@ fn read_block_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandle) -> Resul
 
 impl SstReader {
     /// Opens and validates a file's footer, meta, index and filter.
-    pub(crate) fn open(
-        fs: &dyn Fs,
-        path: &Path,
-        number: u64,
-        cache: Arc<BlockCache>,
-    ) -> Result<Arc<SstReader>> {
+    pub(crate) fn open(fs: &dyn Fs, path: &Path, number: u64, cache: Arc<BlockCache>) -> Result<Arc<SstReader>> {
         let file = fs.open(path)?;
         let len = file.len();
         if len < FOOTER_LEN as u64 {
@@ -132,8 +122,8 @@ impl SstReader {
         }
         let content = read_block_raw(self.file.as_ref(), &self.path, h)?;
         self.cache.count_read(h.size as usize + TRAILER_LEN);
-        let block = Block::decode(content, &self.meta.types)
-            .map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
+        let block =
+            Block::decode(content, &self.meta.types).map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
         if block.len() as u64 != self.index[i].rows {
             return Err(Error::corruption(
                 &self.path,
@@ -150,13 +140,7 @@ impl SstReader {
 
     /// Copies the group's columns of version `i` into `cells` (indexed by value column),
     /// skipping columns not in `wanted`.
-    pub(crate) fn fill_cells(
-        &self,
-        b: &Block,
-        i: usize,
-        wanted: Option<&[bool]>,
-        cells: &mut Cells,
-    ) {
+    pub(crate) fn fill_cells(&self, b: &Block, i: usize, wanted: Option<&[bool]>, cells: &mut Cells) {
         for (c, &vi) in self.meta.columns.iter().enumerate() {
             if wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false)) {
                 if let Some(slot) = cells.get_mut(vi) {
@@ -205,8 +189,8 @@ impl SstReader {
         for i in 0..self.index.len() {
             let h = self.index[i].handle;
             let content = read_block_raw(self.file.as_ref(), &self.path, h)?;
-            let b = Block::decode(content, &self.meta.types)
-                .map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
+            let b =
+                Block::decode(content, &self.meta.types).map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
             if b.len() as u64 != self.index[i].rows {
                 return Err(Error::corruption(
                     &self.path,
@@ -299,8 +283,7 @@ impl SstCursor {
                 let i = self.row;
                 self.row += 1;
                 let mut cells = vec![None; self.nvals];
-                self.reader
-                    .fill_cells(b, i, self.wanted.as_deref(), &mut cells);
+                self.reader.fill_cells(b, i, self.wanted.as_deref(), &mut cells);
                 return Ok(Some(Entry {
                     key: b.key(i).to_vec(),
                     seq: b.seq(i),
@@ -357,10 +340,7 @@ mod tests {
                 key,
                 seq: u64::from(i),
                 kind: Kind::Put,
-                cells: vec![
-                    Some(Value::BigInt(i64::from(i))),
-                    Some(Value::Text("old".into())),
-                ],
+                cells: vec![Some(Value::BigInt(i64::from(i))), Some(Value::Text("old".into()))],
             })
             .unwrap();
         }
@@ -378,8 +358,7 @@ mod tests {
         for i in [0u32, 1, 999, 1999] {
             let key = (i * 2).to_be_bytes();
             let mut res = Resolver::default();
-            r.get(&key, bloom::key_hash(&key), u64::MAX, 2, None, &mut res)
-                .unwrap();
+            r.get(&key, bloom::key_hash(&key), u64::MAX, 2, None, &mut res).unwrap();
             assert_eq!(
                 res.finish(),
                 Some(vec![
@@ -392,15 +371,11 @@ mod tests {
                 .unwrap();
             assert_eq!(
                 res.finish(),
-                Some(vec![
-                    Some(Value::BigInt(i64::from(i))),
-                    Some(Value::Text("old".into()))
-                ])
+                Some(vec![Some(Value::BigInt(i64::from(i))), Some(Value::Text("old".into()))])
             );
             let odd = (i * 2 + 1).to_be_bytes();
             let mut res = Resolver::default();
-            r.get(&odd, bloom::key_hash(&odd), u64::MAX, 2, None, &mut res)
-                .unwrap();
+            r.get(&odd, bloom::key_hash(&odd), u64::MAX, 2, None, &mut res).unwrap();
             assert_eq!(res.finish(), None);
         }
         let mut c = SstCursor::new(r.clone(), &100u32.to_be_bytes(), 2, None, false).unwrap();

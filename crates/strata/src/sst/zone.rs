@@ -67,18 +67,10 @@ impl ZoneMap {
             self.max = None;
             return;
         }
-        if self
-            .min
-            .as_ref()
-            .is_none_or(|m| cmp_values(v, m) == Ordering::Less)
-        {
+        if self.min.as_ref().is_none_or(|m| cmp_values(v, m) == Ordering::Less) {
             self.min = Some(v.clone());
         }
-        if self
-            .max
-            .as_ref()
-            .is_none_or(|m| cmp_values(v, m) == Ordering::Greater)
-        {
+        if self.max.as_ref().is_none_or(|m| cmp_values(v, m) == Ordering::Greater) {
             self.max = Some(v.clone());
         }
     }
@@ -112,8 +104,7 @@ impl ZoneMap {
             let mut read = || -> DecodeResult<Value> {
                 match ty.fixed_width() {
                     Some(w) => Ok(Value::from_fixed(ty, r.take(w)?)),
-                    None => Value::from_var(ty, r.bytes()?)
-                        .ok_or_else(|| DecodeError::new("bad utf-8 in zone map")),
+                    None => Value::from_var(ty, r.bytes()?).ok_or_else(|| DecodeError::new("bad utf-8 in zone map")),
                 }
             };
             z.min = Some(read()?);

@@ -17,15 +17,9 @@ use crate::codec::{DecodeError, DecodeResult};
 /// the type; a mismatched value is encoded as if it were the zero of `ty`.
 pub(crate) fn encode_value(out: &mut Vec<u8>, ty: ColumnType, v: &Value) {
     match (ty, v) {
-        (ColumnType::BigInt, Value::BigInt(x)) => {
-            out.extend_from_slice(&((*x as u64) ^ (1 << 63)).to_be_bytes())
-        }
-        (ColumnType::Int, Value::Int(x)) => {
-            out.extend_from_slice(&((*x as u32) ^ (1 << 31)).to_be_bytes())
-        }
-        (ColumnType::SmallInt, Value::SmallInt(x)) => {
-            out.extend_from_slice(&((*x as u16) ^ (1 << 15)).to_be_bytes())
-        }
+        (ColumnType::BigInt, Value::BigInt(x)) => out.extend_from_slice(&((*x as u64) ^ (1 << 63)).to_be_bytes()),
+        (ColumnType::Int, Value::Int(x)) => out.extend_from_slice(&((*x as u32) ^ (1 << 31)).to_be_bytes()),
+        (ColumnType::SmallInt, Value::SmallInt(x)) => out.extend_from_slice(&((*x as u16) ^ (1 << 15)).to_be_bytes()),
         (ColumnType::TinyInt, Value::TinyInt(x)) => out.push((*x as u8) ^ 0x80),
         (ColumnType::Double, Value::Double(x)) => {
             let b = x.to_bits();
@@ -84,9 +78,7 @@ pub(crate) fn decode_key(types: &[ColumnType], mut b: &[u8]) -> DecodeResult<Vec
 }
 
 fn decode_value(ty: ColumnType, b: &[u8]) -> DecodeResult<(Value, usize)> {
-    let fixed = |w: usize| -> DecodeResult<&[u8]> {
-        b.get(..w).ok_or_else(|| DecodeError::new("key too short"))
-    };
+    let fixed = |w: usize| -> DecodeResult<&[u8]> { b.get(..w).ok_or_else(|| DecodeError::new("key too short")) };
     let v = match ty {
         ColumnType::BigInt => {
             let mut a = [0u8; 8];
@@ -101,10 +93,7 @@ fn decode_value(ty: ColumnType, b: &[u8]) -> DecodeResult<(Value, usize)> {
         ColumnType::SmallInt => {
             let mut a = [0u8; 2];
             a.copy_from_slice(fixed(2)?);
-            (
-                Value::SmallInt((u16::from_be_bytes(a) ^ (1 << 15)) as i16),
-                2,
-            )
+            (Value::SmallInt((u16::from_be_bytes(a) ^ (1 << 15)) as i16), 2)
         }
         ColumnType::TinyInt => (Value::TinyInt((fixed(1)?[0] ^ 0x80) as i8), 1),
         ColumnType::Boolean => (Value::Boolean(fixed(1)?[0] != 0), 1),
@@ -126,9 +115,7 @@ fn decode_value(ty: ColumnType, b: &[u8]) -> DecodeResult<(Value, usize)> {
             let mut raw = Vec::new();
             let mut i = 0;
             loop {
-                let c = *b
-                    .get(i)
-                    .ok_or_else(|| DecodeError::new("unterminated key string"))?;
+                let c = *b.get(i).ok_or_else(|| DecodeError::new("unterminated key string"))?;
                 if c == 0 {
                     match b.get(i + 1) {
                         Some(0xFF) => raw.push(0),
@@ -141,8 +128,7 @@ fn decode_value(ty: ColumnType, b: &[u8]) -> DecodeResult<(Value, usize)> {
                     i += 1;
                 }
             }
-            let v = Value::from_var(ty, &raw)
-                .ok_or_else(|| DecodeError::new("invalid utf-8 in key"))?;
+            let v = Value::from_var(ty, &raw).ok_or_else(|| DecodeError::new("invalid utf-8 in key"))?;
             (v, i + 2)
         }
     };
@@ -162,25 +148,11 @@ mod tests {
     fn integer_and_float_order_is_preserved() {
         let ints = [i64::MIN, -5, -1, 0, 1, 7, i64::MAX];
         for w in ints.windows(2) {
-            assert!(
-                enc(&[ColumnType::BigInt], &[w[0].into()])
-                    < enc(&[ColumnType::BigInt], &[w[1].into()])
-            );
+            assert!(enc(&[ColumnType::BigInt], &[w[0].into()]) < enc(&[ColumnType::BigInt], &[w[1].into()]));
         }
-        let fl = [
-            f64::NEG_INFINITY,
-            -2.5,
-            -0.0,
-            0.0,
-            1e-300,
-            3.0,
-            f64::INFINITY,
-        ];
+        let fl = [f64::NEG_INFINITY, -2.5, -0.0, 0.0, 1e-300, 3.0, f64::INFINITY];
         for w in fl.windows(2) {
-            assert!(
-                enc(&[ColumnType::Double], &[w[0].into()])
-                    < enc(&[ColumnType::Double], &[w[1].into()])
-            );
+            assert!(enc(&[ColumnType::Double], &[w[0].into()]) < enc(&[ColumnType::Double], &[w[1].into()]));
         }
     }
 
@@ -201,23 +173,13 @@ mod tests {
         }
         for w in keys.windows(2) {
             let (a, b) = (&w[0], &w[1]);
-            let ea = enc(
-                &types,
-                &[a.0.clone().into(), Value::Int(a.1), a.2.clone().into()],
-            );
-            let eb = enc(
-                &types,
-                &[b.0.clone().into(), Value::Int(b.1), b.2.clone().into()],
-            );
+            let ea = enc(&types, &[a.0.clone().into(), Value::Int(a.1), a.2.clone().into()]);
+            let eb = enc(&types, &[b.0.clone().into(), Value::Int(b.1), b.2.clone().into()]);
             assert_eq!(a.cmp(b), ea.cmp(&eb), "seed {seed}: {a:?} vs {b:?}");
             let back = decode_key(&types, &ea).unwrap();
             assert_eq!(
                 back,
-                vec![
-                    Value::Text(a.0.clone()),
-                    Value::Int(a.1),
-                    Value::Bytea(a.2.clone())
-                ],
+                vec![Value::Text(a.0.clone()), Value::Int(a.1), Value::Bytea(a.2.clone())],
                 "seed {seed}"
             );
         }

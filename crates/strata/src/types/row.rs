@@ -48,11 +48,7 @@ pub(crate) fn encode_row(types: &[ColumnType], cells: &[Option<Value>], out: &mu
 }
 
 /// Decodes a row image. Columns not set in `wanted` (when given) are skipped and come back `None`.
-pub(crate) fn decode_row(
-    types: &[ColumnType],
-    b: &[u8],
-    wanted: Option<&[bool]>,
-) -> DecodeResult<Cells> {
+pub(crate) fn decode_row(types: &[ColumnType], b: &[u8], wanted: Option<&[bool]>) -> DecodeResult<Cells> {
     let n = types.len();
     let nb = n.div_ceil(8);
     let mut r = Reader::new(b);
@@ -77,10 +73,7 @@ pub(crate) fn decode_row(
             None => {
                 let raw = r.bytes()?;
                 if want {
-                    Some(
-                        Value::from_var(ty, raw)
-                            .ok_or_else(|| DecodeError::new("invalid utf-8 in TEXT value"))?,
-                    )
+                    Some(Value::from_var(ty, raw).ok_or_else(|| DecodeError::new("invalid utf-8 in TEXT value"))?)
                 } else {
                     None
                 }

@@ -137,24 +137,17 @@ impl Schema {
     /// ```
     pub fn new(mut columns: Vec<Column>, primary_key: &[&str]) -> Result<Self> {
         if columns.is_empty() {
-            return Err(Error::InvalidArgument(
-                "a schema needs at least one column".into(),
-            ));
+            return Err(Error::InvalidArgument("a schema needs at least one column".into()));
         }
         if columns.len() > u16::MAX as usize {
             return Err(Error::InvalidArgument("too many columns".into()));
         }
         for (i, c) in columns.iter().enumerate() {
             if c.name.is_empty() {
-                return Err(Error::InvalidArgument(format!(
-                    "column {i} has an empty name"
-                )));
+                return Err(Error::InvalidArgument(format!("column {i} has an empty name")));
             }
             if columns[..i].iter().any(|o| o.name == c.name) {
-                return Err(Error::InvalidArgument(format!(
-                    "duplicate column name `{}`",
-                    c.name
-                )));
+                return Err(Error::InvalidArgument(format!("duplicate column name `{}`", c.name)));
             }
         }
         if primary_key.is_empty() {
@@ -167,15 +160,9 @@ impl Schema {
             let idx = columns
                 .iter()
                 .position(|c| c.name == *name)
-                .ok_or_else(|| {
-                    Error::InvalidArgument(format!(
-                        "primary key column `{name}` is not in the schema"
-                    ))
-                })?;
+                .ok_or_else(|| Error::InvalidArgument(format!("primary key column `{name}` is not in the schema")))?;
             if pk.contains(&idx) {
-                return Err(Error::InvalidArgument(format!(
-                    "primary key lists `{name}` twice"
-                )));
+                return Err(Error::InvalidArgument(format!("primary key lists `{name}` twice")));
             }
             pk.push(idx);
         }
@@ -186,9 +173,7 @@ impl Schema {
     }
 
     fn from_parts(columns: Vec<Column>, primary_key: Vec<usize>) -> Self {
-        let value_columns: Vec<usize> = (0..columns.len())
-            .filter(|i| !primary_key.contains(i))
-            .collect();
+        let value_columns: Vec<usize> = (0..columns.len()).filter(|i| !primary_key.contains(i)).collect();
         let mut value_index = vec![None; columns.len()];
         for (vi, &ci) in value_columns.iter().enumerate() {
             value_index[ci] = Some(vi);
@@ -228,18 +213,12 @@ impl Schema {
 
     /// Types of all value columns, in value-column order.
     pub(crate) fn value_types(&self) -> Vec<ColumnType> {
-        self.value_columns
-            .iter()
-            .map(|&c| self.columns[c].ty)
-            .collect()
+        self.value_columns.iter().map(|&c| self.columns[c].ty).collect()
     }
 
     /// Types of the key columns, in key order.
     pub(crate) fn key_types(&self) -> Vec<ColumnType> {
-        self.primary_key
-            .iter()
-            .map(|&c| self.columns[c].ty)
-            .collect()
+        self.primary_key.iter().map(|&c| self.columns[c].ty).collect()
     }
 
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
@@ -286,12 +265,7 @@ mod tests {
 
     #[test]
     fn rejects_bad_schemas() {
-        let c = || {
-            vec![
-                Column::new("a", ColumnType::Int),
-                Column::new("b", ColumnType::Text),
-            ]
-        };
+        let c = || vec![Column::new("a", ColumnType::Int), Column::new("b", ColumnType::Text)];
         assert!(Schema::new(vec![], &["a"]).is_err());
         assert!(Schema::new(c(), &[]).is_err());
         assert!(Schema::new(c(), &["z"]).is_err());

@@ -130,9 +130,7 @@ impl Value {
     /// Builds a TEXT or BYTEA value from stored bytes; `None` if TEXT bytes are not UTF-8.
     pub(crate) fn from_var(ty: ColumnType, b: &[u8]) -> Option<Value> {
         match ty {
-            ColumnType::Text => std::str::from_utf8(b)
-                .ok()
-                .map(|s| Value::Text(s.to_owned())),
+            ColumnType::Text => std::str::from_utf8(b).ok().map(|s| Value::Text(s.to_owned())),
             _ => Some(Value::Bytea(b.to_vec())),
         }
     }

@@ -85,32 +85,17 @@ impl VersionEdit {
                     out.push(DROP);
                     put_varint(&mut out, u64::from(*id));
                 }
-                EditRecord::AddFile {
-                    table,
-                    level,
-                    file: f,
-                } => {
+                EditRecord::AddFile { table, level, file: f } => {
                     out.push(ADD);
                     put_varint(&mut out, u64::from(*table));
                     put_varint(&mut out, *level as u64);
-                    for v in [
-                        f.number,
-                        f.size,
-                        f.entries,
-                        f.min_seq,
-                        f.max_seq,
-                        u64::from(f.cg),
-                    ] {
+                    for v in [f.number, f.size, f.entries, f.min_seq, f.max_seq, u64::from(f.cg)] {
                         put_varint(&mut out, v);
                     }
                     put_bytes(&mut out, &f.smallest);
                     put_bytes(&mut out, &f.largest);
                 }
-                EditRecord::DeleteFile {
-                    table,
-                    level,
-                    number,
-                } => {
+                EditRecord::DeleteFile { table, level, number } => {
                     out.push(DELETE);
                     put_varint(&mut out, u64::from(*table));
                     put_varint(&mut out, *level as u64);
@@ -163,13 +148,8 @@ impl VersionEdit {
                 ADD => {
                     let table = u32_of(r.varint()?)?;
                     let level = level(&mut r)?;
-                    let (number, size, entries, min_seq, max_seq) = (
-                        r.varint()?,
-                        r.varint()?,
-                        r.varint()?,
-                        r.varint()?,
-                        r.varint()?,
-                    );
+                    let (number, size, entries, min_seq, max_seq) =
+                        (r.varint()?, r.varint()?, r.varint()?, r.varint()?, r.varint()?);
                     let cg = u32_of(r.varint()?)?;
                     let smallest = r.bytes()?.to_vec();
                     let largest = r.bytes()?.to_vec();

@@ -77,11 +77,7 @@ pub(crate) fn read_edits(fs: &dyn Fs, path: &Path) -> Result<Vec<Vec<u8>>> {
             Tail::Truncated(o) => o,
             Tail::Clean => 0,
         };
-        return Err(Error::corruption(
-            path,
-            off,
-            "manifest holds no complete record",
-        ));
+        return Err(Error::corruption(path, off, "manifest holds no complete record"));
     }
     Ok(recs)
 }

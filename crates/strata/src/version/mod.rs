@@ -129,21 +129,19 @@ impl Version {
         let mut tables = self.tables.clone();
         let mut touched: BTreeMap<u32, TableVersion> = BTreeMap::new();
         let num_levels = self.num_levels;
-        let get = |tables: &BTreeMap<u32, Arc<TableVersion>>,
-                   touched: &mut BTreeMap<u32, TableVersion>,
-                   id: u32|
-         -> bool {
-            if touched.contains_key(&id) {
-                return true;
-            }
-            match tables.get(&id) {
-                Some(t) => {
-                    touched.insert(id, (**t).clone());
-                    true
+        let get =
+            |tables: &BTreeMap<u32, Arc<TableVersion>>, touched: &mut BTreeMap<u32, TableVersion>, id: u32| -> bool {
+                if touched.contains_key(&id) {
+                    return true;
                 }
-                None => false,
-            }
-        };
+                match tables.get(&id) {
+                    Some(t) => {
+                        touched.insert(id, (**t).clone());
+                        true
+                    }
+                    None => false,
+                }
+            };
         for r in &edit.records {
             match r {
                 EditRecord::CreateTable(info) => {
@@ -160,16 +158,9 @@ impl Version {
                     tables.remove(id);
                     touched.remove(id);
                 }
-                EditRecord::DeleteFile {
-                    table,
-                    level,
-                    number,
-                } => {
+                EditRecord::DeleteFile { table, level, number } => {
                     if get(&tables, &mut touched, *table) {
-                        if let Some(l) = touched
-                            .get_mut(table)
-                            .and_then(|t| t.levels.get_mut(*level))
-                        {
+                        if let Some(l) = touched.get_mut(table).and_then(|t| t.levels.get_mut(*level)) {
                             for run in &mut l.runs {
                                 run.files.retain(|f| f.number != *number);
                             }
@@ -179,10 +170,7 @@ impl Version {
                 }
                 EditRecord::AddFile { table, level, file } => {
                     if get(&tables, &mut touched, *table) {
-                        if let Some(l) = touched
-                            .get_mut(table)
-                            .and_then(|t| t.levels.get_mut(*level))
-                        {
+                        if let Some(l) = touched.get_mut(table).and_then(|t| t.levels.get_mut(*level)) {
                             let f = Arc::new(file.clone());
                             if *level == 0 {
                                 l.runs.push(Run { files: vec![f] });

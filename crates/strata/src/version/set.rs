@@ -88,9 +88,7 @@ impl VersionSet {
                     EditRecord::NextFileNumber(n) => c.next_file = c.next_file.max(*n),
                     EditRecord::LastSequence(n) => c.last_sequence = c.last_sequence.max(*n),
                     EditRecord::NextTableId(n) => c.next_table_id = c.next_table_id.max(*n),
-                    EditRecord::AddFile { file, .. } => {
-                        c.next_file = c.next_file.max(file.number + 1)
-                    }
+                    EditRecord::AddFile { file, .. } => c.next_file = c.next_file.max(file.number + 1),
                     EditRecord::CreateTable(t) => c.next_table_id = c.next_table_id.max(t.id + 1),
                     _ => {}
                 }
@@ -128,33 +126,19 @@ impl VersionSet {
     ) -> Result<Arc<Version>> {
         for r in &edit.records {
             match r {
-                EditRecord::LogNumber(n) => {
-                    self.counters.log_number = self.counters.log_number.max(*n)
-                }
-                EditRecord::LastSequence(n) => {
-                    self.counters.last_sequence = self.counters.last_sequence.max(*n)
-                }
-                EditRecord::NextTableId(n) => {
-                    self.counters.next_table_id = self.counters.next_table_id.max(*n)
-                }
+                EditRecord::LogNumber(n) => self.counters.log_number = self.counters.log_number.max(*n),
+                EditRecord::LastSequence(n) => self.counters.last_sequence = self.counters.last_sequence.max(*n),
+                EditRecord::NextTableId(n) => self.counters.next_table_id = self.counters.next_table_id.max(*n),
                 _ => {}
             }
         }
         let roll = self.manifest.size() > MANIFEST_ROLL_BYTES;
         let roll_number = roll.then(|| next_file.fetch_add(1, Ordering::SeqCst));
-        self.counters.next_file = self
-            .counters
-            .next_file
-            .max(next_file.load(Ordering::SeqCst));
+        self.counters.next_file = self.counters.next_file.max(next_file.load(Ordering::SeqCst));
         edit.push(EditRecord::NextFileNumber(self.counters.next_file));
         let next = Arc::new(self.current.apply(&edit));
         if let Some(number) = roll_number {
-            let m = ManifestWriter::create(
-                fs,
-                &self.dir,
-                number,
-                &snapshot_edit(&next, &self.counters).encode(),
-            )?;
+            let m = ManifestWriter::create(fs, &self.dir, number, &snapshot_edit(&next, &self.counters).encode())?;
             fs.sync_dir(&self.dir)?;
             set_current(fs, &self.dir, number)?;
             self.manifest = m;

@@ -89,10 +89,7 @@ fn injected(path: &Path, kind: FaultKind) -> Error {
 }
 
 fn crashed(path: &Path) -> Error {
-    Error::io(
-        path,
-        io::Error::other("simulated crash: filesystem is gone"),
-    )
+    Error::io(path, io::Error::other("simulated crash: filesystem is gone"))
 }
 
 impl FaultFs {
@@ -251,10 +248,7 @@ impl WritableFile for FaultWritable {
             }
             if let Some(t) = &mut s.sync_fault {
                 if t.hit(&self.path) {
-                    return Err(Error::io(
-                        &self.path,
-                        io::Error::other("injected fsync failure"),
-                    ));
+                    return Err(Error::io(&self.path, io::Error::other("injected fsync failure")));
                 }
             }
         }
@@ -277,10 +271,7 @@ impl ReadableFile for FaultReadable {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         let f = self.file.lock();
         let start = offset as usize;
-        match start
-            .checked_add(len)
-            .and_then(|end| f.data.get(start..end))
-        {
+        match start.checked_add(len).and_then(|end| f.data.get(start..end)) {
             Some(b) => Ok(b.to_vec()),
             None => Err(Error::corruption(
                 &self.path,
@@ -373,12 +364,7 @@ impl Fs for FaultFs {
         s.names
             .remove(path)
             .ok_or_else(|| Error::io(path, io::ErrorKind::NotFound.into()))?;
-        let live: HashSet<u64> = s
-            .names
-            .values()
-            .chain(s.durable.values())
-            .copied()
-            .collect();
+        let live: HashSet<u64> = s.names.values().chain(s.durable.values()).copied().collect();
         s.files.retain(|id, _| live.contains(id));
         Ok(())
     }
@@ -418,12 +404,7 @@ impl Fs for FaultFs {
             .collect();
         s.durable.retain(|p, _| !in_dir(p));
         s.durable.extend(current);
-        let live: HashSet<u64> = s
-            .names
-            .values()
-            .chain(s.durable.values())
-            .copied()
-            .collect();
+        let live: HashSet<u64> = s.names.values().chain(s.durable.values()).copied().collect();
         s.files.retain(|id, _| live.contains(id));
         Ok(())
     }

@@ -21,9 +21,7 @@ struct OsWritable {
 
 impl WritableFile for OsWritable {
     fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.file
-            .write_all(data)
-            .map_err(|e| Error::io(&self.path, e))?;
+        self.file.write_all(data).map_err(|e| Error::io(&self.path, e))?;
         self.len += data.len() as u64;
         Ok(())
     }
@@ -45,10 +43,7 @@ struct OsReadable {
 
 impl ReadableFile for OsReadable {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
-        if offset
-            .checked_add(len as u64)
-            .is_none_or(|end| end > self.len)
-        {
+        if offset.checked_add(len as u64).is_none_or(|end| end > self.len) {
             return Err(Error::corruption(
                 &self.path,
                 offset,

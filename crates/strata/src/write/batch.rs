@@ -106,8 +106,7 @@ impl WriteBatch {
         let mut ops = Vec::with_capacity(count.min(payload.len()));
         for _ in 0..count {
             let kind = Kind::from_u8(r.u8()?).ok_or_else(|| DecodeError::new("bad op kind"))?;
-            let table_id =
-                u32::try_from(r.varint()?).map_err(|_| DecodeError::new("bad table id"))?;
+            let table_id = u32::try_from(r.varint()?).map_err(|_| DecodeError::new("bad table id"))?;
             let key = r.bytes()?.to_vec();
             let row = r.bytes()?.to_vec();
             ops.push(BatchOp {

@@ -68,8 +68,7 @@ pub(crate) enum Tail {
 /// ([`Tail::Truncated`]); any other damage is [`Error::Corruption`] naming the file and offset.
 pub(crate) fn read_log(fs: &dyn Fs, path: &Path) -> Result<(Vec<Vec<u8>>, Tail)> {
     let data = fs.read_all(path)?;
-    let corrupt =
-        |off: usize, why: &str| Error::corruption(PathBuf::from(path), off as u64, why.to_owned());
+    let corrupt = |off: usize, why: &str| Error::corruption(PathBuf::from(path), off as u64, why.to_owned());
     let mut out = Vec::new();
     let mut pos = 0usize;
     while pos < data.len() {
@@ -139,10 +138,7 @@ mod tests {
             w.append(&full).unwrap();
             fs.flip_bit(q, off, 3).unwrap();
             let err = read_log(&fs, q).expect_err("every flipped bit is detected");
-            assert!(
-                err.is_corruption() && err.to_string().contains("flip.log"),
-                "{err}"
-            );
+            assert!(err.is_corruption() && err.to_string().contains("flip.log"), "{err}");
         }
     }
 }

@@ -88,15 +88,9 @@ pub fn random_value(rng: &mut StdRng, c: &Column) -> Value {
         ColumnType::Int => Value::Int(rng.gen()),
         ColumnType::SmallInt => Value::SmallInt(rng.gen()),
         ColumnType::TinyInt => Value::TinyInt(rng.gen()),
-        ColumnType::Double => Value::Double(
-            [
-                0.0,
-                -0.5,
-                1e300,
-                f64::MIN_POSITIVE,
-                rng.gen::<f64>() * 1000.0,
-            ][rng.gen_range(0..5)],
-        ),
+        ColumnType::Double => {
+            Value::Double([0.0, -0.5, 1e300, f64::MIN_POSITIVE, rng.gen::<f64>() * 1000.0][rng.gen_range(0..5)])
+        }
         ColumnType::Real => Value::Real(rng.gen::<f32>() - 0.5),
         ColumnType::Boolean => Value::Boolean(rng.gen()),
         ColumnType::Text => {
@@ -105,11 +99,7 @@ pub fn random_value(rng: &mut StdRng, c: &Column) -> Value {
             } else {
                 rng.gen_range(0..12)
             };
-            Value::Text(
-                (0..n)
-                    .map(|_| char::from(b'a' + rng.gen_range(0..26u8)))
-                    .collect(),
-            )
+            Value::Text((0..n).map(|_| char::from(b'a' + rng.gen_range(0..26u8))).collect())
         }
         ColumnType::Bytea => Value::Bytea((0..rng.gen_range(0..16)).map(|_| rng.gen()).collect()),
     }
@@ -133,11 +123,7 @@ pub struct TableModel {
 
 impl TableModel {
     pub fn key_of(schema: &Schema, row: &[Value]) -> MKey {
-        schema
-            .primary_key()
-            .iter()
-            .map(|&c| part_of(&row[c]))
-            .collect()
+        schema.primary_key().iter().map(|&c| part_of(&row[c])).collect()
     }
 
     pub fn insert(&mut self, schema: &Schema, row: Vec<Value>) {

@@ -1,0 +1,188 @@
+//! Corruption: flip bits in SST, WAL, manifest and CURRENT files and check that strata reports a
+//! corruption naming the file, and never returns wrong data.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strata::vfs::FaultFs;
+use strata::{Column, ColumnType, Db, KeyRange, Options, Projection, ReadOptions, Schema, TableOptions, Value};
+
+fn schema() -> Schema {
+    Schema::new(
+        vec![
+            Column::new("id", ColumnType::BigInt),
+            Column::new("a", ColumnType::Int),
+            Column::new("s", ColumnType::Text),
+        ],
+        &["id"],
+    )
+    .unwrap()
+}
+
+fn row(i: i64) -> Vec<Value> {
+    vec![
+        Value::BigInt(i),
+        Value::Int((i * 7) as i32),
+        Value::Text(format!("row-{i}-{}", "z".repeat((i % 13) as usize))),
+    ]
+}
+
+fn opts(fs: &FaultFs) -> Options {
+    Options {
+        memtable_size: 1 << 20,
+        ..tiny_options(Arc::new(fs.clone()))
+    }
+}
+
+fn files(fs: &FaultFs, pattern: &str) -> Vec<PathBuf> {
+    fs.paths()
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains(pattern))
+        .collect()
+}
+
+fn assert_names(err: &strata::Error, file: &Path) {
+    let name = file.file_name().unwrap().to_string_lossy().to_string();
+    assert!(err.is_corruption(), "expected corruption, got {err}");
+    assert!(err.to_string().contains(&name), "error does not name {name}: {err}");
+}
+
+#[test]
+fn flipped_sst_bits_are_reported_never_wrong_data() {
+    let fs = FaultFs::new();
+    let dir = Path::new("/sst");
+    let n = 3000;
+    {
+        let db = Db::open(dir, opts(&fs)).unwrap();
+        let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+        for i in 0..n {
+            t.insert(&row(i)).unwrap();
+        }
+        db.flush().unwrap();
+        db.compact_range("t", &KeyRange::all()).unwrap();
+        db.close().unwrap();
+    }
+    let ssts = files(&fs, ".sst");
+    {
+        let db = Db::open(dir, opts(&fs)).unwrap();
+        eprintln!("DEBUG files {:?} stats {:#?}", ssts, db.stats().tables[0].levels);
+    }
+    assert!(ssts.len() >= 3, "want several SSTs, got {}", ssts.len());
+    let seed = 7;
+    let mut rng = StdRng::seed_from_u64(seed);
+    for round in 0..60 {
+        let file = &ssts[rng.gen_range(0..ssts.len())];
+        let off = rng.gen_range(0..fs.file_len(file).unwrap());
+        let bit = rng.gen_range(0..8);
+        fs.flip_bit(file, off, bit).unwrap();
+        let ctx = format!("seed {seed} round {round}: {} offset {off} bit {bit}", file.display());
+        let db = Db::open(dir, opts(&fs)).unwrap();
+        let t = db.table("t").unwrap();
+        // A full scan: every row it yields is right; an error names the damaged file.
+        let mut expect = 0;
+        for r in t
+            .scan(&KeyRange::all(), &Projection::All, &ReadOptions::default())
+            .unwrap()
+        {
+            match r {
+                Ok(r) => {
+                    assert_eq!(r, row(expect), "{ctx}: scan returned wrong data");
+                    expect += 1;
+                }
+                Err(e) => {
+                    assert_names(&e, file);
+                    break;
+                }
+            }
+        }
+        for _ in 0..50 {
+            let k = rng.gen_range(0..n);
+            match t.get(&[Value::BigInt(k)], &Projection::All, &ReadOptions::default()) {
+                Ok(r) => assert_eq!(r, Some(row(k)), "{ctx}: get returned wrong data"),
+                Err(e) => assert_names(&e, file),
+            }
+        }
+        let err = db.verify().expect_err(&format!("{ctx}: verify missed the flip"));
+        assert_names(&err, file);
+        db.close().unwrap();
+        fs.flip_bit(file, off, bit).unwrap();
+    }
+}
+
+/// A fresh database whose last 300 rows live only in the WAL (dropped without flush).
+fn unflushed_db() -> FaultFs {
+    let fs = FaultFs::new();
+    let db = Db::open("/db", opts(&fs)).unwrap();
+    let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    for i in 0..200 {
+        t.insert(&row(i)).unwrap();
+    }
+    db.flush().unwrap();
+    for i in 200..500 {
+        t.insert(&row(i)).unwrap();
+    }
+    drop(db);
+    fs
+}
+
+fn check_flips(suffix: &str, rounds: usize, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    for round in 0..rounds {
+        let fs = unflushed_db();
+        let targets: Vec<PathBuf> = files(&fs, suffix)
+            .into_iter()
+            .filter(|p| fs.file_len(p).unwrap() > 0)
+            .collect();
+        assert_eq!(targets.len(), 1, "{suffix}: {targets:?}");
+        let file = &targets[0];
+        let off = rng.gen_range(0..fs.file_len(file).unwrap());
+        let bit = rng.gen_range(0..8);
+        fs.flip_bit(file, off, bit).unwrap();
+        match Db::open("/db", opts(&fs)) {
+            Err(e) => assert_names(&e, file),
+            Ok(_) => panic!(
+                "seed {seed} round {round}: open accepted {} flipped at {off} bit {bit}",
+                file.display()
+            ),
+        }
+    }
+}
+
+#[test]
+fn flipped_wal_bits_fail_open_naming_the_log() {
+    check_flips(".log", 60, 9);
+}
+
+#[test]
+fn flipped_manifest_bits_fail_open_naming_the_manifest() {
+    check_flips("MANIFEST-", 60, 10);
+}
+
+#[test]
+fn unflushed_rows_survive_a_clean_reopen() {
+    let fs = unflushed_db();
+    let db = Db::open("/db", opts(&fs)).unwrap();
+    let t = db.table("t").unwrap();
+    let rows: Vec<Vec<Value>> = t
+        .scan(&KeyRange::all(), &Projection::All, &ReadOptions::default())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows, (0..500).map(row).collect::<Vec<_>>());
+}
+
+#[test]
+fn damaged_current_fails_open() {
+    let fs = unflushed_db();
+    fs.flip_bit(Path::new("/db/CURRENT"), 3, 2).unwrap();
+    let err = Db::open("/db", opts(&fs)).err().expect("open must fail");
+    assert!(
+        err.to_string().contains("CURRENT") || err.to_string().contains("MANIFEST"),
+        "{err}"
+    );
+}
