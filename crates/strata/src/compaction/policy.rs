@@ -164,3 +164,175 @@ pub fn pick(v: &Version, busy: &HashSet<u64>, opts: &PolicyOptions) -> Option<Co
     all.into_iter()
         .find_map(|(s, id, l)| task_for_level(v.tables.get(&id)?, l, busy, s))
 }
+
+#[cfg(test)]
+mod tests {
+    //! Data-driven tests: `tests/testdata/compaction_policy/*.txt` hold cases of the form
+    //!
+    //! ```text
+    //! # comment
+    //! pick l0_trigger=2 ratio=10 l1=1000 levels=4
+    //! table 1                       (optional; switches the table the next levels belong to)
+    //! L0 6:a-b:100@50 5:c-e:100@40  (number:smallest-largest:size@max_seq)
+    //! L1 1:a-c:500@10
+    //! busy 1                        (optional: files already being compacted)
+    //! ----
+    //! expected output
+    //! ```
+    //!
+    //! Run with `STRATA_REWRITE=1` to regenerate the expected outputs after a deliberate change.
+
+    use super::*;
+    use crate::db::{TableInfo, TableOptions};
+    use crate::types::{Column, ColumnType, Schema};
+    use crate::version::edit::{EditRecord, VersionEdit};
+    use std::fmt::Write;
+
+    fn parse_file(spec: &str) -> FileMeta {
+        let (num, rest) = spec.split_once(':').expect("number:range:size@seq");
+        let (range, rest) = rest.split_once(':').expect("range:size@seq");
+        let (lo, hi) = range.split_once('-').expect("lo-hi");
+        let (size, seq) = rest.split_once('@').expect("size@seq");
+        FileMeta {
+            number: num.parse().expect("number"),
+            size: size.parse().expect("size"),
+            entries: 1,
+            min_seq: 0,
+            max_seq: seq.parse().expect("seq"),
+            smallest: lo.as_bytes().to_vec(),
+            largest: hi.as_bytes().to_vec(),
+            cg: 0,
+        }
+    }
+
+    fn run_case(input: &[&str]) -> String {
+        let mut opts = PolicyOptions {
+            l0_trigger: 4,
+            ratio: 10,
+            l1_max_bytes: 1000,
+            num_levels: 4,
+        };
+        let mut version = Version::new(4);
+        let mut busy = HashSet::new();
+        let mut table = 1u32;
+        let schema = Arc::new(Schema::new(vec![Column::new("k", ColumnType::Text)], &["k"]).expect("schema"));
+        for line in input {
+            let mut words = line.split_whitespace();
+            match words.next() {
+                Some("pick") => {
+                    for kv in words {
+                        let (k, v) = kv.split_once('=').expect("key=value");
+                        let v: u64 = v.parse().expect("number");
+                        match k {
+                            "l0_trigger" => opts.l0_trigger = v as usize,
+                            "ratio" => opts.ratio = v,
+                            "l1" => opts.l1_max_bytes = v,
+                            "levels" => opts.num_levels = v as usize,
+                            other => panic!("unknown option {other}"),
+                        }
+                    }
+                    version = Version::new(opts.num_levels);
+                }
+                Some("table") => table = words.next().and_then(|w| w.parse().ok()).expect("table id"),
+                Some("busy") => busy.extend(words.map(|w| w.parse::<u64>().expect("file number"))),
+                Some(l) if l.starts_with('L') => {
+                    let level: usize = l[1..].parse().expect("level");
+                    let mut edit = VersionEdit::default();
+                    if !version.tables.contains_key(&table) {
+                        let info = TableInfo::new(table, format!("t{table}"), schema.clone(), TableOptions::default());
+                        edit.push(EditRecord::CreateTable(info));
+                    }
+                    for w in words {
+                        edit.push(EditRecord::AddFile {
+                            table,
+                            level,
+                            file: parse_file(w),
+                        });
+                    }
+                    version = version.apply(&edit);
+                }
+                _ => panic!("bad line `{line}`"),
+            }
+        }
+        let mut out = String::new();
+        for t in version.tables.values() {
+            let s: Vec<String> = scores(t, &opts).iter().map(|(l, s)| format!("L{l}={s:.2}")).collect();
+            let _ = writeln!(out, "scores t{}: {}", t.info.id, s.join(" "));
+        }
+        match pick(&version, &busy, &opts) {
+            None => out.push_str("task: none\n"),
+            Some(task) => {
+                let nums = |v: &[Arc<FileMeta>]| v.iter().map(|f| f.number.to_string()).collect::<Vec<_>>().join(",");
+                let _ = writeln!(
+                    out,
+                    "task: t{} L{}->L{} inputs=[{}] next=[{}]{}{} score={:.2}",
+                    task.table,
+                    task.level,
+                    task.output_level,
+                    nums(&task.inputs),
+                    nums(&task.next_inputs),
+                    if task.trivial_move { " trivial-move" } else { "" },
+                    if task.bottommost { " bottommost" } else { "" },
+                    task.score
+                );
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn data_driven_policy_cases() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/compaction_policy");
+        let rewrite = std::env::var("STRATA_REWRITE").is_ok();
+        let mut cases = 0;
+        let mut entries: Vec<_> = std::fs::read_dir(&dir)
+            .expect("testdata dir")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let text = std::fs::read_to_string(&path).expect("read testdata");
+            let mut rewritten = String::new();
+            let mut lines = text.lines().peekable();
+            while let Some(line) = lines.next() {
+                if line.starts_with('#') || line.trim().is_empty() {
+                    rewritten.push_str(line);
+                    rewritten.push('\n');
+                    continue;
+                }
+                let mut input = vec![line];
+                for l in lines.by_ref() {
+                    if l == "----" {
+                        break;
+                    }
+                    input.push(l);
+                }
+                let mut expected = String::new();
+                while let Some(l) = lines.peek() {
+                    if l.trim().is_empty() {
+                        break;
+                    }
+                    expected.push_str(l);
+                    expected.push('\n');
+                    lines.next();
+                }
+                let got = run_case(&input);
+                cases += 1;
+                if rewrite {
+                    for l in &input {
+                        rewritten.push_str(l);
+                        rewritten.push('\n');
+                    }
+                    rewritten.push_str("----\n");
+                    rewritten.push_str(&got);
+                } else {
+                    assert_eq!(got, expected, "{}: case starting `{}`", path.display(), input[0]);
+                }
+            }
+            if rewrite {
+                std::fs::write(&path, rewritten).expect("rewrite testdata");
+            }
+        }
+        assert!(cases >= 8, "only {cases} policy cases found");
+    }
+}
