@@ -117,6 +117,13 @@ impl DbInner {
         let mut slowed = false;
         loop {
             self.check_writable()?;
+            // Checked under the background lock: a background job takes that lock after
+            // installing its result and before notifying, so a wake-up cannot slip in between
+            // the check and the wait.
+            let mut bg = self.bg.lock();
+            if bg.shutting_down {
+                return Err(Error::Closed);
+            }
             let view = self.view.read().clone();
             let l0 = view
                 .version
@@ -127,14 +134,11 @@ impl DbInner {
                 .unwrap_or(0);
             let full = view.mem.approximate_bytes() >= self.opts.memtable_size;
             if l0 >= self.opts.l0_stop_trigger || (full && view.imm.len() >= self.opts.max_immutable_memtables) {
-                let mut bg = self.bg.lock();
-                if bg.shutting_down {
-                    return Err(Error::Closed);
-                }
                 self.bg_cv.notify_all();
-                self.bg_cv.wait_for(&mut bg, Duration::from_millis(50));
+                self.bg_cv.wait_for(&mut bg, Duration::from_millis(100));
                 continue;
             }
+            drop(bg);
             if l0 >= self.opts.l0_slowdown_trigger && !slowed {
                 slowed = true;
                 std::thread::sleep(Duration::from_millis(1));
@@ -173,6 +177,9 @@ impl DbInner {
             version: v.version.clone(),
         });
         drop(v);
+        // Pass through the background lock so the flusher is either waiting (and gets the
+        // notification) or has not yet looked at the frozen memtables.
+        drop(self.bg.lock());
         self.bg_cv.notify_all();
         Ok(())
     }

@@ -9,7 +9,7 @@ use super::{DbInner, ReadOptions, TableInfo, WriteOptions};
 use crate::error::{Error, Result};
 use crate::mvcc::Kind;
 use crate::types::key::encode_key;
-use crate::types::row::{encode_row, Cells};
+use crate::types::row::{encode_row, encode_row_with, Cells};
 use crate::types::{Schema, Value};
 use crate::write::batch::{BatchOp, WriteBatch};
 
@@ -193,9 +193,9 @@ impl Table {
         }
         let key_vals: Vec<Value> = schema.primary_key().iter().map(|&c| row[c].clone()).collect();
         let key = encode_key(&self.info.key_types, &key_vals);
-        let cells: Cells = schema.value_columns().iter().map(|&c| Some(row[c].clone())).collect();
-        let mut enc = Vec::new();
-        encode_row(&self.info.value_types, &cells, &mut enc);
+        let vcols = schema.value_columns();
+        let mut enc = Vec::with_capacity(16 + 8 * vcols.len());
+        encode_row_with(&self.info.value_types, |i| vcols.get(i).map(|&c| &row[c]), &mut enc);
         Ok(BatchOp {
             table_id: self.info.id,
             kind: Kind::Put,

@@ -69,7 +69,15 @@ impl Resolver {
 /// no reader can tell apart (same visibility stripe between consecutive snapshots) merge into one;
 /// partial rows over a known full row become full rows. With `bottommost` (nothing older exists
 /// below the output for this key) tombstones and invisible partial rows are dropped.
-pub(crate) fn collapse(versions: Vec<Entry>, snapshots: &[u64], bottommost: bool) -> Vec<Entry> {
+pub(crate) fn collapse(mut versions: Vec<Entry>, snapshots: &[u64], bottommost: bool) -> Vec<Entry> {
+    // Most keys have one version: decide it without the general machinery.
+    if versions.len() == 1 {
+        let keep = !bottommost || versions[0].kind == Kind::Put;
+        if !keep {
+            versions.clear();
+        }
+        return versions;
+    }
     // 1. Merge each stripe (versions visible to exactly the same snapshots) into one version.
     let mut stripes: Vec<Entry> = Vec::new();
     let mut current: Option<(usize, Entry, bool)> = None; // (stripe, merged, settled)
@@ -111,18 +119,19 @@ pub(crate) fn collapse(versions: Vec<Entry>, snapshots: &[u64], bottommost: bool
         stripes.push(m);
     }
 
-    // 2. Oldest to newest, resolve each stripe against what lies below it.
+    // 2. Oldest to newest, resolve each stripe against what lies below it. `Row(i)` points at
+    // the full row already emitted at `out[i]`.
     enum Below {
         Unknown,
         Absent,
-        Row(Cells),
+        Row(usize),
     }
     let mut below = if bottommost { Below::Absent } else { Below::Unknown };
-    let mut out = Vec::with_capacity(stripes.len());
+    let mut out: Vec<Entry> = Vec::with_capacity(stripes.len());
     for mut e in stripes.into_iter().rev() {
         match e.kind {
             Kind::Put => {
-                below = Below::Row(e.cells.clone());
+                below = Below::Row(out.len());
                 out.push(e);
             }
             Kind::Delete => {
@@ -132,12 +141,12 @@ pub(crate) fn collapse(versions: Vec<Entry>, snapshots: &[u64], bottommost: bool
                 }
                 below = Below::Absent;
             }
-            Kind::Update => match &below {
+            Kind::Update => match below {
                 Below::Absent => {}
-                Below::Row(old) => {
-                    fill_from(&mut e.cells, old);
+                Below::Row(i) => {
+                    fill_from(&mut e.cells, &out[i].cells);
                     e.kind = Kind::Put;
-                    below = Below::Row(e.cells.clone());
+                    below = Below::Row(out.len());
                     out.push(e);
                 }
                 Below::Unknown => out.push(e),

@@ -24,20 +24,25 @@ fn bit(bm: &[u8], i: usize) -> bool {
 
 /// Encodes `cells` (one per value column; values already type-checked) onto `out`.
 pub(crate) fn encode_row(types: &[ColumnType], cells: &[Option<Value>], out: &mut Vec<u8>) {
+    encode_row_with(types, |i| cells.get(i).and_then(Option::as_ref), out);
+}
+
+/// Encodes the row whose value column `i` is `cell(i)` (`None` = not carried).
+pub(crate) fn encode_row_with<'v>(types: &[ColumnType], cell: impl Fn(usize) -> Option<&'v Value>, out: &mut Vec<u8>) {
     let n = types.len();
     let nb = n.div_ceil(8);
     let start = out.len();
     out.resize(start + 2 * nb, 0);
-    for (i, c) in cells.iter().enumerate().take(n) {
-        if let Some(v) = c {
+    for i in 0..n {
+        if let Some(v) = cell(i) {
             out[start + i / 8] |= 1 << (i % 8);
             if v.is_null() {
                 out[start + nb + i / 8] |= 1 << (i % 8);
             }
         }
     }
-    for (ty, c) in types.iter().zip(cells) {
-        match c {
+    for (i, ty) in types.iter().enumerate() {
+        match cell(i) {
             Some(v) if !v.is_null() => match v.var_bytes() {
                 Some(b) if ty.fixed_width().is_none() => put_bytes(out, b),
                 _ => v.put_fixed(out),
