@@ -15,7 +15,7 @@ use common::*;
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata::vfs::{FaultFs, FaultKind};
+use strata::vfs::{FaultFs, FaultKind, Fs};
 use strata::{
     Column, ColumnType, Db, KeyRange, Projection, ReadOptions, Schema, Table, TableOptions, Value, WriteBatch,
     WriteOptions,
@@ -159,16 +159,27 @@ fn round(
             p.in_flight = None;
             continue;
         }
-        let flight = p
-            .in_flight
-            .take()
-            .unwrap_or_else(|| panic!("writer {w}: state differs from acknowledged writes and nothing was in flight"));
+        let diff: Vec<String> = {
+            let a: std::collections::BTreeMap<String, &Vec<Value>> =
+                mine.iter().map(|r| (format!("{:?}", r[0]), r)).collect();
+            let b: std::collections::BTreeMap<String, &Vec<Value>> =
+                acked.iter().map(|r| (format!("{:?}", r[0]), r)).collect();
+            a.keys()
+                .chain(b.keys())
+                .filter(|k| a.get(*k) != b.get(*k))
+                .map(|k| format!("{k}: db {:?} acked {:?}", a.get(k), b.get(k)))
+                .collect()
+        };
+        let flight = p.in_flight.take().unwrap_or_else(|| {
+            panic!("writer {w}: state differs from acknowledged writes and nothing was in flight: {diff:?}")
+        });
         let mut maybe = p.acked.clone();
         apply(&mut maybe, &s, &flight);
         let maybe_rows: Vec<Vec<Value>> = maybe.rows.values().cloned().collect();
         assert_eq!(
             mine, maybe_rows,
-            "writer {w}: state is neither the acknowledged writes nor those plus the in-flight batch"
+            "writer {w}: state is neither the acknowledged writes nor those plus the in-flight batch {flight:?}; \
+             differences from the acknowledged state: {diff:?}"
         );
         p.acked = maybe;
     }
@@ -250,4 +261,33 @@ fn a_failed_write_poisons_writes_but_reads_keep_working() {
         .get(&[Value::BigInt(1)], &Projection::All, &ReadOptions::default())
         .unwrap();
     assert_eq!(row, Some(vec![Value::BigInt(1), Value::Int(1), Value::Null]));
+}
+
+/// Regression (found by `power_loss_keeps_every_acknowledged_synced_write`): WAL files created
+/// by rotations after the manifest last recorded the file counter made reopen hand the same
+/// numbers out again, so a stale log could be replayed over newer data. Reopen must never reuse
+/// the number of a file on disk.
+#[test]
+fn reopen_never_reuses_numbers_of_files_on_disk() {
+    let fs = FaultFs::new();
+    let dir = Path::new("/numbers");
+    let db = Db::open(dir, tiny_options(Arc::new(fs.clone()))).unwrap();
+    db.create_table("t", schema(), TableOptions::default()).unwrap();
+    drop(db);
+    let stray = dir.join("000500.sst");
+    fs.create(&stray).unwrap();
+    fs.sync_dir(dir).unwrap();
+    let db = Db::open(dir, tiny_options(Arc::new(fs.clone()))).unwrap();
+    let t = db.table("t").unwrap();
+    t.insert(&[Value::BigInt(1), Value::Int(1), Value::Null]).unwrap();
+    db.flush().unwrap();
+    let numbers: Vec<u64> = fs
+        .paths()
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str()?.strip_suffix(".sst")?.parse().ok())
+        .collect();
+    assert!(
+        !numbers.is_empty() && numbers.iter().all(|&n| n > 500),
+        "new files reuse low numbers: {numbers:?}"
+    );
 }

@@ -184,8 +184,20 @@ impl Db {
         let fs = opts.fs.clone();
         fs.create_dir_all(&dir)?;
         let lock = fs.lock(&dir.join("LOCK"))?;
+        // Files numbered after the manifest last recorded its counter (WALs from rotations,
+        // unfinished outputs) may exist: never hand their numbers out again.
+        let names = fs.list(&dir)?;
+        let highest = names
+            .iter()
+            .filter_map(|n| {
+                parse_number(n, ".log")
+                    .or_else(|| parse_number(n, ".sst"))
+                    .or_else(|| n.strip_prefix("MANIFEST-").and_then(|m| m.parse().ok()))
+            })
+            .max()
+            .unwrap_or(0);
         let vs = if fs.exists(&dir.join("CURRENT")) {
-            VersionSet::recover(fs.as_ref(), &dir, opts.num_levels)?
+            VersionSet::recover(fs.as_ref(), &dir, opts.num_levels, highest + 1)?
         } else if opts.create_if_missing {
             VersionSet::create(fs.as_ref(), &dir, opts.num_levels)?
         } else {
@@ -196,8 +208,7 @@ impl Db {
 
         // Replay WALs not yet covered by SSTs, oldest first, into one memtable.
         let log_number = vs.counters.log_number;
-        let mut wals: Vec<u64> = fs
-            .list(&dir)?
+        let mut wals: Vec<u64> = names
             .iter()
             .filter_map(|n| parse_number(n, ".log"))
             .filter(|&n| n >= log_number)
@@ -518,6 +529,10 @@ impl DbInner {
 
     /// Deletes SSTs no live version names, WALs below the log number and old manifests.
     pub(crate) fn delete_obsolete_files(&self) {
+        if self.bg_error.lock().is_some() {
+            // After a failure the in-memory state may be ahead of the disk: delete nothing.
+            return;
+        }
         let vs = self.versions.lock();
         // List first: any file in the listing was created after its number became pending, and
         // stays pending until it is installed, which cannot happen while we hold the version lock.

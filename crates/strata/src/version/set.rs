@@ -30,6 +30,8 @@ pub(crate) struct VersionSet {
     current: Arc<Version>,
     manifest: ManifestWriter,
     pub(crate) counters: Counters,
+    /// A manifest write failed; nothing more may be appended.
+    failed: bool,
 }
 
 fn snapshot_edit(v: &Version, c: &Counters) -> VersionEdit {
@@ -71,11 +73,13 @@ impl VersionSet {
             current: Arc::new(v),
             manifest,
             counters,
+            failed: false,
         })
     }
 
-    /// Replays the live manifest, then starts a new one holding a snapshot of the result.
-    pub(crate) fn recover(fs: &dyn Fs, dir: &Path, num_levels: usize) -> Result<Self> {
+    /// Replays the live manifest, then starts a new one holding a snapshot of the result. File
+    /// numbers below `min_next_file` are taken (files with those numbers exist).
+    pub(crate) fn recover(fs: &dyn Fs, dir: &Path, num_levels: usize, min_next_file: u64) -> Result<Self> {
         let (path, _) = current(fs, dir)?;
         let mut v = Version::new(num_levels);
         let mut c = Counters::default();
@@ -95,6 +99,7 @@ impl VersionSet {
             }
             v = v.apply(&edit);
         }
+        c.next_file = c.next_file.max(min_next_file);
         let number = c.next_file;
         c.next_file += 1;
         let manifest = ManifestWriter::create(fs, dir, number, &snapshot_edit(&v, &c).encode())?;
@@ -105,6 +110,7 @@ impl VersionSet {
             current: Arc::new(v),
             manifest,
             counters: c,
+            failed: false,
         })
     }
 
@@ -124,27 +130,42 @@ impl VersionSet {
         mut edit: VersionEdit,
         next_file: &AtomicU64,
     ) -> Result<Arc<Version>> {
+        if self.failed {
+            // An earlier append may have left part of a record behind; appending after it
+            // would make the manifest unreadable.
+            return Err(Error::Poisoned("an earlier manifest write failed".into()));
+        }
+        // Counters change only once the edit is durable: a failed edit must not, say, advance
+        // the log number and let cleanup delete a WAL whose data no SST holds.
+        let mut counters = self.counters;
         for r in &edit.records {
             match r {
-                EditRecord::LogNumber(n) => self.counters.log_number = self.counters.log_number.max(*n),
-                EditRecord::LastSequence(n) => self.counters.last_sequence = self.counters.last_sequence.max(*n),
-                EditRecord::NextTableId(n) => self.counters.next_table_id = self.counters.next_table_id.max(*n),
+                EditRecord::LogNumber(n) => counters.log_number = counters.log_number.max(*n),
+                EditRecord::LastSequence(n) => counters.last_sequence = counters.last_sequence.max(*n),
+                EditRecord::NextTableId(n) => counters.next_table_id = counters.next_table_id.max(*n),
                 _ => {}
             }
         }
         let roll = self.manifest.size() > MANIFEST_ROLL_BYTES;
         let roll_number = roll.then(|| next_file.fetch_add(1, Ordering::SeqCst));
-        self.counters.next_file = self.counters.next_file.max(next_file.load(Ordering::SeqCst));
-        edit.push(EditRecord::NextFileNumber(self.counters.next_file));
+        counters.next_file = counters.next_file.max(next_file.load(Ordering::SeqCst));
+        edit.push(EditRecord::NextFileNumber(counters.next_file));
         let next = Arc::new(self.current.apply(&edit));
-        if let Some(number) = roll_number {
-            let m = ManifestWriter::create(fs, &self.dir, number, &snapshot_edit(&next, &self.counters).encode())?;
-            fs.sync_dir(&self.dir)?;
-            set_current(fs, &self.dir, number)?;
-            self.manifest = m;
-        } else {
-            self.manifest.append(&edit.encode())?;
+        let written = match roll_number {
+            Some(number) => (|| {
+                let m = ManifestWriter::create(fs, &self.dir, number, &snapshot_edit(&next, &counters).encode())?;
+                fs.sync_dir(&self.dir)?;
+                set_current(fs, &self.dir, number)?;
+                self.manifest = m;
+                Ok(())
+            })(),
+            None => self.manifest.append(&edit.encode()),
+        };
+        if let Err(e) = written {
+            self.failed = true;
+            return Err(e);
         }
+        self.counters = counters;
         self.current = next.clone();
         Ok(next)
     }

@@ -216,15 +216,15 @@ struct FaultWritable {
 
 impl WritableFile for FaultWritable {
     fn append(&mut self, data: &[u8]) -> Result<()> {
-        let fault = {
-            let mut s = self.fs.state.lock();
-            if s.crashed {
-                return Err(crashed(&self.path));
-            }
-            match &mut s.write_fault {
-                Some((t, kind)) => t.hit(&self.path).then_some(*kind),
-                None => None,
-            }
+        // The state lock is held across the append so a concurrent crash cannot slip in
+        // between the check and the write (lock order: state, then file).
+        let mut s = self.fs.state.lock();
+        if s.crashed {
+            return Err(crashed(&self.path));
+        }
+        let fault = match &mut s.write_fault {
+            Some((t, kind)) => t.hit(&self.path).then_some(*kind),
+            None => None,
         };
         let mut f = self.file.lock();
         match fault {
@@ -241,15 +241,13 @@ impl WritableFile for FaultWritable {
     }
 
     fn sync(&mut self) -> Result<()> {
-        {
-            let mut s = self.fs.state.lock();
-            if s.crashed {
-                return Err(crashed(&self.path));
-            }
-            if let Some(t) = &mut s.sync_fault {
-                if t.hit(&self.path) {
-                    return Err(Error::io(&self.path, io::Error::other("injected fsync failure")));
-                }
+        let mut s = self.fs.state.lock();
+        if s.crashed {
+            return Err(crashed(&self.path));
+        }
+        if let Some(t) = &mut s.sync_fault {
+            if t.hit(&self.path) {
+                return Err(Error::io(&self.path, io::Error::other("injected fsync failure")));
             }
         }
         let mut f = self.file.lock();
