@@ -101,11 +101,7 @@ impl RssSampler {
                 std::thread::sleep(Duration::from_millis(5));
             }
         });
-        RssSampler {
-            stop,
-            peak,
-            handle: Some(handle),
-        }
+        RssSampler { stop, peak, handle: Some(handle) }
     }
 
     fn finish(mut self) -> u64 {
@@ -131,10 +127,7 @@ fn progress(label: &str, done: i64, total: i64, started: Instant, last: &mut Ins
     if last.elapsed() >= Duration::from_secs(2) || done == total {
         *last = Instant::now();
         let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-9);
-        eprintln!(
-            "  {label}: {done}/{total} rows ({:.0}%), {rate:.0} rows/s",
-            100.0 * done as f64 / total as f64
-        );
+        eprintln!("  {label}: {done}/{total} rows ({:.0}%), {rate:.0} rows/s", 100.0 * done as f64 / total as f64);
     }
 }
 
@@ -207,45 +200,19 @@ fn engine(a: &EngineArgs, root: &Path) -> strata::Result<()> {
 
     let budget = (a.memtable_mib as u64 * 2 + a.cache_mib as u64) << 20;
     println!();
-    println!(
-        "strata-bench engine: LASER narrow table (BIGINT key + {COLS} INT), {} rows",
-        a.rows
-    );
+    println!("strata-bench engine: LASER narrow table (BIGINT key + {COLS} INT), {} rows", a.rows);
     println!("{:<44} {:>14}", "measure", "value");
-    println!(
-        "{:<44} {:>14.0}",
-        "insert rows/s (single puts, WAL, no fsync)",
-        a.rows as f64 / load_secs
-    );
-    println!(
-        "{:<44} {:>14.0}",
-        "insert rows/s (batch of 100, fsync each)",
-        a.sync_rows as f64 / sync_secs
-    );
+    println!("{:<44} {:>14.0}", "insert rows/s (single puts, WAL, no fsync)", a.rows as f64 / load_secs);
+    println!("{:<44} {:>14.0}", "insert rows/s (batch of 100, fsync each)", a.sync_rows as f64 / sync_secs);
     println!("{:<44} {:>14.2}", "point read p50 (µs)", pct(0.50));
     println!("{:<44} {:>14.2}", "point read p99 (µs)", pct(0.99));
     println!("{:<44} {:>14.2}", "point read p99.9 (µs)", pct(0.999));
     println!("{:<44} {:>14.1}", "RSS before open (MiB)", mib(base_rss));
     println!("{:<44} {:>14.1}", "peak RSS during load (MiB)", mib(peak_rss));
-    println!(
-        "{:<44} {:>14.1}",
-        "peak RSS growth during load (MiB)",
-        mib(peak_rss.saturating_sub(base_rss))
-    );
-    println!(
-        "{:<44} {:>14.1}",
-        "budget: 2 memtables + block cache (MiB)",
-        mib(budget)
-    );
-    println!(
-        "{:<44} {:>14.1}",
-        "growth above budget (MiB)",
-        mib(peak_rss.saturating_sub(base_rss)) - mib(budget)
-    );
-    println!(
-        "{:<44} {:>14.2}",
-        "write amplification (SST bytes / ingested)", stats.tables[0].write_amplification
-    );
+    println!("{:<44} {:>14.1}", "peak RSS growth during load (MiB)", mib(peak_rss.saturating_sub(base_rss)));
+    println!("{:<44} {:>14.1}", "budget: 2 memtables + block cache (MiB)", mib(budget));
+    println!("{:<44} {:>14.1}", "growth above budget (MiB)", mib(peak_rss.saturating_sub(base_rss)) - mib(budget));
+    println!("{:<44} {:>14.2}", "write amplification (SST bytes / ingested)", stats.tables[0].write_amplification);
     println!("tree after load (level: files, MiB):");
     for l in stats.tables[0].levels.iter().filter(|l| l.files > 0) {
         println!("  L{}: {} files, {:.1} MiB", l.level, l.files, mib(l.bytes));

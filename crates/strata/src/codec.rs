@@ -53,11 +53,7 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn take(&mut self, n: usize) -> DecodeResult<&'a [u8]> {
         if self.remaining() < n {
-            return Err(DecodeError::new(format!(
-                "need {n} bytes at {}, only {} left",
-                self.pos,
-                self.remaining()
-            )));
+            return Err(DecodeError::new(format!("need {n} bytes at {}, only {} left", self.pos, self.remaining())));
         }
         let s = &self.buf[self.pos..self.pos + n];
         self.pos += n;

@@ -69,18 +69,11 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            path: path.into(),
-            source,
-        }
+        Error::Io { path: path.into(), source }
     }
 
     pub(crate) fn corruption(path: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
-        Error::Corruption {
-            path: path.into(),
-            offset,
-            reason: reason.into(),
-        }
+        Error::Corruption { path: path.into(), offset, reason: reason.into() }
     }
 
     /// True for [`Error::Corruption`].

@@ -46,31 +46,17 @@ fn writer(db: Arc<Db>, t: Table, seed: u64, stop: Arc<AtomicBool>, ops: Arc<Atom
         let k = rng.gen_range(0..KEYS);
         let v: i64 = rng.gen_range(-1_000_000..1_000_000);
         match rng.gen_range(0..10) {
-            0..=3 => t
-                .insert(&[
-                    Value::BigInt(k),
-                    Value::BigInt(v),
-                    Value::BigInt(2 * v),
-                    Value::Int(rng.gen()),
-                ])
-                .unwrap(),
-            4..=5 => t
-                .update(
-                    &[Value::BigInt(k)],
-                    &[("a", Value::BigInt(v)), ("b", Value::BigInt(2 * v))],
-                )
-                .unwrap(),
+            0..=3 => {
+                t.insert(&[Value::BigInt(k), Value::BigInt(v), Value::BigInt(2 * v), Value::Int(rng.gen())]).unwrap()
+            }
+            4..=5 => t.update(&[Value::BigInt(k)], &[("a", Value::BigInt(v)), ("b", Value::BigInt(2 * v))]).unwrap(),
             6 => t.update(&[Value::BigInt(k)], &[("c", Value::Int(rng.gen()))]).unwrap(),
             7 => t.delete(&[Value::BigInt(k)]).unwrap(),
             _ => {
                 let mut b = WriteBatch::new();
                 for _ in 0..rng.gen_range(2..8) {
                     let k = rng.gen_range(0..KEYS);
-                    b.insert(
-                        &t,
-                        &[Value::BigInt(k), Value::BigInt(v), Value::BigInt(2 * v), Value::Null],
-                    )
-                    .unwrap();
+                    b.insert(&t, &[Value::BigInt(k), Value::BigInt(v), Value::BigInt(2 * v), Value::Null]).unwrap();
                 }
                 db.write(b, &Default::default()).unwrap();
             }
@@ -83,15 +69,9 @@ type Observation = (Vec<Option<Vec<Value>>>, Vec<Vec<Value>>);
 
 fn observe(t: &Table, snap: &strata::Snapshot, keys: &[i64], range: &KeyRange) -> Observation {
     let ro = ReadOptions { snapshot: Some(snap) };
-    let gets: Vec<Option<Vec<Value>>> = keys
-        .iter()
-        .map(|&k| t.get(&[Value::BigInt(k)], &Projection::All, &ro).unwrap())
-        .collect();
-    let rows: Vec<Vec<Value>> = t
-        .scan(range, &Projection::All, &ro)
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let gets: Vec<Option<Vec<Value>>> =
+        keys.iter().map(|&k| t.get(&[Value::BigInt(k)], &Projection::All, &ro).unwrap()).collect();
+    let rows: Vec<Vec<Value>> = t.scan(range, &Projection::All, &ro).unwrap().map(Result::unwrap).collect();
     (gets, rows)
 }
 
@@ -110,17 +90,10 @@ fn reader(db: Arc<Db>, t: Table, seed: u64, stop: Arc<AtomicBool>, checks: Arc<A
         // Gets and the scan agree at the same snapshot.
         for (k, g) in keys.iter().zip(&first.0) {
             if let (Bound::Included(lo), Bound::Excluded(hi)) = (&range.start, &range.end) {
-                let (Value::BigInt(lo), Value::BigInt(hi)) = (&lo[0], &hi[0]) else {
-                    unreachable!()
-                };
+                let (Value::BigInt(lo), Value::BigInt(hi)) = (&lo[0], &hi[0]) else { unreachable!() };
                 if k >= lo && k < hi {
                     let in_scan = first.1.iter().find(|r| r[0] == Value::BigInt(*k));
-                    assert_eq!(
-                        in_scan,
-                        g.as_ref(),
-                        "get and scan disagree on key {k} at seq {}",
-                        snap.seq()
-                    );
+                    assert_eq!(in_scan, g.as_ref(), "get and scan disagree on key {k} at seq {}", snap.seq());
                 }
             }
         }
@@ -139,12 +112,7 @@ fn reader(db: Arc<Db>, t: Table, seed: u64, stop: Arc<AtomicBool>, checks: Arc<A
         }
         std::thread::sleep(Duration::from_millis(rng.gen_range(0..20)));
         let second = observe(&t, &snap, &keys, &range);
-        assert_eq!(
-            first,
-            second,
-            "a snapshot at seq {} changed under compaction",
-            snap.seq()
-        );
+        assert_eq!(first, second, "a snapshot at seq {} changed under compaction", snap.seq());
         checks.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -152,17 +120,10 @@ fn reader(db: Arc<Db>, t: Table, seed: u64, stop: Arc<AtomicBool>, checks: Arc<A
 #[test]
 fn writers_readers_and_compaction_together() {
     let tmp = tempfile::tempdir().unwrap();
-    let opts = Options {
-        memtable_size: 64 << 10,
-        l1_max_bytes: 128 << 10,
-        ..tiny_options(Arc::new(OsFs))
-    };
+    let opts = Options { memtable_size: 64 << 10, l1_max_bytes: 128 << 10, ..tiny_options(Arc::new(OsFs)) };
     let db = Arc::new(Db::open(tmp.path(), opts).unwrap());
     let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
-    let ms: u64 = std::env::var("STRATA_STRESS_MS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4000);
+    let ms: u64 = std::env::var("STRATA_STRESS_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(4000);
     let stop = Arc::new(AtomicBool::new(false));
     let (ops, checks) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let mut hs = Vec::new();
@@ -182,20 +143,12 @@ fn writers_readers_and_compaction_together() {
     for h in hs {
         h.join().unwrap();
     }
-    let all: Vec<Vec<Value>> = t
-        .scan(&KeyRange::all(), &Projection::All, &ReadOptions::default())
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let all: Vec<Vec<Value>> =
+        t.scan(&KeyRange::all(), &Projection::All, &ReadOptions::default()).unwrap().map(Result::unwrap).collect();
     for r in &all {
         check_row(r);
         let Value::BigInt(k) = r[0] else { unreachable!() };
-        assert_eq!(
-            t.get(&[Value::BigInt(k)], &Projection::All, &ReadOptions::default())
-                .unwrap()
-                .as_ref(),
-            Some(r)
-        );
+        assert_eq!(t.get(&[Value::BigInt(k)], &Projection::All, &ReadOptions::default()).unwrap().as_ref(), Some(r));
     }
     let st = db.stats();
     eprintln!(
@@ -206,9 +159,6 @@ fn writers_readers_and_compaction_together() {
         st.compactions,
         st.tables[0].levels.iter().map(|l| l.files).collect::<Vec<_>>()
     );
-    assert!(
-        st.compactions > 0 && checks.load(Ordering::Relaxed) > 20,
-        "the run did too little to mean anything"
-    );
+    assert!(st.compactions > 0 && checks.load(Ordering::Relaxed) > 20, "the run did too little to mean anything");
     db.verify().unwrap();
 }

@@ -33,17 +33,11 @@ fn row(i: i64) -> Vec<Value> {
 }
 
 fn opts(fs: &FaultFs) -> Options {
-    Options {
-        memtable_size: 1 << 20,
-        ..tiny_options(Arc::new(fs.clone()))
-    }
+    Options { memtable_size: 1 << 20, ..tiny_options(Arc::new(fs.clone())) }
 }
 
 fn files(fs: &FaultFs, pattern: &str) -> Vec<PathBuf> {
-    fs.paths()
-        .into_iter()
-        .filter(|p| p.to_string_lossy().contains(pattern))
-        .collect()
+    fs.paths().into_iter().filter(|p| p.to_string_lossy().contains(pattern)).collect()
 }
 
 fn assert_names(err: &strata::Error, file: &Path) {
@@ -85,10 +79,7 @@ fn flipped_sst_bits_are_reported_never_wrong_data() {
         let t = db.table("t").unwrap();
         // A full scan: every row it yields is right; an error names the damaged file.
         let mut expect = 0;
-        for r in t
-            .scan(&KeyRange::all(), &Projection::All, &ReadOptions::default())
-            .unwrap()
-        {
+        for r in t.scan(&KeyRange::all(), &Projection::All, &ReadOptions::default()).unwrap() {
             match r {
                 Ok(r) => {
                     assert_eq!(r, row(expect), "{ctx}: scan returned wrong data");
@@ -134,10 +125,7 @@ fn check_flips(suffix: &str, rounds: usize, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     for round in 0..rounds {
         let fs = unflushed_db();
-        let targets: Vec<PathBuf> = files(&fs, suffix)
-            .into_iter()
-            .filter(|p| fs.file_len(p).unwrap() > 0)
-            .collect();
+        let targets: Vec<PathBuf> = files(&fs, suffix).into_iter().filter(|p| fs.file_len(p).unwrap() > 0).collect();
         assert_eq!(targets.len(), 1, "{suffix}: {targets:?}");
         let file = &targets[0];
         let off = rng.gen_range(0..fs.file_len(file).unwrap());
@@ -145,10 +133,7 @@ fn check_flips(suffix: &str, rounds: usize, seed: u64) {
         fs.flip_bit(file, off, bit).unwrap();
         match Db::open("/db", opts(&fs)) {
             Err(e) => assert_names(&e, file),
-            Ok(_) => panic!(
-                "seed {seed} round {round}: open accepted {} flipped at {off} bit {bit}",
-                file.display()
-            ),
+            Ok(_) => panic!("seed {seed} round {round}: open accepted {} flipped at {off} bit {bit}", file.display()),
         }
     }
 }
@@ -168,11 +153,8 @@ fn unflushed_rows_survive_a_clean_reopen() {
     let fs = unflushed_db();
     let db = Db::open("/db", opts(&fs)).unwrap();
     let t = db.table("t").unwrap();
-    let rows: Vec<Vec<Value>> = t
-        .scan(&KeyRange::all(), &Projection::All, &ReadOptions::default())
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let rows: Vec<Vec<Value>> =
+        t.scan(&KeyRange::all(), &Projection::All, &ReadOptions::default()).unwrap().map(Result::unwrap).collect();
     assert_eq!(rows, (0..500).map(row).collect::<Vec<_>>());
 }
 
@@ -181,8 +163,5 @@ fn damaged_current_fails_open() {
     let fs = unflushed_db();
     fs.flip_bit(Path::new("/db/CURRENT"), 3, 2).unwrap();
     let err = Db::open("/db", opts(&fs)).err().expect("open must fail");
-    assert!(
-        err.to_string().contains("CURRENT") || err.to_string().contains("MANIFEST"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("CURRENT") || err.to_string().contains("MANIFEST"), "{err}");
 }

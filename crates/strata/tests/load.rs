@@ -35,10 +35,7 @@ fn row(k: i64) -> Vec<Value> {
 
 #[test]
 fn two_million_narrow_rows_build_a_multi_level_tree_and_read_back() {
-    let n: i64 = std::env::var("STRATA_LOAD_ROWS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2_000_000);
+    let n: i64 = std::env::var("STRATA_LOAD_ROWS").ok().and_then(|s| s.parse().ok()).unwrap_or(2_000_000);
     let tmp = tempfile::tempdir().unwrap();
     let opts = Options {
         memtable_size: 4 << 20,
@@ -63,31 +60,14 @@ fn two_million_narrow_rows_build_a_multi_level_tree_and_read_back() {
     }
     eprintln!("load: {:?}", started.elapsed());
     let stats = db.stats();
-    let populated: Vec<usize> = stats.tables[0]
-        .levels
-        .iter()
-        .filter(|l| l.files > 0 && l.level > 0)
-        .map(|l| l.level)
-        .collect();
-    eprintln!(
-        "levels: {:?}",
-        stats.tables[0]
-            .levels
-            .iter()
-            .map(|l| (l.level, l.files, l.bytes))
-            .collect::<Vec<_>>()
-    );
-    assert!(
-        populated.len() >= 3,
-        "expected at least three populated levels below Level-0, got {populated:?}"
-    );
+    let populated: Vec<usize> =
+        stats.tables[0].levels.iter().filter(|l| l.files > 0 && l.level > 0).map(|l| l.level).collect();
+    eprintln!("levels: {:?}", stats.tables[0].levels.iter().map(|l| (l.level, l.files, l.bytes)).collect::<Vec<_>>());
+    assert!(populated.len() >= 3, "expected at least three populated levels below Level-0, got {populated:?}");
 
     let started = std::time::Instant::now();
     let mut next = 0i64;
-    for r in t
-        .scan(&KeyRange::all(), &Projection::All, &ReadOptions::default())
-        .unwrap()
-    {
+    for r in t.scan(&KeyRange::all(), &Projection::All, &ReadOptions::default()).unwrap() {
         assert_eq!(r.unwrap(), row(next), "scan row {next}");
         next += 1;
     }
@@ -96,9 +76,7 @@ fn two_million_narrow_rows_build_a_multi_level_tree_and_read_back() {
     let started = std::time::Instant::now();
     // The scan read back every row; point reads check a tenth of them through the get path.
     for &k in keys.iter().step_by(10) {
-        let got = t
-            .get(&[Value::BigInt(k)], &Projection::All, &ReadOptions::default())
-            .unwrap();
+        let got = t.get(&[Value::BigInt(k)], &Projection::All, &ReadOptions::default()).unwrap();
         assert_eq!(got, Some(row(k)), "get {k}");
     }
     eprintln!("gets: {:?}", started.elapsed());

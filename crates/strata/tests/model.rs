@@ -49,24 +49,14 @@ impl World {
 
     fn random_key(&mut self, t: usize) -> Vec<Value> {
         let schema = &self.tables[t].1;
-        let cols: Vec<_> = schema
-            .primary_key()
-            .iter()
-            .map(|&c| schema.columns()[c].clone())
-            .collect();
-        cols.iter()
-            .map(|c| random_key_value(&mut self.rng, c, DOMAIN))
-            .collect()
+        let cols: Vec<_> = schema.primary_key().iter().map(|&c| schema.columns()[c].clone()).collect();
+        cols.iter().map(|c| random_key_value(&mut self.rng, c, DOMAIN)).collect()
     }
 
     fn random_row(&mut self, t: usize) -> Vec<Value> {
         let key = self.random_key(t);
         let schema = self.tables[t].1.clone();
-        let mut row: Vec<Value> = schema
-            .columns()
-            .iter()
-            .map(|c| random_value(&mut self.rng, c))
-            .collect();
+        let mut row: Vec<Value> = schema.columns().iter().map(|c| random_value(&mut self.rng, c)).collect();
         for (&c, v) in schema.primary_key().iter().zip(key) {
             row[c] = v;
         }
@@ -80,12 +70,7 @@ impl World {
         let n = self.rng.gen_range(1..=cols.len());
         cols[..n]
             .iter()
-            .map(|&c| {
-                (
-                    schema.columns()[c].name.clone(),
-                    random_value(&mut self.rng, &schema.columns()[c]),
-                )
-            })
+            .map(|&c| (schema.columns()[c].name.clone(), random_value(&mut self.rng, &schema.columns()[c])))
             .collect()
     }
 
@@ -148,10 +133,7 @@ impl World {
                 let range = if self.rng.gen() {
                     KeyRange::all()
                 } else {
-                    KeyRange {
-                        start: Bound::Included(self.random_key(t)),
-                        end: Bound::Unbounded,
-                    }
+                    KeyRange { start: Bound::Included(self.random_key(t)), end: Bound::Unbounded }
                 };
                 self.db().compact_range(&name, &range).unwrap();
             }
@@ -221,13 +203,7 @@ impl World {
         };
         let got = self.tables[t].0.get(&key, &proj, &ReadOptions { snapshot }).unwrap();
         let want = model[t].get(&key).map(|r| project(r, &cols));
-        assert_eq!(
-            got,
-            want,
-            "{}: get {key:?} at {:?}",
-            self.ctx(),
-            snapshot.map(Snapshot::seq)
-        );
+        assert_eq!(got, want, "{}: get {key:?} at {:?}", self.ctx(), snapshot.map(Snapshot::seq));
     }
 
     fn check_scan(&mut self, t: usize) {
@@ -244,38 +220,20 @@ impl World {
             0 => (KeyRange::all(), Bound::Unbounded, Bound::Unbounded),
             1 => (KeyRange::half_open(a, b), Bound::Included(ma), Bound::Excluded(mb)),
             2 => (
-                KeyRange {
-                    start: Bound::Excluded(a),
-                    end: Bound::Included(b),
-                },
+                KeyRange { start: Bound::Excluded(a), end: Bound::Included(b) },
                 Bound::Excluded(ma),
                 Bound::Included(mb),
             ),
-            _ => (
-                KeyRange {
-                    start: Bound::Included(a),
-                    end: Bound::Unbounded,
-                },
-                Bound::Included(ma),
-                Bound::Unbounded,
-            ),
+            _ => (KeyRange { start: Bound::Included(a), end: Bound::Unbounded }, Bound::Included(ma), Bound::Unbounded),
         };
         let at = self.read_point();
         let (snapshot, model) = match at {
             Some(i) => (Some(&self.snaps[i].0), &self.snaps[i].1),
             None => (None, &self.model),
         };
-        let got: Vec<Vec<Value>> = self.tables[t]
-            .0
-            .scan(&range, &proj, &ReadOptions { snapshot })
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        let want: Vec<Vec<Value>> = model[t]
-            .rows
-            .range::<MKey, _>((lo, hi))
-            .map(|(_, r)| project(r, &cols))
-            .collect();
+        let got: Vec<Vec<Value>> =
+            self.tables[t].0.scan(&range, &proj, &ReadOptions { snapshot }).unwrap().map(Result::unwrap).collect();
+        let want: Vec<Vec<Value>> = model[t].rows.range::<MKey, _>((lo, hi)).map(|(_, r)| project(r, &cols)).collect();
         assert_eq!(got.len(), want.len(), "{}: scan {range:?} row count", self.ctx());
         assert_eq!(got, want, "{}: scan {range:?}", self.ctx());
     }
@@ -290,16 +248,8 @@ impl World {
 
 fn run(seed: u64, ops: usize) {
     let tmp = tempfile::tempdir().unwrap();
-    let fs: Arc<dyn Fs> = if seed.is_multiple_of(2) {
-        Arc::new(FaultFs::new())
-    } else {
-        Arc::new(OsFs)
-    };
-    let dir = if seed.is_multiple_of(2) {
-        std::path::PathBuf::from("/model")
-    } else {
-        tmp.path().join("db")
-    };
+    let fs: Arc<dyn Fs> = if seed.is_multiple_of(2) { Arc::new(FaultFs::new()) } else { Arc::new(OsFs) };
+    let dir = if seed.is_multiple_of(2) { std::path::PathBuf::from("/model") } else { tmp.path().join("db") };
     let db = Db::open(&dir, tiny_options(fs.clone())).unwrap();
     for (name, schema) in schemas() {
         db.create_table(name, schema, TableOptions::default()).unwrap();
@@ -342,10 +292,7 @@ fn run(seed: u64, ops: usize) {
 
 #[test]
 fn differential_against_btreemap_model() {
-    let ops: usize = std::env::var("STRATA_MODEL_OPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(50_000);
+    let ops: usize = std::env::var("STRATA_MODEL_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(50_000);
     for seed in seeds(&[1, 2, 3, 4]) {
         with_seed(seed, |s| run(s, ops));
     }

@@ -79,9 +79,9 @@ fn writer(db: Arc<Db>, t: Table, part: Arc<Mutex<Partition>>, w: i64, seed: u64,
             };
             match &op {
                 Op::Insert(r) => b.insert(&t, r).unwrap(),
-                Op::Update(k, set) => b
-                    .update(&t, &[Value::BigInt(*k)], &[(set[0].0.as_str(), set[0].1.clone())])
-                    .unwrap(),
+                Op::Update(k, set) => {
+                    b.update(&t, &[Value::BigInt(*k)], &[(set[0].0.as_str(), set[0].1.clone())]).unwrap()
+                }
                 Op::Delete(k) => b.delete(&t, &[Value::BigInt(*k)]).unwrap(),
             }
             ops.push(op);
@@ -102,10 +102,7 @@ fn writer(db: Arc<Db>, t: Table, part: Arc<Mutex<Partition>>, w: i64, seed: u64,
 }
 
 fn rows_of(t: &Table) -> Vec<Vec<Value>> {
-    t.scan(&KeyRange::all(), &Projection::All, &ReadOptions::default())
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
+    t.scan(&KeyRange::all(), &Projection::All, &ReadOptions::default()).unwrap().map(Result::unwrap).collect()
 }
 
 /// One round: write until `fault` or a timed crash stops things, crash, reopen, check.
@@ -191,14 +188,7 @@ fn setup(fs: &FaultFs, dir: &Path) -> Vec<Arc<Mutex<Partition>>> {
     let db = Db::open(dir, tiny_options(Arc::new(fs.clone()))).unwrap();
     db.create_table("t", schema(), TableOptions::default()).unwrap();
     db.close().unwrap();
-    (0..WRITERS)
-        .map(|_| {
-            Arc::new(Mutex::new(Partition {
-                acked: TableModel::default(),
-                in_flight: None,
-            }))
-        })
-        .collect()
+    (0..WRITERS).map(|_| Arc::new(Mutex::new(Partition { acked: TableModel::default(), in_flight: None }))).collect()
 }
 
 #[test]
@@ -248,18 +238,11 @@ fn a_failed_write_poisons_writes_but_reads_keep_working() {
     let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
     t.insert(&[Value::BigInt(1), Value::Int(1), Value::Null]).unwrap();
     fs.fail_syncs(".log", 0);
-    let err = t
-        .insert_with(
-            &[Value::BigInt(2), Value::Int(2), Value::Null],
-            &WriteOptions { sync: true },
-        )
-        .unwrap_err();
+    let err = t.insert_with(&[Value::BigInt(2), Value::Int(2), Value::Null], &WriteOptions { sync: true }).unwrap_err();
     assert!(err.to_string().contains("fsync"), "{err}");
     let again = t.insert(&[Value::BigInt(3), Value::Int(3), Value::Null]).unwrap_err();
     assert!(matches!(again, strata::Error::Poisoned(_)), "{again}");
-    let row = t
-        .get(&[Value::BigInt(1)], &Projection::All, &ReadOptions::default())
-        .unwrap();
+    let row = t.get(&[Value::BigInt(1)], &Projection::All, &ReadOptions::default()).unwrap();
     assert_eq!(row, Some(vec![Value::BigInt(1), Value::Int(1), Value::Null]));
 }
 
@@ -281,13 +264,7 @@ fn reopen_never_reuses_numbers_of_files_on_disk() {
     let t = db.table("t").unwrap();
     t.insert(&[Value::BigInt(1), Value::Int(1), Value::Null]).unwrap();
     db.flush().unwrap();
-    let numbers: Vec<u64> = fs
-        .paths()
-        .iter()
-        .filter_map(|p| p.file_name()?.to_str()?.strip_suffix(".sst")?.parse().ok())
-        .collect();
-    assert!(
-        !numbers.is_empty() && numbers.iter().all(|&n| n > 500),
-        "new files reuse low numbers: {numbers:?}"
-    );
+    let numbers: Vec<u64> =
+        fs.paths().iter().filter_map(|p| p.file_name()?.to_str()?.strip_suffix(".sst")?.parse().ok()).collect();
+    assert!(!numbers.is_empty() && numbers.iter().all(|&n| n > 500), "new files reuse low numbers: {numbers:?}");
 }

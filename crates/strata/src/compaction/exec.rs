@@ -40,15 +40,7 @@ impl Outputs<'_> {
             let file = self.spec.fs.create(&path)?;
             let info = self.spec.table;
             let columns: Vec<usize> = (0..info.value_types.len()).collect();
-            let b = SstBuilder::new(
-                file,
-                path,
-                self.spec.sst,
-                info.id,
-                0,
-                columns,
-                info.value_types.to_vec(),
-            );
+            let b = SstBuilder::new(file, path, self.spec.sst, info.id, 0, columns, info.value_types.to_vec());
             self.current = Some((number, b));
         }
         if let Some((_, b)) = &mut self.current {
@@ -59,11 +51,7 @@ impl Outputs<'_> {
 
     /// Called between keys: closes the file if it reached the target size.
     fn maybe_cut(&mut self) -> Result<()> {
-        if self
-            .current
-            .as_ref()
-            .is_some_and(|(_, b)| b.estimated_size() >= self.spec.target_file_size)
-        {
+        if self.current.as_ref().is_some_and(|(_, b)| b.estimated_size() >= self.spec.target_file_size) {
             self.finish_current()?;
         }
         Ok(())
@@ -101,11 +89,7 @@ pub(crate) fn write_merged(
     bottommost: bool,
     spec: &OutputSpec<'_>,
 ) -> Result<Vec<FileMeta>> {
-    let mut out = Outputs {
-        spec,
-        current: None,
-        done: Vec::new(),
-    };
+    let mut out = Outputs { spec, current: None, done: Vec::new() };
     let mut group: Vec<Entry> = Vec::new();
     let emit = |group: Vec<Entry>, out: &mut Outputs<'_>| -> Result<()> {
         out.maybe_cut()?;

@@ -83,10 +83,7 @@ fn key_range<'a>(files: impl Iterator<Item = &'a Arc<FileMeta>>) -> Option<(Vec<
 }
 
 fn overlapping(t: &TableVersion, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<FileMeta>> {
-    t.levels
-        .get(level)
-        .map(|l| l.files().filter(|f| f.overlaps(lo, hi)).cloned().collect())
-        .unwrap_or_default()
+    t.levels.get(level).map(|l| l.files().filter(|f| f.overlaps(lo, hi)).cloned().collect()).unwrap_or_default()
 }
 
 /// Level scores of one table: `(level, score)` for every level that may compact down.
@@ -145,9 +142,7 @@ pub fn task_for_level(t: &TableVersion, level: usize, busy: &HashSet<u64>, score
     }
     let mut candidates: Vec<&Arc<FileMeta>> = lvl.files().filter(|f| !busy.contains(&f.number)).collect();
     candidates.sort_by_key(|f| (f.max_seq, f.number));
-    candidates
-        .into_iter()
-        .find_map(|f| task_over(t, level, vec![f.clone()], busy, score))
+    candidates.into_iter().find_map(|f| task_over(t, level, vec![f.clone()], busy, score))
 }
 
 /// Picks the most urgent compaction over all tables, avoiding files in `busy`.
@@ -161,8 +156,7 @@ pub fn pick(v: &Version, busy: &HashSet<u64>, opts: &PolicyOptions) -> Option<Co
         }
     }
     all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-    all.into_iter()
-        .find_map(|(s, id, l)| task_for_level(v.tables.get(&id)?, l, busy, s))
+    all.into_iter().find_map(|(s, id, l)| task_for_level(v.tables.get(&id)?, l, busy, s))
 }
 
 #[cfg(test)]
@@ -206,12 +200,7 @@ mod tests {
     }
 
     fn run_case(input: &[&str]) -> String {
-        let mut opts = PolicyOptions {
-            l0_trigger: 4,
-            ratio: 10,
-            l1_max_bytes: 1000,
-            num_levels: 4,
-        };
+        let mut opts = PolicyOptions { l0_trigger: 4, ratio: 10, l1_max_bytes: 1000, num_levels: 4 };
         let mut version = Version::new(4);
         let mut busy = HashSet::new();
         let mut table = 1u32;
@@ -243,11 +232,7 @@ mod tests {
                         edit.push(EditRecord::CreateTable(info));
                     }
                     for w in words {
-                        edit.push(EditRecord::AddFile {
-                            table,
-                            level,
-                            file: parse_file(w),
-                        });
+                        edit.push(EditRecord::AddFile { table, level, file: parse_file(w) });
                     }
                     version = version.apply(&edit);
                 }
@@ -285,10 +270,8 @@ mod tests {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/compaction_policy");
         let rewrite = std::env::var("STRATA_REWRITE").is_ok();
         let mut cases = 0;
-        let mut entries: Vec<_> = std::fs::read_dir(&dir)
-            .expect("testdata dir")
-            .map(|e| e.expect("entry").path())
-            .collect();
+        let mut entries: Vec<_> =
+            std::fs::read_dir(&dir).expect("testdata dir").map(|e| e.expect("entry").path()).collect();
         entries.sort();
         for path in entries {
             let text = std::fs::read_to_string(&path).expect("read testdata");

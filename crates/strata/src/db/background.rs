@@ -110,11 +110,7 @@ impl DbInner {
             let files = self.write_files(info, vec![Box::new(src)], &snapshots, false, u64::MAX)?;
             for f in files {
                 written.push((table_id, f.size));
-                edit.push(EditRecord::AddFile {
-                    table: table_id,
-                    level: 0,
-                    file: f,
-                });
+                edit.push(EditRecord::AddFile { table: table_id, level: 0, file: f });
             }
         }
         self.fs.sync_dir(&self.dir)?;
@@ -175,28 +171,16 @@ impl DbInner {
     pub(crate) fn run_compaction(&self, task: &CompactionTask) -> Result<()> {
         let mut edit = VersionEdit::default();
         for f in &task.inputs {
-            edit.push(EditRecord::DeleteFile {
-                table: task.table,
-                level: task.level,
-                number: f.number,
-            });
+            edit.push(EditRecord::DeleteFile { table: task.table, level: task.level, number: f.number });
         }
         if task.trivial_move {
             for f in &task.inputs {
-                edit.push(EditRecord::AddFile {
-                    table: task.table,
-                    level: task.output_level,
-                    file: (**f).clone(),
-                });
+                edit.push(EditRecord::AddFile { table: task.table, level: task.output_level, file: (**f).clone() });
             }
             return self.install(edit, None);
         }
         for f in &task.next_inputs {
-            edit.push(EditRecord::DeleteFile {
-                table: task.table,
-                level: task.output_level,
-                number: f.number,
-            });
+            edit.push(EditRecord::DeleteFile { table: task.table, level: task.output_level, number: f.number });
         }
         // The current version holds the inputs; keep it only while they are read, so the
         // cleanup after install can delete them.
@@ -207,15 +191,7 @@ impl DbInner {
         let nvals = info.value_types.len();
         let mut sources: Vec<Box<dyn Source>> = Vec::new();
         let run = |files: Vec<Arc<FileMeta>>| -> Box<dyn Source> {
-            Box::new(RunSource::new(
-                files,
-                self.tables.clone(),
-                &[],
-                None,
-                nvals,
-                None,
-                false,
-            ))
+            Box::new(RunSource::new(files, self.tables.clone(), &[], None, nvals, None, false))
         };
         if task.level == 0 {
             for f in &task.inputs {
@@ -234,11 +210,7 @@ impl DbInner {
         let outputs: Vec<u64> = files.iter().map(|f| f.number).collect();
         let bytes: u64 = files.iter().map(|f| f.size).sum();
         for f in files {
-            edit.push(EditRecord::AddFile {
-                table: task.table,
-                level: task.output_level,
-                file: f,
-            });
+            edit.push(EditRecord::AddFile { table: task.table, level: task.output_level, file: f });
         }
         let res = self.install(edit, None);
         self.release_outputs(outputs.into_iter());

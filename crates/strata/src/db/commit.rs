@@ -31,22 +31,14 @@ impl DbInner {
         }
         {
             let view = self.view.read().clone();
-            if let Some(op) = batch
-                .ops
-                .iter()
-                .find(|op| !view.version.tables.contains_key(&op.table_id))
-            {
+            if let Some(op) = batch.ops.iter().find(|op| !view.version.tables.contains_key(&op.table_id)) {
                 return Err(Error::UnknownTable(format!("(dropped table id {})", op.table_id)));
             }
         }
         let mut st = self.commit.lock();
         let ticket = st.next_ticket;
         st.next_ticket += 1;
-        st.queue.push(Request {
-            ticket,
-            batch,
-            sync: opts.sync,
-        });
+        st.queue.push(Request { ticket, batch, sync: opts.sync });
         loop {
             if let Some(r) = st.results.remove(&ticket) {
                 return r.map_err(Error::Poisoned);
@@ -125,13 +117,7 @@ impl DbInner {
                 return Err(Error::Closed);
             }
             let view = self.view.read().clone();
-            let l0 = view
-                .version
-                .tables
-                .values()
-                .map(|t| t.levels[0].runs.len())
-                .max()
-                .unwrap_or(0);
+            let l0 = view.version.tables.values().map(|t| t.levels[0].runs.len()).max().unwrap_or(0);
             let full = view.mem.approximate_bytes() >= self.opts.memtable_size;
             if l0 >= self.opts.l0_stop_trigger || (full && view.imm.len() >= self.opts.max_immutable_memtables) {
                 self.bg_cv.notify_all();
@@ -171,11 +157,7 @@ impl DbInner {
         let mut v = self.view.write();
         let mut imm = vec![v.mem.clone()];
         imm.extend(v.imm.iter().cloned());
-        *v = Arc::new(ReadView {
-            mem: Arc::new(Memtable::new(number)),
-            imm,
-            version: v.version.clone(),
-        });
+        *v = Arc::new(ReadView { mem: Arc::new(Memtable::new(number)), imm, version: v.version.clone() });
         drop(v);
         // Pass through the background lock so the flusher is either waiting (and gets the
         // notification) or has not yet looked at the frozen memtables.

@@ -37,7 +37,7 @@ use crate::version::set::VersionSet;
 use crate::version::Version;
 use crate::vfs::{DirLock, Fs};
 use crate::write::batch::WriteBatch;
-use crate::write::wal::{read_log, Tail, WalWriter};
+use crate::write::wal::{read_log, Tail, WalWriter, WAL_MAGIC};
 use table_cache::TableCache;
 
 /// A table's definition as stored in the manifest.
@@ -67,15 +67,7 @@ impl TableInfo {
         let key_types = schema.key_types().into();
         let value_types = schema.value_types().into();
         let all_columns = (0..schema.columns().len()).collect();
-        TableInfo {
-            id,
-            name,
-            schema,
-            options,
-            key_types,
-            value_types,
-            all_columns,
-        }
+        TableInfo { id, name, schema, options, key_types, value_types, all_columns }
     }
 }
 
@@ -208,17 +200,14 @@ impl Db {
 
         // Replay WALs not yet covered by SSTs, oldest first, into one memtable.
         let log_number = vs.counters.log_number;
-        let mut wals: Vec<u64> = names
-            .iter()
-            .filter_map(|n| parse_number(n, ".log"))
-            .filter(|&n| n >= log_number)
-            .collect();
+        let mut wals: Vec<u64> =
+            names.iter().filter_map(|n| parse_number(n, ".log")).filter(|&n| n >= log_number).collect();
         wals.sort_unstable();
         let replay = Arc::new(Memtable::new(0));
         let current = vs.current().clone();
         for (i, &n) in wals.iter().enumerate() {
             let path = dir.join(wal_name(n));
-            let (records, tail) = read_log(fs.as_ref(), &path)?;
+            let (records, tail) = read_log(fs.as_ref(), &path, WAL_MAGIC)?;
             for rec in records {
                 let (first, ops) = WriteBatch::decode(&rec)
                     .map_err(|e| Error::corruption(&path, 0, format!("bad WAL batch: {}", e.0)))?;
@@ -245,11 +234,7 @@ impl Db {
         let tables = Arc::new(TableCache::new(fs.clone(), &dir, blocks));
         let snapshots = Arc::new(SnapshotList::default());
         snapshots.publish(last_seq);
-        let view = ReadView {
-            mem: Arc::new(Memtable::new(wal_number)),
-            imm: Vec::new(),
-            version: current.clone(),
-        };
+        let view = ReadView { mem: Arc::new(Memtable::new(wal_number)), imm: Vec::new(), version: current.clone() };
         let inner = Arc::new(DbInner {
             dir: dir.clone(),
             fs: fs.clone(),
@@ -274,11 +259,8 @@ impl Db {
         });
 
         // Persist what was replayed as Level-0 files, then retire the old logs.
-        let mut edit = if replay.is_empty() {
-            VersionEdit::default()
-        } else {
-            inner.write_level0(&replay, &current)?
-        };
+        let mut edit =
+            if replay.is_empty() { VersionEdit::default() } else { inner.write_level0(&replay, &current)? };
         edit.push(EditRecord::LogNumber(wal_number));
         edit.push(EditRecord::LastSequence(last_seq));
         inner.install(edit, None)?;
@@ -290,11 +272,7 @@ impl Db {
             let inner = inner.clone();
             let flusher = i == 0;
             let t = std::thread::Builder::new()
-                .name(if flusher {
-                    "strata-flush".into()
-                } else {
-                    format!("strata-compact-{i}")
-                })
+                .name(if flusher { "strata-flush".into() } else { format!("strata-compact-{i}") })
                 .spawn(move || inner.background_loop(flusher))
                 .map_err(|e| Error::io(&dir, e))?;
             threads.push(t);
@@ -332,12 +310,7 @@ impl Db {
         self.inner.check_writable()?;
         {
             let mut vs = self.inner.versions.lock();
-            let id = vs
-                .current()
-                .table_by_name(name)
-                .ok_or_else(|| Error::UnknownTable(name.to_owned()))?
-                .info
-                .id;
+            let id = vs.current().table_by_name(name).ok_or_else(|| Error::UnknownTable(name.to_owned()))?.info.id;
             let mut edit = VersionEdit::default();
             edit.push(EditRecord::DropTable(id));
             self.inner.install_locked(&mut vs, edit, None)?;
@@ -349,10 +322,7 @@ impl Db {
     /// A handle to an existing table.
     pub fn table(&self, name: &str) -> Result<Table> {
         let view = self.inner.view.read().clone();
-        let t = view
-            .version
-            .table_by_name(name)
-            .ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
+        let t = view.version.table_by_name(name).ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
         Ok(Table::new(self.inner.clone(), t.info.clone()))
     }
 
@@ -509,17 +479,8 @@ impl DbInner {
             }
         };
         let mut view = self.view.write();
-        let imm = view
-            .imm
-            .iter()
-            .filter(|x| flushed.is_none_or(|m| !Arc::ptr_eq(x, m)))
-            .cloned()
-            .collect();
-        *view = Arc::new(ReadView {
-            mem: view.mem.clone(),
-            imm,
-            version: v.clone(),
-        });
+        let imm = view.imm.iter().filter(|x| flushed.is_none_or(|m| !Arc::ptr_eq(x, m))).cloned().collect();
+        *view = Arc::new(ReadView { mem: view.mem.clone(), imm, version: v.clone() });
         drop(view);
         let mut live = self.live_versions.lock();
         live.retain(|w| w.strong_count() > 0);

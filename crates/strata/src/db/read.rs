@@ -30,10 +30,7 @@ impl DbInner {
     }
 
     fn table_in<'v>(&self, view: &'v ReadView, info: &TableInfo) -> Result<&'v Arc<TableVersion>> {
-        view.version
-            .tables
-            .get(&info.id)
-            .ok_or_else(|| Error::UnknownTable(info.name.clone()))
+        view.version.tables.get(&info.id).ok_or_else(|| Error::UnknownTable(info.name.clone()))
     }
 
     pub(crate) fn get_cells(
@@ -51,11 +48,7 @@ impl DbInner {
         for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
             let mut bad = None;
             mem.get(info.id, key, seq, |kind, row| {
-                let cells = if kind == Kind::Delete {
-                    Ok(Vec::new())
-                } else {
-                    decode_row(types, row, wanted)
-                };
+                let cells = if kind == Kind::Delete { Ok(Vec::new()) } else { decode_row(types, row, wanted) };
                 match cells {
                     Ok(c) => res.push(kind, c),
                     Err(e) => bad = Some(e),
@@ -100,11 +93,7 @@ impl DbInner {
         let mut sources: Vec<Box<dyn Source>> = Vec::new();
         for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
             let cursor = MemCursor::new(mem.clone(), info.id, &lower, upper.as_deref());
-            sources.push(Box::new(MemSource {
-                cursor,
-                types: info.value_types.clone(),
-                wanted: wanted.clone(),
-            }));
+            sources.push(Box::new(MemSource { cursor, types: info.value_types.clone(), wanted: wanted.clone() }));
         }
         for level in &t.levels {
             for run in &level.runs {
@@ -221,12 +210,7 @@ pub(crate) fn project(info: &TableInfo, key: &[u8], cells: Cells, projection: &P
                     key_vals = Some(decode_key(&info.key_types, key).map_err(|e| Error::corruption("<key>", 0, e.0))?);
                 }
                 let ki = schema.primary_key().iter().position(|&k| k == c).unwrap_or(0);
-                out.push(
-                    key_vals
-                        .as_ref()
-                        .and_then(|k| k.get(ki).cloned())
-                        .unwrap_or(Value::Null),
-                );
+                out.push(key_vals.as_ref().and_then(|k| k.get(ki).cloned()).unwrap_or(Value::Null));
             }
         }
     }

@@ -65,10 +65,8 @@ impl DbInner {
             let mut levels = Vec::new();
             for (i, l) in t.levels.iter().enumerate() {
                 let files: Vec<_> = l.files().collect();
-                let seq_range = files
-                    .iter()
-                    .map(|f| (f.min_seq, f.max_seq))
-                    .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
+                let seq_range =
+                    files.iter().map(|f| (f.min_seq, f.max_seq)).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
                 levels.push(LevelStats {
                     level: i,
                     runs: l.runs.len(),
@@ -81,11 +79,7 @@ impl DbInner {
             }
             let ingested = io.ingested.get(&t.info.id).copied().unwrap_or(0);
             let written: u64 = levels.iter().map(|l| l.bytes_written).sum();
-            let write_amplification = if ingested == 0 {
-                0.0
-            } else {
-                written as f64 / ingested as f64
-            };
+            let write_amplification = if ingested == 0 { 0.0 } else { written as f64 / ingested as f64 };
             tables.push(TableStats {
                 name: t.info.name.clone(),
                 levels,

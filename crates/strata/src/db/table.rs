@@ -65,18 +65,12 @@ pub struct KeyRange {
 impl KeyRange {
     /// Every key.
     pub fn all() -> Self {
-        KeyRange {
-            start: Bound::Unbounded,
-            end: Bound::Unbounded,
-        }
+        KeyRange { start: Bound::Unbounded, end: Bound::Unbounded }
     }
 
     /// `start <= key < end`.
     pub fn half_open(start: Vec<Value>, end: Vec<Value>) -> Self {
-        KeyRange {
-            start: Bound::Included(start),
-            end: Bound::Excluded(end),
-        }
+        KeyRange { start: Bound::Included(start), end: Bound::Excluded(end) }
     }
 }
 
@@ -196,12 +190,7 @@ impl Table {
         let vcols = schema.value_columns();
         let mut enc = Vec::with_capacity(16 + 8 * vcols.len());
         encode_row_with(&self.info.value_types, |i| vcols.get(i).map(|&c| &row[c]), &mut enc);
-        Ok(BatchOp {
-            table_id: self.info.id,
-            kind: Kind::Put,
-            key,
-            row: enc,
-        })
+        Ok(BatchOp { table_id: self.info.id, kind: Kind::Put, key, row: enc })
     }
 
     pub(crate) fn encode_update(&self, key: &[Value], set: &[(&str, Value)]) -> Result<BatchOp> {
@@ -209,14 +198,11 @@ impl Table {
         let key = self.encode_key(key)?;
         let mut cells: Cells = vec![None; self.info.value_types.len()];
         for (name, v) in set {
-            let c = schema.column_index(name).ok_or_else(|| Error::UnknownColumn {
-                table: self.info.name.clone(),
-                column: (*name).to_owned(),
-            })?;
+            let c = schema
+                .column_index(name)
+                .ok_or_else(|| Error::UnknownColumn { table: self.info.name.clone(), column: (*name).to_owned() })?;
             let vi = schema.value_index(c).ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "cannot update primary key column `{name}`; delete and insert instead"
-                ))
+                Error::InvalidArgument(format!("cannot update primary key column `{name}`; delete and insert instead"))
             })?;
             self.check(c, v)?;
             if cells[vi].is_some() {
@@ -226,21 +212,11 @@ impl Table {
         }
         let mut enc = Vec::new();
         encode_row(&self.info.value_types, &cells, &mut enc);
-        Ok(BatchOp {
-            table_id: self.info.id,
-            kind: Kind::Update,
-            key,
-            row: enc,
-        })
+        Ok(BatchOp { table_id: self.info.id, kind: Kind::Update, key, row: enc })
     }
 
     pub(crate) fn encode_delete(&self, key: &[Value]) -> Result<BatchOp> {
-        Ok(BatchOp {
-            table_id: self.info.id,
-            kind: Kind::Delete,
-            key: self.encode_key(key)?,
-            row: Vec::new(),
-        })
+        Ok(BatchOp { table_id: self.info.id, kind: Kind::Delete, key: self.encode_key(key)?, row: Vec::new() })
     }
 
     fn write_one(&self, op: BatchOp, opts: &WriteOptions) -> Result<()> {
@@ -289,19 +265,15 @@ impl Table {
         let mut cols = Vec::with_capacity(names.len());
         let mut wanted = vec![false; self.info.value_types.len()];
         for n in names {
-            let c = schema.column_index(n).ok_or_else(|| Error::UnknownColumn {
-                table: self.info.name.clone(),
-                column: (*n).to_owned(),
-            })?;
+            let c = schema
+                .column_index(n)
+                .ok_or_else(|| Error::UnknownColumn { table: self.info.name.clone(), column: (*n).to_owned() })?;
             if let Some(vi) = schema.value_index(c) {
                 wanted[vi] = true;
             }
             cols.push(c);
         }
-        Ok(Projection::Columns {
-            cols: cols.into(),
-            wanted: wanted.into(),
-        })
+        Ok(Projection::Columns { cols: cols.into(), wanted: wanted.into() })
     }
 
     /// The row with `key`, projected, or `None` if there is none at the read point.

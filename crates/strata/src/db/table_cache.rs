@@ -27,12 +27,7 @@ pub(crate) struct TableCache {
 
 impl TableCache {
     pub(crate) fn new(fs: Arc<dyn Fs>, dir: &Path, blocks: Arc<BlockCache>) -> Self {
-        TableCache {
-            fs,
-            dir: dir.to_owned(),
-            blocks,
-            open: Mutex::new(HashMap::new()),
-        }
+        TableCache { fs, dir: dir.to_owned(), blocks, open: Mutex::new(HashMap::new()) }
     }
 
     pub(crate) fn path(&self, number: u64) -> PathBuf {

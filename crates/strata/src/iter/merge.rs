@@ -41,12 +41,7 @@ impl Source for MemSource {
             decode_row(&self.types, &e.row, self.wanted.as_deref())
                 .map_err(|d| Error::corruption(PathBuf::from("<memtable>"), e.seq, d.0))?
         };
-        Ok(Some(Entry {
-            key: e.key,
-            seq: e.seq,
-            kind: e.kind,
-            cells,
-        }))
+        Ok(Some(Entry { key: e.key, seq: e.seq, kind: e.kind, cells }))
     }
 }
 
@@ -107,13 +102,7 @@ impl Source for RunSource {
             }
             self.next_file += 1;
             let reader = self.tables.get(f.number)?;
-            self.cursor = Some(SstCursor::new(
-                reader,
-                &self.lower,
-                self.nvals,
-                self.wanted.clone(),
-                self.fill_cache,
-            )?);
+            self.cursor = Some(SstCursor::new(reader, &self.lower, self.nvals, self.wanted.clone(), self.fill_cache)?);
         }
     }
 }
@@ -137,12 +126,7 @@ impl PartialOrd for Head {
 impl Ord for Head {
     /// Max-heap order: the smallest key, then the highest seq, then the first source, is greatest.
     fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .entry
-            .key
-            .cmp(&self.entry.key)
-            .then(self.entry.seq.cmp(&other.entry.seq))
-            .then(other.src.cmp(&self.src))
+        other.entry.key.cmp(&self.entry.key).then(self.entry.seq.cmp(&other.entry.seq)).then(other.src.cmp(&self.src))
     }
 }
 
@@ -155,11 +139,7 @@ pub(crate) struct MergeIter {
 
 impl MergeIter {
     pub(crate) fn new(sources: Vec<Box<dyn Source>>) -> Self {
-        MergeIter {
-            heap: BinaryHeap::with_capacity(sources.len()),
-            sources,
-            started: false,
-        }
+        MergeIter { heap: BinaryHeap::with_capacity(sources.len()), sources, started: false }
     }
 
     fn start(&mut self) -> Result<()> {
@@ -200,22 +180,14 @@ mod tests {
     }
 
     fn e(k: &str, seq: u64) -> Entry {
-        Entry {
-            key: k.as_bytes().to_vec(),
-            seq,
-            kind: Kind::Put,
-            cells: vec![],
-        }
+        Entry { key: k.as_bytes().to_vec(), seq, kind: Kind::Put, cells: vec![] }
     }
 
     #[test]
     fn merges_key_ascending_seq_descending() {
         let a = vec![e("a", 5), e("c", 9), e("c", 2)];
         let b = vec![e("a", 7), e("b", 1), e("c", 4)];
-        let mut m = MergeIter::new(vec![
-            Box::new(VecSource(a.into_iter())),
-            Box::new(VecSource(b.into_iter())),
-        ]);
+        let mut m = MergeIter::new(vec![Box::new(VecSource(a.into_iter())), Box::new(VecSource(b.into_iter()))]);
         let mut got = Vec::new();
         while let Some(x) = m.next_entry().unwrap() {
             got.push((String::from_utf8(x.key).unwrap(), x.seq));

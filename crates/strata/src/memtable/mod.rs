@@ -56,22 +56,12 @@ fn entry_of(ik: &[u8], v: &[u8]) -> MemEntry {
     let (_, key, seq) = split(ik);
     // Values are written only by `insert`, which always puts a valid kind byte first.
     let kind = v.first().and_then(|&b| Kind::from_u8(b)).unwrap_or(Kind::Delete);
-    MemEntry {
-        key: key.to_vec(),
-        seq,
-        kind,
-        row: v.get(1..).unwrap_or_default().to_vec(),
-    }
+    MemEntry { key: key.to_vec(), seq, kind, row: v.get(1..).unwrap_or_default().to_vec() }
 }
 
 impl Memtable {
     pub(crate) fn new(wal_number: u64) -> Self {
-        Memtable {
-            map: SkipMap::new(),
-            bytes: AtomicUsize::new(0),
-            wal_number,
-            max_seq: AtomicU64::new(0),
-        }
+        Memtable { map: SkipMap::new(), bytes: AtomicUsize::new(0), wal_number, max_seq: AtomicU64::new(0) }
     }
 
     pub(crate) fn wal_number(&self) -> u64 {
@@ -96,8 +86,7 @@ impl Memtable {
         let mut v = Vec::with_capacity(1 + row.len());
         v.push(kind as u8);
         v.extend_from_slice(row);
-        self.bytes
-            .fetch_add(ik.len() + v.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
+        self.bytes.fetch_add(ik.len() + v.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
         self.map.insert(ik, v);
     }
@@ -106,10 +95,7 @@ impl Memtable {
     /// returns false.
     pub(crate) fn get(&self, table_id: u32, key: &[u8], snapshot: u64, mut f: impl FnMut(Kind, &[u8]) -> bool) {
         let start = internal_key(table_id, key, snapshot);
-        for e in self
-            .map
-            .range::<[u8], _>((Bound::Included(start.as_slice()), Bound::Unbounded))
-        {
+        for e in self.map.range::<[u8], _>((Bound::Included(start.as_slice()), Bound::Unbounded)) {
             let (t, k, _) = split(e.key());
             if t != table_id || k != key {
                 break;
@@ -191,8 +177,7 @@ impl MemCursor {
             None => Bound::Included(self.lower.as_slice()),
             Some(k) => Bound::Excluded(k.as_slice()),
         };
-        self.mem
-            .chunk(self.table_id, from, self.upper.as_deref(), CHUNK, &mut v);
+        self.mem.chunk(self.table_id, from, self.upper.as_deref(), CHUNK, &mut v);
         if v.len() < CHUNK {
             self.done = true;
         }

@@ -163,12 +163,7 @@ mod tests {
     use crate::types::Value;
 
     fn e(seq: u64, kind: Kind, cells: &[Option<i32>]) -> Entry {
-        Entry {
-            key: b"k".to_vec(),
-            seq,
-            kind,
-            cells: cells.iter().map(|c| c.map(Value::Int)).collect(),
-        }
+        Entry { key: b"k".to_vec(), seq, kind, cells: cells.iter().map(|c| c.map(Value::Int)).collect() }
     }
 
     fn read(versions: &[Entry], at: u64) -> Option<Cells> {
@@ -181,11 +176,8 @@ mod tests {
 
     #[test]
     fn partial_over_nothing_or_tombstone_is_invisible() {
-        let v = vec![
-            e(3, Kind::Update, &[Some(1), None]),
-            e(2, Kind::Delete, &[]),
-            e(1, Kind::Put, &[Some(0), Some(0)]),
-        ];
+        let v =
+            vec![e(3, Kind::Update, &[Some(1), None]), e(2, Kind::Delete, &[]), e(1, Kind::Put, &[Some(0), Some(0)])];
         assert_eq!(read(&v, 3), None);
         assert_eq!(read(&v, 1), Some(vec![Some(Value::Int(0)), Some(Value::Int(0))]));
         assert_eq!(read(&v[..1], 3), None);
@@ -205,11 +197,7 @@ mod tests {
             for bottom in [false, true] {
                 let out = collapse(v.clone(), &snaps, bottom);
                 for &s in snaps.iter().chain(std::iter::once(&7)) {
-                    assert_eq!(
-                        read(&out, s),
-                        read(&v, s),
-                        "snaps {snaps:?} bottom {bottom} at {s}: {out:?}"
-                    );
+                    assert_eq!(read(&out, s), read(&v, s), "snaps {snaps:?} bottom {bottom} at {s}: {out:?}");
                 }
             }
         }

@@ -235,10 +235,7 @@ impl Block {
         let n = r.u32()? as usize;
         let ncols = r.u16()? as usize;
         if ncols != types.len() {
-            return Err(DecodeError::new(format!(
-                "block has {ncols} columns, group has {}",
-                types.len()
-            )));
+            return Err(DecodeError::new(format!("block has {ncols} columns, group has {}", types.len())));
         }
         if n > body.len() {
             return Err(DecodeError::new("row count larger than block"));
@@ -278,10 +275,8 @@ impl Block {
         if s.len() != 8 * n || section(2).len() != n {
             return Err(DecodeError::new("bad seq/kind section size"));
         }
-        let seqs = s
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-            .collect();
+        let seqs =
+            s.chunks_exact(8).map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect();
         let kinds = section(2)
             .iter()
             .map(|&k| Kind::from_u8(k).ok_or_else(|| DecodeError::new("bad kind")))
@@ -335,22 +330,9 @@ impl Block {
                     }
                 }
             }
-            cols.push(ColView {
-                ty,
-                presence,
-                nulls,
-                data,
-            });
+            cols.push(ColView { ty, presence, nulls, data });
         }
-        Ok(Block {
-            n,
-            keys,
-            key_ends,
-            seqs,
-            kinds,
-            body,
-            cols,
-        })
+        Ok(Block { n, keys, key_ends, seqs, kinds, body, cols })
     }
 
     /// Number of versions in the block.
@@ -404,10 +386,7 @@ impl Block {
             }
         }
         match col.ty.fixed_width() {
-            Some(w) => Some(Value::from_fixed(
-                col.ty,
-                &self.body[col.data + i * w..col.data + (i + 1) * w],
-            )),
+            Some(w) => Some(Value::from_fixed(col.ty, &self.body[col.data + i * w..col.data + (i + 1) * w])),
             None => {
                 let o = |j: usize| {
                     let b = &self.body[col.data + 4 * j..col.data + 4 * j + 4];
@@ -435,18 +414,11 @@ mod tests {
                 let cells = match kind {
                     Kind::Delete => vec![None, None, None],
                     Kind::Update => vec![None, Some(Value::Text(format!("s{i}"))), None],
-                    Kind::Put => vec![
-                        Some(Value::Int(i as i32)),
-                        Some(Value::Null),
-                        Some(Value::Double(f64::from(i) / 3.0)),
-                    ],
+                    Kind::Put => {
+                        vec![Some(Value::Int(i as i32)), Some(Value::Null), Some(Value::Double(f64::from(i) / 3.0))]
+                    }
                 };
-                (
-                    format!("key{:05}", i / 2).into_bytes(),
-                    1000 - u64::from(i),
-                    kind,
-                    cells,
-                )
+                (format!("key{:05}", i / 2).into_bytes(), 1000 - u64::from(i), kind, cells)
             })
             .collect();
         for (k, s, kind, cells) in &rows {

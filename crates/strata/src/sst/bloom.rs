@@ -59,9 +59,7 @@ mod tests {
         let keys: Vec<u64> = (0..10_000u64).map(|i| key_hash(&i.to_be_bytes())).collect();
         let f = build(&keys, 10);
         assert!(keys.iter().all(|&h| may_contain(&f, h)));
-        let fp = (10_000..110_000u64)
-            .filter(|i| may_contain(&f, key_hash(&i.to_be_bytes())))
-            .count();
+        let fp = (10_000..110_000u64).filter(|i| may_contain(&f, key_hash(&i.to_be_bytes()))).count();
         assert!(fp < 2_000, "false positive rate too high: {fp}/100000");
         assert!(may_contain(&[], 1));
     }

@@ -143,8 +143,7 @@ impl SstBuilder {
             self.smallest = Some(e.key.clone());
         }
         let cols = &self.columns;
-        self.block
-            .add(&e.key, e.seq, e.kind, |i| e.cells.get(cols[i]).and_then(Option::as_ref));
+        self.block.add(&e.key, e.seq, e.kind, |i| e.cells.get(cols[i]).and_then(Option::as_ref));
         self.entries += 1;
         self.min_seq = self.min_seq.min(e.seq);
         self.max_seq = self.max_seq.max(e.seq);
@@ -156,30 +155,17 @@ impl SstBuilder {
         let (content, zones, rows, min_seq, max_seq) = self.block.finish();
         self.buf.clear();
         frame_block(&content, self.opts.compression, &mut self.buf);
-        let handle = BlockHandle {
-            offset: self.offset,
-            size: (self.buf.len() - super::format::TRAILER_LEN) as u64,
-        };
+        let handle = BlockHandle { offset: self.offset, size: (self.buf.len() - super::format::TRAILER_LEN) as u64 };
         self.file.append(&self.buf)?;
         self.offset += self.buf.len() as u64;
-        self.index.push(IndexEntry {
-            last_key,
-            handle,
-            rows: rows as u64,
-            min_seq,
-            max_seq,
-            zones,
-        });
+        self.index.push(IndexEntry { last_key, handle, rows: rows as u64, min_seq, max_seq, zones });
         Ok(())
     }
 
     fn write_raw_block(&mut self, content: &[u8]) -> Result<BlockHandle> {
         self.buf.clear();
         frame_block(content, Compression::None, &mut self.buf);
-        let handle = BlockHandle {
-            offset: self.offset,
-            size: (self.buf.len() - super::format::TRAILER_LEN) as u64,
-        };
+        let handle = BlockHandle { offset: self.offset, size: (self.buf.len() - super::format::TRAILER_LEN) as u64 };
         self.file.append(&self.buf)?;
         self.offset += self.buf.len() as u64;
         Ok(handle)

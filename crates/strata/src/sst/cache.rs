@@ -31,11 +31,7 @@ impl BlockCache {
     /// A cache of about `capacity` bytes; 0 disables caching.
     pub(crate) fn new(capacity: usize) -> Self {
         let cache = (capacity > 0).then(|| Cache::with_weighter((capacity / 8192).max(16), capacity as u64, ByCharge));
-        BlockCache {
-            cache,
-            reads: AtomicU64::new(0),
-            read_bytes: AtomicU64::new(0),
-        }
+        BlockCache { cache, reads: AtomicU64::new(0), read_bytes: AtomicU64::new(0) }
     }
 
     pub(crate) fn get(&self, file: u64, offset: u64) -> Option<Arc<Block>> {

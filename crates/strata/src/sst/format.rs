@@ -52,10 +52,7 @@ impl BlockHandle {
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> DecodeResult<Self> {
-        Ok(BlockHandle {
-            offset: r.varint()?,
-            size: r.varint()?,
-        })
+        Ok(BlockHandle { offset: r.varint()?, size: r.varint()? })
     }
 }
 
@@ -142,10 +139,7 @@ pub(crate) fn decode_footer(path: &Path, file_len: u64, b: &[u8]) -> Result<Bloc
     if version != super::FORMAT_VERSION {
         return Err(bad(format!("unsupported SST format version {version}")));
     }
-    if offset
-        .checked_add(size)
-        .is_none_or(|end| end + (TRAILER_LEN + FOOTER_LEN) as u64 > file_len)
-    {
+    if offset.checked_add(size).is_none_or(|end| end + (TRAILER_LEN + FOOTER_LEN) as u64 > file_len) {
         return Err(bad("meta block handle out of range".into()));
     }
     Ok(BlockHandle { offset, size })

@@ -61,10 +61,7 @@ pub(crate) struct SstReader {
 
 fn read_block_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
     let len = usize::try_from(h.size).map_err(|_| Error::corruption(path, h.offset, "block size out of range"))?;
-    if h.offset
-        .checked_add(h.size + TRAILER_LEN as u64)
-        .is_none_or(|end| end > file.len())
-    {
+    if h.offset.checked_add(h.size + TRAILER_LEN as u64).is_none_or(|end| end > file.len()) {
         return Err(Error::corruption(path, h.offset, "block handle past end of file"));
     }
     let raw = file.read_at(h.offset, len + TRAILER_LEN)?;
@@ -88,21 +85,9 @@ impl SstReader {
         let index = decode_index(&idx_raw, &meta.types).map_err(bad(meta.index.offset))?;
         let filter = read_block_raw(file.as_ref(), path, meta.filter)?;
         if index.iter().map(|e| e.rows).sum::<u64>() != meta.entries {
-            return Err(Error::corruption(
-                path,
-                meta.index.offset,
-                "index row counts disagree with meta",
-            ));
+            return Err(Error::corruption(path, meta.index.offset, "index row counts disagree with meta"));
         }
-        Ok(Arc::new(SstReader {
-            file,
-            path: path.to_owned(),
-            number,
-            meta,
-            index,
-            filter,
-            cache,
-        }))
+        Ok(Arc::new(SstReader { file, path: path.to_owned(), number, meta, index, filter, cache }))
     }
 
     pub(crate) fn num_blocks(&self) -> usize {
@@ -125,11 +110,7 @@ impl SstReader {
         let block =
             Block::decode(content, &self.meta.types).map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
         if block.len() as u64 != self.index[i].rows {
-            return Err(Error::corruption(
-                &self.path,
-                h.offset,
-                "block row count disagrees with index",
-            ));
+            return Err(Error::corruption(&self.path, h.offset, "block row count disagrees with index"));
         }
         let block = Arc::new(block);
         if fill_cache {
@@ -192,11 +173,7 @@ impl SstReader {
             let b =
                 Block::decode(content, &self.meta.types).map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
             if b.len() as u64 != self.index[i].rows {
-                return Err(Error::corruption(
-                    &self.path,
-                    h.offset,
-                    "block row count disagrees with index",
-                ));
+                return Err(Error::corruption(&self.path, h.offset, "block row count disagrees with index"));
             }
         }
         Ok(self.index.len())
@@ -213,18 +190,8 @@ fn decode_index(b: &[u8], types: &[ColumnType]) -> DecodeResult<Vec<IndexEntry>>
         let rows = r.varint()?;
         let min_seq = r.varint()?;
         let max_seq = r.varint()?;
-        let zones = types
-            .iter()
-            .map(|&t| ZoneMap::decode(t, &mut r))
-            .collect::<DecodeResult<Vec<_>>>()?;
-        out.push(IndexEntry {
-            last_key,
-            handle,
-            rows,
-            min_seq,
-            max_seq,
-            zones,
-        });
+        let zones = types.iter().map(|&t| ZoneMap::decode(t, &mut r)).collect::<DecodeResult<Vec<_>>>()?;
+        out.push(IndexEntry { last_key, handle, rows, min_seq, max_seq, zones });
     }
     if !r.is_empty() {
         return Err(DecodeError::new("trailing bytes in index"));
@@ -256,15 +223,7 @@ impl SstCursor {
         fill_cache: bool,
     ) -> Result<Self> {
         let block_idx = reader.find_block(lower);
-        let mut c = SstCursor {
-            reader,
-            block_idx,
-            block: None,
-            row: 0,
-            nvals,
-            wanted,
-            fill_cache,
-        };
+        let mut c = SstCursor { reader, block_idx, block: None, row: 0, nvals, wanted, fill_cache };
         if c.block_idx < c.reader.num_blocks() {
             let b = c.reader.block(c.block_idx, fill_cache)?;
             c.row = b.seek(lower);
@@ -284,12 +243,7 @@ impl SstCursor {
                 self.row += 1;
                 let mut cells = vec![None; self.nvals];
                 self.reader.fill_cells(b, i, self.wanted.as_deref(), &mut cells);
-                return Ok(Some(Entry {
-                    key: b.key(i).to_vec(),
-                    seq: b.seq(i),
-                    kind: b.kind(i),
-                    cells,
-                }));
+                return Ok(Some(Entry { key: b.key(i).to_vec(), seq: b.seq(i), kind: b.kind(i), cells }));
             }
             self.block_idx += 1;
             self.row = 0;
@@ -312,21 +266,10 @@ mod tests {
     use crate::vfs::FaultFs;
 
     fn build(fs: &FaultFs, path: &Path, n: u32) {
-        let opts = SstOptions {
-            block_size: 512,
-            compression: Compression::Lz4,
-            bloom_bits_per_key: 10,
-        };
+        let opts = SstOptions { block_size: 512, compression: Compression::Lz4, bloom_bits_per_key: 10 };
         let f = fs.create(path).unwrap();
-        let mut b = SstBuilder::new(
-            f,
-            path.to_owned(),
-            opts,
-            3,
-            0,
-            vec![0, 1],
-            vec![ColumnType::BigInt, ColumnType::Text],
-        );
+        let mut b =
+            SstBuilder::new(f, path.to_owned(), opts, 3, 0, vec![0, 1], vec![ColumnType::BigInt, ColumnType::Text]);
         for i in 0..n {
             let key = (i * 2).to_be_bytes().to_vec();
             b.add(&Entry {
@@ -361,18 +304,11 @@ mod tests {
             r.get(&key, bloom::key_hash(&key), u64::MAX, 2, None, &mut res).unwrap();
             assert_eq!(
                 res.finish(),
-                Some(vec![
-                    Some(Value::BigInt(i64::from(i))),
-                    Some(Value::Text(format!("new{i}")))
-                ])
+                Some(vec![Some(Value::BigInt(i64::from(i))), Some(Value::Text(format!("new{i}")))])
             );
             let mut res = Resolver::default();
-            r.get(&key, bloom::key_hash(&key), u64::from(i), 2, None, &mut res)
-                .unwrap();
-            assert_eq!(
-                res.finish(),
-                Some(vec![Some(Value::BigInt(i64::from(i))), Some(Value::Text("old".into()))])
-            );
+            r.get(&key, bloom::key_hash(&key), u64::from(i), 2, None, &mut res).unwrap();
+            assert_eq!(res.finish(), Some(vec![Some(Value::BigInt(i64::from(i))), Some(Value::Text("old".into()))]));
             let odd = (i * 2 + 1).to_be_bytes();
             let mut res = Resolver::default();
             r.get(&odd, bloom::key_hash(&odd), u64::MAX, 2, None, &mut res).unwrap();
@@ -393,13 +329,8 @@ mod tests {
             let q = Path::new("/d/000008.sst");
             build(&fs, q, 2000);
             fs.flip_bit(q, off, 5).unwrap();
-            let err = SstReader::open(&fs, q, 8, Arc::new(BlockCache::new(0)))
-                .and_then(|r| r.verify())
-                .unwrap_err();
-            assert!(
-                err.is_corruption() && err.to_string().contains("000008.sst"),
-                "offset {off}: {err}"
-            );
+            let err = SstReader::open(&fs, q, 8, Arc::new(BlockCache::new(0))).and_then(|r| r.verify()).unwrap_err();
+            assert!(err.is_corruption() && err.to_string().contains("000008.sst"), "offset {off}: {err}");
         }
     }
 }

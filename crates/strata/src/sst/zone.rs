@@ -46,10 +46,7 @@ pub struct ZoneMap {
 
 impl ZoneMap {
     pub(crate) fn new() -> Self {
-        ZoneMap {
-            bounded: true,
-            ..Default::default()
-        }
+        ZoneMap { bounded: true, ..Default::default() }
     }
 
     pub(crate) fn add(&mut self, v: &Value) {
@@ -94,12 +91,7 @@ impl ZoneMap {
         let flags = r.u8()?;
         let nulls = r.varint()?;
         let carried = r.varint()?;
-        let mut z = ZoneMap {
-            nulls,
-            carried,
-            bounded: flags & 1 != 0,
-            ..Default::default()
-        };
+        let mut z = ZoneMap { nulls, carried, bounded: flags & 1 != 0, ..Default::default() };
         if flags & 1 != 0 {
             let mut read = || -> DecodeResult<Value> {
                 match ty.fixed_width() {

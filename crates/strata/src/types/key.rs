@@ -163,12 +163,8 @@ mod tests {
         let types = [ColumnType::Text, ColumnType::Int, ColumnType::Bytea];
         let mut keys = Vec::new();
         for _ in 0..2000 {
-            let s: String = (0..rng.gen_range(0..4))
-                .map(|_| ['a', 'b', '\0'][rng.gen_range(0..3)])
-                .collect();
-            let b: Vec<u8> = (0..rng.gen_range(0..3))
-                .map(|_| [0u8, 1, 255][rng.gen_range(0..3)])
-                .collect();
+            let s: String = (0..rng.gen_range(0..4)).map(|_| ['a', 'b', '\0'][rng.gen_range(0..3)]).collect();
+            let b: Vec<u8> = (0..rng.gen_range(0..3)).map(|_| [0u8, 1, 255][rng.gen_range(0..3)]).collect();
             keys.push((s, rng.gen_range(-3..3), b));
         }
         for w in keys.windows(2) {
@@ -177,11 +173,7 @@ mod tests {
             let eb = enc(&types, &[b.0.clone().into(), Value::Int(b.1), b.2.clone().into()]);
             assert_eq!(a.cmp(b), ea.cmp(&eb), "seed {seed}: {a:?} vs {b:?}");
             let back = decode_key(&types, &ea).unwrap();
-            assert_eq!(
-                back,
-                vec![Value::Text(a.0.clone()), Value::Int(a.1), Value::Bytea(a.2.clone())],
-                "seed {seed}"
-            );
+            assert_eq!(back, vec![Value::Text(a.0.clone()), Value::Int(a.1), Value::Bytea(a.2.clone())], "seed {seed}");
         }
     }
 

@@ -98,13 +98,7 @@ mod tests {
 
     #[test]
     fn roundtrip_partial_rows_and_projection() {
-        let types = [
-            ColumnType::Int,
-            ColumnType::Text,
-            ColumnType::Double,
-            ColumnType::Boolean,
-            ColumnType::Bytea,
-        ];
+        let types = [ColumnType::Int, ColumnType::Text, ColumnType::Double, ColumnType::Boolean, ColumnType::Bytea];
         let cells: Cells = vec![
             Some(Value::Int(-3)),
             None,
@@ -116,10 +110,7 @@ mod tests {
         encode_row(&types, &cells, &mut b);
         assert_eq!(decode_row(&types, &b, None).unwrap(), cells);
         let w = [false, true, false, true, false];
-        assert_eq!(
-            decode_row(&types, &b, Some(&w)).unwrap(),
-            vec![None, None, None, Some(Value::Boolean(true)), None]
-        );
+        assert_eq!(decode_row(&types, &b, Some(&w)).unwrap(), vec![None, None, None, Some(Value::Boolean(true)), None]);
         assert!(decode_row(&types, &b[..b.len() - 1], None).is_err());
     }
 }

@@ -73,9 +73,7 @@ impl ColumnType {
             ColumnType::Text,
             ColumnType::Bytea,
         ];
-        ALL.get(c as usize)
-            .copied()
-            .ok_or_else(|| DecodeError::new(format!("unknown column type {c}")))
+        ALL.get(c as usize).copied().ok_or_else(|| DecodeError::new(format!("unknown column type {c}")))
     }
 }
 
@@ -93,20 +91,12 @@ pub struct Column {
 impl Column {
     /// A nullable column.
     pub fn new(name: impl Into<String>, ty: ColumnType) -> Self {
-        Column {
-            name: name.into(),
-            ty,
-            nullable: true,
-        }
+        Column { name: name.into(), ty, nullable: true }
     }
 
     /// A NOT NULL column.
     pub fn not_null(name: impl Into<String>, ty: ColumnType) -> Self {
-        Column {
-            name: name.into(),
-            ty,
-            nullable: false,
-        }
+        Column { name: name.into(), ty, nullable: false }
     }
 }
 
@@ -151,9 +141,7 @@ impl Schema {
             }
         }
         if primary_key.is_empty() {
-            return Err(Error::InvalidArgument(
-                "a primary key of at least one column is required".into(),
-            ));
+            return Err(Error::InvalidArgument("a primary key of at least one column is required".into()));
         }
         let mut pk = Vec::with_capacity(primary_key.len());
         for name in primary_key {
@@ -178,12 +166,7 @@ impl Schema {
         for (vi, &ci) in value_columns.iter().enumerate() {
             value_index[ci] = Some(vi);
         }
-        Schema {
-            columns,
-            primary_key,
-            value_columns,
-            value_index,
-        }
+        Schema { columns, primary_key, value_columns, value_index }
     }
 
     /// All columns in schema order.

@@ -129,9 +129,7 @@ impl VersionEdit {
         let level = |r: &mut Reader<'_>| -> DecodeResult<usize> {
             let l = r.varint()?;
             if l >= num_levels as u64 {
-                return Err(DecodeError::new(format!(
-                    "level {l} beyond the configured {num_levels} levels"
-                )));
+                return Err(DecodeError::new(format!("level {l} beyond the configured {num_levels} levels")));
             }
             Ok(l as usize)
         };
@@ -156,26 +154,13 @@ impl VersionEdit {
                     EditRecord::AddFile {
                         table,
                         level,
-                        file: FileMeta {
-                            number,
-                            size,
-                            entries,
-                            min_seq,
-                            max_seq,
-                            smallest,
-                            largest,
-                            cg,
-                        },
+                        file: FileMeta { number, size, entries, min_seq, max_seq, smallest, largest, cg },
                     }
                 }
                 DELETE => {
                     let table = u32_of(r.varint()?)?;
                     let level = level(&mut r)?;
-                    EditRecord::DeleteFile {
-                        table,
-                        level,
-                        number: r.varint()?,
-                    }
+                    EditRecord::DeleteFile { table, level, number: r.varint()? }
                 }
                 LOG => EditRecord::LogNumber(r.varint()?),
                 NEXT_FILE => EditRecord::NextFileNumber(r.varint()?),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::vfs::{Fs, WritableFile};
-use crate::write::wal::{frame, read_log, Tail};
+use crate::write::wal::{file_header, frame, read_log, Tail, MANIFEST_MAGIC};
 
 /// File name of manifest number `n`.
 pub(crate) fn manifest_name(n: u64) -> String {
@@ -23,10 +23,9 @@ impl ManifestWriter {
     /// Creates manifest `number` in `dir`, writes `snapshot` as its first record and syncs.
     pub(crate) fn create(fs: &dyn Fs, dir: &Path, number: u64, snapshot: &[u8]) -> Result<Self> {
         let path = dir.join(manifest_name(number));
-        let mut w = ManifestWriter {
-            file: fs.create(&path)?,
-            number,
-        };
+        let mut file = fs.create(&path)?;
+        file.append(&file_header(MANIFEST_MAGIC))?;
+        let mut w = ManifestWriter { file, number };
         w.append(snapshot)?;
         Ok(w)
     }
@@ -61,17 +60,14 @@ pub(crate) fn current(fs: &dyn Fs, dir: &Path) -> Result<(PathBuf, u64)> {
     let bad = || Error::corruption(&path, 0, "CURRENT does not name a manifest");
     let s = std::str::from_utf8(&raw).map_err(|_| bad())?;
     let name = s.strip_suffix('\n').ok_or_else(bad)?;
-    let n = name
-        .strip_prefix("MANIFEST-")
-        .and_then(|n| n.parse::<u64>().ok())
-        .ok_or_else(bad)?;
+    let n = name.strip_prefix("MANIFEST-").and_then(|n| n.parse::<u64>().ok()).ok_or_else(bad)?;
     Ok((dir.join(name), n))
 }
 
 /// Reads every edit payload of a manifest. Manifest records are synced one by one, so only the
 /// very last one can be torn by a crash; that one is ignored (it was never acknowledged).
 pub(crate) fn read_edits(fs: &dyn Fs, path: &Path) -> Result<Vec<Vec<u8>>> {
-    let (recs, tail) = read_log(fs, path)?;
+    let (recs, tail) = read_log(fs, path, MANIFEST_MAGIC)?;
     if recs.is_empty() {
         let off = match tail {
             Tail::Truncated(o) => o,

@@ -105,10 +105,7 @@ pub struct Version {
 
 impl Version {
     pub(crate) fn new(num_levels: usize) -> Self {
-        Version {
-            tables: BTreeMap::new(),
-            num_levels,
-        }
+        Version { tables: BTreeMap::new(), num_levels }
     }
 
     /// Table by name.
@@ -118,9 +115,7 @@ impl Version {
 
     /// Every file number in the version.
     pub(crate) fn file_numbers(&self) -> impl Iterator<Item = u64> + '_ {
-        self.tables
-            .values()
-            .flat_map(|t| t.levels.iter().flat_map(|l| l.files().map(|f| f.number)))
+        self.tables.values().flat_map(|t| t.levels.iter().flat_map(|l| l.files().map(|f| f.number)))
     }
 
     /// Applies an edit, producing the next version. Records about tables that no longer exist
@@ -175,11 +170,7 @@ impl Version {
                             if *level == 0 {
                                 l.runs.push(Run { files: vec![f] });
                             } else {
-                                match l
-                                    .runs
-                                    .iter_mut()
-                                    .find(|r| r.files.first().is_some_and(|x| x.cg == f.cg))
-                                {
+                                match l.runs.iter_mut().find(|r| r.files.first().is_some_and(|x| x.cg == f.cg)) {
                                     Some(run) => run.files.push(f),
                                     None => l.runs.push(Run { files: vec![f] }),
                                 }

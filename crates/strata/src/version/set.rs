@@ -40,11 +40,7 @@ fn snapshot_edit(v: &Version, c: &Counters) -> VersionEdit {
         e.push(EditRecord::CreateTable((*t.info).clone()));
         for (li, l) in t.levels.iter().enumerate() {
             for f in l.files() {
-                e.push(EditRecord::AddFile {
-                    table: t.info.id,
-                    level: li,
-                    file: (**f).clone(),
-                });
+                e.push(EditRecord::AddFile { table: t.info.id, level: li, file: (**f).clone() });
             }
         }
     }
@@ -58,23 +54,12 @@ fn snapshot_edit(v: &Version, c: &Counters) -> VersionEdit {
 impl VersionSet {
     /// Starts a brand-new database.
     pub(crate) fn create(fs: &dyn Fs, dir: &Path, num_levels: usize) -> Result<Self> {
-        let counters = Counters {
-            log_number: 0,
-            next_file: 2,
-            last_sequence: 0,
-            next_table_id: 1,
-        };
+        let counters = Counters { log_number: 0, next_file: 2, last_sequence: 0, next_table_id: 1 };
         let v = Version::new(num_levels);
         let manifest = ManifestWriter::create(fs, dir, 1, &snapshot_edit(&v, &counters).encode())?;
         fs.sync_dir(dir)?;
         set_current(fs, dir, 1)?;
-        Ok(VersionSet {
-            dir: dir.to_owned(),
-            current: Arc::new(v),
-            manifest,
-            counters,
-            failed: false,
-        })
+        Ok(VersionSet { dir: dir.to_owned(), current: Arc::new(v), manifest, counters, failed: false })
     }
 
     /// Replays the live manifest, then starts a new one holding a snapshot of the result. File
@@ -105,13 +90,7 @@ impl VersionSet {
         let manifest = ManifestWriter::create(fs, dir, number, &snapshot_edit(&v, &c).encode())?;
         fs.sync_dir(dir)?;
         set_current(fs, dir, number)?;
-        Ok(VersionSet {
-            dir: dir.to_owned(),
-            current: Arc::new(v),
-            manifest,
-            counters: c,
-            failed: false,
-        })
+        Ok(VersionSet { dir: dir.to_owned(), current: Arc::new(v), manifest, counters: c, failed: false })
     }
 
     pub(crate) fn current(&self) -> &Arc<Version> {

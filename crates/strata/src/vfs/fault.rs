@@ -101,23 +101,14 @@ impl FaultFs {
     /// From now on, the `after`+1-th append to a path containing `path_contains` (and every one
     /// after it) fails as `kind`.
     pub fn fail_writes(&self, path_contains: &str, after: u64, kind: FaultKind) {
-        self.state.lock().write_fault = Some((
-            Trigger {
-                path_contains: path_contains.into(),
-                countdown: after,
-                fired: false,
-            },
-            kind,
-        ));
+        self.state.lock().write_fault =
+            Some((Trigger { path_contains: path_contains.into(), countdown: after, fired: false }, kind));
     }
 
     /// From now on, the `after`+1-th sync of a matching path (and every one after it) fails.
     pub fn fail_syncs(&self, path_contains: &str, after: u64) {
-        self.state.lock().sync_fault = Some(Trigger {
-            path_contains: path_contains.into(),
-            countdown: after,
-            fired: false,
-        });
+        self.state.lock().sync_fault =
+            Some(Trigger { path_contains: path_contains.into(), countdown: after, fired: false });
     }
 
     /// Removes injected write and sync faults.
@@ -130,15 +121,8 @@ impl FaultFs {
     /// Flips one bit of a file in place (in both its current and its durable content).
     pub fn flip_bit(&self, path: &Path, offset: u64, bit: u8) -> Result<()> {
         let s = self.state.lock();
-        let id = *s
-            .names
-            .get(path)
-            .ok_or_else(|| Error::io(path, io::ErrorKind::NotFound.into()))?;
-        let f = s
-            .files
-            .get(&id)
-            .cloned()
-            .ok_or_else(|| Error::io(path, io::ErrorKind::NotFound.into()))?;
+        let id = *s.names.get(path).ok_or_else(|| Error::io(path, io::ErrorKind::NotFound.into()))?;
+        let f = s.files.get(&id).cloned().ok_or_else(|| Error::io(path, io::ErrorKind::NotFound.into()))?;
         let mut f = f.lock();
         let b = f
             .data
@@ -317,11 +301,7 @@ impl Fs for FaultFs {
         let file = Arc::new(Mutex::new(MemFile::default()));
         s.files.insert(id, file.clone());
         s.names.insert(path.to_owned(), id);
-        Ok(Box::new(FaultWritable {
-            fs: self.clone(),
-            file,
-            path: path.to_owned(),
-        }))
+        Ok(Box::new(FaultWritable { fs: self.clone(), file, path: path.to_owned() }))
     }
 
     fn open(&self, path: &Path) -> Result<Arc<dyn ReadableFile>> {
@@ -335,10 +315,7 @@ impl Fs for FaultFs {
             .and_then(|id| s.files.get(id))
             .cloned()
             .ok_or_else(|| Error::io(path, io::ErrorKind::NotFound.into()))?;
-        Ok(Arc::new(FaultReadable {
-            file,
-            path: path.to_owned(),
-        }))
+        Ok(Arc::new(FaultReadable { file, path: path.to_owned() }))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -346,10 +323,7 @@ impl Fs for FaultFs {
         if s.crashed {
             return Err(crashed(from));
         }
-        let id = s
-            .names
-            .remove(from)
-            .ok_or_else(|| Error::io(from, io::ErrorKind::NotFound.into()))?;
+        let id = s.names.remove(from).ok_or_else(|| Error::io(from, io::ErrorKind::NotFound.into()))?;
         s.names.insert(to.to_owned(), id);
         Ok(())
     }
@@ -359,9 +333,7 @@ impl Fs for FaultFs {
         if s.crashed {
             return Err(crashed(path));
         }
-        s.names
-            .remove(path)
-            .ok_or_else(|| Error::io(path, io::ErrorKind::NotFound.into()))?;
+        s.names.remove(path).ok_or_else(|| Error::io(path, io::ErrorKind::NotFound.into()))?;
         let live: HashSet<u64> = s.names.values().chain(s.durable.values()).copied().collect();
         s.files.retain(|id, _| live.contains(id));
         Ok(())
@@ -394,12 +366,8 @@ impl Fs for FaultFs {
             }
         }
         let in_dir = |p: &Path| p.parent() == Some(dir);
-        let current: Vec<(PathBuf, u64)> = s
-            .names
-            .iter()
-            .filter(|(p, _)| in_dir(p))
-            .map(|(p, i)| (p.clone(), *i))
-            .collect();
+        let current: Vec<(PathBuf, u64)> =
+            s.names.iter().filter(|(p, _)| in_dir(p)).map(|(p, i)| (p.clone(), *i)).collect();
         s.durable.retain(|p, _| !in_dir(p));
         s.durable.extend(current);
         let live: HashSet<u64> = s.names.values().chain(s.durable.values()).copied().collect();
@@ -415,10 +383,7 @@ impl Fs for FaultFs {
         if !s.locks.insert(path.to_owned()) {
             return Err(Error::Locked(path.to_owned()));
         }
-        Ok(Box::new(FaultLock {
-            fs: self.clone(),
-            path: path.to_owned(),
-        }))
+        Ok(Box::new(FaultLock { fs: self.clone(), path: path.to_owned() }))
     }
 }
 

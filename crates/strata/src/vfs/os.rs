@@ -51,9 +51,7 @@ impl ReadableFile for OsReadable {
             ));
         }
         let mut buf = vec![0u8; len];
-        self.file
-            .read_exact_at(&mut buf, offset)
-            .map_err(|e| Error::io(&self.path, e))?;
+        self.file.read_exact_at(&mut buf, offset).map_err(|e| Error::io(&self.path, e))?;
         Ok(buf)
     }
 
@@ -74,27 +72,15 @@ impl Fs for OsFs {
     }
 
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
-        Ok(Box::new(OsWritable {
-            file,
-            path: path.to_owned(),
-            len: 0,
-        }))
+        let file =
+            OpenOptions::new().write(true).create(true).truncate(true).open(path).map_err(|e| Error::io(path, e))?;
+        Ok(Box::new(OsWritable { file, path: path.to_owned(), len: 0 }))
     }
 
     fn open(&self, path: &Path) -> Result<Arc<dyn ReadableFile>> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        Ok(Arc::new(OsReadable {
-            file,
-            path: path.to_owned(),
-            len,
-        }))
+        Ok(Arc::new(OsReadable { file, path: path.to_owned(), len }))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -121,9 +107,7 @@ impl Fs for OsFs {
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| Error::io(dir, e))
+        File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, e))
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn DirLock>> {

@@ -109,12 +109,7 @@ impl WriteBatch {
             let table_id = u32::try_from(r.varint()?).map_err(|_| DecodeError::new("bad table id"))?;
             let key = r.bytes()?.to_vec();
             let row = r.bytes()?.to_vec();
-            ops.push(BatchOp {
-                table_id,
-                kind,
-                key,
-                row,
-            });
+            ops.push(BatchOp { table_id, kind, key, row });
         }
         if !r.is_empty() {
             return Err(DecodeError::new("trailing bytes after batch"));

@@ -1,7 +1,9 @@
 //! The write-ahead log: one per database, shared by all tables, a sequence of checksummed records
 //! (each the payload of one write batch). See `docs/format/wal.md`.
 //!
-//! Record framing: `len u32 LE | crc32c(len bytes) u32 LE | crc32c(payload) u32 LE | payload`.
+//! A log file starts with an 8-byte header, `magic (4 bytes) | format version u32 LE`, then holds
+//! records framed as `len u32 LE | crc32c(len bytes) u32 LE | crc32c(payload) u32 LE | payload`.
+//! The manifest uses the same framing under its own magic.
 //! The header checksum tells a damaged length apart from a record cut short by a crash: only a
 //! record that runs past the end of the file is treated as a torn tail.
 //!
@@ -13,6 +15,22 @@ use crate::error::{Error, Result};
 use crate::vfs::{Fs, WritableFile};
 
 const HEADER: usize = 12;
+
+/// Version of the log formats (WAL and manifest) written by this build.
+pub const LOG_FORMAT_VERSION: u32 = 1;
+/// Magic of WAL files.
+pub(crate) const WAL_MAGIC: [u8; 4] = *b"SWAL";
+/// Magic of manifest files.
+pub(crate) const MANIFEST_MAGIC: [u8; 4] = *b"SMAN";
+const FILE_HEADER: usize = 8;
+
+/// The header every log file starts with.
+pub(crate) fn file_header(magic: [u8; 4]) -> [u8; FILE_HEADER] {
+    let mut h = [0u8; FILE_HEADER];
+    h[..4].copy_from_slice(&magic);
+    h[4..].copy_from_slice(&LOG_FORMAT_VERSION.to_le_bytes());
+    h
+}
 
 /// Upper bound on one record, so a damaged length cannot ask for gigabytes.
 pub(crate) const MAX_RECORD: usize = 1 << 30;
@@ -34,10 +52,9 @@ pub(crate) struct WalWriter {
 
 impl WalWriter {
     pub(crate) fn create(fs: &dyn Fs, path: &Path, number: u64) -> Result<Self> {
-        Ok(WalWriter {
-            file: fs.create(path)?,
-            number,
-        })
+        let mut file = fs.create(path)?;
+        file.append(&file_header(WAL_MAGIC))?;
+        Ok(WalWriter { file, number })
     }
 
     pub(crate) fn number(&self) -> u64 {
@@ -64,13 +81,24 @@ pub(crate) enum Tail {
     Truncated(u64),
 }
 
-/// Reads every record of a log. A record cut off by the end of the file ends the log
-/// ([`Tail::Truncated`]); any other damage is [`Error::Corruption`] naming the file and offset.
-pub(crate) fn read_log(fs: &dyn Fs, path: &Path) -> Result<(Vec<Vec<u8>>, Tail)> {
+/// Reads every record of a log whose header carries `magic`. A record (or header) cut off by
+/// the end of the file ends the log ([`Tail::Truncated`]); any other damage is
+/// [`Error::Corruption`] naming the file and offset.
+pub(crate) fn read_log(fs: &dyn Fs, path: &Path, magic: [u8; 4]) -> Result<(Vec<Vec<u8>>, Tail)> {
     let data = fs.read_all(path)?;
     let corrupt = |off: usize, why: &str| Error::corruption(PathBuf::from(path), off as u64, why.to_owned());
     let mut out = Vec::new();
-    let mut pos = 0usize;
+    if data.len() < FILE_HEADER {
+        return Ok((out, if data.is_empty() { Tail::Clean } else { Tail::Truncated(0) }));
+    }
+    if data[..4] != magic {
+        return Err(corrupt(0, "bad magic in log header"));
+    }
+    let version = u32::from_le_bytes([data[4], data[5], data[6], data[7]]);
+    if version != LOG_FORMAT_VERSION {
+        return Err(corrupt(4, &format!("unsupported log format version {version}")));
+    }
+    let mut pos = FILE_HEADER;
     while pos < data.len() {
         if data.len() - pos < HEADER {
             return Ok((out, Tail::Truncated(pos as u64)));
@@ -119,7 +147,7 @@ mod tests {
         let fs = FaultFs::new();
         let p = Path::new("/w/000001.log");
         write(&fs, p, &[b"one", b"two", b"three"]);
-        let (recs, tail) = read_log(&fs, p).unwrap();
+        let (recs, tail) = read_log(&fs, p, WAL_MAGIC).unwrap();
         assert_eq!(recs.len(), 3);
         assert_eq!(tail, Tail::Clean);
         let full = fs.read_all(p).unwrap();
@@ -127,9 +155,9 @@ mod tests {
             let q = Path::new("/w/cut.log");
             let mut w = fs.create(q).unwrap();
             w.append(&full[..cut]).unwrap();
-            let (recs, tail) = read_log(&fs, q).unwrap();
+            let (recs, tail) = read_log(&fs, q, WAL_MAGIC).unwrap();
             assert!(recs.len() < 3);
-            let boundary = [15, 30].contains(&cut);
+            let boundary = [8, 23, 38].contains(&cut);
             assert_eq!(tail == Tail::Clean, boundary, "cut {cut}");
         }
         for off in 0..full.len() as u64 {
@@ -137,7 +165,7 @@ mod tests {
             let mut w = fs.create(q).unwrap();
             w.append(&full).unwrap();
             fs.flip_bit(q, off, 3).unwrap();
-            let err = read_log(&fs, q).expect_err("every flipped bit is detected");
+            let err = read_log(&fs, q, WAL_MAGIC).expect_err("every flipped bit is detected");
             assert!(err.is_corruption() && err.to_string().contains("flip.log"), "{err}");
         }
     }

@@ -94,11 +94,7 @@ pub fn random_value(rng: &mut StdRng, c: &Column) -> Value {
         ColumnType::Real => Value::Real(rng.gen::<f32>() - 0.5),
         ColumnType::Boolean => Value::Boolean(rng.gen()),
         ColumnType::Text => {
-            let n = if rng.gen_ratio(1, 10) {
-                rng.gen_range(60..300)
-            } else {
-                rng.gen_range(0..12)
-            };
+            let n = if rng.gen_ratio(1, 10) { rng.gen_range(60..300) } else { rng.gen_range(0..12) };
             Value::Text((0..n).map(|_| char::from(b'a' + rng.gen_range(0..26u8))).collect())
         }
         ColumnType::Bytea => Value::Bytea((0..rng.gen_range(0..16)).map(|_| rng.gen()).collect()),
