@@ -8,8 +8,8 @@
 //! Start with [`Db::open`], [`Db::create_table`] and the [`Table`] handle.
 
 #![deny(missing_docs)]
-#![deny(clippy::unwrap_used)]
-#![cfg_attr(test, allow(clippy::unwrap_used))]
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 mod codec;
 pub mod compaction;

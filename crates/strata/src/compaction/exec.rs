@@ -65,17 +65,7 @@ impl Outputs<'_> {
                 self.spec.fs.remove(&path)?;
                 return Ok(());
             }
-            let i = b.finish()?;
-            self.done.push(FileMeta {
-                number,
-                size: i.size,
-                entries: i.entries,
-                min_seq: i.min_seq,
-                max_seq: i.max_seq,
-                smallest: i.smallest,
-                largest: i.largest,
-                cg: 0,
-            });
+            self.done.push(b.finish(number)?);
         }
         Ok(())
     }

@@ -14,6 +14,7 @@ use crate::codec::{put_bytes, put_varint};
 use crate::error::Result;
 use crate::mvcc::Entry;
 use crate::types::ColumnType;
+use crate::version::FileMeta;
 use crate::vfs::WritableFile;
 
 /// Knobs for building SSTs.
@@ -22,17 +23,6 @@ pub(crate) struct SstOptions {
     pub block_size: usize,
     pub compression: Compression,
     pub bloom_bits_per_key: usize,
-}
-
-/// What a finished file holds; becomes part of its manifest entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SstInfo {
-    pub size: u64,
-    pub entries: u64,
-    pub min_seq: u64,
-    pub max_seq: u64,
-    pub smallest: Vec<u8>,
-    pub largest: Vec<u8>,
 }
 
 /// One block's index entry: its last key (fence), where it is, and its statistics.
@@ -153,31 +143,28 @@ impl SstBuilder {
     fn flush_block(&mut self) -> Result<()> {
         let last_key = self.block.last_key().to_vec();
         let (content, zones, rows, min_seq, max_seq) = self.block.finish();
-        self.buf.clear();
-        frame_block(&content, self.opts.compression, &mut self.buf);
-        let handle = BlockHandle { offset: self.offset, size: (self.buf.len() - super::format::TRAILER_LEN) as u64 };
-        self.file.append(&self.buf)?;
-        self.offset += self.buf.len() as u64;
+        let handle = self.write_block(&content, self.opts.compression)?;
         self.index.push(IndexEntry { last_key, handle, rows: rows as u64, min_seq, max_seq, zones });
         Ok(())
     }
 
-    fn write_raw_block(&mut self, content: &[u8]) -> Result<BlockHandle> {
+    fn write_block(&mut self, content: &[u8], compression: Compression) -> Result<BlockHandle> {
         self.buf.clear();
-        frame_block(content, Compression::None, &mut self.buf);
+        frame_block(content, compression, &mut self.buf);
         let handle = BlockHandle { offset: self.offset, size: (self.buf.len() - super::format::TRAILER_LEN) as u64 };
         self.file.append(&self.buf)?;
         self.offset += self.buf.len() as u64;
         Ok(handle)
     }
 
-    /// Writes filter, index, meta and footer, then syncs the file.
-    pub(crate) fn finish(mut self) -> Result<SstInfo> {
+    /// Writes filter, index, meta and footer, then syncs the file. Returns the file's manifest
+    /// entry under file number `number`.
+    pub(crate) fn finish(mut self, number: u64) -> Result<FileMeta> {
         if !self.block.is_empty() {
             self.flush_block()?;
         }
         let filter = bloom::build(&self.hashes, self.opts.bloom_bits_per_key);
-        let filter = self.write_raw_block(&filter)?;
+        let filter = self.write_block(&filter, Compression::None)?;
         let mut idx = Vec::new();
         put_varint(&mut idx, self.index.len() as u64);
         for e in &self.index {
@@ -190,7 +177,7 @@ impl SstBuilder {
                 z.encode(ty, &mut idx);
             }
         }
-        let index = self.write_raw_block(&idx)?;
+        let index = self.write_block(&idx, Compression::None)?;
         let largest = std::mem::take(&mut self.largest);
         let smallest = self.smallest.clone().unwrap_or_default();
         let meta = SstMeta {
@@ -208,19 +195,21 @@ impl SstBuilder {
         };
         let mut m = Vec::new();
         meta.encode(&mut m);
-        let meta_handle = self.write_raw_block(&m)?;
+        let meta_handle = self.write_block(&m, Compression::None)?;
         let mut footer = Vec::new();
         encode_footer(meta_handle, &mut footer);
         self.file.append(&footer)?;
         self.offset += footer.len() as u64;
         self.file.sync()?;
-        Ok(SstInfo {
+        Ok(FileMeta {
+            number,
             size: self.offset,
             entries: self.entries,
             min_seq: meta.min_seq,
             max_seq: meta.max_seq,
             smallest,
             largest,
+            cg: self.cg,
         })
     }
 }

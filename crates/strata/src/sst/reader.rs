@@ -287,7 +287,7 @@ mod tests {
             })
             .unwrap();
         }
-        b.finish().unwrap();
+        b.finish(7).unwrap();
     }
 
     #[test]
