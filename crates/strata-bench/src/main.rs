@@ -46,6 +46,9 @@ struct EngineArgs {
     /// Block cache size in MiB.
     #[arg(long, default_value_t = 64)]
     cache_mib: usize,
+    /// Data block size in KiB.
+    #[arg(long, default_value_t = 16)]
+    block_kib: usize,
     /// Level-1 target size in MiB.
     #[arg(long, default_value_t = 8)]
     l1_mib: u64,
@@ -118,6 +121,7 @@ fn options(a: &EngineArgs) -> Options {
         memtable_size: a.memtable_mib << 20,
         block_cache_size: a.cache_mib << 20,
         l1_max_bytes: a.l1_mib << 20,
+        block_size: a.block_kib << 10,
         level_size_ratio: 10,
         ..Options::default()
     }
@@ -160,6 +164,7 @@ fn engine(a: &EngineArgs, root: &Path) -> strata::Result<()> {
 
     // 2. Point reads on the loaded tree.
     eprintln!("timing {} point reads (full row)", a.gets);
+    let sampler = RssSampler::start();
     let proj = Projection::All;
     let ro = ReadOptions::default();
     let mut lat = Vec::with_capacity(a.gets);
@@ -172,6 +177,7 @@ fn engine(a: &EngineArgs, root: &Path) -> strata::Result<()> {
             return Err(strata::Error::InvalidArgument(format!("row {k} did not read back")));
         }
     }
+    let peak_read_rss = sampler.finish();
     lat.sort_unstable();
     let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)] as f64 / 1000.0;
     drop(t);
@@ -212,6 +218,7 @@ fn engine(a: &EngineArgs, root: &Path) -> strata::Result<()> {
     println!("{:<44} {:>14.1}", "peak RSS growth during load (MiB)", mib(peak_rss.saturating_sub(base_rss)));
     println!("{:<44} {:>14.1}", "budget: 2 memtables + block cache (MiB)", mib(budget));
     println!("{:<44} {:>14.1}", "growth above budget (MiB)", mib(peak_rss.saturating_sub(base_rss)) - mib(budget));
+    println!("{:<44} {:>14.1}", "peak RSS growth during reads (MiB)", mib(peak_read_rss.saturating_sub(base_rss)));
     println!("{:<44} {:>14.2}", "write amplification (SST bytes / ingested)", stats.tables[0].write_amplification);
     println!("tree after load (level: files, MiB):");
     for l in stats.tables[0].levels.iter().filter(|l| l.files > 0) {

@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use super::block::BlockBuilder;
 use super::bloom;
 use super::format::{encode_footer, frame_block, BlockHandle, Compression};
-use super::zone::ZoneMap;
 use crate::codec::{put_bytes, put_varint};
 use crate::error::Result;
 use crate::mvcc::Entry;
@@ -33,7 +32,6 @@ pub(crate) struct IndexEntry {
     pub rows: u64,
     pub min_seq: u64,
     pub max_seq: u64,
-    pub zones: Vec<ZoneMap>,
 }
 
 /// The file-level metadata block.
@@ -62,7 +60,8 @@ pub(crate) struct SstBuilder {
     columns: Vec<usize>,
     types: Vec<ColumnType>,
     block: BlockBuilder,
-    index: Vec<IndexEntry>,
+    /// Index entries with their encoded zone maps.
+    index: Vec<(IndexEntry, Vec<u8>)>,
     hashes: Vec<u64>,
     offset: u64,
     entries: u64,
@@ -144,7 +143,11 @@ impl SstBuilder {
         let last_key = self.block.last_key().to_vec();
         let (content, zones, rows, min_seq, max_seq) = self.block.finish();
         let handle = self.write_block(&content, self.opts.compression)?;
-        self.index.push(IndexEntry { last_key, handle, rows: rows as u64, min_seq, max_seq, zones });
+        let mut z = Vec::new();
+        for (zone, &ty) in zones.iter().zip(&self.types) {
+            zone.encode(ty, &mut z);
+        }
+        self.index.push((IndexEntry { last_key, handle, rows: rows as u64, min_seq, max_seq }, z));
         Ok(())
     }
 
@@ -167,15 +170,13 @@ impl SstBuilder {
         let filter = self.write_block(&filter, Compression::None)?;
         let mut idx = Vec::new();
         put_varint(&mut idx, self.index.len() as u64);
-        for e in &self.index {
+        for (e, zones) in &self.index {
             put_bytes(&mut idx, &e.last_key);
             e.handle.encode(&mut idx);
             put_varint(&mut idx, e.rows);
             put_varint(&mut idx, e.min_seq);
             put_varint(&mut idx, e.max_seq);
-            for (z, &ty) in e.zones.iter().zip(&self.types) {
-                z.encode(ty, &mut idx);
-            }
+            idx.extend_from_slice(zones);
         }
         let index = self.write_block(&idx, Compression::None)?;
         let largest = std::mem::take(&mut self.largest);
