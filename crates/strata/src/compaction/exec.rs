@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use crate::db::TableInfo;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::iter::merge::MergeIter;
 use crate::mvcc::chain::collapse;
 use crate::mvcc::Entry;
@@ -40,7 +40,7 @@ impl Outputs<'_> {
             let file = self.spec.fs.create(&path)?;
             let info = self.spec.table;
             let columns: Vec<usize> = (0..info.value_types.len()).collect();
-            let b = SstBuilder::new(file, path, self.spec.sst, info.id, 0, columns, info.value_types.to_vec());
+            let b = SstBuilder::new(file, path, self.spec.sst, info.id, 0, columns, info.value_types.clone());
             self.current = Some((number, b));
         }
         if let Some((_, b)) = &mut self.current {
@@ -83,7 +83,9 @@ pub(crate) fn write_merged(
     let mut group: Vec<Entry> = Vec::new();
     let emit = |group: Vec<Entry>, out: &mut Outputs<'_>| -> Result<()> {
         out.maybe_cut()?;
-        for e in collapse(group, snapshots, bottommost) {
+        let versions = collapse(group, snapshots, bottommost, &spec.table.value_types)
+            .map_err(|d| Error::corruption("<compaction merge>", 0, d.0))?;
+        for e in versions {
             out.add(&e)?;
         }
         Ok(())

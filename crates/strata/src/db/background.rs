@@ -102,11 +102,7 @@ impl DbInner {
                 continue;
             };
             let info = &t.info;
-            let src = MemSource {
-                cursor: MemCursor::new(mem.clone(), table_id, &[], None),
-                types: info.value_types.clone(),
-                wanted: None,
-            };
+            let src = MemSource { cursor: MemCursor::new(mem.clone(), table_id, &[], None) };
             let files = self.write_files(info, vec![Box::new(src)], &snapshots, false, u64::MAX)?;
             for f in files {
                 written.push((table_id, f.size));
@@ -188,10 +184,9 @@ impl DbInner {
         let Some(info) = version.tables.get(&task.table).map(|t| t.info.clone()) else {
             return Ok(());
         };
-        let nvals = info.value_types.len();
         let mut sources: Vec<Box<dyn Source>> = Vec::new();
         let run = |files: Vec<Arc<FileMeta>>| -> Box<dyn Source> {
-            Box::new(RunSource::new(files, self.tables.clone(), &[], None, nvals, None, false))
+            Box::new(RunSource::new(files, self.tables.clone(), &[], None, info.value_types.clone(), None, false))
         };
         if task.level == 0 {
             for f in &task.inputs {

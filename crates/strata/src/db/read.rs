@@ -89,11 +89,10 @@ impl DbInner {
         let (seq, view) = self.read_point(ropts);
         let t = self.table_in(&view, info)?.clone();
         let wanted: Option<Arc<[bool]>> = projection.wanted(info).map(Into::into);
-        let nvals = info.value_types.len();
         let mut sources: Vec<Box<dyn Source>> = Vec::new();
         for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
             let cursor = MemCursor::new(mem.clone(), info.id, &lower, upper.as_deref());
-            sources.push(Box::new(MemSource { cursor, types: info.value_types.clone(), wanted: wanted.clone() }));
+            sources.push(Box::new(MemSource { cursor }));
         }
         for level in &t.levels {
             for run in &level.runs {
@@ -106,7 +105,7 @@ impl DbInner {
                     self.tables.clone(),
                     &lower,
                     upper.as_deref(),
-                    nvals,
+                    info.value_types.clone(),
                     wanted.clone(),
                     true,
                 )));
@@ -118,6 +117,7 @@ impl DbInner {
             upper,
             info: info.clone(),
             projection: projection.clone(),
+            wanted,
             pending: None,
             done: false,
             _view: view,
@@ -133,12 +133,19 @@ pub struct ScanIter {
     upper: Option<Vec<u8>>,
     info: Arc<TableInfo>,
     projection: Projection,
+    wanted: Option<Arc<[bool]>>,
     pending: Option<Entry>,
     done: bool,
     _view: Arc<ReadView>,
 }
 
 impl ScanIter {
+    /// The projected columns of a version.
+    fn cells(&self, e: &Entry) -> Result<Cells> {
+        decode_row(&self.info.value_types, &e.row, self.wanted.as_deref())
+            .map_err(|d| Error::corruption("<scan>", e.seq, format!("bad row: {}", d.0)))
+    }
+
     fn next_row(&mut self) -> Result<Option<Vec<Value>>> {
         while !self.done {
             let first = match self.pending.take() {
@@ -159,7 +166,7 @@ impl ScanIter {
             let mut res = Resolver::default();
             let mut last_seq = first.seq;
             if first.seq <= self.seq {
-                res.push(first.kind, first.cells);
+                res.push(first.kind, self.cells(&first)?);
             }
             while let Some(e) = self.merge.next_entry()? {
                 if e.key != key {
@@ -171,7 +178,7 @@ impl ScanIter {
                 }
                 last_seq = e.seq;
                 if e.seq <= self.seq && !res.is_settled() {
-                    res.push(e.kind, e.cells);
+                    res.push(e.kind, self.cells(&e)?);
                 }
             }
             if let Some(cells) = res.finish() {

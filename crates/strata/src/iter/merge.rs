@@ -6,15 +6,13 @@
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::db::table_cache::TableCache;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::memtable::MemCursor;
 use crate::mvcc::Entry;
 use crate::sst::reader::SstCursor;
-use crate::types::row::decode_row;
 use crate::types::ColumnType;
 use crate::version::FileMeta;
 
@@ -26,22 +24,11 @@ pub(crate) trait Source: Send {
 /// One table's entries of one memtable.
 pub(crate) struct MemSource {
     pub cursor: MemCursor,
-    pub types: Arc<[ColumnType]>,
-    pub wanted: Option<Arc<[bool]>>,
 }
 
 impl Source for MemSource {
     fn next_entry(&mut self) -> Result<Option<Entry>> {
-        let Some(e) = self.cursor.next_entry() else {
-            return Ok(None);
-        };
-        let cells = if e.kind == crate::mvcc::Kind::Delete {
-            vec![None; self.types.len()]
-        } else {
-            decode_row(&self.types, &e.row, self.wanted.as_deref())
-                .map_err(|d| Error::corruption(PathBuf::from("<memtable>"), e.seq, d.0))?
-        };
-        Ok(Some(Entry { key: e.key, seq: e.seq, kind: e.kind, cells }))
+        Ok(self.cursor.next_entry().map(|e| Entry { key: e.key, seq: e.seq, kind: e.kind, row: e.row }))
     }
 }
 
@@ -53,7 +40,7 @@ pub(crate) struct RunSource {
     tables: Arc<TableCache>,
     lower: Vec<u8>,
     upper: Option<Vec<u8>>,
-    nvals: usize,
+    value_types: Arc<[ColumnType]>,
     wanted: Option<Arc<[bool]>>,
     fill_cache: bool,
 }
@@ -66,7 +53,7 @@ impl RunSource {
         tables: Arc<TableCache>,
         lower: &[u8],
         upper: Option<&[u8]>,
-        nvals: usize,
+        value_types: Arc<[ColumnType]>,
         wanted: Option<Arc<[bool]>>,
         fill_cache: bool,
     ) -> Self {
@@ -78,7 +65,7 @@ impl RunSource {
             tables,
             lower: lower.to_vec(),
             upper: upper.map(<[u8]>::to_vec),
-            nvals,
+            value_types,
             wanted,
             fill_cache,
         }
@@ -102,7 +89,13 @@ impl Source for RunSource {
             }
             self.next_file += 1;
             let reader = self.tables.get(f.number)?;
-            self.cursor = Some(SstCursor::new(reader, &self.lower, self.nvals, self.wanted.clone(), self.fill_cache)?);
+            self.cursor = Some(SstCursor::new(
+                reader,
+                &self.lower,
+                self.value_types.clone(),
+                self.wanted.clone(),
+                self.fill_cache,
+            )?);
         }
     }
 }
@@ -180,7 +173,7 @@ mod tests {
     }
 
     fn e(k: &str, seq: u64) -> Entry {
-        Entry { key: k.as_bytes().to_vec(), seq, kind: Kind::Put, cells: vec![] }
+        Entry { key: k.as_bytes().to_vec(), seq, kind: Kind::Put, row: vec![] }
     }
 
     #[test]

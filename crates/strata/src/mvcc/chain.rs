@@ -7,7 +7,9 @@
 //! is an update of a row that did not exist, and is invisible.
 
 use super::{Entry, Kind};
-use crate::types::row::Cells;
+use crate::codec::DecodeResult;
+use crate::types::row::{decode_row, encode_row, Cells};
+use crate::types::ColumnType;
 
 /// Fills the columns `newer` does not carry from `older`.
 pub(crate) fn fill_from(newer: &mut Cells, older: &Cells) {
@@ -69,18 +71,51 @@ impl Resolver {
 /// no reader can tell apart (same visibility stripe between consecutive snapshots) merge into one;
 /// partial rows over a known full row become full rows. With `bottommost` (nothing older exists
 /// below the output for this key) tombstones and invisible partial rows are dropped.
-pub(crate) fn collapse(mut versions: Vec<Entry>, snapshots: &[u64], bottommost: bool) -> Vec<Entry> {
-    // Most keys have one version: decide it without the general machinery.
+pub(crate) fn collapse(
+    mut versions: Vec<Entry>,
+    snapshots: &[u64],
+    bottommost: bool,
+    types: &[ColumnType],
+) -> DecodeResult<Vec<Entry>> {
+    // Most keys have one version: decide it without decoding the row.
     if versions.len() == 1 {
         let keep = !bottommost || versions[0].kind == Kind::Put;
         if !keep {
             versions.clear();
         }
-        return versions;
+        return Ok(versions);
     }
+    let Some(key) = versions.first().map(|v| v.key.clone()) else { return Ok(versions) };
+    let decoded = versions
+        .into_iter()
+        .map(|v| {
+            let cells = if v.kind == Kind::Delete { Vec::new() } else { decode_row(types, &v.row, None)? };
+            Ok(Ver { seq: v.seq, kind: v.kind, cells })
+        })
+        .collect::<DecodeResult<Vec<Ver>>>()?;
+    Ok(collapse_decoded(decoded, snapshots, bottommost)
+        .into_iter()
+        .map(|v| {
+            let mut row = Vec::new();
+            if v.kind != Kind::Delete {
+                encode_row(types, &v.cells, &mut row);
+            }
+            Entry { key: key.clone(), seq: v.seq, kind: v.kind, row }
+        })
+        .collect())
+}
+
+/// A decoded version of one key.
+struct Ver {
+    seq: u64,
+    kind: Kind,
+    cells: Cells,
+}
+
+fn collapse_decoded(versions: Vec<Ver>, snapshots: &[u64], bottommost: bool) -> Vec<Ver> {
     // 1. Merge each stripe (versions visible to exactly the same snapshots) into one version.
-    let mut stripes: Vec<Entry> = Vec::new();
-    let mut current: Option<(usize, Entry, bool)> = None; // (stripe, merged, settled)
+    let mut stripes: Vec<Ver> = Vec::new();
+    let mut current: Option<(usize, Ver, bool)> = None; // (stripe, merged, settled)
     for v in versions {
         let stripe = snapshots.partition_point(|&s| s < v.seq);
         match &mut current {
@@ -107,10 +142,6 @@ pub(crate) fn collapse(mut versions: Vec<Entry>, snapshots: &[u64], bottommost: 
                     stripes.push(m);
                 }
                 let settled = v.kind != Kind::Update;
-                let mut v = v;
-                if v.kind == Kind::Delete {
-                    v.cells = Vec::new();
-                }
                 current = Some((stripe, v, settled));
             }
         }
@@ -127,7 +158,7 @@ pub(crate) fn collapse(mut versions: Vec<Entry>, snapshots: &[u64], bottommost: 
         Row(usize),
     }
     let mut below = if bottommost { Below::Absent } else { Below::Unknown };
-    let mut out: Vec<Entry> = Vec::with_capacity(stripes.len());
+    let mut out: Vec<Ver> = Vec::with_capacity(stripes.len());
     for mut e in stripes.into_iter().rev() {
         match e.kind {
             Kind::Put => {
@@ -162,14 +193,21 @@ mod tests {
     use super::*;
     use crate::types::Value;
 
+    const TYPES: [ColumnType; 2] = [ColumnType::Int, ColumnType::Int];
+
     fn e(seq: u64, kind: Kind, cells: &[Option<i32>]) -> Entry {
-        Entry { key: b"k".to_vec(), seq, kind, cells: cells.iter().map(|c| c.map(Value::Int)).collect() }
+        let cells: Cells = cells.iter().map(|c| c.map(Value::Int)).collect();
+        let mut row = Vec::new();
+        if kind != Kind::Delete {
+            encode_row(&TYPES, &cells, &mut row);
+        }
+        Entry { key: b"k".to_vec(), seq, kind, row }
     }
 
     fn read(versions: &[Entry], at: u64) -> Option<Cells> {
         let mut r = Resolver::default();
         for v in versions.iter().filter(|v| v.seq <= at) {
-            r.push(v.kind, v.cells.clone());
+            r.push(v.kind, decode_row(&TYPES, &v.row, None).unwrap());
         }
         r.finish()
     }
@@ -195,17 +233,20 @@ mod tests {
         ];
         for snaps in [vec![], vec![1], vec![2, 4], vec![3, 5], vec![1, 2, 3, 4, 5], vec![4]] {
             for bottom in [false, true] {
-                let out = collapse(v.clone(), &snaps, bottom);
+                let out = collapse(v.clone(), &snaps, bottom, &TYPES).unwrap();
                 for &s in snaps.iter().chain(std::iter::once(&7)) {
                     assert_eq!(read(&out, s), read(&v, s), "snaps {snaps:?} bottom {bottom} at {s}: {out:?}");
                 }
             }
         }
         // Everything above a tombstone at the bottom with no snapshots disappears.
-        assert!(collapse(v.clone(), &[], true).is_empty());
+        assert!(collapse(v.clone(), &[], true, &TYPES).unwrap().is_empty());
         // A partial over a full row in one stripe becomes a full row.
-        let out = collapse(v[3..].to_vec(), &[], false);
+        let out = collapse(v[3..].to_vec(), &[], false, &TYPES).unwrap();
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].kind, Kind::Put);
+        // A lone partial row survives unless nothing can lie below it.
+        assert_eq!(collapse(v[..1].to_vec(), &[], false, &TYPES).unwrap().len(), 1);
+        assert!(collapse(v[..1].to_vec(), &[], true, &TYPES).unwrap().is_empty());
     }
 }

@@ -5,8 +5,6 @@
 pub mod chain;
 pub mod snapshot;
 
-use crate::types::row::Cells;
-
 /// What a version of a row says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -32,7 +30,8 @@ impl Kind {
 }
 
 /// One version of one row: encoded primary key, sequence number, kind and (for Put/Update) the
-/// carried value columns. Tombstones carry an empty `cells`.
+/// carried value columns in the row encoding of [`crate::types::row`]. Tombstones carry an empty
+/// row. Flush and compaction move rows without decoding them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     /// Memcomparable primary key.
@@ -41,6 +40,6 @@ pub struct Entry {
     pub seq: u64,
     /// What the version says.
     pub kind: Kind,
-    /// Value columns by value-column index (`None` = not carried).
-    pub cells: Cells,
+    /// The row encoding of the carried value columns (empty for a tombstone).
+    pub row: Vec<u8>,
 }

@@ -16,7 +16,8 @@
 
 use crate::codec::{put_varint, DecodeError, DecodeResult, Reader};
 use crate::mvcc::Kind;
-use crate::sst::zone::ZoneMap;
+use crate::sst::zone::{ZoneBuilder, ZoneMap};
+use crate::types::row::RawCell;
 use crate::types::{ColumnType, Value};
 
 fn set_bit(bm: &mut Vec<u8>, i: usize) {
@@ -39,7 +40,7 @@ struct ColBuf {
     fixed: Vec<u8>,
     offsets: Vec<u32>,
     var: Vec<u8>,
-    zone: ZoneMap,
+    zone: ZoneBuilder,
 }
 
 impl ColBuf {
@@ -53,34 +54,48 @@ impl ColBuf {
             fixed: Vec::new(),
             offsets: vec![0],
             var: Vec::new(),
-            zone: ZoneMap::new(),
+            zone: ZoneBuilder::new(ty),
         }
     }
 
-    fn push(&mut self, row: usize, v: Option<&Value>) {
+    fn push(&mut self, row: usize, v: RawCell<'_>) {
         match v {
-            None => self.any_absent = true,
-            Some(v) => {
+            RawCell::Absent => self.any_absent = true,
+            RawCell::Null => {
                 set_bit(&mut self.presence, row);
                 self.zone.add(v);
-                if v.is_null() {
-                    self.any_null = true;
-                    set_bit(&mut self.nulls, row);
-                }
+                self.any_null = true;
+                set_bit(&mut self.nulls, row);
+            }
+            RawCell::Bytes(_) => {
+                set_bit(&mut self.presence, row);
+                self.zone.add(v);
             }
         }
         match self.ty.fixed_width() {
             Some(w) => match v {
-                Some(v) if !v.is_null() => v.put_fixed(&mut self.fixed),
+                RawCell::Bytes(b) => self.fixed.extend_from_slice(b),
                 _ => self.fixed.extend(std::iter::repeat_n(0u8, w)),
             },
             None => {
-                if let Some(b) = v.and_then(Value::var_bytes) {
+                if let RawCell::Bytes(b) = v {
                     self.var.extend_from_slice(b);
                 }
                 self.offsets.push(self.var.len() as u32);
             }
         }
+    }
+
+    fn reset(&mut self) {
+        self.presence.clear();
+        self.nulls.clear();
+        self.any_absent = false;
+        self.any_null = false;
+        self.fixed.clear();
+        self.offsets.clear();
+        self.offsets.push(0);
+        self.var.clear();
+        self.zone = ZoneBuilder::new(self.ty);
     }
 
     fn size(&self) -> usize {
@@ -142,6 +157,20 @@ impl BlockBuilder {
         self.n == 0
     }
 
+    /// Empties the builder, keeping its buffers' capacity for the next block.
+    fn reset(&mut self) {
+        self.n = 0;
+        self.keys.clear();
+        self.last_key.clear();
+        self.seqs.clear();
+        self.kinds.clear();
+        self.min_seq = u64::MAX;
+        self.max_seq = 0;
+        for c in &mut self.cols {
+            c.reset();
+        }
+    }
+
     pub(crate) fn last_key(&self) -> &[u8] {
         &self.last_key
     }
@@ -152,13 +181,8 @@ impl BlockBuilder {
     }
 
     /// Adds a version; `value(i)` gives the i-th column of the group (`None` = not carried).
-    pub(crate) fn add<'v>(
-        &mut self,
-        key: &[u8],
-        seq: u64,
-        kind: Kind,
-        mut value: impl FnMut(usize) -> Option<&'v Value>,
-    ) {
+    /// Adds a version; `cells` yields the group's columns in order (exactly one per column).
+    pub(crate) fn add<'v>(&mut self, key: &[u8], seq: u64, kind: Kind, cells: impl Iterator<Item = RawCell<'v>>) {
         let shared = key.iter().zip(&self.last_key).take_while(|(a, b)| a == b).count();
         put_varint(&mut self.keys, shared as u64);
         put_varint(&mut self.keys, (key.len() - shared) as u64);
@@ -170,8 +194,9 @@ impl BlockBuilder {
         self.min_seq = self.min_seq.min(seq);
         self.max_seq = self.max_seq.max(seq);
         let row = self.n;
-        for (i, c) in self.cols.iter_mut().enumerate() {
-            c.push(row, value(i));
+        let mut cells = cells;
+        for c in self.cols.iter_mut() {
+            c.push(row, cells.next().unwrap_or(RawCell::Absent));
         }
         self.n += 1;
     }
@@ -200,10 +225,9 @@ impl BlockBuilder {
         for (i, o) in offs.iter().enumerate() {
             out[table + 4 * i..table + 4 * i + 4].copy_from_slice(&(*o as u32).to_le_bytes());
         }
-        let zones = self.cols.iter().map(|c| c.zone.clone()).collect();
+        let zones = self.cols.iter().map(|c| c.zone.finish()).collect();
         let (min_seq, max_seq) = (self.min_seq, self.max_seq);
-        let types: Vec<ColumnType> = self.cols.iter().map(|c| c.ty).collect();
-        *self = BlockBuilder::new(&types);
+        self.reset();
         (out, zones, n, min_seq, max_seq)
     }
 }
@@ -373,27 +397,32 @@ impl Block {
 
     /// Column `c` (index within the group) of version `i`: `None` when not carried.
     pub(crate) fn cell(&self, i: usize, c: usize) -> Option<Value> {
+        self.raw_cell(i, c).to_value(self.cols[c].ty)
+    }
+
+    /// Column `c` of version `i` without decoding it.
+    pub(crate) fn raw_cell(&self, i: usize, c: usize) -> RawCell<'_> {
         let col = &self.cols[c];
         let nb = self.n.div_ceil(8);
         if let Some(p) = col.presence {
             if !get_bit(&self.body[p..p + nb], i) {
-                return None;
+                return RawCell::Absent;
             }
         }
         if let Some(p) = col.nulls {
             if get_bit(&self.body[p..p + nb], i) {
-                return Some(Value::Null);
+                return RawCell::Null;
             }
         }
         match col.ty.fixed_width() {
-            Some(w) => Some(Value::from_fixed(col.ty, &self.body[col.data + i * w..col.data + (i + 1) * w])),
+            Some(w) => RawCell::Bytes(&self.body[col.data + i * w..col.data + (i + 1) * w]),
             None => {
                 let o = |j: usize| {
                     let b = &self.body[col.data + 4 * j..col.data + 4 * j + 4];
                     u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
                 };
                 let heap = col.data + 4 * (self.n + 1);
-                Value::from_var(col.ty, &self.body[heap + o(i)..heap + o(i + 1)])
+                RawCell::Bytes(&self.body[heap + o(i)..heap + o(i + 1)])
             }
         }
     }
@@ -402,6 +431,8 @@ impl Block {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::types::row::{encode_row, RowIter};
 
     #[test]
     fn build_decode_roundtrip_with_partials_nulls_and_strings() {
@@ -422,7 +453,9 @@ mod tests {
             })
             .collect();
         for (k, s, kind, cells) in &rows {
-            b.add(k, *s, *kind, |c| cells[c].as_ref());
+            let mut row = Vec::new();
+            encode_row(&types, cells, &mut row);
+            b.add(k, *s, *kind, RowIter::new(&types, &row).unwrap().map(Result::unwrap));
         }
         let (body, zones, n, min_seq, max_seq) = b.finish();
         assert_eq!((n, min_seq, max_seq), (300, 701, 1000));

@@ -5,13 +5,15 @@
 //! the manifest is the caller's job.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::block::BlockBuilder;
 use super::bloom;
 use super::format::{encode_footer, frame_block, BlockHandle, Compression};
 use crate::codec::{put_bytes, put_varint};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::mvcc::Entry;
+use crate::types::row::{RawCell, RowIter};
 use crate::types::ColumnType;
 use crate::version::FileMeta;
 use crate::vfs::WritableFile;
@@ -59,6 +61,10 @@ pub(crate) struct SstBuilder {
     cg: u32,
     columns: Vec<usize>,
     types: Vec<ColumnType>,
+    /// Types of all the table's value columns (rows arrive encoded over all of them).
+    value_types: Arc<[ColumnType]>,
+    /// For each value column, whether the group stores it.
+    in_group: Vec<bool>,
     block: BlockBuilder,
     /// Index entries with their encoded zone maps.
     index: Vec<(IndexEntry, Vec<u8>)>,
@@ -73,7 +79,8 @@ pub(crate) struct SstBuilder {
 }
 
 impl SstBuilder {
-    /// `columns` are the value-column indices of the group; `types` their types.
+    /// `columns` are the value-column indices of the group, ascending; `value_types` the types
+    /// of all the table's value columns.
     pub(crate) fn new(
         file: Box<dyn WritableFile>,
         path: PathBuf,
@@ -81,8 +88,13 @@ impl SstBuilder {
         table_id: u32,
         cg: u32,
         columns: Vec<usize>,
-        types: Vec<ColumnType>,
+        value_types: Arc<[ColumnType]>,
     ) -> Self {
+        let types: Vec<ColumnType> = columns.iter().map(|&c| value_types[c]).collect();
+        let mut in_group = vec![false; value_types.len()];
+        for &c in &columns {
+            in_group[c] = true;
+        }
         let block = BlockBuilder::new(&types);
         SstBuilder {
             file,
@@ -92,6 +104,8 @@ impl SstBuilder {
             cg,
             columns,
             types,
+            value_types,
+            in_group,
             block,
             index: Vec::new(),
             hashes: Vec::new(),
@@ -118,7 +132,7 @@ impl SstBuilder {
         self.entries == 0
     }
 
-    /// Adds the next version. `e.cells` is indexed by value column; only the group's are stored.
+    /// Adds the next version. `e.row` covers every value column; only the group's are stored.
     pub(crate) fn add(&mut self, e: &Entry) -> Result<()> {
         let new_key = self.entries == 0 || self.block.last_key() != e.key.as_slice();
         if new_key && !self.block.is_empty() && self.block.size() >= self.opts.block_size {
@@ -131,8 +145,21 @@ impl SstBuilder {
         if self.smallest.is_none() {
             self.smallest = Some(e.key.clone());
         }
-        let cols = &self.columns;
-        self.block.add(&e.key, e.seq, e.kind, |i| e.cells.get(cols[i]).and_then(Option::as_ref));
+        let mut bad = None;
+        let cells = RowIter::new(&self.value_types, &e.row)
+            .map_err(|d| Error::corruption(&self.path, e.seq, format!("bad row to write: {}", d.0)))?
+            .zip(self.in_group.iter())
+            .filter(|(_, &keep)| keep)
+            .map(|(c, _)| {
+                c.unwrap_or_else(|d| {
+                    bad = Some(d);
+                    RawCell::Absent
+                })
+            });
+        self.block.add(&e.key, e.seq, e.kind, cells);
+        if let Some(d) = bad {
+            return Err(Error::corruption(&self.path, e.seq, format!("bad row to write: {}", d.0)));
+        }
         self.entries += 1;
         self.min_seq = self.min_seq.min(e.seq);
         self.max_seq = self.max_seq.max(e.seq);

@@ -16,8 +16,8 @@ use super::zone::ZoneMap;
 use crate::codec::{DecodeError, DecodeResult, Reader};
 use crate::error::{Error, Result};
 use crate::mvcc::chain::Resolver;
-use crate::mvcc::Entry;
-use crate::types::row::Cells;
+use crate::mvcc::{Entry, Kind};
+use crate::types::row::{encode_raw_row, Cells, RawCell};
 use crate::types::ColumnType;
 use crate::vfs::{Fs, ReadableFile};
 
@@ -211,22 +211,31 @@ pub(crate) struct SstCursor {
     block_idx: usize,
     block: Option<Arc<Block>>,
     row: usize,
-    nvals: usize,
+    value_types: Arc<[ColumnType]>,
+    /// For each value column, its column in this file's group.
+    group_of: Vec<Option<usize>>,
     wanted: Option<Arc<[bool]>>,
     fill_cache: bool,
 }
 
 impl SstCursor {
-    /// Positions at the first version with key `>= lower`.
+    /// Positions at the first version with key `>= lower`. Versions come out as rows encoded over
+    /// all `value_types`, carrying the group's columns that are `wanted` (all by default).
     pub(crate) fn new(
         reader: Arc<SstReader>,
         lower: &[u8],
-        nvals: usize,
+        value_types: Arc<[ColumnType]>,
         wanted: Option<Arc<[bool]>>,
         fill_cache: bool,
     ) -> Result<Self> {
         let block_idx = reader.find_block(lower);
-        let mut c = SstCursor { reader, block_idx, block: None, row: 0, nvals, wanted, fill_cache };
+        let mut group_of = vec![None; value_types.len()];
+        for (c, &vi) in reader.meta.columns.iter().enumerate() {
+            if let Some(g) = group_of.get_mut(vi) {
+                *g = Some(c);
+            }
+        }
+        let mut c = SstCursor { reader, block_idx, block: None, row: 0, value_types, group_of, wanted, fill_cache };
         if c.block_idx < c.reader.num_blocks() {
             let b = c.reader.block(c.block_idx, fill_cache)?;
             c.row = b.seek(lower);
@@ -244,9 +253,17 @@ impl SstCursor {
             if self.row < b.len() {
                 let i = self.row;
                 self.row += 1;
-                let mut cells = vec![None; self.nvals];
-                self.reader.fill_cells(b, i, self.wanted.as_deref(), &mut cells);
-                return Ok(Some(Entry { key: b.key(i).to_vec(), seq: b.seq(i), kind: b.kind(i), cells }));
+                let kind = b.kind(i);
+                let mut row = Vec::new();
+                if kind != Kind::Delete {
+                    let wanted = self.wanted.as_deref();
+                    let cell = |vi: usize| match self.group_of[vi] {
+                        Some(c) if wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false)) => b.raw_cell(i, c),
+                        _ => RawCell::Absent,
+                    };
+                    encode_raw_row(&self.value_types, cell, &mut row);
+                }
+                return Ok(Some(Entry { key: b.key(i).to_vec(), seq: b.seq(i), kind, row }));
             }
             self.block_idx += 1;
             self.row = 0;
@@ -262,33 +279,30 @@ impl SstCursor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mvcc::Kind;
     use crate::sst::builder::{SstBuilder, SstOptions};
     use crate::sst::format::Compression;
+    use crate::types::row::{decode_row, encode_row};
     use crate::types::Value;
     use crate::vfs::FaultFs;
+
+    const TYPES: [ColumnType; 2] = [ColumnType::BigInt, ColumnType::Text];
+
+    fn entry(key: Vec<u8>, seq: u64, kind: Kind, cells: Cells) -> Entry {
+        let mut row = Vec::new();
+        encode_row(&TYPES, &cells, &mut row);
+        Entry { key, seq, kind, row }
+    }
 
     fn build(fs: &FaultFs, path: &Path, n: u32) {
         let opts = SstOptions { block_size: 512, compression: Compression::Lz4, bloom_bits_per_key: 10 };
         let f = fs.create(path).unwrap();
-        let mut b =
-            SstBuilder::new(f, path.to_owned(), opts, 3, 0, vec![0, 1], vec![ColumnType::BigInt, ColumnType::Text]);
+        let mut b = SstBuilder::new(f, path.to_owned(), opts, 3, 0, vec![0, 1], TYPES.into());
         for i in 0..n {
             let key = (i * 2).to_be_bytes().to_vec();
-            b.add(&Entry {
-                key: key.clone(),
-                seq: 100 + u64::from(i),
-                kind: Kind::Update,
-                cells: vec![None, Some(Value::Text(format!("new{i}")))],
-            })
-            .unwrap();
-            b.add(&Entry {
-                key,
-                seq: u64::from(i),
-                kind: Kind::Put,
-                cells: vec![Some(Value::BigInt(i64::from(i))), Some(Value::Text("old".into()))],
-            })
-            .unwrap();
+            let new = vec![None, Some(Value::Text(format!("new{i}")))];
+            b.add(&entry(key.clone(), 100 + u64::from(i), Kind::Update, new)).unwrap();
+            let old = vec![Some(Value::BigInt(i64::from(i))), Some(Value::Text("old".into()))];
+            b.add(&entry(key, u64::from(i), Kind::Put, old)).unwrap();
         }
         b.finish(7).unwrap();
     }
@@ -317,10 +331,17 @@ mod tests {
             r.get(&odd, bloom::key_hash(&odd), u64::MAX, 2, None, &mut res).unwrap();
             assert_eq!(res.finish(), None);
         }
-        let mut c = SstCursor::new(r.clone(), &100u32.to_be_bytes(), 2, None, false).unwrap();
+        let mut c = SstCursor::new(r.clone(), &100u32.to_be_bytes(), TYPES.into(), None, false).unwrap();
         let mut n = 0;
         while let Some(e) = c.next_entry().unwrap() {
             assert!(e.key.as_slice() >= &100u32.to_be_bytes()[..]);
+            let cells = decode_row(&TYPES, &e.row, None).unwrap();
+            let i = u32::from_be_bytes(e.key[..4].try_into().unwrap()) / 2;
+            let want = match e.kind {
+                Kind::Update => vec![None, Some(Value::Text(format!("new{i}")))],
+                _ => vec![Some(Value::BigInt(i64::from(i))), Some(Value::Text("old".into()))],
+            };
+            assert_eq!(cells, want);
             n += 1;
         }
         assert_eq!(n, 2 * (2000 - 50));

@@ -5,30 +5,12 @@
 //! min and max as the column's fixed-width little-endian bytes or as varint-length bytes for TEXT
 //! and BYTEA. Var-width values longer than [`MAX_VAR_BOUND`] bytes disable min/max for the block.
 
-use std::cmp::Ordering;
-
 use crate::codec::{put_bytes, put_varint, DecodeError, DecodeResult, Reader};
+use crate::types::row::RawCell;
 use crate::types::{ColumnType, Value};
 
 /// Longest TEXT/BYTEA value kept as a zone-map bound.
 pub(crate) const MAX_VAR_BOUND: usize = 64;
-
-/// Orders two non-null values of the same type (floats by total order).
-pub(crate) fn cmp_values(a: &Value, b: &Value) -> Ordering {
-    use Value::*;
-    match (a, b) {
-        (BigInt(x), BigInt(y)) => x.cmp(y),
-        (Int(x), Int(y)) => x.cmp(y),
-        (SmallInt(x), SmallInt(y)) => x.cmp(y),
-        (TinyInt(x), TinyInt(y)) => x.cmp(y),
-        (Double(x), Double(y)) => x.total_cmp(y),
-        (Real(x), Real(y)) => x.total_cmp(y),
-        (Boolean(x), Boolean(y)) => x.cmp(y),
-        (Text(x), Text(y)) => x.cmp(y),
-        (Bytea(x), Bytea(y)) => x.cmp(y),
-        _ => Ordering::Equal,
-    }
-}
 
 /// Statistics of one column in one block.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -44,34 +26,111 @@ pub struct ZoneMap {
     bounded: bool,
 }
 
-impl ZoneMap {
-    pub(crate) fn new() -> Self {
-        ZoneMap { bounded: true, ..Default::default() }
+/// An order-preserving integer for a fixed-width value's little-endian bytes (the value's
+/// key encoding read as a big-endian number), so bounds compare without decoding.
+fn sort_key(ty: ColumnType, b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    let n = b.len().min(8);
+    a[..n].copy_from_slice(&b[..n]);
+    let raw = u64::from_le_bytes(a);
+    match ty {
+        ColumnType::BigInt => raw ^ (1 << 63),
+        ColumnType::Int => (raw as u32 ^ (1 << 31)) as u64,
+        ColumnType::SmallInt => (raw as u16 ^ (1 << 15)) as u64,
+        ColumnType::TinyInt => (raw as u8 ^ 0x80) as u64,
+        ColumnType::Double => {
+            if raw >> 63 == 1 {
+                !raw
+            } else {
+                raw ^ (1 << 63)
+            }
+        }
+        ColumnType::Real => {
+            let r = raw as u32;
+            (if r >> 31 == 1 { !r } else { r ^ (1 << 31) }) as u64
+        }
+        ColumnType::Boolean | ColumnType::Text | ColumnType::Bytea => raw,
+    }
+}
+
+/// A fixed-width bound: its sort key and its stored bytes.
+type FixedBound = (u64, [u8; 8]);
+
+/// Accumulates one column's zone map while a block is built, from stored bytes.
+pub(crate) struct ZoneBuilder {
+    ty: ColumnType,
+    nulls: u64,
+    carried: u64,
+    bounded: bool,
+    /// Fixed-width bounds: the minimum and the maximum.
+    fixed: Option<(FixedBound, FixedBound)>,
+    /// Var-width bounds.
+    var: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl ZoneBuilder {
+    pub(crate) fn new(ty: ColumnType) -> Self {
+        ZoneBuilder { ty, nulls: 0, carried: 0, bounded: true, fixed: None, var: None }
     }
 
-    pub(crate) fn add(&mut self, v: &Value) {
+    pub(crate) fn add(&mut self, c: RawCell<'_>) {
+        let b = match c {
+            RawCell::Absent => return,
+            RawCell::Null => {
+                self.carried += 1;
+                self.nulls += 1;
+                return;
+            }
+            RawCell::Bytes(b) => b,
+        };
         self.carried += 1;
-        if v.is_null() {
-            self.nulls += 1;
-            return;
-        }
         if !self.bounded {
             return;
         }
-        if v.var_bytes().is_some_and(|b| b.len() > MAX_VAR_BOUND) {
+        if self.ty.fixed_width().is_some() {
+            let k = sort_key(self.ty, b);
+            let mut raw = [0u8; 8];
+            raw[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
+            match &mut self.fixed {
+                None => self.fixed = Some(((k, raw), (k, raw))),
+                Some((lo, hi)) => {
+                    if k < lo.0 {
+                        *lo = (k, raw);
+                    }
+                    if k > hi.0 {
+                        *hi = (k, raw);
+                    }
+                }
+            }
+        } else if b.len() > MAX_VAR_BOUND {
             self.bounded = false;
-            self.min = None;
-            self.max = None;
-            return;
-        }
-        if self.min.as_ref().is_none_or(|m| cmp_values(v, m) == Ordering::Less) {
-            self.min = Some(v.clone());
-        }
-        if self.max.as_ref().is_none_or(|m| cmp_values(v, m) == Ordering::Greater) {
-            self.max = Some(v.clone());
+            self.var = None;
+        } else {
+            match &mut self.var {
+                None => self.var = Some((b.to_vec(), b.to_vec())),
+                Some((lo, hi)) => {
+                    if b < lo.as_slice() {
+                        *lo = b.to_vec();
+                    }
+                    if b > hi.as_slice() {
+                        *hi = b.to_vec();
+                    }
+                }
+            }
         }
     }
 
+    pub(crate) fn finish(&self) -> ZoneMap {
+        let (min, max) = match (&self.fixed, &self.var) {
+            (Some((lo, hi)), _) => (Some(Value::from_fixed(self.ty, &lo.1)), Some(Value::from_fixed(self.ty, &hi.1))),
+            (None, Some((lo, hi))) => (Value::from_var(self.ty, lo), Value::from_var(self.ty, hi)),
+            (None, None) => (None, None),
+        };
+        ZoneMap { min, max, nulls: self.nulls, carried: self.carried, bounded: self.bounded }
+    }
+}
+
+impl ZoneMap {
     pub(crate) fn encode(&self, ty: ColumnType, out: &mut Vec<u8>) {
         let has = self.min.is_some() && self.max.is_some();
         out.push(u8::from(has));
@@ -103,5 +162,52 @@ impl ZoneMap {
             z.max = Some(read()?);
         }
         Ok(z)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn raw(v: &Value) -> Vec<u8> {
+        let mut b = Vec::new();
+        v.put_fixed(&mut b);
+        if let Some(x) = v.var_bytes() {
+            b.extend_from_slice(x);
+        }
+        b
+    }
+
+    #[test]
+    fn bounds_match_a_naive_min_max_for_every_type() {
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        type Gen = Box<dyn Fn(&mut rand::rngs::StdRng) -> Value>;
+        let gens: Vec<(ColumnType, Gen)> = vec![
+            (ColumnType::BigInt, Box::new(|r| Value::BigInt(r.gen()))),
+            (ColumnType::Int, Box::new(|r| Value::Int(r.gen()))),
+            (ColumnType::SmallInt, Box::new(|r| Value::SmallInt(r.gen()))),
+            (ColumnType::TinyInt, Box::new(|r| Value::TinyInt(r.gen()))),
+            (ColumnType::Double, Box::new(|r| Value::Double((r.gen::<f64>() - 0.5) * 1e6))),
+            (ColumnType::Real, Box::new(|r| Value::Real(r.gen::<f32>() - 0.5))),
+            (ColumnType::Boolean, Box::new(|r| Value::Boolean(r.gen()))),
+            (ColumnType::Text, Box::new(|r| Value::Text(format!("{:x}", r.gen::<u32>())))),
+        ];
+        for (ty, gen) in &gens {
+            let mut z = ZoneBuilder::new(*ty);
+            let vals: Vec<Value> = (0..200).map(|_| gen(&mut rng)).collect();
+            for v in &vals {
+                z.add(RawCell::Bytes(&raw(v)));
+            }
+            z.add(RawCell::Null);
+            z.add(RawCell::Absent);
+            let zm = z.finish();
+            let key = |v: &Value| crate::types::key::encode_key(&[*ty], std::slice::from_ref(v));
+            let min = vals.iter().min_by_key(|v| key(v)).cloned();
+            let max = vals.iter().max_by_key(|v| key(v)).cloned();
+            assert_eq!((zm.min, zm.max), (min, max), "seed {seed} type {ty:?}");
+            assert_eq!((zm.nulls, zm.carried), (1, 201));
+        }
     }
 }
