@@ -267,17 +267,20 @@ impl Db {
         inner.pending_outputs.lock().clear();
         inner.delete_obsolete_files();
 
-        let mut threads = Vec::new();
+        let mut db = Db { inner, threads: Vec::new() };
         for i in 0..=opts.compaction_threads {
-            let inner = inner.clone();
+            let inner = db.inner.clone();
             let flusher = i == 0;
-            let t = std::thread::Builder::new()
+            let spawned = std::thread::Builder::new()
                 .name(if flusher { "strata-flush".into() } else { format!("strata-compact-{i}") })
-                .spawn(move || inner.background_loop(flusher))
-                .map_err(|e| Error::io(&dir, e))?;
-            threads.push(t);
+                .spawn(move || inner.background_loop(flusher));
+            match spawned {
+                Ok(t) => db.threads.push(t),
+                // Dropping `db` stops and joins the threads already started.
+                Err(e) => return Err(Error::io(&dir, e)),
+            }
         }
-        Ok(Db { inner, threads })
+        Ok(db)
     }
 
     /// Creates a table. Durable when this returns.

@@ -22,10 +22,13 @@ impl DbInner {
     /// The sequence number to read at and a view holding everything at or below it. With no
     /// snapshot, the pair is taken atomically with compaction's snapshot capture, so versions the
     /// read needs cannot be collapsed away under it.
-    pub(crate) fn read_point(&self, ropts: &ReadOptions<'_>) -> (u64, Arc<ReadView>) {
+    pub(crate) fn read_point(&self, ropts: &ReadOptions<'_>) -> Result<(u64, Arc<ReadView>)> {
         match ropts.snapshot {
-            Some(s) => (s.seq(), self.view.read().clone()),
-            None => self.snapshots.with_visible(|seq| (seq, self.view.read().clone())),
+            Some(s) if !s.belongs_to(&self.snapshots) => {
+                Err(Error::InvalidArgument("the snapshot belongs to another database".into()))
+            }
+            Some(s) => Ok((s.seq(), self.view.read().clone())),
+            None => Ok(self.snapshots.with_visible(|seq| (seq, self.view.read().clone()))),
         }
     }
 
@@ -41,7 +44,7 @@ impl DbInner {
         ropts: &ReadOptions<'_>,
     ) -> Result<Option<Cells>> {
         self.check_open()?;
-        let (seq, view) = self.read_point(ropts);
+        let (seq, view) = self.read_point(ropts)?;
         let t = self.table_in(&view, info)?;
         let types = &info.value_types;
         let mut res = Resolver::default();
@@ -86,7 +89,7 @@ impl DbInner {
         ropts: &ReadOptions<'_>,
     ) -> Result<ScanIter> {
         self.check_open()?;
-        let (seq, view) = self.read_point(ropts);
+        let (seq, view) = self.read_point(ropts)?;
         let t = self.table_in(&view, info)?.clone();
         let wanted: Option<Arc<[bool]>> = projection.wanted(info).map(Into::into);
         let mut sources: Vec<Box<dyn Source>> = Vec::new();

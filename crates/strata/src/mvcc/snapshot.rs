@@ -75,6 +75,11 @@ impl Snapshot {
     pub fn seq(&self) -> u64 {
         self.seq
     }
+
+    /// Whether the snapshot was taken on the database owning `list`.
+    pub(crate) fn belongs_to(&self, list: &Arc<SnapshotList>) -> bool {
+        Arc::ptr_eq(&self.list, list)
+    }
 }
 
 impl Drop for Snapshot {

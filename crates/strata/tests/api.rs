@@ -1,0 +1,128 @@
+//! The public API's contracts: bad input is a clear error and never changes stored data; tables
+//! come and go; the directory lock; snapshots stay with their database.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::tiny_options;
+use strata::vfs::{FaultFs, OsFs};
+use strata::{
+    Column, ColumnType, Db, Error, KeyRange, Options, Projection, ReadOptions, Schema, TableOptions, Value, WriteBatch,
+};
+
+fn schema() -> Schema {
+    Schema::new(
+        vec![
+            Column::new("id", ColumnType::BigInt),
+            Column::not_null("a", ColumnType::Int),
+            Column::new("s", ColumnType::Text),
+        ],
+        &["id"],
+    )
+    .unwrap()
+}
+
+fn all(t: &strata::Table) -> Vec<Vec<Value>> {
+    t.scan(&KeyRange::all(), &Projection::All, &ReadOptions::default()).unwrap().map(Result::unwrap).collect()
+}
+
+#[test]
+fn bad_writes_are_errors_and_change_nothing() {
+    let fs = FaultFs::new();
+    let db = Db::open("/api", tiny_options(Arc::new(fs))).unwrap();
+    let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    t.insert(&[Value::BigInt(1), Value::Int(1), "x".into()]).unwrap();
+    let before = all(&t);
+
+    let e = t.insert(&[Value::BigInt(2), Value::Text("no".into()), Value::Null]).unwrap_err();
+    assert!(matches!(&e, Error::TypeMismatch { column, .. } if column == "a"), "{e}");
+    let e = t.insert(&[Value::BigInt(2), Value::Null, Value::Null]).unwrap_err();
+    assert!(e.to_string().contains("NOT NULL"), "{e}");
+    let e = t.insert(&[Value::BigInt(2)]).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    let e = t.update(&[Value::BigInt(1)], &[("nope", Value::Int(1))]).unwrap_err();
+    assert!(matches!(&e, Error::UnknownColumn { column, .. } if column == "nope"), "{e}");
+    let e = t.update(&[Value::BigInt(1)], &[("id", Value::BigInt(5))]).unwrap_err();
+    assert!(e.to_string().contains("primary key"), "{e}");
+    let e = t.update(&[Value::BigInt(1)], &[("a", Value::Int(1)), ("a", Value::Int(2))]).unwrap_err();
+    assert!(e.to_string().contains("twice"), "{e}");
+    let e = t.delete(&[Value::Int(1)]).unwrap_err();
+    assert!(matches!(e, Error::TypeMismatch { .. }), "{e}");
+    let e = t.get(&[Value::BigInt(1), Value::BigInt(2)], &Projection::All, &ReadOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    let e = t.projection(&["zzz"]).unwrap_err();
+    assert!(matches!(e, Error::UnknownColumn { .. }), "{e}");
+
+    // A batch with one bad op is rejected while it is built; nothing of it is written.
+    let mut b = WriteBatch::new();
+    b.insert(&t, &[Value::BigInt(3), Value::Int(3), Value::Null]).unwrap();
+    assert!(b.insert(&t, &[Value::BigInt(4), Value::Null, Value::Null]).is_err());
+    assert_eq!(all(&t), before);
+}
+
+#[test]
+fn tables_are_created_dropped_and_persisted() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || Options { fs: Arc::new(OsFs), ..tiny_options(Arc::new(OsFs)) };
+    {
+        let db = Db::open(dir.path(), opts()).unwrap();
+        let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+        assert!(matches!(db.create_table("t", schema(), TableOptions::default()), Err(Error::TableExists(_))));
+        assert!(matches!(db.create_table("", schema(), TableOptions::default()), Err(Error::InvalidArgument(_))));
+        t.insert(&[Value::BigInt(1), Value::Int(1), Value::Null]).unwrap();
+        db.create_table("u", schema(), TableOptions::default()).unwrap();
+        db.drop_table("u").unwrap();
+        assert!(matches!(db.drop_table("u"), Err(Error::UnknownTable(_))));
+        assert!(matches!(db.table("u"), Err(Error::UnknownTable(_))));
+        // A handle to a dropped table fails cleanly.
+        let old = db.create_table("v", schema(), TableOptions::default()).unwrap();
+        db.drop_table("v").unwrap();
+        assert!(matches!(old.insert(&[Value::BigInt(1), Value::Int(1), Value::Null]), Err(Error::UnknownTable(_))));
+        assert!(matches!(
+            old.get(&[Value::BigInt(1)], &Projection::All, &ReadOptions::default()),
+            Err(Error::UnknownTable(_))
+        ));
+        // A new table of the same name starts empty.
+        let v = db.create_table("v", schema(), TableOptions::default()).unwrap();
+        assert!(all(&v).is_empty());
+    }
+    let db = Db::open(dir.path(), opts()).unwrap();
+    assert_eq!(db.table_names(), vec!["t".to_string(), "v".to_string()]);
+    let t = db.table("t").unwrap();
+    assert_eq!(t.schema(), &schema());
+    assert_eq!(all(&t), vec![vec![Value::BigInt(1), Value::Int(1), Value::Null]]);
+}
+
+#[test]
+fn the_directory_is_locked_and_missing_databases_are_not_created_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || Options { fs: Arc::new(OsFs), ..Options::default() };
+    let db = Db::open(dir.path(), opts()).unwrap();
+    assert!(matches!(Db::open(dir.path(), opts()), Err(Error::Locked(_))));
+    drop(db);
+    assert!(Db::open(dir.path(), opts()).is_ok());
+    let none = dir.path().join("none");
+    let e = Db::open(&none, Options { create_if_missing: false, ..opts() }).err().unwrap();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert!(matches!(Db::open(&none, Options { num_levels: 1, ..opts() }), Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn snapshots_read_a_fixed_past_and_belong_to_their_database() {
+    let db = Db::open("/a", tiny_options(Arc::new(FaultFs::new()))).unwrap();
+    let other = Db::open("/b", tiny_options(Arc::new(FaultFs::new()))).unwrap();
+    let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    t.insert(&[Value::BigInt(1), Value::Int(1), Value::Null]).unwrap();
+    let snap = db.snapshot();
+    t.update(&[Value::BigInt(1)], &[("a", Value::Int(2))]).unwrap();
+    t.delete(&[Value::BigInt(1)]).unwrap();
+    db.flush().unwrap();
+    db.compact_range("t", &KeyRange::all()).unwrap();
+    let at = ReadOptions { snapshot: Some(&snap) };
+    assert_eq!(t.get(&[Value::BigInt(1)], &Projection::All, &at).unwrap().unwrap()[1], Value::Int(1));
+    assert_eq!(t.get(&[Value::BigInt(1)], &Projection::All, &ReadOptions::default()).unwrap(), None);
+    let foreign = other.snapshot();
+    let e = t.get(&[Value::BigInt(1)], &Projection::All, &ReadOptions { snapshot: Some(&foreign) }).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+}
