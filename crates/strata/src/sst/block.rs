@@ -356,6 +356,7 @@ impl Block {
             }
             cols.push(ColView { ty, presence, nulls, data });
         }
+        keys.shrink_to_fit();
         Ok(Block { n, keys, key_ends, seqs, kinds, body, cols })
     }
 
@@ -366,7 +367,14 @@ impl Block {
 
     /// Approximate memory held, for the cache.
     pub(crate) fn charge(&self) -> usize {
-        self.body.len() + self.keys.len() + self.n * 14 + 128
+        self.body.capacity()
+            + self.keys.capacity()
+            + self.key_ends.capacity() * 4
+            + self.seqs.capacity() * 8
+            + self.kinds.capacity()
+            + self.cols.capacity() * std::mem::size_of::<ColView>()
+            + std::mem::size_of::<Self>()
+            + 64
     }
 
     pub(crate) fn key(&self, i: usize) -> &[u8] {
