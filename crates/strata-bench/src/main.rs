@@ -160,6 +160,10 @@ fn engine(a: &EngineArgs, root: &Path) -> strata::Result<()> {
     }
     let load_secs = started.elapsed().as_secs_f64();
     let peak_rss = sampler.finish();
+    eprintln!("waiting for background compaction to catch up");
+    let settle = Instant::now();
+    db.wait_for_compactions()?;
+    let settle_secs = settle.elapsed().as_secs_f64();
     let stats = db.stats();
 
     // 2. Point reads on the loaded tree.
@@ -210,6 +214,7 @@ fn engine(a: &EngineArgs, root: &Path) -> strata::Result<()> {
     println!("{:<44} {:>14}", "measure", "value");
     println!("{:<44} {:>14.0}", "insert rows/s (single puts, WAL, no fsync)", a.rows as f64 / load_secs);
     println!("{:<44} {:>14.0}", "insert rows/s (batch of 100, fsync each)", a.sync_rows as f64 / sync_secs);
+    println!("{:<44} {:>14.1}", "compaction catch-up after load (s)", settle_secs);
     println!("{:<44} {:>14.2}", "point read p50 (µs)", pct(0.50));
     println!("{:<44} {:>14.2}", "point read p99 (µs)", pct(0.99));
     println!("{:<44} {:>14.2}", "point read p99.9 (µs)", pct(0.999));
@@ -220,7 +225,7 @@ fn engine(a: &EngineArgs, root: &Path) -> strata::Result<()> {
     println!("{:<44} {:>14.1}", "growth above budget (MiB)", mib(peak_rss.saturating_sub(base_rss)) - mib(budget));
     println!("{:<44} {:>14.1}", "peak RSS growth during reads (MiB)", mib(peak_read_rss.saturating_sub(base_rss)));
     println!("{:<44} {:>14.2}", "write amplification (SST bytes / ingested)", stats.tables[0].write_amplification);
-    println!("tree after load (level: files, MiB):");
+    println!("tree after load and catch-up (level: files, MiB):");
     for l in stats.tables[0].levels.iter().filter(|l| l.files > 0) {
         println!("  L{}: {} files, {:.1} MiB", l.level, l.files, mib(l.bytes));
     }

@@ -219,6 +219,29 @@ impl DbInner {
         Ok(())
     }
 
+    /// Waits until no memtable waits for flush and the policy has no compaction to run.
+    pub(crate) fn wait_idle(&self) -> Result<()> {
+        let mut bg = self.bg.lock();
+        loop {
+            if let Some(e) = self.bg_error.lock().clone() {
+                return Err(Error::Poisoned(e));
+            }
+            if bg.shutting_down {
+                return Err(Error::Closed);
+            }
+            let view = self.view.read().clone();
+            let idle = view.imm.is_empty()
+                && !bg.flush_running
+                && bg.running_compactions == 0
+                && policy::pick(&view.version, &bg.busy, &self.policy_options()).is_none();
+            if idle {
+                return Ok(());
+            }
+            self.bg_cv.notify_all();
+            self.bg_cv.wait_for(&mut bg, Duration::from_millis(100));
+        }
+    }
+
     /// Flushes, pauses background compaction, then compacts every level of `table` overlapping
     /// `[lo, hi)` into the next, top to bottom.
     pub(crate) fn compact_range(&self, table: u32, lo: &[u8], hi: Option<&[u8]>) -> Result<()> {

@@ -360,6 +360,13 @@ impl Db {
         self.inner.compact_range(t.info().id, &lo, hi.as_deref())
     }
 
+    /// Waits until background work has caught up: no frozen memtable waits for flush and no
+    /// level is over its target. Writes made meanwhile may create more work; this returns once
+    /// it saw none.
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        self.inner.wait_idle()
+    }
+
     /// Per table and level: files, bytes, entries, bytes written, write amplification.
     pub fn stats(&self) -> Stats {
         self.inner.stats()

@@ -404,11 +404,13 @@ impl Block {
     }
 
     /// Column `c` (index within the group) of version `i`: `None` when not carried.
+    #[inline]
     pub(crate) fn cell(&self, i: usize, c: usize) -> Option<Value> {
         self.raw_cell(i, c).to_value(self.cols[c].ty)
     }
 
     /// Column `c` of version `i` without decoding it.
+    #[inline]
     pub(crate) fn raw_cell(&self, i: usize, c: usize) -> RawCell<'_> {
         let col = &self.cols[c];
         let nb = self.n.div_ceil(8);

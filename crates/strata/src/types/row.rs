@@ -37,6 +37,7 @@ pub(crate) enum RawCell<'a> {
 impl RawCell<'_> {
     /// Decodes into a value of type `ty` (`None` when absent or for TEXT that is not UTF-8,
     /// which validated input never holds).
+    #[inline]
     pub(crate) fn to_value(self, ty: ColumnType) -> Option<Value> {
         match self {
             RawCell::Absent => None,

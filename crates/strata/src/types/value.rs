@@ -100,6 +100,7 @@ impl Value {
     }
 
     /// Reads a fixed-width value of type `ty` from exactly `ty.fixed_width()` bytes.
+    #[inline]
     pub(crate) fn from_fixed(ty: ColumnType, b: &[u8]) -> Value {
         fn arr<const N: usize>(b: &[u8]) -> [u8; N] {
             let mut a = [0u8; N];
