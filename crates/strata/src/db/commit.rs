@@ -46,9 +46,9 @@ impl DbInner {
             if !st.leader_active {
                 // Our request is still queued: a leader that took it would have left a result.
                 st.leader_active = true;
-                let mut group = std::mem::take(&mut st.queue);
+                let group = std::mem::take(&mut st.queue);
                 drop(st);
-                let outcome = self.commit_group(&mut group);
+                let outcome = self.commit_group(&group);
                 let mut st = self.commit.lock();
                 st.leader_active = false;
                 let msg = outcome.as_ref().err().map(ToString::to_string);
@@ -63,7 +63,7 @@ impl DbInner {
         }
     }
 
-    fn commit_group(&self, group: &mut [Request]) -> Result<()> {
+    fn commit_group(&self, group: &[Request]) -> Result<()> {
         self.check_writable()?;
         self.make_room()?;
         let mut seq = self.last_seq.load(Ordering::Acquire);
