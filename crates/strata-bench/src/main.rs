@@ -214,6 +214,8 @@ fn engine(a: &EngineArgs, root: &Path) -> strata::Result<()> {
     println!("{:<44} {:>14}", "measure", "value");
     println!("{:<44} {:>14.0}", "insert rows/s (single puts, WAL, no fsync)", a.rows as f64 / load_secs);
     println!("{:<44} {:>14.0}", "insert rows/s (batch of 100, fsync each)", a.sync_rows as f64 / sync_secs);
+    println!("{:<44} {:>14.1}", "writes stalled by background work (s)", stats.write_stall_micros as f64 / 1e6);
+    println!("{:<44} {:>14.1}", "load time (s)", load_secs);
     println!("{:<44} {:>14.1}", "compaction catch-up after load (s)", settle_secs);
     println!("{:<44} {:>14.2}", "point read p50 (µs)", pct(0.50));
     println!("{:<44} {:>14.2}", "point read p99 (µs)", pct(0.99));

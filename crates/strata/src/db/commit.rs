@@ -9,7 +9,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{DbInner, ReadView};
 use crate::error::{Error, Result};
@@ -68,8 +68,9 @@ impl DbInner {
         self.make_room()?;
         let mut seq = self.last_seq.load(Ordering::Acquire);
         let first = seq + 1;
-        let mut buf = Vec::new();
-        let mut payload = Vec::new();
+        let bytes: usize = group.iter().map(|r| r.batch.bytes + 32).sum();
+        let mut buf = Vec::with_capacity(bytes + 16 * group.len());
+        let mut payload = Vec::with_capacity(group.iter().map(|r| r.batch.bytes + 32).max().unwrap_or(0));
         let mut sync = false;
         for r in group.iter() {
             payload.clear();
@@ -89,13 +90,22 @@ impl DbInner {
         }
         let mem = self.view.read().mem.clone();
         let mut s = first;
-        let mut io = self.io.lock();
+        // Bytes ingested per table, summed here so the counters are locked once per group.
+        let mut ingested: Vec<(u32, u64)> = Vec::new();
         for r in group.iter() {
             for op in &r.batch.ops {
                 mem.insert(op.table_id, &op.key, s, op.kind, &op.row);
-                *io.ingested.entry(op.table_id).or_default() += (op.key.len() + op.row.len()) as u64;
+                let n = (op.key.len() + op.row.len()) as u64;
+                match ingested.iter_mut().find(|(t, _)| *t == op.table_id) {
+                    Some((_, b)) => *b += n,
+                    None => ingested.push((op.table_id, n)),
+                }
                 s += 1;
             }
+        }
+        let mut io = self.io.lock();
+        for (t, n) in ingested {
+            *io.ingested.entry(t).or_default() += n;
         }
         drop(io);
         self.last_seq.store(seq, Ordering::Release);
@@ -121,13 +131,17 @@ impl DbInner {
             let full = view.mem.approximate_bytes() >= self.opts.memtable_size;
             if l0 >= self.opts.l0_stop_trigger || (full && view.imm.len() >= self.opts.max_immutable_memtables) {
                 self.bg_cv.notify_all();
+                let t = Instant::now();
                 self.bg_cv.wait_for(&mut bg, Duration::from_millis(100));
+                self.io.lock().stall_micros += t.elapsed().as_micros() as u64;
                 continue;
             }
             drop(bg);
             if l0 >= self.opts.l0_slowdown_trigger && !slowed {
                 slowed = true;
+                let t = Instant::now();
                 std::thread::sleep(Duration::from_millis(1));
+                self.io.lock().stall_micros += t.elapsed().as_micros() as u64;
                 continue;
             }
             if full {

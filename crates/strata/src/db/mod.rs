@@ -104,6 +104,7 @@ pub(crate) struct IoCounters {
     pub written: HashMap<(u32, usize), u64>,
     pub compactions: u64,
     pub flushes: u64,
+    pub stall_micros: u64,
 }
 
 pub(crate) struct DbInner {

@@ -54,6 +54,8 @@ pub struct Stats {
     pub compactions: u64,
     /// Last sequence number visible to readers.
     pub last_sequence: u64,
+    /// Microseconds writers spent stalled or slowed down waiting for flush or compaction.
+    pub write_stall_micros: u64,
 }
 
 impl DbInner {
@@ -98,6 +100,7 @@ impl DbInner {
             flushes: io.flushes,
             compactions: io.compactions,
             last_sequence: self.snapshots.visible(),
+            write_stall_micros: io.stall_micros,
         }
     }
 }

@@ -61,7 +61,7 @@ impl WriteBatch {
     }
 
     pub(crate) fn push(&mut self, op: BatchOp) {
-        self.bytes += op.key.len() + op.row.len() + 8;
+        self.bytes += op.key.len() + op.row.len() + 16;
         self.ops.push(op);
     }
 
