@@ -182,6 +182,7 @@ fn engine(a: &EngineArgs, root: &Path) -> strata::Result<()> {
         }
     }
     let peak_read_rss = sampler.finish();
+    let cache_bytes = db.stats().block_cache_bytes;
     lat.sort_unstable();
     let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)] as f64 / 1000.0;
     drop(t);
@@ -226,6 +227,7 @@ fn engine(a: &EngineArgs, root: &Path) -> strata::Result<()> {
     println!("{:<44} {:>14.1}", "budget: 2 memtables + block cache (MiB)", mib(budget));
     println!("{:<44} {:>14.1}", "growth above budget (MiB)", mib(peak_rss.saturating_sub(base_rss)) - mib(budget));
     println!("{:<44} {:>14.1}", "peak RSS growth during reads (MiB)", mib(peak_read_rss.saturating_sub(base_rss)));
+    println!("{:<44} {:>14.1}", "block cache charge after reads (MiB)", mib(cache_bytes));
     println!("{:<44} {:>14.2}", "write amplification (SST bytes / ingested)", stats.tables[0].write_amplification);
     println!("tree after load and catch-up (level: files, MiB):");
     for l in stats.tables[0].levels.iter().filter(|l| l.files > 0) {

@@ -44,6 +44,8 @@ pub struct Stats {
     pub memtable_bytes: usize,
     /// Frozen memtables waiting for flush.
     pub immutable_memtables: usize,
+    /// Bytes of decoded blocks held by the block cache.
+    pub block_cache_bytes: u64,
     /// Data blocks read from files (block cache misses) since open.
     pub block_reads: u64,
     /// Bytes of those reads.
@@ -95,6 +97,7 @@ impl DbInner {
             memtable_bytes: view.mem.approximate_bytes()
                 + view.imm.iter().map(|m| m.approximate_bytes()).sum::<usize>(),
             immutable_memtables: view.imm.len(),
+            block_cache_bytes: self.tables.blocks.charged(),
             block_reads: self.tables.blocks.reads.load(Ordering::Relaxed),
             block_read_bytes: self.tables.blocks.read_bytes.load(Ordering::Relaxed),
             flushes: io.flushes,

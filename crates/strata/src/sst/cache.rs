@@ -44,6 +44,11 @@ impl BlockCache {
         }
     }
 
+    /// Bytes currently charged to the cache.
+    pub(crate) fn charged(&self) -> u64 {
+        self.cache.as_ref().map_or(0, |c| c.weight())
+    }
+
     pub(crate) fn count_read(&self, bytes: usize) {
         self.reads.fetch_add(1, Ordering::Relaxed);
         self.read_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
