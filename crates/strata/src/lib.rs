@@ -14,6 +14,8 @@
 mod codec;
 pub mod compaction;
 mod db;
+#[cfg(test)]
+mod decode_tests;
 mod error;
 mod iter;
 mod memtable;
