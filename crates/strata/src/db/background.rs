@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{DbInner, TableInfo};
+use super::{BgState, DbInner, ReadView, TableInfo};
 use crate::compaction::exec::{write_merged, OutputSpec};
 use crate::compaction::policy::{self, CompactionTask, PolicyOptions};
 use crate::error::{Error, Result};
@@ -221,6 +221,17 @@ impl DbInner {
 
     /// Waits until no memtable waits for flush and the policy has no compaction to run.
     pub(crate) fn wait_idle(&self) -> Result<()> {
+        self.wait_background(|bg, view| {
+            view.imm.is_empty()
+                && !bg.flush_running
+                && bg.running_compactions == 0
+                && policy::pick(&view.version, &bg.busy, &self.policy_options()).is_none()
+        })
+    }
+
+    /// Waits until `done` holds for the background state and read view, nudging the background
+    /// threads meanwhile. Fails if the database is closed or poisoned first.
+    pub(crate) fn wait_background(&self, done: impl Fn(&BgState, &ReadView) -> bool) -> Result<()> {
         let mut bg = self.bg.lock();
         loop {
             if let Some(e) = self.bg_error.lock().clone() {
@@ -230,15 +241,11 @@ impl DbInner {
                 return Err(Error::Closed);
             }
             let view = self.view.read().clone();
-            let idle = view.imm.is_empty()
-                && !bg.flush_running
-                && bg.running_compactions == 0
-                && policy::pick(&view.version, &bg.busy, &self.policy_options()).is_none();
-            if idle {
+            if done(&bg, &view) {
                 return Ok(());
             }
             self.bg_cv.notify_all();
-            self.bg_cv.wait_for(&mut bg, Duration::from_millis(100));
+            self.bg_cv.wait_for(&mut bg, Duration::from_millis(50));
         }
     }
 

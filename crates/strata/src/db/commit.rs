@@ -204,19 +204,6 @@ impl DbInner {
                 self.rotate()
             }
         })?;
-        let mut bg = self.bg.lock();
-        loop {
-            if let Some(e) = self.bg_error.lock().clone() {
-                return Err(Error::Poisoned(e));
-            }
-            if bg.shutting_down {
-                return Err(Error::Closed);
-            }
-            if self.view.read().imm.is_empty() {
-                return Ok(());
-            }
-            self.bg_cv.notify_all();
-            self.bg_cv.wait_for(&mut bg, Duration::from_millis(50));
-        }
+        self.wait_background(|_, view| view.imm.is_empty())
     }
 }
