@@ -1,0 +1,354 @@
+//! The request layer shared by `strata exec` (JSON lines) and the one-shot commands: it turns a
+//! JSON request into engine calls and a JSON response.
+//!
+//! Each response is produced only after the operation finished, so with `--sync` a write's
+//! response means the write is durable. A bad request is answered with an error and changes
+//! nothing: writes are validated in full before anything is written, and a batch is one atomic
+//! write.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+
+use serde_json::{json, Map, Value as Json};
+use strata::{Db, KeyRange, Projection, ReadOptions, Snapshot, Table, TableOptions, Value, WriteBatch, WriteOptions};
+
+use crate::expr::{parse_agg, parse_where, AggState};
+use crate::json::{key_from_json, object, row_from_json};
+use crate::schema_sql::parse_schema;
+
+/// An error answer: a stable kind and a message.
+#[derive(Debug)]
+pub struct CliError {
+    /// Machine-readable kind.
+    pub kind: &'static str,
+    /// Human-readable message.
+    pub message: String,
+}
+
+impl CliError {
+    pub fn new(kind: &'static str, message: impl Into<String>) -> Self {
+        CliError { kind, message: message.into() }
+    }
+
+    fn bad(message: impl Into<String>) -> Self {
+        Self::new("bad_request", message)
+    }
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)
+    }
+}
+
+impl From<strata::Error> for CliError {
+    fn from(e: strata::Error) -> Self {
+        let kind = match &e {
+            strata::Error::Io { .. } => "io",
+            strata::Error::Corruption { .. } => "corruption",
+            strata::Error::UnknownTable(_) => "unknown_table",
+            strata::Error::TableExists(_) => "table_exists",
+            strata::Error::UnknownColumn { .. } => "unknown_column",
+            strata::Error::TypeMismatch { .. } => "type_mismatch",
+            strata::Error::InvalidArgument(_) => "invalid_argument",
+            strata::Error::Locked(_) => "locked",
+            strata::Error::Poisoned(_) => "read_only",
+            _ => "closed",
+        };
+        CliError::new(kind, e.to_string())
+    }
+}
+
+type Res<T> = Result<T, CliError>;
+
+fn field<'a>(req: &'a Map<String, Json>, name: &str) -> Res<&'a Json> {
+    req.get(name).ok_or_else(|| CliError::bad(format!("missing field `{name}`")))
+}
+
+fn str_field<'a>(req: &'a Map<String, Json>, name: &str) -> Res<&'a str> {
+    field(req, name)?.as_str().ok_or_else(|| CliError::bad(format!("field `{name}` must be a string")))
+}
+
+fn obj_field<'a>(req: &'a Map<String, Json>, name: &str) -> Res<&'a Map<String, Json>> {
+    field(req, name)?.as_object().ok_or_else(|| CliError::bad(format!("field `{name}` must be an object")))
+}
+
+/// A database plus the named snapshots of one `exec` session.
+pub struct Session {
+    pub db: Db,
+    snapshots: HashMap<String, Snapshot>,
+    write: WriteOptions,
+}
+
+/// Scan parameters, as both `exec` and `strata scan` give them.
+#[derive(Default)]
+pub struct ScanArgs<'a> {
+    pub from: Option<&'a Map<String, Json>>,
+    pub to: Option<&'a Map<String, Json>>,
+    pub columns: Option<Vec<String>>,
+    pub filter: Option<&'a str>,
+    pub aggs: Vec<String>,
+    pub limit: Option<usize>,
+}
+
+/// The result of a scan: rows (column names + values) or aggregate values.
+pub enum ScanOut {
+    Rows(Vec<String>, Vec<Vec<Value>>),
+    Aggs(Vec<(String, Json)>),
+}
+
+impl Session {
+    pub fn new(db: Db, sync: bool) -> Self {
+        Session { db, snapshots: HashMap::new(), write: WriteOptions { sync } }
+    }
+
+    /// Handles one request line and returns the response object.
+    pub fn handle_line(&mut self, line: &str) -> Json {
+        let parsed: Result<Json, _> = serde_json::from_str(line);
+        let out = match parsed {
+            Err(e) => Err(CliError::bad(format!("not JSON: {e}"))),
+            Ok(Json::Object(req)) => self.handle(&req),
+            Ok(_) => Err(CliError::bad("a request must be a JSON object")),
+        };
+        match out {
+            Ok(Json::Object(mut m)) => {
+                let mut o = Map::new();
+                o.insert("ok".into(), Json::Bool(true));
+                o.append(&mut m);
+                Json::Object(o)
+            }
+            Ok(other) => json!({"ok": true, "result": other}),
+            Err(e) => json!({"ok": false, "error": {"kind": e.kind, "message": e.message}}),
+        }
+    }
+
+    fn read_opts(&self, req: &Map<String, Json>) -> Res<ReadOptions<'_>> {
+        match req.get("snapshot") {
+            None | Some(Json::Null) => Ok(ReadOptions::default()),
+            Some(Json::String(name)) => match self.snapshots.get(name) {
+                Some(s) => Ok(ReadOptions { snapshot: Some(s) }),
+                None => Err(CliError::new("unknown_snapshot", format!("no snapshot named `{name}`"))),
+            },
+            Some(_) => Err(CliError::bad("field `snapshot` must be a string")),
+        }
+    }
+
+    fn handle(&mut self, req: &Map<String, Json>) -> Res<Json> {
+        let op = str_field(req, "op")?;
+        match op {
+            "create_table" => {
+                let name = str_field(req, "table")?;
+                let schema = parse_schema(str_field(req, "schema")?).map_err(|m| CliError::new("invalid_schema", m))?;
+                self.db.create_table(name, schema, TableOptions::default())?;
+                Ok(json!({}))
+            }
+            "drop_table" => {
+                self.db.drop_table(str_field(req, "table")?)?;
+                Ok(json!({}))
+            }
+            "insert" | "update" | "delete" | "batch" => {
+                let mut b = WriteBatch::new();
+                if op == "batch" {
+                    let ops =
+                        field(req, "ops")?.as_array().ok_or_else(|| CliError::bad("field `ops` must be an array"))?;
+                    for (i, o) in ops.iter().enumerate() {
+                        let o = o.as_object().ok_or_else(|| CliError::bad(format!("ops[{i}] must be an object")))?;
+                        let inner = str_field(o, "op")?;
+                        if !matches!(inner, "insert" | "update" | "delete") {
+                            return Err(CliError::bad(format!(
+                                "ops[{i}]: a batch holds insert, update and delete only"
+                            )));
+                        }
+                        self.add_write(&mut b, inner, o)
+                            .map_err(|e| CliError::new(e.kind, format!("ops[{i}]: {}", e.message)))?;
+                    }
+                } else {
+                    self.add_write(&mut b, op, req)?;
+                }
+                self.db.write(b, &self.write)?;
+                Ok(json!({}))
+            }
+            "get" => {
+                let t = self.db.table(str_field(req, "table")?)?;
+                let key = key_from_json(t.schema(), obj_field(req, "key")?, false)
+                    .map_err(|m| CliError::new("type_mismatch", m))?;
+                let (names, proj) = projection(&t, columns_field(req)?)?;
+                let ro = self.read_opts(req)?;
+                let row = t.get(&key, &proj, &ro)?;
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                Ok(json!({"row": row.map_or(Json::Null, |r| object(&names, &r))}))
+            }
+            "scan" => {
+                let args = ScanArgs {
+                    from: req
+                        .get("from")
+                        .map(|f| f.as_object().ok_or_else(|| CliError::bad("field `from` must be an object")))
+                        .transpose()?,
+                    to: req
+                        .get("to")
+                        .map(|f| f.as_object().ok_or_else(|| CliError::bad("field `to` must be an object")))
+                        .transpose()?,
+                    columns: columns_field(req)?,
+                    filter: req
+                        .get("where")
+                        .map(|w| w.as_str().ok_or_else(|| CliError::bad("field `where` must be a string")))
+                        .transpose()?,
+                    aggs: match req.get("agg") {
+                        None => Vec::new(),
+                        Some(a) => a
+                            .as_array()
+                            .ok_or_else(|| CliError::bad("field `agg` must be an array"))?
+                            .iter()
+                            .map(|x| {
+                                x.as_str()
+                                    .map(str::to_owned)
+                                    .ok_or_else(|| CliError::bad("`agg` entries must be strings"))
+                            })
+                            .collect::<Res<_>>()?,
+                    },
+                    limit: match req.get("limit") {
+                        None => None,
+                        Some(l) => Some(
+                            l.as_u64().ok_or_else(|| CliError::bad("field `limit` must be a non-negative integer"))?
+                                as usize,
+                        ),
+                    },
+                };
+                let t = self.db.table(str_field(req, "table")?)?;
+                let ro = self.read_opts(req)?;
+                match scan(&t, &args, &ro)? {
+                    ScanOut::Rows(names, rows) => {
+                        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                        Ok(json!({"rows": rows.iter().map(|r| object(&names, r)).collect::<Vec<_>>()}))
+                    }
+                    ScanOut::Aggs(a) => Ok(json!({"agg": Json::Object(a.into_iter().collect())})),
+                }
+            }
+            "snapshot" => {
+                let name = str_field(req, "name")?.to_owned();
+                let s = self.db.snapshot();
+                let seq = s.seq();
+                self.snapshots.insert(name, s);
+                Ok(json!({"seq": seq}))
+            }
+            "release" => {
+                let name = str_field(req, "name")?;
+                self.snapshots
+                    .remove(name)
+                    .ok_or_else(|| CliError::new("unknown_snapshot", format!("no snapshot named `{name}`")))?;
+                Ok(json!({}))
+            }
+            "flush" => {
+                self.db.flush()?;
+                Ok(json!({}))
+            }
+            "compact" => {
+                self.db.compact_range(str_field(req, "table")?, &KeyRange::all())?;
+                Ok(json!({}))
+            }
+            other => Err(CliError::bad(format!("unknown op `{other}`"))),
+        }
+    }
+
+    fn add_write(&self, b: &mut WriteBatch, op: &str, req: &Map<String, Json>) -> Res<()> {
+        let t = self.db.table(str_field(req, "table")?)?;
+        let mismatch = |m: String| CliError::new("type_mismatch", m);
+        match op {
+            "insert" => {
+                let row = row_from_json(t.schema(), obj_field(req, "row")?).map_err(mismatch)?;
+                b.insert(&t, &row)?;
+            }
+            "update" => {
+                let key = key_from_json(t.schema(), obj_field(req, "key")?, false).map_err(mismatch)?;
+                let set = obj_field(req, "set")?;
+                let mut pairs = Vec::with_capacity(set.len());
+                for (name, j) in set {
+                    let c = t.schema().column_index(name).ok_or_else(|| {
+                        CliError::new("unknown_column", format!("table `{}` has no column `{name}`", t.name()))
+                    })?;
+                    let v = crate::json::from_json(t.schema().columns()[c].ty, j)
+                        .map_err(|m| mismatch(format!("column `{name}`: {m}")))?;
+                    pairs.push((name.as_str(), v));
+                }
+                b.update(&t, &key, &pairs)?;
+            }
+            _ => {
+                let key = key_from_json(t.schema(), obj_field(req, "key")?, false).map_err(mismatch)?;
+                b.delete(&t, &key)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn columns_field(req: &Map<String, Json>) -> Res<Option<Vec<String>>> {
+    match req.get("columns") {
+        None | Some(Json::Null) => Ok(None),
+        Some(Json::Array(a)) => a
+            .iter()
+            .map(|x| x.as_str().map(str::to_owned).ok_or_else(|| CliError::bad("`columns` entries must be strings")))
+            .collect::<Res<Vec<_>>>()
+            .map(Some),
+        Some(_) => Err(CliError::bad("field `columns` must be an array")),
+    }
+}
+
+/// Output names and the projection for optional column names (all columns by default).
+pub fn projection(t: &Table, columns: Option<Vec<String>>) -> Res<(Vec<String>, Projection)> {
+    match columns {
+        None => Ok((t.schema().columns().iter().map(|c| c.name.clone()).collect(), Projection::All)),
+        Some(c) => {
+            let refs: Vec<&str> = c.iter().map(String::as_str).collect();
+            let p = t.projection(&refs)?;
+            Ok((c, p))
+        }
+    }
+}
+
+/// Runs a scan with an optional predicate, aggregates and limit, through the core scan.
+pub fn scan(t: &Table, a: &ScanArgs<'_>, ro: &ReadOptions<'_>) -> Res<ScanOut> {
+    let schema = t.schema();
+    let key = |o: Option<&Map<String, Json>>| -> Res<Option<Vec<Value>>> {
+        o.map(|m| key_from_json(schema, m, true).map_err(|e| CliError::new("type_mismatch", e))).transpose()
+    };
+    let range = KeyRange {
+        start: key(a.from)?.map_or(Bound::Unbounded, Bound::Included),
+        end: key(a.to)?.map_or(Bound::Unbounded, Bound::Excluded),
+    };
+    let pred = a.filter.map(|w| parse_where(w, schema).map_err(|m| CliError::new("invalid_where", m))).transpose()?;
+    let aggs = a
+        .aggs
+        .iter()
+        .map(|x| parse_agg(x, schema).map_err(|m| CliError::new("invalid_agg", m)))
+        .collect::<Res<Vec<_>>>()?;
+    let (names, _) = projection(t, a.columns.clone())?;
+    let out_cols: Vec<usize> = names
+        .iter()
+        .map(|n| schema.column_index(n).ok_or_else(|| CliError::new("unknown_column", format!("unknown column `{n}`"))))
+        .collect::<Res<_>>()?;
+    let mut states: Vec<AggState> = aggs.iter().map(|_| AggState::default()).collect();
+    let mut rows = Vec::new();
+    for r in t.scan(&range, &Projection::All, ro)? {
+        let r = r?;
+        if let Some(p) = &pred {
+            if p.eval(&r) != Some(true) {
+                continue;
+            }
+        }
+        if aggs.is_empty() {
+            if a.limit.is_some_and(|l| rows.len() >= l) {
+                break;
+            }
+            rows.push(out_cols.iter().map(|&c| r[c].clone()).collect());
+        } else {
+            for (g, st) in aggs.iter().zip(states.iter_mut()) {
+                g.add(st, &r);
+            }
+        }
+    }
+    if aggs.is_empty() {
+        Ok(ScanOut::Rows(names, rows))
+    } else {
+        Ok(ScanOut::Aggs(aggs.iter().zip(&states).map(|(g, st)| (g.label.clone(), g.result(st))).collect()))
+    }
+}

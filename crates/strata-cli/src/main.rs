@@ -1,0 +1,352 @@
+//! `strata`: command-line access to a strata database.
+
+mod exec;
+mod expr;
+mod json;
+mod schema_sql;
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::{json, Map, Value as Json};
+use strata::{ColumnType, Db, KeyRange, Options, ReadOptions, TableOptions, Value};
+
+use exec::{projection, scan, CliError, ScanArgs, ScanOut, Session};
+
+#[derive(Parser)]
+#[command(name = "strata", version, about = "Command-line tool for the strata storage engine")]
+struct Cli {
+    /// Database directory (created on first use).
+    #[arg(long, global = true, default_value = "./strata-data")]
+    db: PathBuf,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    /// Aligned columns.
+    Table,
+    /// Comma-separated values with a header row.
+    Csv,
+    /// One JSON object per row.
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create a table: --schema "id BIGINT PRIMARY KEY, a INT NOT NULL, s TEXT"
+    /// (composite keys as "a INT, b TEXT, PRIMARY KEY (a, b)").
+    CreateTable {
+        /// Table name.
+        name: String,
+        /// Column list with the primary key.
+        #[arg(long)]
+        schema: String,
+    },
+    /// Drop a table and its data.
+    DropTable {
+        /// Table name.
+        name: String,
+    },
+    /// List tables with their schemas.
+    Tables,
+    /// Read one row by its key (key column values in key order).
+    Get {
+        /// Table name.
+        name: String,
+        /// Key column values, in key order.
+        #[arg(required = true)]
+        key: Vec<String>,
+        /// Comma-separated columns to return (default: all).
+        #[arg(long, value_delimiter = ',')]
+        columns: Option<Vec<String>>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+    /// Read rows in key order, optionally filtered and aggregated.
+    Scan {
+        /// Table name.
+        name: String,
+        /// First key (inclusive); key column values in key order, a prefix is allowed.
+        #[arg(long, num_args = 1..)]
+        from: Option<Vec<String>>,
+        /// Last key (exclusive); key column values in key order, a prefix is allowed.
+        #[arg(long, num_args = 1..)]
+        to: Option<Vec<String>>,
+        /// Comma-separated columns to return (default: all).
+        #[arg(long, value_delimiter = ',')]
+        columns: Option<Vec<String>>,
+        /// Filter, e.g. "a > 1 AND (s = 'x' OR s IS NULL)".
+        #[arg(long = "where")]
+        filter: Option<String>,
+        /// Aggregates instead of rows, e.g. "count(*),max(b)".
+        #[arg(long, value_delimiter = ',')]
+        agg: Vec<String>,
+        /// Return at most this many rows.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+    /// Per table and level: files, bytes, entries, bytes written, write amplification.
+    Stats {
+        /// Only this table.
+        name: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compact a table (or every table) down through all levels.
+    Compact {
+        /// Only this table.
+        name: Option<String>,
+    },
+    /// Read every block of every file and verify its checksum; exits non-zero naming a damaged file.
+    Check,
+    /// Read JSON requests, one per line, from stdin; write one JSON response per line to stdout,
+    /// each flushed only after its operation completed (durably, with --sync).
+    Exec {
+        /// Sync the WAL before answering each write.
+        #[arg(long)]
+        sync: bool,
+    },
+}
+
+/// Parses a key value typed on the command line.
+fn parse_text(ty: ColumnType, s: &str) -> Result<Value, String> {
+    let bad = || format!("`{s}` is not a valid {}", ty.name());
+    Ok(match ty {
+        ColumnType::BigInt => Value::BigInt(s.parse().map_err(|_| bad())?),
+        ColumnType::Int => Value::Int(s.parse().map_err(|_| bad())?),
+        ColumnType::SmallInt => Value::SmallInt(s.parse().map_err(|_| bad())?),
+        ColumnType::TinyInt => Value::TinyInt(s.parse().map_err(|_| bad())?),
+        ColumnType::Double => Value::Double(s.parse().map_err(|_| bad())?),
+        ColumnType::Real => Value::Real(s.parse().map_err(|_| bad())?),
+        ColumnType::Boolean => Value::Boolean(s.parse().map_err(|_| bad())?),
+        ColumnType::Text => Value::Text(s.to_owned()),
+        ColumnType::Bytea => Value::Bytea(json::parse_hex(s).ok_or_else(bad)?),
+    })
+}
+
+/// A key object (column name → JSON value) from command-line key values.
+fn key_object(t: &strata::Table, vals: &[String]) -> Result<Map<String, Json>, CliError> {
+    let schema = t.schema();
+    let pk = schema.primary_key();
+    if vals.len() > pk.len() {
+        return Err(CliError::new("invalid_argument", format!("table `{}` has {} key column(s)", t.name(), pk.len())));
+    }
+    let mut m = Map::new();
+    for (&c, v) in pk.iter().zip(vals) {
+        let col = &schema.columns()[c];
+        let val = parse_text(col.ty, v)
+            .map_err(|e| CliError::new("type_mismatch", format!("key column `{}`: {e}", col.name)))?;
+        m.insert(col.name.clone(), json::to_json(&val));
+    }
+    Ok(m)
+}
+
+fn text_of(v: &Value) -> String {
+    match json::to_json(v) {
+        Json::Null => "NULL".into(),
+        Json::String(s) => s,
+        other => other.to_string(),
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+fn print_rows(names: &[String], rows: &[Vec<Value>], format: Format) {
+    match format {
+        Format::Json => {
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            for r in rows {
+                println!("{}", json::object(&refs, r));
+            }
+        }
+        Format::Csv => {
+            println!("{}", names.iter().map(|n| csv_field(n)).collect::<Vec<_>>().join(","));
+            for r in rows {
+                let cells: Vec<String> =
+                    r.iter().map(|v| if v.is_null() { String::new() } else { csv_field(&text_of(v)) }).collect();
+                println!("{}", cells.join(","));
+            }
+        }
+        Format::Table => {
+            let cells: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(text_of).collect()).collect();
+            let widths: Vec<usize> = (0..names.len())
+                .map(|i| {
+                    cells.iter().map(|r| r[i].chars().count()).chain([names[i].chars().count()]).max().unwrap_or(0)
+                })
+                .collect();
+            let line = |vals: &[String]| {
+                vals.iter()
+                    .zip(&widths)
+                    .map(|(v, w)| format!("{v:<w$}"))
+                    .collect::<Vec<_>>()
+                    .join("  ")
+                    .trim_end()
+                    .to_owned()
+            };
+            println!("{}", line(names));
+            println!("{}", widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  "));
+            for r in &cells {
+                println!("{}", line(r));
+            }
+            println!("({} row{})", rows.len(), if rows.len() == 1 { "" } else { "s" });
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    let db = Db::open(&cli.db, Options::default())?;
+    match cli.cmd {
+        Cmd::CreateTable { name, schema } => {
+            let schema = schema_sql::parse_schema(&schema).map_err(|m| CliError::new("invalid_schema", m))?;
+            db.create_table(&name, schema, TableOptions::default())?;
+            println!("created table {name}");
+        }
+        Cmd::DropTable { name } => {
+            db.drop_table(&name)?;
+            println!("dropped table {name}");
+        }
+        Cmd::Tables => {
+            for n in db.table_names() {
+                let t = db.table(&n)?;
+                println!("{n}: {}", schema_sql::schema_text(t.schema()));
+            }
+        }
+        Cmd::Get { name, key, columns, format } => {
+            let t = db.table(&name)?;
+            let k = key_object(&t, &key)?;
+            let k = json::key_from_json(t.schema(), &k, false).map_err(|m| CliError::new("invalid_argument", m))?;
+            let (names, proj) = projection(&t, columns)?;
+            let rows: Vec<Vec<Value>> = t.get(&k, &proj, &ReadOptions::default())?.into_iter().collect();
+            print_rows(&names, &rows, format);
+        }
+        Cmd::Scan { name, from, to, columns, filter, agg, limit, format } => {
+            let t = db.table(&name)?;
+            let from = from.map(|f| key_object(&t, &f)).transpose()?;
+            let to = to.map(|f| key_object(&t, &f)).transpose()?;
+            let args =
+                ScanArgs { from: from.as_ref(), to: to.as_ref(), columns, filter: filter.as_deref(), aggs: agg, limit };
+            match scan(&t, &args, &ReadOptions::default())? {
+                ScanOut::Rows(names, rows) => print_rows(&names, &rows, format),
+                ScanOut::Aggs(a) => {
+                    if matches!(format, Format::Json) {
+                        println!("{}", Json::Object(a.into_iter().collect()));
+                    } else {
+                        let names: Vec<String> = a.iter().map(|(n, _)| n.clone()).collect();
+                        let vals: Vec<Value> = a
+                            .iter()
+                            .map(|(_, j)| match j {
+                                Json::Null => Value::Null,
+                                Json::String(s) => Value::Text(s.clone()),
+                                other => Value::Text(other.to_string()),
+                            })
+                            .collect();
+                        print_rows(&names, &[vals], format);
+                    }
+                }
+            }
+        }
+        Cmd::Stats { name, json: as_json } => {
+            let st = db.stats();
+            let tables: Vec<_> = st.tables.iter().filter(|t| name.as_ref().is_none_or(|n| *n == t.name)).collect();
+            if let Some(n) = &name {
+                if tables.is_empty() {
+                    return Err(strata::Error::UnknownTable(n.clone()).into());
+                }
+            }
+            if as_json {
+                let tj: Vec<Json> = tables
+                    .iter()
+                    .map(|t| {
+                        json!({
+                            "name": t.name,
+                            "ingested_bytes": t.ingested_bytes,
+                            "write_amplification": t.write_amplification,
+                            "levels": t.levels.iter().map(|l| json!({
+                                "level": l.level, "runs": l.runs, "files": l.files, "bytes": l.bytes,
+                                "entries": l.entries, "bytes_written": l.bytes_written,
+                                "min_seq": l.seq_range.map(|r| r.0), "max_seq": l.seq_range.map(|r| r.1),
+                                "layout": "row",
+                            })).collect::<Vec<_>>(),
+                        })
+                    })
+                    .collect();
+                let out = json!({
+                    "tables": tj,
+                    "memtable_bytes": st.memtable_bytes,
+                    "block_cache_bytes": st.block_cache_bytes,
+                    "block_reads": st.block_reads,
+                    "last_sequence": st.last_sequence,
+                });
+                println!("{out}");
+            } else {
+                for t in tables {
+                    println!("table {} (write amplification {:.2} since open)", t.name, t.write_amplification);
+                    println!(
+                        "  {:<6} {:>6} {:>12} {:>10} {:>14}  layout",
+                        "level", "files", "bytes", "entries", "bytes written"
+                    );
+                    for l in &t.levels {
+                        println!(
+                            "  L{:<5} {:>6} {:>12} {:>10} {:>14}  row",
+                            l.level, l.files, l.bytes, l.entries, l.bytes_written
+                        );
+                    }
+                }
+            }
+        }
+        Cmd::Compact { name } => {
+            let names = match name {
+                Some(n) => vec![n],
+                None => db.table_names(),
+            };
+            for n in names {
+                db.compact_range(&n, &KeyRange::all())?;
+                println!("compacted {n}");
+            }
+        }
+        Cmd::Check => {
+            let n = db.verify()?;
+            println!("ok: {n} files verified");
+        }
+        Cmd::Exec { sync } => {
+            let mut session = Session::new(db, sync);
+            let stdin = std::io::stdin();
+            let mut out = std::io::stdout().lock();
+            for line in stdin.lock().lines() {
+                let line = line.map_err(|e| CliError::new("io", e.to_string()))?;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let resp = session.handle_line(&line);
+                writeln!(out, "{resp}").and_then(|()| out.flush()).map_err(|e| CliError::new("io", e.to_string()))?;
+            }
+            session.db.close()?;
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("strata: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
