@@ -237,3 +237,53 @@ fn sigkill_loses_no_acknowledged_write() {
         assert!(out.status.success(), "seed {seed} round {round}: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
+
+#[test]
+fn load_rejects_a_bad_row_and_leaves_the_table_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for r in exec(
+        &db,
+        &[
+            json!({"op":"create_table","table":"t","schema":"id BIGINT PRIMARY KEY, a INT NOT NULL, s TEXT"}),
+            json!({"op":"insert","table":"t","row":{"id":1,"a":1}}),
+        ],
+    ) {
+        ok(&r);
+    }
+    let bad = dir.path().join("bad.csv");
+    let mut text = String::from("id,a,s\n");
+    for i in 2..=3000 {
+        text.push_str(&format!("{i},{i},\"row, {i}\"\n"));
+    }
+    text.push_str("5000,notanumber,x\n");
+    std::fs::write(&bad, &text).unwrap();
+    let out = strata(&db).args(["load", "t"]).arg(&bad).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("line 3001") && stderr.contains("column `a`"), "{stderr}");
+    let rows = exec(&db, &[json!({"op":"scan","table":"t","agg":["count(*)"]})]);
+    assert_eq!(rows[0]["agg"]["count(*)"], json!(1), "the failed load wrote rows");
+
+    let good = dir.path().join("good.csv");
+    std::fs::write(&good, text.lines().take(3000).collect::<Vec<_>>().join("\n")).unwrap();
+    let out = strata(&db).args(["load", "t"]).arg(&good).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = exec(
+        &db,
+        &[json!({"op":"scan","table":"t","agg":["count(*)"]}), json!({"op":"get","table":"t","key":{"id":7}})],
+    );
+    assert_eq!(r[0]["agg"]["count(*)"], json!(3000));
+    assert_eq!(r[1]["row"], json!({"id":7,"a":7,"s":"row, 7"}));
+}
+
+#[test]
+fn demo_runs_and_prints_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = strata(&dir.path().join("demo")).args(["demo", "--rows", "20000"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for want in ["insert (batches of 1000)", "point read", "scan MAX", "scan SUM", "tree of `narrow`"] {
+        assert!(stdout.contains(want), "summary lacks `{want}`:\n{stdout}");
+    }
+}
