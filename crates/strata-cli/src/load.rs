@@ -1,12 +1,15 @@
-//! `strata load`: CSV files with a header row naming the columns. The file is read twice: the
-//! first pass checks every value (so a bad value leaves the table untouched, and the error names
-//! its line and column); the second writes batches of rows, each batch atomic. Empty fields are
-//! NULL; DOUBLE/REAL accept `NaN`, `Infinity`, `-Infinity`; BOOLEAN accepts true/false/t/f/1/0;
-//! BYTEA is `\x` hex.
+//! `strata load`: CSV files with a header row naming the columns, or Parquet files (by extension;
+//! uncompressed, Snappy, Zstd or LZ4). The file is read twice: the first pass checks every value
+//! (so a bad value leaves the table untouched, and the error names its line or row and column);
+//! the second writes batches of rows, each batch atomic. In CSV, empty fields are NULL;
+//! DOUBLE/REAL accept `NaN`, `Infinity`, `-Infinity`; BOOLEAN accepts true/false/t/f/1/0; BYTEA
+//! is `\x` hex.
 
 use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::record::Field;
 use strata::{ColumnType, Db, Table, Value, WriteBatch, WriteOptions};
 
 use crate::exec::CliError;
@@ -109,35 +112,110 @@ fn bar(len: u64, what: &str) -> ProgressBar {
     pb
 }
 
-/// Loads `path` into `table`. Returns the number of rows written.
-pub fn load_csv(db: &Db, table: &str, path: &Path) -> Result<u64, CliError> {
-    let t = db.table(table)?;
-    // Pass 1: every value must parse; count rows for the progress bar.
+/// A stream of checked rows (schema order) from one input file.
+type RowStream<'a> = Box<dyn Iterator<Item = Result<Vec<Value>, CliError>> + 'a>;
+
+fn csv_rows<'a>(t: &'a Table, path: &'a Path) -> Result<RowStream<'a>, CliError> {
     let mut rdr = reader(path)?;
-    let map = mapping(&t, path, &mut rdr)?;
-    let check = bar(0, "checking");
-    let mut rows = 0u64;
-    for rec in rdr.records() {
+    let map = mapping(t, path, &mut rdr)?;
+    Ok(Box::new(rdr.into_records().map(move |rec| {
         let rec = rec.map_err(|e| CliError::new("bad_input", format!("{}: {e}", path.display())))?;
-        let row = row_of(&t, &map, &rec, path)?;
-        // Type and NOT NULL checks of the engine itself, without writing.
-        WriteBatch::new().insert(&t, &row).map_err(|e| {
+        let row = row_of(t, &map, &rec, path)?;
+        // The engine's own type and NOT NULL checks, without writing.
+        WriteBatch::new().insert(t, &row).map_err(|e| {
             let line = rec.position().map_or(0, |p| p.line());
             CliError::new("bad_input", format!("{} line {line}: {e}", path.display()))
         })?;
+        Ok(row)
+    })))
+}
+
+/// Converts a Parquet field to a value of column type `ty`.
+fn from_parquet(ty: ColumnType, f: &Field) -> Result<Value, String> {
+    let int: Option<i128> = match f {
+        Field::Byte(x) => Some(i128::from(*x)),
+        Field::Short(x) => Some(i128::from(*x)),
+        Field::Int(x) => Some(i128::from(*x)),
+        Field::Long(x) => Some(i128::from(*x)),
+        Field::UByte(x) => Some(i128::from(*x)),
+        Field::UShort(x) => Some(i128::from(*x)),
+        Field::UInt(x) => Some(i128::from(*x)),
+        Field::ULong(x) => Some(i128::from(*x)),
+        _ => None,
+    };
+    let float: Option<f64> = match f {
+        Field::Float(x) => Some(f64::from(*x)),
+        Field::Double(x) => Some(*x),
+        _ => int.map(|i| i as f64),
+    };
+    let bad = || format!("Parquet value `{f}` does not fit {}", ty.name());
+    let fit = |lo: i128, hi: i128| int.filter(|v| (lo..=hi).contains(v)).ok_or_else(bad);
+    Ok(match (ty, f) {
+        (_, Field::Null) => Value::Null,
+        (ColumnType::BigInt, _) => Value::BigInt(fit(i64::MIN.into(), i64::MAX.into())? as i64),
+        (ColumnType::Int, _) => Value::Int(fit(i32::MIN.into(), i32::MAX.into())? as i32),
+        (ColumnType::SmallInt, _) => Value::SmallInt(fit(i16::MIN.into(), i16::MAX.into())? as i16),
+        (ColumnType::TinyInt, _) => Value::TinyInt(fit(i8::MIN.into(), i8::MAX.into())? as i8),
+        (ColumnType::Double, _) => Value::Double(float.ok_or_else(bad)?),
+        (ColumnType::Real, _) => Value::Real(float.ok_or_else(bad)? as f32),
+        (ColumnType::Boolean, Field::Bool(b)) => Value::Boolean(*b),
+        (ColumnType::Text, Field::Str(s)) => Value::Text(s.clone()),
+        (ColumnType::Bytea, Field::Bytes(b)) => Value::Bytea(b.data().to_vec()),
+        (ColumnType::Bytea, Field::Str(s)) => Value::Bytea(s.as_bytes().to_vec()),
+        _ => return Err(bad()),
+    })
+}
+
+fn parquet_rows<'a>(t: &'a Table, path: &'a Path) -> Result<RowStream<'a>, CliError> {
+    let io = |e: String| CliError::new("bad_input", format!("{}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(|e| CliError::new("io", format!("{}: {e}", path.display())))?;
+    let reader = SerializedFileReader::new(file).map_err(|e| io(e.to_string()))?;
+    let schema = t.schema();
+    let fields = reader.metadata().file_metadata().schema_descr().root_schema().get_fields().to_vec();
+    let mut map = Vec::with_capacity(fields.len());
+    for f in &fields {
+        let c =
+            schema.column_index(f.name()).ok_or_else(|| io(format!("column `{}` is not in the table", f.name())))?;
+        map.push(c);
+    }
+    for &k in schema.primary_key() {
+        if !map.contains(&k) {
+            return Err(io(format!("key column `{}` is missing from the file", schema.columns()[k].name)));
+        }
+    }
+    let mut n = 0u64;
+    Ok(Box::new(reader.into_iter().map(move |row| {
+        n += 1;
+        let row = row.map_err(|e| io(e.to_string()))?;
+        let mut out = vec![Value::Null; schema.columns().len()];
+        for ((_, f), &c) in row.get_column_iter().zip(&map) {
+            let col = &schema.columns()[c];
+            out[c] = from_parquet(col.ty, f).map_err(|e| io(format!("row {n}, column `{}`: {e}", col.name)))?;
+        }
+        WriteBatch::new().insert(t, &out).map_err(|e| io(format!("row {n}: {e}")))?;
+        Ok(out)
+    })))
+}
+
+/// Loads a CSV file, or a Parquet file (by its `.parquet` extension), into `table`: every row is
+/// checked before anything is written, then rows go in atomic batches. Returns rows written.
+pub fn load_file(db: &Db, table: &str, path: &Path) -> Result<u64, CliError> {
+    let t = db.table(table)?;
+    let parquet = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
+    let open = || if parquet { parquet_rows(&t, path) } else { csv_rows(&t, path) };
+    let check = bar(0, "checking");
+    let mut rows = 0u64;
+    for r in open()? {
+        r?;
         rows += 1;
         check.inc(1);
     }
     check.finish_and_clear();
-    // Pass 2: write in atomic batches.
-    let mut rdr = reader(path)?;
-    let map = mapping(&t, path, &mut rdr)?;
     let pb = bar(rows, "loading");
     let mut b = WriteBatch::new();
     let mut written = 0u64;
-    for rec in rdr.records() {
-        let rec = rec.map_err(|e| CliError::new("bad_input", format!("{}: {e}", path.display())))?;
-        b.insert(&t, &row_of(&t, &map, &rec, path)?)?;
+    for r in open()? {
+        b.insert(&t, &r?)?;
         if b.len() >= BATCH {
             written += b.len() as u64;
             pb.inc(b.len() as u64);

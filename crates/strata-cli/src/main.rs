@@ -96,9 +96,9 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
-    /// Load a CSV file with a header row naming the columns. Every value is checked before
-    /// anything is written, so a bad value (reported with its line and column) leaves the table
-    /// unchanged. Empty fields are NULL.
+    /// Load a CSV file with a header row naming the columns, or a Parquet file (`.parquet`).
+    /// Every value is checked before anything is written, so a bad value (reported with its
+    /// line or row and its column) leaves the table unchanged. Empty CSV fields are NULL.
     Load {
         /// Table name.
         name: String,
@@ -287,7 +287,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         }
         Cmd::Load { name, file } => {
             let started = std::time::Instant::now();
-            let n = load::load_csv(&db, &name, &file)?;
+            let n = load::load_file(&db, &name, &file)?;
             let secs = started.elapsed().as_secs_f64();
             println!("loaded {n} rows into {name} in {secs:.1} s ({:.0} rows/s)", n as f64 / secs.max(1e-9));
         }

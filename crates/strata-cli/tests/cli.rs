@@ -287,3 +287,54 @@ fn demo_runs_and_prints_a_summary() {
         assert!(stdout.contains(want), "summary lacks `{want}`:\n{stdout}");
     }
 }
+
+/// Writes a Parquet file with columns id (int64), a (optional int32), s (optional UTF-8).
+fn write_parquet(path: &Path, ids: &[i64], a: &[Option<i32>], s: &[Option<&str>]) {
+    use parquet::data_type::{ByteArray, ByteArrayType, Int32Type, Int64Type};
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::writer::SerializedFileWriter;
+    use parquet::schema::parser::parse_message_type;
+    use std::sync::Arc;
+
+    let schema = Arc::new(
+        parse_message_type("message t { required int64 id; optional int32 a; optional binary s (UTF8); }").unwrap(),
+    );
+    let props = Arc::new(WriterProperties::builder().build());
+    let mut w = SerializedFileWriter::new(std::fs::File::create(path).unwrap(), schema, props).unwrap();
+    let mut rg = w.next_row_group().unwrap();
+    let mut col = rg.next_column().unwrap().unwrap();
+    col.typed::<Int64Type>().write_batch(ids, None, None).unwrap();
+    col.close().unwrap();
+    let mut col = rg.next_column().unwrap().unwrap();
+    let vals: Vec<i32> = a.iter().flatten().copied().collect();
+    let defs: Vec<i16> = a.iter().map(|x| i16::from(x.is_some())).collect();
+    col.typed::<Int32Type>().write_batch(&vals, Some(&defs), None).unwrap();
+    col.close().unwrap();
+    let mut col = rg.next_column().unwrap().unwrap();
+    let vals: Vec<ByteArray> = s.iter().flatten().map(|x| ByteArray::from(*x)).collect();
+    let defs: Vec<i16> = s.iter().map(|x| i16::from(x.is_some())).collect();
+    col.typed::<ByteArrayType>().write_batch(&vals, Some(&defs), None).unwrap();
+    col.close().unwrap();
+    rg.close().unwrap();
+    w.close().unwrap();
+}
+
+#[test]
+fn load_reads_parquet_and_rejects_values_that_do_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    ok(&exec(&db, &[json!({"op":"create_table","table":"t","schema":"id BIGINT PRIMARY KEY, a SMALLINT, s TEXT"})])[0]);
+    let good = dir.path().join("good.parquet");
+    write_parquet(&good, &[1, 2, 3], &[Some(10), None, Some(-3)], &[Some("x"), Some("y"), None]);
+    let out = strata(&db).args(["load", "t"]).arg(&good).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = exec(&db, &[json!({"op":"scan","table":"t"})]);
+    assert_eq!(r[0]["rows"], json!([{"id":1,"a":10,"s":"x"},{"id":2,"a":null,"s":"y"},{"id":3,"a":-3,"s":null}]));
+    let bad = dir.path().join("bad.parquet");
+    write_parquet(&bad, &[7, 8], &[Some(1), Some(100_000)], &[None, None]);
+    let out = strata(&db).args(["load", "t"]).arg(&bad).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("row 2") && stderr.contains("SMALLINT"), "{stderr}");
+    let r = exec(&db, &[json!({"op":"scan","table":"t","agg":["count(*)"]})]);
+    assert_eq!(r[0]["agg"]["count(*)"], json!(3));
+}
