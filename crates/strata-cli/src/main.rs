@@ -66,6 +66,11 @@ enum Cmd {
         /// Comma-separated columns to return (default: all).
         #[arg(long, value_delimiter = ',')]
         columns: Option<Vec<String>>,
+        /// Read as of this sequence number. Old versions are kept only while a snapshot pins
+        /// them, so a new process can read only at the newest sequence number; older ones are
+        /// refused with the readable range (use `exec` snapshots to read a fixed past).
+        #[arg(long)]
+        snapshot_seq: Option<u64>,
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
@@ -251,12 +256,14 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 println!("{n}: {}", schema_sql::schema_text(t.schema()));
             }
         }
-        Cmd::Get { name, key, columns, format } => {
+        Cmd::Get { name, key, columns, snapshot_seq, format } => {
             let t = db.table(&name)?;
             let k = key_object(&t, &key)?;
             let k = json::key_from_json(t.schema(), &k, false).map_err(|m| CliError::new("invalid_argument", m))?;
             let (names, proj) = projection(&t, columns)?;
-            let rows: Vec<Vec<Value>> = t.get(&k, &proj, &ReadOptions::default())?.into_iter().collect();
+            let snap = snapshot_seq.map(|s| db.snapshot_at(s)).transpose()?;
+            let ro = ReadOptions { snapshot: snap.as_ref() };
+            let rows: Vec<Vec<Value>> = t.get(&k, &proj, &ro)?.into_iter().collect();
             print_rows(&names, &rows, format);
         }
         Cmd::Scan { name, from, to, columns, filter, agg, limit, format } => {

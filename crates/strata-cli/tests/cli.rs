@@ -338,3 +338,49 @@ fn load_reads_parquet_and_rejects_values_that_do_not_fit() {
     let r = exec(&db, &[json!({"op":"scan","table":"t","agg":["count(*)"]})]);
     assert_eq!(r[0]["agg"]["count(*)"], json!(3));
 }
+
+#[test]
+fn one_shot_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let run = |args: &[&str]| {
+        let out = strata(&db).args(args).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    assert!(run(&["create-table", "t", "--schema", "a INT, b TEXT, v BIGINT NOT NULL, PRIMARY KEY (a, b)"]).0);
+    let (okay, _, err) = run(&["create-table", "bad", "--schema", "a INT"]);
+    assert!(!okay && err.contains("invalid_schema"), "{err}");
+    let r = exec(
+        &db,
+        &[
+            json!({"op":"insert","table":"t","row":{"a":1,"b":"x","v":10}}),
+            json!({"op":"insert","table":"t","row":{"a":1,"b":"y","v":20}}),
+            json!({"op":"insert","table":"t","row":{"a":2,"b":"x","v":30}}),
+        ],
+    );
+    r.iter().for_each(|x| {
+        ok(x);
+    });
+    let (_, out, _) = run(&["tables"]);
+    assert!(out.contains("t: a INT, b TEXT, v BIGINT NOT NULL, PRIMARY KEY (a, b)"), "{out}");
+    let (_, out, _) = run(&["get", "t", "1", "y", "--format", "json"]);
+    assert_eq!(out.trim(), r#"{"a":1,"b":"y","v":20}"#);
+    let (okay, _, err) = run(&["get", "t", "1", "y", "--snapshot-seq", "1"]);
+    assert!(!okay && err.contains("readable sequence numbers"), "{err}");
+    let (_, out, _) = run(&["scan", "t", "--from", "1", "--to", "2", "--columns", "b,v", "--format", "csv"]);
+    assert_eq!(out, "b,v\nx,10\ny,20\n");
+    let (_, out, _) = run(&["scan", "t", "--where", "v >= 20", "--agg", "count(*),sum(v)", "--format", "json"]);
+    assert_eq!(out.trim(), r#"{"count(*)":2,"sum(v)":50}"#);
+    assert!(run(&["compact", "t"]).0);
+    let (_, out, _) = run(&["stats", "t", "--json"]);
+    let st: Json = serde_json::from_str(&out).unwrap();
+    let files: u64 = st["tables"][0]["levels"].as_array().unwrap().iter().map(|l| l["files"].as_u64().unwrap()).sum();
+    assert!(files >= 1, "{out}");
+    assert!(run(&["drop-table", "t"]).0);
+    let (okay, _, err) = run(&["get", "t", "1", "x"]);
+    assert!(!okay && err.contains("unknown_table"), "{err}");
+}

@@ -126,3 +126,25 @@ fn snapshots_read_a_fixed_past_and_belong_to_their_database() {
     let e = t.get(&[Value::BigInt(1)], &Projection::All, &ReadOptions { snapshot: Some(&foreign) }).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
 }
+
+#[test]
+fn snapshots_at_earlier_sequence_numbers_only_where_versions_are_kept() {
+    let db = Db::open("/at", tiny_options(Arc::new(FaultFs::new()))).unwrap();
+    let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    t.insert(&[Value::BigInt(1), Value::Int(1), Value::Null]).unwrap();
+    let first = db.snapshot().seq();
+    t.update(&[Value::BigInt(1)], &[("a", Value::Int(2))]).unwrap();
+    let now = db.snapshot().seq();
+    // Nothing was flushed since open: the older sequence is still readable, and pinned from now on.
+    let old = db.snapshot_at(first).unwrap();
+    db.flush().unwrap();
+    db.compact_range("t", &KeyRange::all()).unwrap();
+    let at = ReadOptions { snapshot: Some(&old) };
+    assert_eq!(t.get(&[Value::BigInt(1)], &Projection::All, &at).unwrap().unwrap()[1], Value::Int(1));
+    // After the flush merged versions up to `now`, earlier points cannot be pinned any more.
+    t.insert(&[Value::BigInt(2), Value::Int(2), Value::Null]).unwrap();
+    let e = db.snapshot_at(first).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("readable")), "{e}");
+    assert!(db.snapshot_at(now).is_ok());
+    assert!(matches!(db.snapshot_at(now + 100), Err(Error::InvalidArgument(_))));
+}

@@ -94,6 +94,9 @@ impl DbInner {
 
     /// Writes one Level-0 file per table present in `mem` and returns the edit adding them.
     pub(crate) fn write_level0(&self, mem: &Arc<Memtable>, version: &Version) -> Result<VersionEdit> {
+        // From here on versions up to the memtable's newest may be merged: raise the floor before
+        // capturing the snapshots, so no snapshot below it can be registered in between.
+        self.snapshots.raise_floor(mem.max_seq());
         let snapshots = self.snapshots.capture();
         let mut edit = VersionEdit::default();
         let mut written = Vec::new();

@@ -235,6 +235,8 @@ impl Db {
         let tables = Arc::new(TableCache::new(fs.clone(), &dir, blocks));
         let snapshots = Arc::new(SnapshotList::default());
         snapshots.publish(last_seq);
+        // Whatever an earlier process wrote may have been merged: no reading before this point.
+        snapshots.raise_floor(last_seq);
         let view = ReadView { mem: Arc::new(Memtable::new(wal_number)), imm: Vec::new(), version: current.clone() };
         let inner = Arc::new(DbInner {
             dir: dir.clone(),
@@ -346,6 +348,21 @@ impl Db {
     /// Pins the current state for consistent reads until the snapshot is dropped.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot::new(self.inner.snapshots.clone())
+    }
+
+    /// A snapshot at an earlier sequence number. Old versions are kept only for live snapshots,
+    /// so this works only from the newest flushed sequence number (at open: the newest sequence
+    /// number) up to the newest one.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the readable range when `seq` is outside it.
+    pub fn snapshot_at(&self, seq: u64) -> Result<Snapshot> {
+        Snapshot::at(self.inner.snapshots.clone(), seq).map_err(|(floor, visible)| {
+            Error::InvalidArgument(format!(
+                "cannot read at sequence {seq}: readable sequence numbers are {floor}..={visible} \
+                 (older versions are kept only for snapshots taken while they were current)"
+            ))
+        })
     }
 
     /// Freezes the memtable and waits until every frozen memtable is in Level-0.

@@ -15,6 +15,9 @@ use parking_lot::Mutex;
 #[derive(Debug, Default)]
 pub(crate) struct SnapshotList {
     visible: AtomicU64,
+    /// Versions at or below this sequence number may have been merged by flush or compaction
+    /// (only registered snapshots pin older ones), so a new snapshot cannot read below it.
+    floor: AtomicU64,
     live: Mutex<BTreeMap<u64, usize>>,
 }
 
@@ -32,6 +35,23 @@ impl SnapshotList {
     pub(crate) fn with_visible<T>(&self, f: impl FnOnce(u64) -> T) -> T {
         let _g = self.live.lock();
         f(self.visible())
+    }
+
+    /// Versions up to `seq` may now be merged (a flush wrote them out).
+    pub(crate) fn raise_floor(&self, seq: u64) {
+        self.floor.fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// Registers a snapshot at `seq` if every version it needs is still kept; otherwise
+    /// returns the range of sequence numbers that can be read, `(floor, visible)`.
+    fn acquire_at(&self, seq: u64) -> Result<(), (u64, u64)> {
+        let mut live = self.live.lock();
+        let (floor, visible) = (self.floor.load(Ordering::Acquire), self.visible());
+        if seq < floor || seq > visible {
+            return Err((floor, visible));
+        }
+        *live.entry(seq).or_insert(0) += 1;
+        Ok(())
     }
 
     fn acquire(&self) -> u64 {
@@ -69,6 +89,13 @@ impl Snapshot {
     pub(crate) fn new(list: Arc<SnapshotList>) -> Self {
         let seq = list.acquire();
         Snapshot { seq, list }
+    }
+
+    /// A snapshot at an earlier sequence number, if the versions it needs are still kept:
+    /// `Err((oldest readable, newest))` otherwise.
+    pub(crate) fn at(list: Arc<SnapshotList>, seq: u64) -> Result<Self, (u64, u64)> {
+        list.acquire_at(seq)?;
+        Ok(Snapshot { seq, list })
     }
 
     /// The sequence number this snapshot reads at.
