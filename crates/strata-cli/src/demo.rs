@@ -92,6 +92,10 @@ pub fn run(dir: &Path, rows: i64) -> Result<(), CliError> {
             let sum_cols: Vec<String> = (1..=10).map(|i| format!("c{i}")).collect();
             let sum_p = t.projection(&sum_cols.iter().map(String::as_str).collect::<Vec<_>>())?;
             while !done.load(Ordering::Relaxed) {
+                if inserted.load(Ordering::Relaxed) == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
                 let t0 = Instant::now();
                 let mut best = [i32::MIN; 3];
                 let mut n = 0u64;
