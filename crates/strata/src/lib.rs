@@ -12,6 +12,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 mod codec;
+pub mod column_group;
 pub mod compaction;
 mod db;
 #[cfg(test)]
