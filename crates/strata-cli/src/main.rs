@@ -364,10 +364,16 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Cmd::Demo { .. } => {}
         Cmd::Exec { sync } => {
             let mut session = Session::new(db, sync);
-            let stdin = std::io::stdin();
+            let mut stdin = std::io::stdin().lock();
             let mut out = std::io::stdout().lock();
-            for line in stdin.lock().lines() {
-                let line = line.map_err(|e| CliError::new("io", e.to_string()))?;
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                if stdin.read_until(b'\n', &mut buf).map_err(|e| CliError::new("io", e.to_string()))? == 0 {
+                    break;
+                }
+                // A line that is not UTF-8 is answered like any other bad request.
+                let line = String::from_utf8_lossy(&buf);
                 if line.trim().is_empty() {
                     continue;
                 }

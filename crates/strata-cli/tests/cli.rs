@@ -122,6 +122,17 @@ fn every_exec_op_and_error_kind() {
     // The failed batch wrote nothing.
     assert_eq!(ok(&e[14])["row"], Json::Null);
 
+    // A line that is not UTF-8 gets an error answer and the stream goes on.
+    let mut child = strata(&db).arg("exec").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"{\"op\":\"fl\xffush\"}\n{\"op\":\"flush\"}\n").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let lines: Vec<Json> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(err_kind(&lines[0]), "bad_request");
+    ok(&lines[1]);
+
     // A second process cannot open a database in use.
     let mut holder = strata(&db).arg("exec").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
     let mut hin = holder.stdin.take().unwrap();
