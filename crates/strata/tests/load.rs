@@ -1,8 +1,8 @@
 //! Loads the LASER narrow table (BIGINT key + 30 INT columns) — 2,000,000 rows in shuffled key
 //! order by default, `STRATA_LOAD_ROWS` to change — through the API with a 4 MiB memtable, T=10
 //! and a 1 MiB level-1 target, waits for compaction to catch up, then checks the tree has at least
-//! three populated levels and that
-//! every row reads back by scan (and a tenth of them by point reads).
+//! three populated levels and that every row reads back by scan (and a tenth of them by point
+//! reads).
 
 use std::sync::Arc;
 
