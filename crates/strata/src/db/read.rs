@@ -91,7 +91,7 @@ impl DbInner {
         self.check_open()?;
         let (seq, view) = self.read_point(ropts)?;
         let t = self.table_in(&view, info)?.clone();
-        let wanted: Option<Arc<[bool]>> = projection.wanted(info).map(Into::into);
+        let wanted: Option<Arc<[bool]>> = projection.wanted().cloned();
         let mut sources: Vec<Box<dyn Source>> = Vec::new();
         for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
             let cursor = MemCursor::new(mem.clone(), info.id, &lower, upper.as_deref());
@@ -99,12 +99,9 @@ impl DbInner {
         }
         for level in &t.levels {
             for run in &level.runs {
-                let files = run.files[run.seek(&lower)..].to_vec();
-                if files.is_empty() {
-                    continue;
-                }
+                // The run source skips the files below `lower` itself.
                 sources.push(Box::new(RunSource::new(
-                    files,
+                    run.files.clone(),
                     self.tables.clone(),
                     &lower,
                     upper.as_deref(),

@@ -37,14 +37,8 @@ impl Projection {
         }
     }
 
-    pub(crate) fn wanted(&self, _info: &TableInfo) -> Option<Vec<bool>> {
-        match self {
-            Projection::All => None,
-            Projection::Columns { wanted, .. } => Some(wanted.to_vec()),
-        }
-    }
-
-    fn wanted_slice(&self) -> Option<&[bool]> {
+    /// For each value column, whether it is needed (`None`: all are).
+    pub(crate) fn wanted(&self) -> Option<&Arc<[bool]>> {
         match self {
             Projection::All => None,
             Projection::Columns { wanted, .. } => Some(wanted),
@@ -279,7 +273,7 @@ impl Table {
     /// The row with `key`, projected, or `None` if there is none at the read point.
     pub fn get(&self, key: &[Value], projection: &Projection, ropts: &ReadOptions<'_>) -> Result<Option<Vec<Value>>> {
         let k = self.encode_key(key)?;
-        match self.db.get_cells(&self.info, &k, projection.wanted_slice(), ropts)? {
+        match self.db.get_cells(&self.info, &k, projection.wanted().map(|w| &w[..]), ropts)? {
             Some(cells) => project(&self.info, &k, cells, projection).map(Some),
             None => Ok(None),
         }

@@ -60,11 +60,6 @@ impl Run {
         let i = self.files.partition_point(|f| f.largest.as_slice() < key);
         self.files.get(i).filter(|f| f.smallest.as_slice() <= key)
     }
-
-    /// Index of the first file whose largest key is `>= key`.
-    pub(crate) fn seek(&self, key: &[u8]) -> usize {
-        self.files.partition_point(|f| f.largest.as_slice() < key)
-    }
 }
 
 /// One level of one table's tree.
