@@ -159,8 +159,31 @@ pub(crate) fn wal_name(n: u64) -> String {
     format!("{n:06}.log")
 }
 
-fn parse_number(name: &str, suffix: &str) -> Option<u64> {
-    name.strip_suffix(suffix)?.parse().ok()
+/// The numbered files of a database directory, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DbFile {
+    Wal(u64),
+    Sst(u64),
+    Manifest(u64),
+}
+
+impl DbFile {
+    fn parse(name: &str) -> Option<DbFile> {
+        let num = |s: &str| s.parse::<u64>().ok();
+        if let Some(n) = name.strip_suffix(".log") {
+            num(n).map(DbFile::Wal)
+        } else if let Some(n) = name.strip_suffix(".sst") {
+            num(n).map(DbFile::Sst)
+        } else {
+            name.strip_prefix("MANIFEST-").and_then(num).map(DbFile::Manifest)
+        }
+    }
+
+    fn number(self) -> u64 {
+        match self {
+            DbFile::Wal(n) | DbFile::Sst(n) | DbFile::Manifest(n) => n,
+        }
+    }
 }
 
 impl Db {
@@ -180,15 +203,7 @@ impl Db {
         // Files numbered after the manifest last recorded its counter (WALs from rotations,
         // unfinished outputs) may exist: never hand their numbers out again.
         let names = fs.list(&dir)?;
-        let highest = names
-            .iter()
-            .filter_map(|n| {
-                parse_number(n, ".log")
-                    .or_else(|| parse_number(n, ".sst"))
-                    .or_else(|| n.strip_prefix("MANIFEST-").and_then(|m| m.parse().ok()))
-            })
-            .max()
-            .unwrap_or(0);
+        let highest = names.iter().filter_map(|n| DbFile::parse(n)).map(DbFile::number).max().unwrap_or(0);
         let vs = if fs.exists(&dir.join("CURRENT")) {
             VersionSet::recover(fs.as_ref(), &dir, opts.num_levels, highest + 1)?
         } else if opts.create_if_missing {
@@ -201,8 +216,13 @@ impl Db {
 
         // Replay WALs not yet covered by SSTs, oldest first, into one memtable.
         let log_number = vs.counters.log_number;
-        let mut wals: Vec<u64> =
-            names.iter().filter_map(|n| parse_number(n, ".log")).filter(|&n| n >= log_number).collect();
+        let mut wals: Vec<u64> = names
+            .iter()
+            .filter_map(|n| match DbFile::parse(n) {
+                Some(DbFile::Wal(w)) if w >= log_number => Some(w),
+                _ => None,
+            })
+            .collect();
         wals.sort_unstable();
         let replay = Arc::new(Memtable::new(0));
         let current = vs.current().clone();
@@ -537,18 +557,17 @@ impl DbInner {
             }
         }
         for name in names {
-            let obsolete = if let Some(n) = parse_number(&name, ".sst") {
-                let dead = !live.contains(&n);
-                if dead {
-                    self.tables.evict(n);
+            let obsolete = match DbFile::parse(&name) {
+                Some(DbFile::Sst(n)) => {
+                    let dead = !live.contains(&n);
+                    if dead {
+                        self.tables.evict(n);
+                    }
+                    dead
                 }
-                dead
-            } else if let Some(n) = parse_number(&name, ".log") {
-                n < vs.counters.log_number
-            } else if let Some(n) = name.strip_prefix("MANIFEST-").and_then(|n| n.parse::<u64>().ok()) {
-                n != vs.manifest_number()
-            } else {
-                false
+                Some(DbFile::Wal(n)) => n < vs.counters.log_number,
+                Some(DbFile::Manifest(n)) => n != vs.manifest_number(),
+                None => false,
             };
             if obsolete {
                 // A file we fail to delete now is retried at the next cleanup.
