@@ -111,13 +111,12 @@ impl Session {
             Ok(_) => Err(CliError::bad("a request must be a JSON object")),
         };
         match out {
-            Ok(Json::Object(mut m)) => {
+            Ok(mut m) => {
                 let mut o = Map::new();
                 o.insert("ok".into(), Json::Bool(true));
                 o.append(&mut m);
                 Json::Object(o)
             }
-            Ok(other) => json!({"ok": true, "result": other}),
             Err(e) => json!({"ok": false, "error": {"kind": e.kind, "message": e.message}}),
         }
     }
@@ -133,18 +132,18 @@ impl Session {
         }
     }
 
-    fn handle(&mut self, req: &Map<String, Json>) -> Res<Json> {
+    fn handle(&mut self, req: &Map<String, Json>) -> Res<Map<String, Json>> {
         let op = str_field(req, "op")?;
         match op {
             "create_table" => {
                 let name = str_field(req, "table")?;
                 let schema = parse_schema(str_field(req, "schema")?).map_err(|m| CliError::new("invalid_schema", m))?;
                 self.db.create_table(name, schema, TableOptions::default())?;
-                Ok(json!({}))
+                Ok(Map::new())
             }
             "drop_table" => {
                 self.db.drop_table(str_field(req, "table")?)?;
-                Ok(json!({}))
+                Ok(Map::new())
             }
             "insert" | "update" | "delete" | "batch" => {
                 let mut b = WriteBatch::new();
@@ -166,7 +165,7 @@ impl Session {
                     self.add_write(&mut b, op, req)?;
                 }
                 self.db.write(b, &self.write)?;
-                Ok(json!({}))
+                Ok(Map::new())
             }
             "get" => {
                 let t = self.db.table(str_field(req, "table")?)?;
@@ -176,7 +175,7 @@ impl Session {
                 let ro = self.read_opts(req)?;
                 let row = t.get(&key, &proj, &ro)?;
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                Ok(json!({"row": row.map_or(Json::Null, |r| object(&names, &r))}))
+                Ok(answer("row", row.map_or(Json::Null, |r| object(&names, &r))))
             }
             "scan" => {
                 let args = ScanArgs {
@@ -219,9 +218,9 @@ impl Session {
                 match scan(&t, &args, &ro)? {
                     ScanOut::Rows(names, rows) => {
                         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                        Ok(json!({"rows": rows.iter().map(|r| object(&names, r)).collect::<Vec<_>>()}))
+                        Ok(answer("rows", rows.iter().map(|r| object(&names, r)).collect()))
                     }
-                    ScanOut::Aggs(a) => Ok(json!({"agg": Json::Object(a.into_iter().collect())})),
+                    ScanOut::Aggs(a) => Ok(answer("agg", Json::Object(a.into_iter().collect()))),
                 }
             }
             "snapshot" => {
@@ -229,22 +228,22 @@ impl Session {
                 let s = self.db.snapshot();
                 let seq = s.seq();
                 self.snapshots.insert(name, s);
-                Ok(json!({"seq": seq}))
+                Ok(answer("seq", Json::from(seq)))
             }
             "release" => {
                 let name = str_field(req, "name")?;
                 self.snapshots
                     .remove(name)
                     .ok_or_else(|| CliError::new("unknown_snapshot", format!("no snapshot named `{name}`")))?;
-                Ok(json!({}))
+                Ok(Map::new())
             }
             "flush" => {
                 self.db.flush()?;
-                Ok(json!({}))
+                Ok(Map::new())
             }
             "compact" => {
                 self.db.compact_range(str_field(req, "table")?, &KeyRange::all())?;
-                Ok(json!({}))
+                Ok(Map::new())
             }
             other => Err(CliError::bad(format!("unknown op `{other}`"))),
         }
@@ -279,6 +278,13 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// A response body with one field.
+fn answer(key: &str, value: Json) -> Map<String, Json> {
+    let mut m = Map::new();
+    m.insert(key.to_owned(), value);
+    m
 }
 
 fn columns_field(req: &Map<String, Json>) -> Res<Option<Vec<String>>> {
@@ -321,17 +327,34 @@ pub fn scan(t: &Table, a: &ScanArgs<'_>, ro: &ReadOptions<'_>) -> Res<ScanOut> {
         .iter()
         .map(|x| parse_agg(x, schema).map_err(|m| CliError::new("invalid_agg", m)))
         .collect::<Res<Vec<_>>>()?;
-    let (names, _) = projection(t, a.columns.clone())?;
+    let names: Vec<String> = match &a.columns {
+        Some(c) => c.clone(),
+        None => schema.columns().iter().map(|c| c.name.clone()).collect(),
+    };
     let out_cols: Vec<usize> = names
         .iter()
         .map(|n| schema.column_index(n).ok_or_else(|| CliError::new("unknown_column", format!("unknown column `{n}`"))))
         .collect::<Res<_>>()?;
+    // Decode only what the predicate, the aggregates or the output read; the rest stays NULL in
+    // the schema-ordered row the evaluators see.
+    let mut needed: Vec<usize> = if aggs.is_empty() { out_cols.clone() } else { Vec::new() };
+    if let Some(p) = &pred {
+        p.columns(&mut needed);
+    }
+    needed.extend(aggs.iter().filter_map(|g| g.column()));
+    needed.sort_unstable();
+    needed.dedup();
+    let needed_names: Vec<&str> = needed.iter().map(|&c| schema.columns()[c].name.as_str()).collect();
+    let proj = t.projection(&needed_names)?;
     let mut states: Vec<AggState> = aggs.iter().map(|_| AggState::default()).collect();
     let mut rows = Vec::new();
-    for r in t.scan(&range, &Projection::All, ro)? {
-        let r = r?;
+    let mut full = vec![Value::Null; schema.columns().len()];
+    for r in t.scan(&range, &proj, ro)? {
+        for (&c, v) in needed.iter().zip(r?) {
+            full[c] = v;
+        }
         if let Some(p) = &pred {
-            if p.eval(&r) != Some(true) {
+            if p.eval(&full) != Some(true) {
                 continue;
             }
         }
@@ -339,10 +362,10 @@ pub fn scan(t: &Table, a: &ScanArgs<'_>, ro: &ReadOptions<'_>) -> Res<ScanOut> {
             if a.limit.is_some_and(|l| rows.len() >= l) {
                 break;
             }
-            rows.push(out_cols.iter().map(|&c| r[c].clone()).collect());
+            rows.push(out_cols.iter().map(|&c| full[c].clone()).collect());
         } else {
             for (g, st) in aggs.iter().zip(states.iter_mut()) {
-                g.add(st, &r);
+                g.add(st, &full);
             }
         }
     }

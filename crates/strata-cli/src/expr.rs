@@ -290,43 +290,42 @@ fn compare(v: &Value, lit: &Lit) -> Option<Ordering> {
     }
 }
 
+/// AND (`decisive` false) or OR (`decisive` true) in three-valued logic: any operand equal to
+/// `decisive` decides; otherwise an unknown operand makes the result unknown.
+fn connective(v: &[Pred], row: &[Value], decisive: bool) -> Option<bool> {
+    let mut unknown = false;
+    for p in v {
+        match p.eval(row) {
+            Some(b) if b == decisive => return Some(decisive),
+            None => unknown = true,
+            Some(_) => {}
+        }
+    }
+    if unknown {
+        None
+    } else {
+        Some(!decisive)
+    }
+}
+
 impl Pred {
     /// Three-valued evaluation over a full row in schema order (`None` = unknown).
     pub fn eval(&self, row: &[Value]) -> Option<bool> {
         match self {
-            Pred::And(v) => {
-                let mut unknown = false;
-                for p in v {
-                    match p.eval(row) {
-                        Some(false) => return Some(false),
-                        None => unknown = true,
-                        Some(true) => {}
-                    }
-                }
-                if unknown {
-                    None
-                } else {
-                    Some(true)
-                }
-            }
-            Pred::Or(v) => {
-                let mut unknown = false;
-                for p in v {
-                    match p.eval(row) {
-                        Some(true) => return Some(true),
-                        None => unknown = true,
-                        Some(false) => {}
-                    }
-                }
-                if unknown {
-                    None
-                } else {
-                    Some(false)
-                }
-            }
+            Pred::And(v) => connective(v, row, false),
+            Pred::Or(v) => connective(v, row, true),
             Pred::Not(p) => p.eval(row).map(|b| !b),
             Pred::IsNull(c, want_null) => Some(row[*c].is_null() == *want_null),
             Pred::Cmp(c, ord, negate, lit) => compare(&row[*c], lit).map(|o| (o == *ord) != *negate),
+        }
+    }
+
+    /// Appends the columns the predicate reads.
+    pub fn columns(&self, out: &mut Vec<usize>) {
+        match self {
+            Pred::And(v) | Pred::Or(v) => v.iter().for_each(|p| p.columns(out)),
+            Pred::Not(p) => p.columns(out),
+            Pred::IsNull(c, _) | Pred::Cmp(c, ..) => out.push(*c),
         }
     }
 }
@@ -459,6 +458,11 @@ impl Agg {
                 }
             }
         }
+    }
+
+    /// The column it reads (`None` for `count(*)`).
+    pub fn column(&self) -> Option<usize> {
+        self.col
     }
 
     /// The result as JSON (`null` for sum/min/max/avg over no values).

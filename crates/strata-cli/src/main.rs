@@ -156,21 +156,27 @@ fn parse_text(ty: ColumnType, s: &str) -> Result<Value, String> {
     })
 }
 
-/// A key object (column name → JSON value) from command-line key values.
-fn key_object(t: &strata::Table, vals: &[String]) -> Result<Map<String, Json>, CliError> {
+/// Key values (a prefix of the key columns, in key order) typed on the command line.
+fn key_values(t: &strata::Table, vals: &[String]) -> Result<Vec<Value>, CliError> {
     let schema = t.schema();
     let pk = schema.primary_key();
     if vals.len() > pk.len() {
         return Err(CliError::new("invalid_argument", format!("table `{}` has {} key column(s)", t.name(), pk.len())));
     }
-    let mut m = Map::new();
-    for (&c, v) in pk.iter().zip(vals) {
-        let col = &schema.columns()[c];
-        let val = parse_text(col.ty, v)
-            .map_err(|e| CliError::new("type_mismatch", format!("key column `{}`: {e}", col.name)))?;
-        m.insert(col.name.clone(), json::to_json(&val));
-    }
-    Ok(m)
+    pk.iter()
+        .zip(vals)
+        .map(|(&c, v)| {
+            let col = &schema.columns()[c];
+            parse_text(col.ty, v).map_err(|e| CliError::new("type_mismatch", format!("key column `{}`: {e}", col.name)))
+        })
+        .collect()
+}
+
+/// The same as a key object (column name → JSON value), as `exec` scans take them.
+fn key_object(t: &strata::Table, vals: &[String]) -> Result<Map<String, Json>, CliError> {
+    let schema = t.schema();
+    let names = schema.primary_key().iter().map(|&c| schema.columns()[c].name.clone());
+    Ok(names.zip(key_values(t, vals)?.iter().map(json::to_json)).collect())
 }
 
 fn text_of(v: &Value) -> String {
@@ -258,8 +264,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         }
         Cmd::Get { name, key, columns, snapshot_seq, format } => {
             let t = db.table(&name)?;
-            let k = key_object(&t, &key)?;
-            let k = json::key_from_json(t.schema(), &k, false).map_err(|m| CliError::new("invalid_argument", m))?;
+            let k = key_values(&t, &key)?;
             let (names, proj) = projection(&t, columns)?;
             let snap = snapshot_seq.map(|s| db.snapshot_at(s)).transpose()?;
             let ro = ReadOptions { snapshot: snap.as_ref() };
