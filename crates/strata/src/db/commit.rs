@@ -66,7 +66,9 @@ impl DbInner {
     fn commit_group(&self, group: &[Request]) -> Result<()> {
         self.check_writable()?;
         self.make_room()?;
-        let mut seq = self.last_seq.load(Ordering::Acquire);
+        // Only the leader assigns sequence numbers, and it publishes each group before the
+        // next leader runs: the visible sequence is the last one handed out.
+        let mut seq = self.snapshots.visible();
         let first = seq + 1;
         let bytes: usize = group.iter().map(|r| r.batch.bytes + 32).sum();
         let mut buf = Vec::with_capacity(bytes + 16 * group.len());
@@ -108,7 +110,6 @@ impl DbInner {
             *io.ingested.entry(t).or_default() += n;
         }
         drop(io);
-        self.last_seq.store(seq, Ordering::Release);
         self.snapshots.publish(seq);
         Ok(())
     }
