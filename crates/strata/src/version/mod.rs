@@ -13,7 +13,7 @@ pub mod edit;
 pub mod manifest;
 pub mod set;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::db::TableInfo;
@@ -117,60 +117,34 @@ impl Version {
     /// are ignored (a compaction may finish after its table was dropped).
     pub(crate) fn apply(&self, edit: &VersionEdit) -> Version {
         let mut tables = self.tables.clone();
-        let mut touched: BTreeMap<u32, TableVersion> = BTreeMap::new();
-        let num_levels = self.num_levels;
-        let get =
-            |tables: &BTreeMap<u32, Arc<TableVersion>>, touched: &mut BTreeMap<u32, TableVersion>, id: u32| -> bool {
-                if touched.contains_key(&id) {
-                    return true;
-                }
-                match tables.get(&id) {
-                    Some(t) => {
-                        touched.insert(id, (**t).clone());
-                        true
-                    }
-                    None => false,
-                }
-            };
+        let mut changed = BTreeSet::new();
         for r in &edit.records {
             match r {
                 EditRecord::CreateTable(info) => {
-                    touched.remove(&info.id);
-                    tables.insert(
-                        info.id,
-                        Arc::new(TableVersion {
-                            info: Arc::new(info.clone()),
-                            levels: vec![Level::default(); num_levels],
-                        }),
-                    );
+                    let levels = vec![Level::default(); self.num_levels];
+                    tables.insert(info.id, Arc::new(TableVersion { info: Arc::new(info.clone()), levels }));
                 }
                 EditRecord::DropTable(id) => {
                     tables.remove(id);
-                    touched.remove(id);
                 }
                 EditRecord::DeleteFile { table, level, number } => {
-                    if get(&tables, &mut touched, *table) {
-                        if let Some(l) = touched.get_mut(table).and_then(|t| t.levels.get_mut(*level)) {
-                            for run in &mut l.runs {
-                                run.files.retain(|f| f.number != *number);
-                            }
-                            l.runs.retain(|r| !r.files.is_empty());
+                    // Copy-on-write: the first change to a table copies it out of the old version.
+                    if let Some(l) = tables.get_mut(table).and_then(|t| Arc::make_mut(t).levels.get_mut(*level)) {
+                        for run in &mut l.runs {
+                            run.files.retain(|f| f.number != *number);
                         }
+                        l.runs.retain(|r| !r.files.is_empty());
+                        changed.insert(*table);
                     }
                 }
                 EditRecord::AddFile { table, level, file } => {
-                    if get(&tables, &mut touched, *table) {
-                        if let Some(l) = touched.get_mut(table).and_then(|t| t.levels.get_mut(*level)) {
-                            let f = Arc::new(file.clone());
-                            if *level == 0 {
-                                l.runs.push(Run { files: vec![f] });
-                            } else {
-                                match l.runs.iter_mut().find(|r| r.files.first().is_some_and(|x| x.cg == f.cg)) {
-                                    Some(run) => run.files.push(f),
-                                    None => l.runs.push(Run { files: vec![f] }),
-                                }
-                            }
+                    if let Some(l) = tables.get_mut(table).and_then(|t| Arc::make_mut(t).levels.get_mut(*level)) {
+                        let f = Arc::new(file.clone());
+                        match l.runs.iter_mut().find(|r| *level > 0 && r.files.first().is_some_and(|x| x.cg == f.cg)) {
+                            Some(run) => run.files.push(f),
+                            None => l.runs.push(Run { files: vec![f] }),
                         }
+                        changed.insert(*table);
                     }
                 }
                 EditRecord::LogNumber(_)
@@ -179,8 +153,9 @@ impl Version {
                 | EditRecord::NextTableId(_) => {}
             }
         }
-        for (id, mut t) in touched {
-            for (li, l) in t.levels.iter_mut().enumerate() {
+        for id in changed {
+            let Some(t) = tables.get_mut(&id) else { continue };
+            for (li, l) in Arc::make_mut(t).levels.iter_mut().enumerate() {
                 if li == 0 {
                     l.runs.sort_by(|a, b| {
                         let (x, y) = (&a.files[0], &b.files[0]);
@@ -193,8 +168,7 @@ impl Version {
                     l.runs.sort_by_key(|r| r.files[0].cg);
                 }
             }
-            tables.insert(id, Arc::new(t));
         }
-        Version { tables, num_levels }
+        Version { tables, num_levels: self.num_levels }
     }
 }
