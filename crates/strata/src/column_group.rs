@@ -15,16 +15,30 @@
 //! the value columns at every level and obeys containment: each group of level i lies inside one
 //! group of level i-1.
 //!
-//! This module parses and validates layouts; it does not yet decide what files are written
-//! (every level is still written in row layout).
+//! A group is named by its first (lowest) value column: groups partition the value columns, so
+//! that id is unique within a level, and by containment a group that reaches the next level
+//! unchanged keeps its id there. SST files and version runs carry this id.
+
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::types::Schema;
+
+/// Most levels a layout describes; deeper levels repeat the last one.
+pub const MAX_LEVELS: usize = 64;
 
 /// The column groups of every level; each group lists value-column indices in ascending order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
     levels: Vec<Vec<Vec<usize>>>,
+    /// Per level, per group: the columns as shared slices (what readers tag versions with).
+    covers: Vec<Vec<Arc<[usize]>>>,
+    nvals: usize,
+}
+
+/// The id of a group: its first value column (0 for the empty group of a key-only table).
+pub fn group_id(group: &[usize]) -> u32 {
+    group.first().map_or(0, |&c| u32::try_from(c).unwrap_or(u32::MAX))
 }
 
 fn bad(msg: impl Into<String>) -> Error {
@@ -35,7 +49,12 @@ impl Layout {
     /// Row layout on every level.
     pub fn row(schema: &Schema, num_levels: usize) -> Layout {
         let all: Vec<usize> = (0..schema.value_columns().len()).collect();
-        Layout { levels: vec![vec![all]; num_levels] }
+        Layout::from_levels(vec![vec![all]; num_levels.max(1)], schema.value_columns().len())
+    }
+
+    fn from_levels(levels: Vec<Vec<Vec<usize>>>, nvals: usize) -> Layout {
+        let covers = levels.iter().map(|l| l.iter().map(|g| Arc::from(g.as_slice())).collect()).collect();
+        Layout { levels, covers, nvals }
     }
 
     /// Parses and validates a layout for `schema` over `num_levels` levels.
@@ -94,7 +113,7 @@ impl Layout {
             }
             levels.push(groups);
         }
-        Ok(Layout { levels })
+        Ok(Layout::from_levels(levels, nvals))
     }
 
     /// The groups of `level` (value-column indices).
@@ -102,11 +121,33 @@ impl Layout {
         self.levels.get(level).or(self.levels.last()).map_or(&[], Vec::as_slice)
     }
 
-    /// Canonical text of the layout (one clause per level).
-    pub fn spec(&self, schema: &Schema) -> String {
-        let nvals = schema.value_columns().len();
-        self.levels
+    /// True when every level stores whole rows.
+    pub fn is_row(&self) -> bool {
+        self.levels.iter().all(|l| l.len() == 1)
+    }
+
+    /// The columns of the group with id `cg` at `level`; `None` when that group is the whole
+    /// row (a version from it settles every column) or the level has no such group.
+    pub(crate) fn cover(&self, level: usize, cg: u32) -> Option<&Arc<[usize]>> {
+        let covers = self.covers.get(level).or(self.covers.last())?;
+        covers.iter().find(|g| group_id(g) == cg).filter(|g| g.len() < self.nvals)
+    }
+
+    /// The groups of `level + 1` inside group `cg` of `level` (by containment, they partition it).
+    pub(crate) fn children(&self, level: usize, cg: u32) -> Vec<&[usize]> {
+        let Some(parent) = self.groups(level).iter().find(|g| group_id(g) == cg) else { return Vec::new() };
+        self.groups(level + 1)
             .iter()
+            .filter(|g| g.first().is_none_or(|c| parent.contains(c)))
+            .map(Vec::as_slice)
+            .collect()
+    }
+
+    /// Canonical text of the layout (one clause per level, first `num_levels` levels).
+    pub fn spec(&self, schema: &Schema, num_levels: usize) -> String {
+        let nvals = schema.value_columns().len();
+        (0..num_levels)
+            .map(|i| self.groups(i))
             .enumerate()
             .map(|(i, groups)| {
                 let g = if groups.len() == 1 && groups[0].len() == nvals {
@@ -157,6 +198,10 @@ fn parse_groups(s: &str, schema: &Schema, nvals: usize) -> Result<Vec<Vec<usize>
         return Ok(vec![(0..nvals).collect()]);
     }
     if s.eq_ignore_ascii_case("column") {
+        // A key-only table has one (empty) group whatever the layout says.
+        if nvals == 0 {
+            return Ok(vec![Vec::new()]);
+        }
         return Ok((0..nvals).map(|v| vec![v]).collect());
     }
     let mut groups = Vec::new();
@@ -217,7 +262,11 @@ mod tests {
         let inherit = Layout::parse("L2: (a,b) (c,s,f)", &s, 4).unwrap();
         assert_eq!(inherit.groups(1), &[vec![0, 1, 2, 3, 4]]);
         assert_eq!(inherit.groups(3), inherit.groups(2));
-        assert_eq!(Layout::parse(&l.spec(&s), &s, 6).unwrap(), l);
+        assert_eq!(Layout::parse(&l.spec(&s, 6), &s, 6).unwrap(), l);
+        assert_eq!(l.children(1, 0), vec![&[0][..], &[1, 2][..]]);
+        assert_eq!(l.children(1, 3), vec![&[3][..], &[4][..]]);
+        assert_eq!(l.cover(2, 1).map(|c| c.to_vec()), Some(vec![1, 2]));
+        assert!(l.cover(0, 0).is_none(), "the row group covers everything");
         assert_eq!(Layout::parse("", &s, 3).unwrap(), Layout::row(&s, 3));
     }
 

@@ -82,12 +82,15 @@ fn damaged_encodings_never_panic() {
     let schema =
         Schema::new(vec![Column::new("k", ColumnType::Text), Column::new("v", ColumnType::Double)], &["k"]).unwrap();
     let mut edit = VersionEdit::default();
-    edit.push(EditRecord::CreateTable(crate::db::TableInfo::new(
-        7,
-        "t".into(),
-        std::sync::Arc::new(schema.clone()),
-        TableOptions::default(),
-    )));
+    edit.push(EditRecord::CreateTable(
+        crate::db::TableInfo::new(
+            7,
+            "t".into(),
+            std::sync::Arc::new(schema.clone()),
+            TableOptions::with_layout("L1-: column"),
+        )
+        .unwrap(),
+    ));
     edit.push(EditRecord::AddFile {
         table: 7,
         level: 2,

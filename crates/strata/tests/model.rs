@@ -246,13 +246,17 @@ impl World {
     }
 }
 
-fn run(seed: u64, ops: usize) {
+fn run(seed: u64, ops: usize, layout: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let fs: Arc<dyn Fs> = if seed.is_multiple_of(2) { Arc::new(FaultFs::new()) } else { Arc::new(OsFs) };
     let dir = if seed.is_multiple_of(2) { std::path::PathBuf::from("/model") } else { tmp.path().join("db") };
     let db = Db::open(&dir, tiny_options(fs.clone())).unwrap();
     for (name, schema) in schemas() {
-        db.create_table(name, schema, TableOptions::default()).unwrap();
+        let options = match layout_spec(layout, &schema) {
+            Some(spec) => TableOptions::with_layout(spec),
+            None => TableOptions::default(),
+        };
+        db.create_table(name, schema, options).unwrap();
     }
     drop(db);
     let mut w = World {
@@ -293,7 +297,10 @@ fn run(seed: u64, ops: usize) {
 #[test]
 fn differential_against_btreemap_model() {
     let ops: usize = std::env::var("STRATA_MODEL_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(50_000);
-    for seed in seeds(&[1, 2, 3, 4]) {
-        with_seed(seed, |s| run(s, ops));
+    for layout in LAYOUTS {
+        for seed in seeds(&[1, 2, 3, 4]) {
+            println!("layout {layout}, seed {seed}");
+            with_seed(seed, |s| run(s, ops, layout));
+        }
     }
 }

@@ -3,20 +3,31 @@
 //! fixtures (`tests/testdata/compaction_policy`).
 //!
 //! Rules:
-//! - Level-0 scores `files / l0_trigger`; level i ≥ 1 scores `bytes / target(i)` with
-//!   `target(1) = l1_max_bytes`, `target(i+1) = target(i) × ratio`. The last level never scores.
+//! - Level-0 scores `files / l0_trigger`. A deeper level's capacity `target(i)` (with
+//!   `target(1) = l1_max_bytes`, `target(i+1) = target(i) × ratio`) is split across its column
+//!   groups in proportion to their width (the bytes one version of the group takes: key, sequence
+//!   and kind, which every group stores, plus its columns); each group scores
+//!   `bytes / share` and the level scores its most overflowing group (LASER §4.4). The last level
+//!   never scores.
 //! - The highest score ≥ 1 over all tables and levels wins, if a task can be formed for it
-//!   without touching a busy file; otherwise the next best is tried.
+//!   without touching a busy file; otherwise the next best is tried. Within a level, groups are
+//!   tried most overflowing first.
 //! - A Level-0 task takes every Level-0 file (they overlap, and must move down oldest data
-//!   first) plus the overlapping Level-1 files; only one Level-0 task runs per table.
-//! - A level-i task takes the file whose newest data is oldest (smallest max sequence), so levels
-//!   keep bands of data age, plus the overlapping files of level i+1.
-//! - A task with no overlapping files below is a trivial move (the file changes level, no IO).
-//! - A task is bottommost when no deeper level holds a file overlapping its key range.
+//!   first) plus the overlapping files of every Level-1 group; only one Level-0 task runs per
+//!   table.
+//! - A task on group g of level i ≥ 1 takes g's file whose newest data is oldest (smallest max
+//!   sequence), so levels keep bands of data age, plus the overlapping files of the groups of
+//!   level i+1 that lie inside g (CG-local compaction: other groups are not touched).
+//! - A task whose single input file has no overlap below and whose group is the same at the next
+//!   level is a trivial move (the file changes level, no IO). A group that splits is rewritten.
+//! - A task is bottommost when no deeper level holds a file of the task's columns overlapping its
+//!   key range.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use crate::column_group::group_id;
+use crate::types::ColumnType;
 use crate::version::{FileMeta, TableVersion, Version};
 
 /// Shape of the tree.
@@ -50,6 +61,8 @@ pub struct CompactionTask {
     pub table: u32,
     /// Input level.
     pub level: usize,
+    /// Input column group (its id at `level`; 0 for Level-0's row group).
+    pub cg: u32,
     /// Output level (`level + 1`).
     pub output_level: usize,
     /// Files taken from `level` (Level-0: newest first).
@@ -82,8 +95,35 @@ fn key_range<'a>(files: impl Iterator<Item = &'a Arc<FileMeta>>) -> Option<(Vec<
     r
 }
 
-fn overlapping(t: &TableVersion, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<FileMeta>> {
-    t.levels.get(level).map(|l| l.files().filter(|f| f.overlaps(lo, hi)).cloned().collect()).unwrap_or_default()
+/// Files of `level` overlapping `[lo, hi]` whose group passes `keep`.
+fn overlapping(t: &TableVersion, level: usize, lo: &[u8], hi: &[u8], keep: impl Fn(u32) -> bool) -> Vec<Arc<FileMeta>> {
+    t.levels
+        .get(level)
+        .map(|l| l.files().filter(|f| keep(f.cg) && f.overlaps(lo, hi)).cloned().collect())
+        .unwrap_or_default()
+}
+
+/// Bytes one version of a group takes, roughly: key, sequence and kind, plus the columns.
+fn group_width(t: &TableVersion, group: &[usize]) -> f64 {
+    let w = |ty: &ColumnType| ty.fixed_width().unwrap_or(16) as f64;
+    let key: f64 = t.info.key_types.iter().map(w).sum();
+    9.0 + key + group.iter().map(|&c| t.info.value_types.get(c).map_or(0.0, w)).sum::<f64>()
+}
+
+/// Scores of the column groups of level `level` ≥ 1: `(group id, bytes / share of capacity)`.
+pub fn group_scores(t: &TableVersion, level: usize, opts: &PolicyOptions) -> Vec<(u32, f64)> {
+    let groups = t.info.layout.groups(level);
+    let total: f64 = groups.iter().map(|g| group_width(t, g)).sum();
+    let Some(lvl) = t.levels.get(level) else { return Vec::new() };
+    groups
+        .iter()
+        .map(|g| {
+            let id = group_id(g);
+            let bytes: u64 = lvl.files().filter(|f| f.cg == id).map(|f| f.size).sum();
+            let share = (opts.target(level) as f64 * group_width(t, g) / total.max(1.0)).max(1.0);
+            (id, bytes as f64 / share)
+        })
+        .collect()
 }
 
 /// Level scores of one table: `(level, score)` for every level that may compact down.
@@ -94,33 +134,49 @@ pub fn scores(t: &TableVersion, opts: &PolicyOptions) -> Vec<(usize, f64)> {
             let s = if l == 0 {
                 t.levels[0].runs.len() as f64 / opts.l0_trigger.max(1) as f64
             } else {
-                t.levels[l].bytes() as f64 / opts.target(l).max(1) as f64
+                group_scores(t, l, opts).into_iter().map(|(_, s)| s).fold(0.0, f64::max)
             };
             (l, s)
         })
         .collect()
 }
 
-/// Forms the task moving `inputs` (files of `level`) into `level + 1`, or `None` if an
-/// overlapping file below is busy.
+/// Whether a file of group `file_cg` (at any level below `level`) holds columns of group `cg`
+/// of `level`. By containment a deeper group lies inside one group above, so its first column
+/// decides.
+fn inside(t: &TableVersion, level: usize, cg: u32, file_cg: u32) -> bool {
+    match t.info.layout.groups(level).iter().find(|g| group_id(g) == cg) {
+        Some(g) if g.len() < t.info.value_types.len() => g.contains(&(file_cg as usize)),
+        _ => true,
+    }
+}
+
+/// Forms the task moving `inputs` (files of group `cg` of `level`) into `level + 1`, or `None`
+/// if an overlapping file below is busy.
 pub fn task_over(
     t: &TableVersion,
     level: usize,
+    cg: u32,
     inputs: Vec<Arc<FileMeta>>,
     busy: &HashSet<u64>,
     score: f64,
 ) -> Option<CompactionTask> {
     let (lo, hi) = key_range(inputs.iter())?;
-    let next_inputs = overlapping(t, level + 1, &lo, &hi);
+    let next_inputs = overlapping(t, level + 1, &lo, &hi, |f| inside(t, level, cg, f));
     if next_inputs.iter().any(|f| busy.contains(&f.number)) {
         return None;
     }
     let (lo, hi) = key_range(inputs.iter().chain(next_inputs.iter()))?;
-    let bottommost = (level + 2..t.levels.len()).all(|l| overlapping(t, l, &lo, &hi).is_empty());
-    let trivial_move = next_inputs.is_empty() && inputs.len() == 1;
+    let bottommost =
+        (level + 2..t.levels.len()).all(|l| overlapping(t, l, &lo, &hi, |f| inside(t, level, cg, f)).is_empty());
+    let layout = &t.info.layout;
+    let group = layout.groups(level).iter().find(|g| group_id(g) == cg);
+    let same_group = matches!((layout.children(level, cg).as_slice(), group), ([c], Some(g)) if *c == g.as_slice());
+    let trivial_move = next_inputs.is_empty() && inputs.len() == 1 && same_group;
     Some(CompactionTask {
         table: t.info.id,
         level,
+        cg,
         output_level: level + 1,
         inputs,
         next_inputs,
@@ -131,18 +187,31 @@ pub fn task_over(
 }
 
 /// Forms the task for `level` of `t`, or `None` if every candidate touches a busy file.
-pub fn task_for_level(t: &TableVersion, level: usize, busy: &HashSet<u64>, score: f64) -> Option<CompactionTask> {
+pub fn task_for_level(
+    t: &TableVersion,
+    level: usize,
+    busy: &HashSet<u64>,
+    score: f64,
+    opts: &PolicyOptions,
+) -> Option<CompactionTask> {
     let lvl = t.levels.get(level)?;
     if level == 0 {
         if lvl.files().any(|f| busy.contains(&f.number)) {
             return None;
         }
         let inputs: Vec<_> = lvl.files().cloned().collect();
-        return task_over(t, 0, inputs, busy, score);
+        let cg = t.info.layout.groups(0).first().map_or(0, |g| group_id(g));
+        return task_over(t, 0, cg, inputs, busy, score);
     }
-    let mut candidates: Vec<&Arc<FileMeta>> = lvl.files().filter(|f| !busy.contains(&f.number)).collect();
-    candidates.sort_by_key(|f| (f.max_seq, f.number));
-    candidates.into_iter().find_map(|f| task_over(t, level, vec![f.clone()], busy, score))
+    let mut groups = group_scores(t, level, opts);
+    groups.retain(|&(_, s)| s >= 1.0);
+    groups.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    groups.into_iter().find_map(|(cg, _)| {
+        let mut candidates: Vec<&Arc<FileMeta>> =
+            lvl.files().filter(|f| f.cg == cg && !busy.contains(&f.number)).collect();
+        candidates.sort_by_key(|f| (f.max_seq, f.number));
+        candidates.into_iter().find_map(|f| task_over(t, level, cg, vec![f.clone()], busy, score))
+    })
 }
 
 /// Picks the most urgent compaction over all tables, avoiding files in `busy`.
@@ -156,7 +225,7 @@ pub fn pick(v: &Version, busy: &HashSet<u64>, opts: &PolicyOptions) -> Option<Co
         }
     }
     all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-    all.into_iter().find_map(|(s, id, l)| task_for_level(v.tables.get(&id)?, l, busy, s))
+    all.into_iter().find_map(|(s, id, l)| task_for_level(v.tables.get(&id)?, l, busy, s, opts))
 }
 
 #[cfg(test)]
@@ -228,7 +297,8 @@ mod tests {
                     let level: usize = l[1..].parse().expect("level");
                     let mut edit = VersionEdit::default();
                     if !version.tables.contains_key(&table) {
-                        let info = TableInfo::new(table, format!("t{table}"), schema.clone(), TableOptions::default());
+                        let info = TableInfo::new(table, format!("t{table}"), schema.clone(), TableOptions::default())
+                            .unwrap();
                         edit.push(EditRecord::CreateTable(info));
                     }
                     for w in words {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{BgState, DbInner, ReadView, TableInfo};
+use crate::column_group::group_id;
 use crate::compaction::exec::{write_merged, OutputSpec};
 use crate::compaction::policy::{self, CompactionTask, PolicyOptions};
 use crate::error::{Error, Result};
@@ -106,7 +107,8 @@ impl DbInner {
             };
             let info = &t.info;
             let src = MemSource { cursor: MemCursor::new(mem.clone(), table_id, &[], None) };
-            let files = self.write_files(info, vec![Box::new(src)], &snapshots, false, u64::MAX)?;
+            let groups = info.layout.groups(0).to_vec();
+            let files = self.write_files(info, vec![Box::new(src)], groups, &snapshots, false, u64::MAX)?;
             for f in files {
                 written.push((table_id, f.size));
                 edit.push(EditRecord::AddFile { table: table_id, level: 0, file: f });
@@ -125,6 +127,7 @@ impl DbInner {
         &self,
         info: &TableInfo,
         sources: Vec<Box<dyn Source>>,
+        groups: Vec<Vec<usize>>,
         snapshots: &[u64],
         bottommost: bool,
         target_file_size: u64,
@@ -136,6 +139,7 @@ impl DbInner {
             path_of: &path_of,
             alloc: &alloc,
             table: info,
+            groups,
             sst: self.sst_options(),
             target_file_size,
         };
@@ -198,11 +202,26 @@ impl DbInner {
         } else {
             sources.push(run(task.inputs.clone()));
         }
-        if !task.next_inputs.is_empty() {
-            sources.push(run(task.next_inputs.clone()));
+        // The files below come from the groups inside the input group: one run each.
+        let groups: Vec<Vec<usize>> =
+            info.layout.children(task.level, task.cg).into_iter().map(<[usize]>::to_vec).collect();
+        for g in &groups {
+            let id = group_id(g);
+            let files: Vec<Arc<FileMeta>> = task.next_inputs.iter().filter(|f| f.cg == id).cloned().collect();
+            if !files.is_empty() {
+                sources.push(run(files));
+            }
+        }
+        if task.next_inputs.iter().any(|f| !groups.iter().any(|g| group_id(g) == f.cg)) {
+            return Err(Error::corruption(
+                self.tables.path(task.next_inputs[0].number),
+                0,
+                format!("level {} holds a file of a column group the layout does not have", task.output_level),
+            ));
         }
         let snapshots = self.snapshots.capture();
-        let files = self.write_files(&info, sources, &snapshots, task.bottommost, self.opts.target_file_size)?;
+        let files =
+            self.write_files(&info, sources, groups, &snapshots, task.bottommost, self.opts.target_file_size)?;
         drop(version);
         self.fs.sync_dir(&self.dir)?;
         let outputs: Vec<u64> = files.iter().map(|f| f.number).collect();
@@ -264,28 +283,35 @@ impl DbInner {
             }
         }
         let res = (|| {
+            let in_range =
+                |f: &&Arc<FileMeta>| hi.is_none_or(|h| f.smallest.as_slice() < h) && f.largest.as_slice() >= lo;
             for level in 0..self.opts.num_levels - 1 {
-                let t = self.view.read().version.tables.get(&table).cloned();
-                let t = t.ok_or_else(|| Error::UnknownTable(format!("(dropped table id {table})")))?;
-                let in_range =
-                    |f: &&Arc<FileMeta>| hi.is_none_or(|h| f.smallest.as_slice() < h) && f.largest.as_slice() >= lo;
-                let inputs: Vec<Arc<FileMeta>> = if level == 0 {
-                    if t.levels[0].files().any(|f| in_range(&f)) {
-                        t.levels[0].files().cloned().collect()
-                    } else {
-                        Vec::new()
-                    }
-                } else {
-                    t.levels[level].files().filter(in_range).cloned().collect()
+                let current = || {
+                    let t = self.view.read().version.tables.get(&table).cloned();
+                    t.ok_or_else(|| Error::UnknownTable(format!("(dropped table id {table})")))
                 };
-                if inputs.is_empty() {
-                    continue;
-                }
-                // Background compaction is paused, so nothing is busy. Always rewrite: a manual
-                // compaction is asked for to drop garbage, which a move would keep.
-                if let Some(mut task) = policy::task_over(&t, level, inputs, &Default::default(), 0.0) {
-                    task.trivial_move = false;
-                    self.run_compaction(&task)?;
+                let layout = current()?.info.layout.clone();
+                for group in layout.groups(level) {
+                    let cg = group_id(group);
+                    let t = current()?;
+                    let inputs: Vec<Arc<FileMeta>> = if level == 0 {
+                        if t.levels[0].files().any(|f| in_range(&f)) {
+                            t.levels[0].files().cloned().collect()
+                        } else {
+                            Vec::new()
+                        }
+                    } else {
+                        t.levels[level].files().filter(|f| f.cg == cg).filter(in_range).cloned().collect()
+                    };
+                    if inputs.is_empty() {
+                        continue;
+                    }
+                    // Background compaction is paused, so nothing is busy. Always rewrite: a
+                    // manual compaction is asked for to drop garbage, which a move would keep.
+                    if let Some(mut task) = policy::task_over(&t, level, cg, inputs, &Default::default(), 0.0) {
+                        task.trivial_move = false;
+                        self.run_compaction(&task)?;
+                    }
                 }
             }
             Ok(())

@@ -27,6 +27,7 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use crate::column_group::{group_id, Layout, MAX_LEVELS};
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::mvcc::snapshot::{Snapshot, SnapshotList};
@@ -54,6 +55,8 @@ pub struct TableInfo {
     pub(crate) key_types: Arc<[ColumnType]>,
     pub(crate) value_types: Arc<[ColumnType]>,
     pub(crate) all_columns: Arc<[usize]>,
+    /// The column groups of every level (row everywhere without a layout option).
+    pub(crate) layout: Arc<Layout>,
 }
 
 impl PartialEq for TableInfo {
@@ -63,11 +66,22 @@ impl PartialEq for TableInfo {
 }
 
 impl TableInfo {
-    pub(crate) fn new(id: u32, name: String, schema: Arc<Schema>, options: TableOptions) -> Self {
+    /// Builds the definition, parsing the layout option (over [`MAX_LEVELS`] levels; creating a
+    /// table also checks it against the database's level count).
+    pub(crate) fn new(id: u32, name: String, schema: Arc<Schema>, options: TableOptions) -> Result<Self> {
         let key_types = schema.key_types().into();
         let value_types = schema.value_types().into();
         let all_columns = (0..schema.columns().len()).collect();
-        TableInfo { id, name, schema, options, key_types, value_types, all_columns }
+        let layout = Arc::new(match &options.layout {
+            Some(spec) => Layout::parse(spec, &schema, MAX_LEVELS)?,
+            None => Layout::row(&schema, 1),
+        });
+        Ok(TableInfo { id, name, schema, options, key_types, value_types, all_columns, layout })
+    }
+
+    /// The column-group layout of the table.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
     }
 }
 
@@ -319,7 +333,10 @@ impl Db {
                 return Err(Error::TableExists(name.to_owned()));
             }
             let id = vs.counters.next_table_id;
-            let info = TableInfo::new(id, name.to_owned(), Arc::new(schema), options);
+            if let Some(spec) = &options.layout {
+                Layout::parse(spec, &schema, self.inner.opts.num_levels)?;
+            }
+            let info = TableInfo::new(id, name.to_owned(), Arc::new(schema), options)?;
             let mut edit = VersionEdit::default();
             edit.push(EditRecord::CreateTable(info.clone()));
             edit.push(EditRecord::NextTableId(id + 1));
@@ -408,15 +425,26 @@ impl Db {
         self.inner.stats()
     }
 
-    /// Reads every block of every live file and checks its checksum and structure.
-    /// Returns the number of files checked.
+    /// Reads every block of every live file and checks its checksum and structure, and that
+    /// each file stores the column group its level's layout says. Returns the number of files
+    /// checked.
     pub fn verify(&self) -> Result<usize> {
         let view = self.inner.view.read().clone();
         let mut n = 0;
         for t in view.version.tables.values() {
-            for l in &t.levels {
+            for (li, l) in t.levels.iter().enumerate() {
                 for f in l.files() {
-                    self.inner.tables.get(f.number)?.verify()?;
+                    let reader = self.inner.tables.get(f.number)?;
+                    let layout = &t.info.layout;
+                    let expected = layout.groups(li).iter().find(|g| group_id(g) == f.cg);
+                    if expected.is_none_or(|g| g.as_slice() != reader.columns()) {
+                        return Err(Error::corruption(
+                            self.inner.tables.path(f.number),
+                            0,
+                            format!("file stores columns {:?}, not a column group of level {li}", reader.columns()),
+                        ));
+                    }
+                    reader.verify()?;
                     n += 1;
                 }
             }

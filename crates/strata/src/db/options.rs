@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::codec::{DecodeResult, Reader};
+use crate::codec::{put_bytes, put_varint, DecodeError, DecodeResult, Reader};
 use crate::mvcc::snapshot::Snapshot;
 use crate::sst::format::Compression;
 use crate::vfs::{Fs, OsFs};
@@ -107,21 +107,45 @@ impl Options {
     }
 }
 
-/// Per-table settings, stored with the table. Column-group layouts will live here.
+/// Per-table settings, stored with the table.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct TableOptions {}
+pub struct TableOptions {
+    /// The column-group layout of each level, as layout text (see [`crate::column_group`]);
+    /// `None` stores whole rows at every level.
+    pub layout: Option<String>,
+}
+
+/// Record tags inside the encoded table options.
+const TAG_LAYOUT: u64 = 1;
 
 impl TableOptions {
-    pub(crate) fn encode(&self, _out: &mut Vec<u8>) {}
+    /// Options with the given layout text, e.g. `"L1: (a,b) (c); L2-: column"`.
+    pub fn with_layout(spec: impl Into<String>) -> Self {
+        TableOptions { layout: Some(spec.into()) }
+    }
+
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        if let Some(l) = &self.layout {
+            put_varint(out, TAG_LAYOUT);
+            put_bytes(out, l.as_bytes());
+        }
+    }
 
     pub(crate) fn decode(b: &[u8]) -> DecodeResult<Self> {
-        let r = Reader::new(b);
-        if !r.is_empty() {
-            // Written by a newer build with options this one does not know.
-            return Err(crate::codec::DecodeError::new("unknown table options"));
+        let mut r = Reader::new(b);
+        let mut o = TableOptions::default();
+        while !r.is_empty() {
+            match r.varint()? {
+                TAG_LAYOUT => {
+                    let text = std::str::from_utf8(r.bytes()?).map_err(|_| DecodeError::new("layout is not UTF-8"))?;
+                    o.layout = Some(text.to_owned());
+                }
+                // Written by a newer build with options this one does not know.
+                _ => return Err(DecodeError::new("unknown table options")),
+            }
         }
-        Ok(TableOptions {})
+        Ok(o)
     }
 }
 

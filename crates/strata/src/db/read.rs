@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::table::Projection;
 use super::{DbInner, ReadOptions, ReadView, TableInfo};
 use crate::error::{Error, Result};
-use crate::iter::merge::{MemSource, MergeIter, RunSource, Source};
+use crate::iter::merge::{ColumnMerge, MemSource, MergeIter, RunSource, Source};
 use crate::memtable::MemCursor;
 use crate::mvcc::chain::Resolver;
 use crate::mvcc::{Entry, Kind};
@@ -16,7 +16,7 @@ use crate::sst::bloom;
 use crate::types::key::decode_key;
 use crate::types::row::{decode_row, Cells};
 use crate::types::Value;
-use crate::version::TableVersion;
+use crate::version::{Run, TableVersion};
 
 impl DbInner {
     /// The sequence number to read at and a view holding everything at or below it. With no
@@ -47,13 +47,13 @@ impl DbInner {
         let (seq, view) = self.read_point(ropts)?;
         let t = self.table_in(&view, info)?;
         let types = &info.value_types;
-        let mut res = Resolver::default();
+        let mut res = Resolver::new(types.len(), wanted);
         for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
             let mut bad = None;
             mem.get(info.id, key, seq, |kind, row| {
                 let cells = if kind == Kind::Delete { Ok(Vec::new()) } else { decode_row(types, row, wanted) };
                 match cells {
-                    Ok(c) => res.push(kind, c),
+                    Ok(c) => res.push(kind, c, None),
                     Err(e) => bad = Some(e),
                 }
                 bad.is_none() && !res.is_settled()
@@ -66,8 +66,12 @@ impl DbInner {
             }
         }
         let hash = bloom::key_hash(key);
-        for level in &t.levels {
+        for (li, level) in t.levels.iter().enumerate() {
             for run in &level.runs {
+                // Only the groups holding columns the read still needs (LASER §4.3).
+                if !res.wants(run_cover(info, li, run)) {
+                    continue;
+                }
                 if let Some(f) = run.file_for(key) {
                     let reader = self.tables.get(f.number)?;
                     reader.get(key, hash, seq, types.len(), wanted, &mut res)?;
@@ -92,15 +96,28 @@ impl DbInner {
         let (seq, view) = self.read_point(ropts)?;
         let t = self.table_in(&view, info)?.clone();
         let wanted: Option<Arc<[bool]>> = projection.wanted().cloned();
+        // The columns whose chains the scan reads; with only key columns projected, the first
+        // value column's chain tells whether a row exists.
+        let needed = |c: usize| match &wanted {
+            None => true,
+            Some(w) if w.contains(&true) => w.get(c).copied().unwrap_or(false),
+            Some(_) => c == 0,
+        };
         let mut sources: Vec<Box<dyn Source>> = Vec::new();
         for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
             let cursor = MemCursor::new(mem.clone(), info.id, &lower, upper.as_deref());
             sources.push(Box::new(MemSource { cursor }));
         }
-        for level in &t.levels {
+        for (li, level) in t.levels.iter().enumerate() {
+            // Level-0 runs overlap in key and are merged like levels; a deeper level's runs are
+            // its column groups, stitched by one column-merging source per level (LASER Fig. 5).
+            let mut groups: Vec<Box<dyn Source>> = Vec::new();
             for run in &level.runs {
+                if !run_cover(info, li, run).is_none_or(|cols| cols.iter().any(|&c| needed(c))) {
+                    continue;
+                }
                 // The run source skips the files below `lower` itself.
-                sources.push(Box::new(RunSource::new(
+                let src = Box::new(RunSource::new(
                     run.files.clone(),
                     self.tables.clone(),
                     &lower,
@@ -108,7 +125,17 @@ impl DbInner {
                     info.value_types.clone(),
                     wanted.clone(),
                     true,
-                )));
+                ));
+                if li == 0 {
+                    sources.push(src);
+                } else {
+                    groups.push(src);
+                }
+            }
+            match groups.len() {
+                0 => {}
+                1 => sources.extend(groups),
+                _ => sources.push(Box::new(ColumnMerge::new(groups))),
             }
         }
         Ok(ScanIter {
@@ -163,22 +190,19 @@ impl ScanIter {
                 return Ok(None);
             }
             let key = first.key.clone();
-            let mut res = Resolver::default();
-            let mut last_seq = first.seq;
+            let mut res = Resolver::new(self.info.value_types.len(), self.wanted.as_deref());
             if first.seq <= self.seq {
-                res.push(first.kind, self.cells(&first)?);
+                res.push(first.kind, self.cells(&first)?, first.cover.as_deref());
             }
+            // Versions of one key arrive newest first per chain; a repeat (a memtable and the
+            // Level-0 file it is being flushed to) changes nothing the resolver already holds.
             while let Some(e) = self.merge.next_entry()? {
                 if e.key != key {
                     self.pending = Some(e);
                     break;
                 }
-                if e.seq == last_seq {
-                    continue;
-                }
-                last_seq = e.seq;
                 if e.seq <= self.seq && !res.is_settled() {
-                    res.push(e.kind, self.cells(&e)?);
+                    res.push(e.kind, self.cells(&e)?, e.cover.as_deref());
                 }
             }
             if let Some(cells) = res.finish() {
@@ -201,6 +225,15 @@ impl Iterator for ScanIter {
             }
         }
     }
+}
+
+/// The columns of a run's group (`None`: whole rows). Level-0 always holds whole rows.
+fn run_cover<'a>(info: &'a TableInfo, level: usize, run: &Run) -> Option<&'a [usize]> {
+    if level == 0 {
+        return None;
+    }
+    let cg = run.files.first()?.cg;
+    info.layout.cover(level, cg).map(|c| &c[..])
 }
 
 /// Builds the output row: the projected columns, key columns decoded from the key.

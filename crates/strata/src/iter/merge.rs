@@ -28,7 +28,7 @@ pub(crate) struct MemSource {
 
 impl Source for MemSource {
     fn next_entry(&mut self) -> Result<Option<Entry>> {
-        Ok(self.cursor.next_entry().map(|e| Entry { key: e.key, seq: e.seq, kind: e.kind, row: e.row }))
+        Ok(self.cursor.next_entry().map(|e| Entry { key: e.key, seq: e.seq, kind: e.kind, row: e.row, cover: None }))
     }
 }
 
@@ -160,6 +160,23 @@ impl MergeIter {
     }
 }
 
+/// The column-merging iterator of one level (LASER Fig. 5): the level's column-group runs read
+/// side by side in key order. Every version keeps the cover of the group it came from, so the
+/// resolver above stitches a key's columns from several groups (and several levels).
+pub(crate) struct ColumnMerge(MergeIter);
+
+impl ColumnMerge {
+    pub(crate) fn new(groups: Vec<Box<dyn Source>>) -> Self {
+        ColumnMerge(MergeIter::new(groups))
+    }
+}
+
+impl Source for ColumnMerge {
+    fn next_entry(&mut self) -> Result<Option<Entry>> {
+        self.0.next_entry()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,7 +190,7 @@ mod tests {
     }
 
     fn e(k: &str, seq: u64) -> Entry {
-        Entry { key: k.as_bytes().to_vec(), seq, kind: Kind::Put, row: vec![] }
+        Entry { key: k.as_bytes().to_vec(), seq, kind: Kind::Put, row: vec![], cover: None }
     }
 
     #[test]

@@ -20,45 +20,136 @@ pub(crate) fn fill_from(newer: &mut Cells, older: &Cells) {
     }
 }
 
-/// Outcome of reading a key's versions newest first.
-#[derive(Debug, Default)]
+// Per-column state of a read.
+const NOT_NEEDED: u8 = 0;
+/// Needed; no version has carried it yet.
+const OPEN: u8 = 1;
+/// Needed; its newest value is known (from a partial row), but nothing has settled it.
+const VALUE: u8 = 2;
+/// A full row or tombstone covering it was reached.
+const SETTLED: u8 = 3;
+
+/// Reads one key's versions newest first, column by column.
+///
+/// With column groups, the versions of one key come from several chains: the memtable and
+/// Level-0 hold whole rows, deeper levels hold one file per group, and each group is compacted on
+/// its own. Every value column therefore has its own chain (the versions whose [`Cover`] includes
+/// it), read newest first: its value is the first carried one, and the first full row or
+/// tombstone on it settles whether the row exists. Compaction preserves every chain's reading at
+/// every live snapshot, so all chains agree on existence; the resolver takes it from the first
+/// chain that settles and keeps reading only the chains of wanted columns still without a value.
+/// A whole-row version (cover `None`) advances every chain at once, which is the row layout.
+#[derive(Debug)]
 pub(crate) struct Resolver {
-    acc: Option<Cells>,
-    settled: Option<bool>,
+    acc: Cells,
+    /// Per value column (at least one slot, so a key-only table still has a chain).
+    state: Vec<u8>,
+    /// Needed columns in state `OPEN`.
+    open: usize,
+    /// Needed columns not `SETTLED`.
+    unsettled: usize,
+    exists: Option<bool>,
 }
 
 impl Resolver {
-    /// True once a full row or tombstone has decided the outcome.
-    pub(crate) fn is_settled(&self) -> bool {
-        self.settled.is_some()
+    /// A read of `nvals` value columns wanting those marked in `wanted` (all if `None`). With no
+    /// column wanted, the first column's chain decides existence.
+    pub(crate) fn new(nvals: usize, wanted: Option<&[bool]>) -> Self {
+        let mut state = vec![NOT_NEEDED; nvals.max(1)];
+        for (c, s) in state.iter_mut().enumerate() {
+            if wanted.is_none_or(|w| w.get(c).copied().unwrap_or(false)) {
+                *s = OPEN;
+            }
+        }
+        if !state.contains(&OPEN) {
+            state[0] = OPEN;
+        }
+        let n = state.iter().filter(|&&s| s == OPEN).count();
+        Resolver { acc: vec![None; nvals], state, open: n, unsettled: n, exists: None }
     }
 
-    /// Adds the next older version (callers skip versions newer than their snapshot).
-    pub(crate) fn push(&mut self, kind: Kind, cells: Cells) {
-        if self.settled.is_some() {
+    /// True once the outcome is decided: a tombstone was reached, or every wanted column is
+    /// settled, or the row is known to exist and every wanted column has its value.
+    pub(crate) fn is_settled(&self) -> bool {
+        self.exists == Some(false) || self.unsettled == 0 || (self.exists == Some(true) && self.open == 0)
+    }
+
+    /// Whether versions covering `cover` can still change the outcome (point reads use this to
+    /// skip column groups). While existence is unknown and every wanted column has a value, one
+    /// chain — the first such column's, followed since the read began — is enough.
+    pub(crate) fn wants(&self, cover: Option<&[usize]>) -> bool {
+        if self.is_settled() {
+            return false;
+        }
+        let Some(cols) = cover else { return true };
+        let anchor =
+            if self.exists.is_none() && self.open == 0 { self.state.iter().position(|&s| s == VALUE) } else { None };
+        cols.iter().any(|&c| match self.state.get(c) {
+            Some(&OPEN) => true,
+            Some(&VALUE) => self.exists.is_none() && (self.open > 0 || anchor == Some(c)),
+            _ => false,
+        })
+    }
+
+    /// Adds the next older version of the columns in `cover` (callers skip versions newer than
+    /// their snapshot). `cells` is indexed by value column.
+    pub(crate) fn push(&mut self, kind: Kind, mut cells: Cells, cover: Option<&[usize]>) {
+        if self.is_settled() {
+            return;
+        }
+        match cover {
+            None => {
+                for c in 0..self.state.len() {
+                    self.apply(c, kind, &mut cells);
+                }
+            }
+            Some(cols) => {
+                for &c in cols {
+                    self.apply(c, kind, &mut cells);
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, c: usize, kind: Kind, cells: &mut Cells) {
+        let Some(&st) = self.state.get(c) else { return };
+        if st == NOT_NEEDED || st == SETTLED {
             return;
         }
         match kind {
             Kind::Delete => {
-                self.settled = Some(false);
-                self.acc = None;
+                self.exists.get_or_insert(false);
             }
-            Kind::Put | Kind::Update => {
-                match &mut self.acc {
-                    None => self.acc = Some(cells),
-                    Some(acc) => fill_from(acc, &cells),
+            Kind::Put => {
+                if st == OPEN {
+                    if let (Some(slot), Some(v)) = (self.acc.get_mut(c), cells.get_mut(c)) {
+                        *slot = v.take();
+                    }
                 }
-                if kind == Kind::Put {
-                    self.settled = Some(true);
+                self.exists.get_or_insert(true);
+            }
+            Kind::Update => {
+                if st == OPEN {
+                    if let (Some(slot), Some(v @ Some(_))) = (self.acc.get_mut(c), cells.get_mut(c)) {
+                        *slot = v.take();
+                        self.state[c] = VALUE;
+                        self.open -= 1;
+                    }
                 }
+                return;
             }
         }
+        if st == OPEN {
+            self.open -= 1;
+        }
+        self.unsettled -= 1;
+        self.state[c] = SETTLED;
     }
 
-    /// The visible row: `Some` only if a full row was reached.
+    /// The visible row (wanted columns filled): `Some` only if a full row was reached.
     pub(crate) fn finish(self) -> Option<Cells> {
-        match self.settled {
-            Some(true) => self.acc,
+        match self.exists {
+            Some(true) => Some(self.acc),
             _ => None,
         }
     }
@@ -100,7 +191,7 @@ pub(crate) fn collapse(
             if v.kind != Kind::Delete {
                 encode_row(types, &v.cells, &mut row);
             }
-            Entry { key: key.clone(), seq: v.seq, kind: v.kind, row }
+            Entry { key: key.clone(), seq: v.seq, kind: v.kind, row, cover: None }
         })
         .collect())
 }
@@ -201,13 +292,13 @@ mod tests {
         if kind != Kind::Delete {
             encode_row(&TYPES, &cells, &mut row);
         }
-        Entry { key: b"k".to_vec(), seq, kind, row }
+        Entry { key: b"k".to_vec(), seq, kind, row, cover: None }
     }
 
     fn read(versions: &[Entry], at: u64) -> Option<Cells> {
-        let mut r = Resolver::default();
+        let mut r = Resolver::new(TYPES.len(), None);
         for v in versions.iter().filter(|v| v.seq <= at) {
-            r.push(v.kind, decode_row(&TYPES, &v.row, None).unwrap());
+            r.push(v.kind, decode_row(&TYPES, &v.row, None).unwrap(), v.cover.as_deref());
         }
         r.finish()
     }
@@ -219,6 +310,59 @@ mod tests {
         assert_eq!(read(&v, 3), None);
         assert_eq!(read(&v, 1), Some(vec![Some(Value::Int(0)), Some(Value::Int(0))]));
         assert_eq!(read(&v[..1], 3), None);
+    }
+
+    /// Levels of column-group runs: `(cover, versions newest first)` per run.
+    type Levels<'a> = Vec<Vec<(&'a [usize], Vec<Entry>)>>;
+
+    /// Reads like a point read: runs the resolver no longer wants are skipped.
+    fn read_levels(levels: &Levels<'_>, wanted: &[bool], skip: bool) -> Option<Cells> {
+        let mut r = Resolver::new(TYPES.len(), Some(wanted));
+        for level in levels {
+            for (cover, versions) in level {
+                if skip && !r.wants(Some(cover)) {
+                    continue;
+                }
+                for v in versions {
+                    r.push(v.kind, decode_row(&TYPES, &v.row, None).unwrap(), Some(cover));
+                }
+            }
+        }
+        r.finish()
+    }
+
+    #[test]
+    fn columns_resolve_on_their_own_chains() {
+        let (a, b): (&[usize], &[usize]) = (&[0], &[1]);
+        // Column a's chain settles two levels above column b's; both carry newer partial values.
+        let levels: Levels<'_> = vec![
+            vec![(a, vec![e(9, Kind::Update, &[Some(9), None])])],
+            vec![(a, vec![e(5, Kind::Put, &[Some(5), Some(5)])]), (b, vec![e(8, Kind::Update, &[None, Some(8)])])],
+            vec![(b, vec![e(5, Kind::Put, &[Some(5), Some(5)])])],
+        ];
+        let both = vec![Some(Value::Int(9)), Some(Value::Int(8))];
+        assert_eq!(read_levels(&levels, &[true, true], false), Some(both.clone()));
+        assert_eq!(read_levels(&levels, &[true, true], true), Some(both));
+        // Existence follows a chain read from the top: here b's values are known before any chain
+        // settles, and only a's chain (read at every level) settles.
+        let levels: Levels<'_> = vec![
+            vec![(a, vec![e(9, Kind::Update, &[Some(9), None])])],
+            vec![(b, vec![e(8, Kind::Update, &[None, Some(8)])]), (a, vec![e(5, Kind::Put, &[Some(5), Some(5)])])],
+            vec![(b, vec![e(5, Kind::Put, &[Some(5), Some(5)])])],
+        ];
+        assert_eq!(read_levels(&levels, &[true, true], true), read_levels(&levels, &[true, true], false));
+        // A tombstone on one chain does not hide values another chain settled above it.
+        let levels: Levels<'_> = vec![
+            vec![(a, vec![e(9, Kind::Put, &[Some(9), Some(9)]), e(4, Kind::Delete, &[])])],
+            vec![(b, vec![e(9, Kind::Put, &[Some(9), Some(9)]), e(4, Kind::Delete, &[])])],
+        ];
+        assert_eq!(read_levels(&levels, &[true, true], true), Some(vec![Some(Value::Int(9)), Some(Value::Int(9))]));
+        // Wanting only b skips a's runs entirely.
+        let mut r = Resolver::new(2, Some(&[false, true]));
+        assert!(!r.wants(Some(a)) && r.wants(Some(b)));
+        r.push(Kind::Delete, Vec::new(), Some(b));
+        assert!(r.is_settled());
+        assert_eq!(r.finish(), None);
     }
 
     #[test]

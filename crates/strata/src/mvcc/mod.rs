@@ -29,6 +29,11 @@ impl Kind {
     }
 }
 
+/// The value columns a version speaks for: `None` for a whole-row version (memtable, row-layout
+/// files), else the columns of the column group whose file it came from. A `Put` or `Delete`
+/// settles exactly the columns it covers.
+pub type Cover = Option<std::sync::Arc<[usize]>>;
+
 /// One version of one row: encoded primary key, sequence number, kind and (for Put/Update) the
 /// carried value columns in the row encoding of [`crate::types::row`]. Tombstones carry an empty
 /// row. Flush and compaction move rows without decoding them.
@@ -42,4 +47,6 @@ pub struct Entry {
     pub kind: Kind,
     /// The row encoding of the carried value columns (empty for a tombstone).
     pub row: Vec<u8>,
+    /// The columns the version covers (see [`Cover`]).
+    pub cover: Cover,
 }

@@ -16,7 +16,7 @@ use super::zone::ZoneMap;
 use crate::codec::{DecodeError, DecodeResult, Reader};
 use crate::error::{Error, Result};
 use crate::mvcc::chain::Resolver;
-use crate::mvcc::{Entry, Kind};
+use crate::mvcc::{Cover, Entry, Kind};
 use crate::types::row::{encode_raw_row, Cells, RawCell};
 use crate::types::ColumnType;
 use crate::vfs::{Fs, ReadableFile};
@@ -131,6 +131,17 @@ impl SstReader {
         }
     }
 
+    /// The value columns this file's group stores.
+    pub(crate) fn columns(&self) -> &[usize] {
+        &self.meta.columns
+    }
+
+    /// The cover of this file's versions in a table of `nvals` value columns: `None` when it
+    /// stores whole rows.
+    pub(crate) fn cover(&self, nvals: usize) -> Option<&[usize]> {
+        (self.meta.columns.len() < nvals).then_some(&self.meta.columns[..])
+    }
+
     /// Feeds the versions of `key` at or below `snapshot` (newest first) to `res`. Returns early
     /// (without IO) when the key is outside the file or the bloom filter excludes it.
     pub(crate) fn get(
@@ -154,11 +165,12 @@ impl SstReader {
         }
         let b = self.block(bi, true)?;
         let mut i = b.seek(key);
+        let cover = self.cover(nvals);
         while i < b.len() && b.key(i) == key && !res.is_settled() {
             if b.seq(i) <= snapshot {
                 let mut cells = vec![None; nvals];
                 self.fill_cells(&b, i, wanted, &mut cells);
-                res.push(b.kind(i), cells);
+                res.push(b.kind(i), cells, cover);
             }
             i += 1;
         }
@@ -216,6 +228,7 @@ pub(crate) struct SstCursor {
     group_of: Vec<Option<usize>>,
     wanted: Option<Arc<[bool]>>,
     fill_cache: bool,
+    cover: Cover,
 }
 
 impl SstCursor {
@@ -235,7 +248,9 @@ impl SstCursor {
                 *g = Some(c);
             }
         }
-        let mut c = SstCursor { reader, block_idx, block: None, row: 0, value_types, group_of, wanted, fill_cache };
+        let cover = reader.cover(value_types.len()).map(Arc::from);
+        let mut c =
+            SstCursor { reader, block_idx, block: None, row: 0, value_types, group_of, wanted, fill_cache, cover };
         if c.block_idx < c.reader.num_blocks() {
             let b = c.reader.block(c.block_idx, fill_cache)?;
             c.row = b.seek(lower);
@@ -263,7 +278,8 @@ impl SstCursor {
                     };
                     encode_raw_row(&self.value_types, cell, &mut row);
                 }
-                return Ok(Some(Entry { key: b.key(i).to_vec(), seq: b.seq(i), kind, row }));
+                let cover = self.cover.clone();
+                return Ok(Some(Entry { key: b.key(i).to_vec(), seq: b.seq(i), kind, row, cover }));
             }
             self.block_idx += 1;
             self.row = 0;
@@ -290,7 +306,7 @@ mod tests {
     fn entry(key: Vec<u8>, seq: u64, kind: Kind, cells: Cells) -> Entry {
         let mut row = Vec::new();
         encode_row(&TYPES, &cells, &mut row);
-        Entry { key, seq, kind, row }
+        Entry { key, seq, kind, row, cover: None }
     }
 
     fn build(fs: &FaultFs, path: &Path, n: u32) {
@@ -317,17 +333,17 @@ mod tests {
         assert!(r.num_blocks() > 10);
         for i in [0u32, 1, 999, 1999] {
             let key = (i * 2).to_be_bytes();
-            let mut res = Resolver::default();
+            let mut res = Resolver::new(2, None);
             r.get(&key, bloom::key_hash(&key), u64::MAX, 2, None, &mut res).unwrap();
             assert_eq!(
                 res.finish(),
                 Some(vec![Some(Value::BigInt(i64::from(i))), Some(Value::Text(format!("new{i}")))])
             );
-            let mut res = Resolver::default();
+            let mut res = Resolver::new(2, None);
             r.get(&key, bloom::key_hash(&key), u64::from(i), 2, None, &mut res).unwrap();
             assert_eq!(res.finish(), Some(vec![Some(Value::BigInt(i64::from(i))), Some(Value::Text("old".into()))]));
             let odd = (i * 2 + 1).to_be_bytes();
-            let mut res = Resolver::default();
+            let mut res = Resolver::new(2, None);
             r.get(&odd, bloom::key_hash(&odd), u64::MAX, 2, None, &mut res).unwrap();
             assert_eq!(res.finish(), None);
         }

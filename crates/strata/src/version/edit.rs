@@ -140,7 +140,9 @@ impl VersionEdit {
                     let name = r.string()?;
                     let schema = Schema::decode(&mut r)?;
                     let options = TableOptions::decode(r.bytes()?)?;
-                    EditRecord::CreateTable(TableInfo::new(id, name, Arc::new(schema), options))
+                    let info = TableInfo::new(id, name, Arc::new(schema), options)
+                        .map_err(|e| DecodeError::new(format!("bad table definition: {e}")))?;
+                    EditRecord::CreateTable(info)
                 }
                 DROP => EditRecord::DropTable(u32_of(r.varint()?)?),
                 ADD => {

@@ -171,3 +171,30 @@ pub fn with_seed(seed: u64, f: impl FnOnce(u64) + std::panic::UnwindSafe) {
         panic!("failed with seed {seed} (rerun with STRATA_SEEDS={seed}): {msg}");
     }
 }
+
+/// The layouts the randomized tests run under.
+pub const LAYOUTS: &[&str] = &["row", "column", "cg3", "cg6", "lifecycle"];
+
+/// Layout text of kind `kind` for `schema` (`None` for the row layout): `column`; `cgN`, groups
+/// of N neighbouring columns from Level-1 down; `lifecycle`, two groups at Level-1, four at
+/// Level-2 (each inside one of Level-1's) and one column per group below.
+pub fn layout_spec(kind: &str, schema: &Schema) -> Option<String> {
+    let names: Vec<String> = schema.value_columns().iter().map(|&c| schema.columns()[c].name.clone()).collect();
+    let text =
+        |groups: Vec<&[String]>| groups.iter().map(|g| format!("({})", g.join(","))).collect::<Vec<_>>().join(" ");
+    // `k` nearly equal neighbouring parts; parts of 2k nest inside parts of k.
+    let parts = |k: usize| -> Vec<&[String]> {
+        let n = names.len();
+        let k = k.clamp(1, n.max(1));
+        (0..k).map(|i| &names[i * n / k..(i + 1) * n / k]).collect()
+    };
+    match kind {
+        "row" => None,
+        "column" => Some("L1-: column".into()),
+        "lifecycle" => Some(format!("L0: row; L1: {}; L2: {}; L3-: column", text(parts(2)), text(parts(4)))),
+        cg => {
+            let size: usize = cg.strip_prefix("cg").and_then(|s| s.parse().ok()).expect("cgN");
+            Some(format!("L1-: {}", text(names.chunks(size).collect())))
+        }
+    }
+}
