@@ -138,7 +138,12 @@ impl Session {
             "create_table" => {
                 let name = str_field(req, "table")?;
                 let schema = parse_schema(str_field(req, "schema")?).map_err(|m| CliError::new("invalid_schema", m))?;
-                self.db.create_table(name, schema, TableOptions::default())?;
+                let options = match req.get("layout") {
+                    None | Some(Json::Null) => TableOptions::default(),
+                    Some(Json::String(spec)) => TableOptions::with_layout(spec.clone()),
+                    Some(_) => return Err(CliError::new("bad_request", "`layout` must be a string")),
+                };
+                self.db.create_table(name, schema, options)?;
                 Ok(Map::new())
             }
             "drop_table" => {

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{json, Map, Value as Json};
-use strata::{ColumnType, Db, KeyRange, Options, ReadOptions, TableOptions, Value};
+use strata::{ColumnType, Db, KeyRange, Options, ReadOptions, TableOptions, TableStats, Value, WorkloadStats};
 
 use exec::{projection, scan, CliError, ScanArgs, ScanOut, Session};
 
@@ -48,6 +48,10 @@ enum Cmd {
         /// Column list with the primary key.
         #[arg(long)]
         schema: String,
+        /// Column-group layout per level, e.g. "L0: row; L1: (a,b) (c,d); L2-: column"
+        /// (default: row at every level). Unnamed levels inherit the level above.
+        #[arg(long)]
+        layout: Option<String>,
     },
     /// Drop a table and its data.
     DropTable {
@@ -110,7 +114,8 @@ enum Cmd {
         /// CSV file.
         file: PathBuf,
     },
-    /// Per table and level: files, bytes, entries, bytes written, write amplification.
+    /// Per table: layout, and per level files, bytes, entries, bytes written, age range
+    /// (sequence numbers), column groups and the workload served since open.
     Stats {
         /// Only this table.
         name: Option<String>,
@@ -247,10 +252,12 @@ fn run(cli: Cli) -> Result<(), CliError> {
     }
     let db = Db::open(cli.db.unwrap_or_else(|| PathBuf::from("./strata-data")), Options::default())?;
     match cli.cmd {
-        Cmd::CreateTable { name, schema } => {
+        Cmd::CreateTable { name, schema, layout } => {
             let schema = schema_sql::parse_schema(&schema).map_err(|m| CliError::new("invalid_schema", m))?;
-            db.create_table(&name, schema, TableOptions::default())?;
-            println!("created table {name}");
+            let options = layout.map_or_else(TableOptions::default, TableOptions::with_layout);
+            db.create_table(&name, schema, options)?;
+            let layout = db.stats().tables.into_iter().find(|t| t.name == name).map(|t| t.layout).unwrap_or_default();
+            println!("created table {name}; layout {layout}");
         }
         Cmd::DropTable { name } => {
             db.drop_table(&name)?;
@@ -312,43 +319,22 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 }
             }
             if as_json {
-                let tj: Vec<Json> = tables
-                    .iter()
-                    .map(|t| {
-                        json!({
-                            "name": t.name,
-                            "ingested_bytes": t.ingested_bytes,
-                            "write_amplification": t.write_amplification,
-                            "levels": t.levels.iter().map(|l| json!({
-                                "level": l.level, "runs": l.runs, "files": l.files, "bytes": l.bytes,
-                                "entries": l.entries, "bytes_written": l.bytes_written,
-                                "min_seq": l.seq_range.map(|r| r.0), "max_seq": l.seq_range.map(|r| r.1),
-                                "layout": "row",
-                            })).collect::<Vec<_>>(),
-                        })
-                    })
-                    .collect();
+                let tj: Vec<Json> = tables.iter().map(|t| stats_json(t)).collect();
                 let out = json!({
                     "tables": tj,
                     "memtable_bytes": st.memtable_bytes,
                     "block_cache_bytes": st.block_cache_bytes,
                     "block_reads": st.block_reads,
+                    "block_read_bytes": st.block_read_bytes,
+                    "flushes": st.flushes,
+                    "compactions": st.compactions,
                     "last_sequence": st.last_sequence,
+                    "write_stall_micros": st.write_stall_micros,
                 });
                 println!("{out}");
             } else {
                 for t in tables {
-                    println!("table {} (write amplification {:.2} since open)", t.name, t.write_amplification);
-                    println!(
-                        "  {:<6} {:>6} {:>12} {:>10} {:>14}  layout",
-                        "level", "files", "bytes", "entries", "bytes written"
-                    );
-                    for l in &t.levels {
-                        println!(
-                            "  L{:<5} {:>6} {:>12} {:>10} {:>14}  row",
-                            l.level, l.files, l.bytes, l.entries, l.bytes_written
-                        );
-                    }
+                    print_stats(t);
                 }
             }
         }
@@ -389,6 +375,90 @@ fn run(cli: Cli) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+fn seq_text(r: Option<(u64, u64)>) -> String {
+    r.map_or_else(|| "-".to_owned(), |(a, b)| format!("{a}..{b}"))
+}
+
+fn workload_json(w: &WorkloadStats) -> Json {
+    json!({
+        "point_reads": w.point_reads, "scans": w.scans, "updates": w.updates,
+        "columns": w.columns.iter().map(|c| json!({
+            "column": c.column, "point_reads": c.point_reads, "scans": c.scans, "updates": c.updates,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn stats_json(t: &TableStats) -> Json {
+    json!({
+        "name": t.name,
+        "layout": t.layout,
+        "ingested_bytes": t.ingested_bytes,
+        "write_amplification": t.write_amplification,
+        "memtable_workload": workload_json(&t.memtable_workload),
+        "levels": t.levels.iter().map(|l| json!({
+            "level": l.level, "runs": l.runs, "files": l.files, "bytes": l.bytes,
+            "entries": l.entries, "bytes_written": l.bytes_written,
+            "min_seq": l.seq_range.map(|r| r.0), "max_seq": l.seq_range.map(|r| r.1),
+            "groups": l.groups.iter().map(|g| json!({
+                "columns": g.columns, "files": g.files, "bytes": g.bytes, "entries": g.entries,
+                "min_seq": g.seq_range.map(|r| r.0), "max_seq": g.seq_range.map(|r| r.1),
+            })).collect::<Vec<_>>(),
+            "workload": workload_json(&l.workload),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn print_stats(t: &TableStats) {
+    println!("table {} (write amplification {:.2} since open)", t.name, t.write_amplification);
+    println!("  layout: {}", t.layout);
+    println!(
+        "  {:<6} {:>6} {:>12} {:>10} {:>14} {:>17}  groups",
+        "level", "files", "bytes", "entries", "bytes written", "seq range"
+    );
+    for l in &t.levels {
+        let groups = if l.groups.len() == 1 { "row".to_owned() } else { format!("{} groups", l.groups.len()) };
+        println!(
+            "  L{:<5} {:>6} {:>12} {:>10} {:>14} {:>17}  {groups}",
+            l.level,
+            l.files,
+            l.bytes,
+            l.entries,
+            l.bytes_written,
+            seq_text(l.seq_range)
+        );
+        if l.groups.len() > 1 && l.files > 0 {
+            for g in &l.groups {
+                println!(
+                    "    group ({}): {} files, {} bytes, {} entries, seq {}",
+                    g.columns.join(","),
+                    g.files,
+                    g.bytes,
+                    g.entries,
+                    seq_text(g.seq_range)
+                );
+            }
+        }
+    }
+    let rows: Vec<(String, &WorkloadStats)> = std::iter::once(("memtable".to_owned(), &t.memtable_workload))
+        .chain(t.levels.iter().map(|l| (format!("L{}", l.level), &l.workload)))
+        .filter(|(_, w)| w.point_reads + w.scans + w.updates > 0)
+        .collect();
+    if !rows.is_empty() {
+        println!("  workload since open (per column: point reads/scans/updates):");
+    }
+    for (at, w) in rows {
+        let cols: Vec<String> =
+            w.columns.iter().map(|c| format!("{}:{}/{}/{}", c.column, c.point_reads, c.scans, c.updates)).collect();
+        println!(
+            "    {at:<8} {} point reads, {} scans, {} updates; {}",
+            w.point_reads,
+            w.scans,
+            w.updates,
+            cols.join(" ")
+        );
+    }
 }
 
 fn main() -> ExitCode {

@@ -28,8 +28,8 @@ pub mod vfs;
 mod write;
 
 pub use db::{
-    Db, KeyRange, LevelStats, Options, Projection, ReadOptions, ScanIter, Stats, Table, TableInfo, TableOptions,
-    TableStats, WriteOptions,
+    ColumnWorkload, Db, GroupStats, KeyRange, LevelStats, Options, Projection, ReadOptions, ScanIter, Stats, Table,
+    TableInfo, TableOptions, TableStats, WorkloadStats, WriteOptions,
 };
 pub use error::{Error, Result};
 pub use mvcc::snapshot::Snapshot;

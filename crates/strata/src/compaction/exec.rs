@@ -11,12 +11,14 @@
 use std::path::PathBuf;
 
 use crate::column_group::group_id;
+use crate::db::workload::{At, Op};
 use crate::db::TableInfo;
 use crate::error::{Error, Result};
 use crate::iter::merge::MergeIter;
 use crate::mvcc::chain::collapse;
 use crate::mvcc::{Entry, Kind};
 use crate::sst::builder::{SstBuilder, SstOptions};
+use crate::types::row::carries;
 use crate::version::FileMeta;
 use crate::vfs::Fs;
 
@@ -27,6 +29,8 @@ pub(crate) struct OutputSpec<'a> {
     /// Hands out a fresh file number and protects it from obsolete-file cleanup.
     pub alloc: &'a dyn Fn() -> u64,
     pub table: &'a TableInfo,
+    /// The level the files go to.
+    pub level: usize,
     /// The output column groups (value-column indices, ascending); they partition the columns
     /// the inputs cover.
     pub groups: Vec<Vec<usize>>,
@@ -56,7 +60,8 @@ impl Outputs<'_> {
             // Containment: an input group either contains the output group or misses it.
             Some(cols) => self.group.first().is_none_or(|c| cols.contains(c)),
         };
-        in_cover && (e.kind != Kind::Update || carries_any(&e.row, self.spec.table.value_types.len(), self.group))
+        let nvals = self.spec.table.value_types.len();
+        in_cover && (e.kind != Kind::Update || self.group.iter().any(|&c| carries(&e.row, nvals, c)))
     }
 
     fn add(&mut self, e: &Entry) -> Result<()> {
@@ -78,6 +83,11 @@ impl Outputs<'_> {
         }
         if let Some((_, b)) = &mut self.current {
             b.add(e)?;
+        }
+        if e.kind == Kind::Update {
+            let nvals = self.spec.table.value_types.len();
+            let cols = self.group.iter().copied().filter(|&c| carries(&e.row, nvals, c));
+            self.spec.table.workload.record(At::Level(self.spec.level), Op::Update, cols);
         }
         Ok(())
     }
@@ -102,12 +112,6 @@ impl Outputs<'_> {
         }
         Ok(())
     }
-}
-
-/// Whether an encoded row carries any of `cols` (reads only the presence bitmap).
-fn carries_any(row: &[u8], nvals: usize, cols: &[usize]) -> bool {
-    let presence = row.get(..nvals.div_ceil(8)).unwrap_or_default();
-    cols.iter().any(|&c| presence.get(c / 8).is_some_and(|b| b & (1 << (c % 8)) != 0))
 }
 
 /// Drains `iter` into new files, one run per output group. `snapshots` ascending; see

@@ -108,7 +108,7 @@ impl DbInner {
             let info = &t.info;
             let src = MemSource { cursor: MemCursor::new(mem.clone(), table_id, &[], None) };
             let groups = info.layout.groups(0).to_vec();
-            let files = self.write_files(info, vec![Box::new(src)], groups, &snapshots, false, u64::MAX)?;
+            let files = self.write_files(info, 0, vec![Box::new(src)], groups, &snapshots, false, u64::MAX)?;
             for f in files {
                 written.push((table_id, f.size));
                 edit.push(EditRecord::AddFile { table: table_id, level: 0, file: f });
@@ -126,6 +126,7 @@ impl DbInner {
     fn write_files(
         &self,
         info: &TableInfo,
+        level: usize,
         sources: Vec<Box<dyn Source>>,
         groups: Vec<Vec<usize>>,
         snapshots: &[u64],
@@ -139,6 +140,7 @@ impl DbInner {
             path_of: &path_of,
             alloc: &alloc,
             table: info,
+            level,
             groups,
             sst: self.sst_options(),
             target_file_size,
@@ -220,8 +222,15 @@ impl DbInner {
             ));
         }
         let snapshots = self.snapshots.capture();
-        let files =
-            self.write_files(&info, sources, groups, &snapshots, task.bottommost, self.opts.target_file_size)?;
+        let files = self.write_files(
+            &info,
+            task.output_level,
+            sources,
+            groups,
+            &snapshots,
+            task.bottommost,
+            self.opts.target_file_size,
+        )?;
         drop(version);
         self.fs.sync_dir(&self.dir)?;
         let outputs: Vec<u64> = files.iter().map(|f| f.number).collect();

@@ -11,9 +11,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::workload::{At, Op};
 use super::{DbInner, ReadView};
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
+use crate::mvcc::Kind;
+use crate::types::row::carried;
 use crate::write::batch::WriteBatch;
 use crate::write::wal::{frame, WalWriter};
 
@@ -90,13 +93,22 @@ impl DbInner {
                 return Err(e);
             }
         }
-        let mem = self.view.read().mem.clone();
+        let (mem, version) = {
+            let view = self.view.read();
+            (view.mem.clone(), view.version.clone())
+        };
         let mut s = first;
         // Bytes ingested per table, summed here so the counters are locked once per group.
         let mut ingested: Vec<(u32, u64)> = Vec::new();
         for r in group.iter() {
             for op in &r.batch.ops {
                 mem.insert(op.table_id, &op.key, s, op.kind, &op.row);
+                if op.kind == Kind::Update {
+                    if let Some(t) = version.tables.get(&op.table_id) {
+                        let cols = carried(&op.row, t.info.value_types.len());
+                        t.info.workload.record(At::Memtable, Op::Update, cols);
+                    }
+                }
                 let n = (op.key.len() + op.row.len()) as u64;
                 match ingested.iter_mut().find(|(t, _)| *t == op.table_id) {
                     Some((_, b)) => *b += n,

@@ -13,10 +13,11 @@ mod read;
 mod stats;
 mod table;
 pub(crate) mod table_cache;
+pub(crate) mod workload;
 
 pub use options::{Options, ReadOptions, TableOptions, WriteOptions};
 pub use read::ScanIter;
-pub use stats::{LevelStats, Stats, TableStats};
+pub use stats::{ColumnWorkload, GroupStats, LevelStats, Stats, TableStats, WorkloadStats};
 pub use table::{KeyRange, Projection, Table};
 
 use std::collections::{HashMap, HashSet};
@@ -40,6 +41,7 @@ use crate::vfs::{DirLock, Fs};
 use crate::write::batch::WriteBatch;
 use crate::write::wal::{read_log, Tail, WalWriter, WAL_MAGIC};
 use table_cache::TableCache;
+use workload::Workload;
 
 /// A table's definition as stored in the manifest.
 #[derive(Debug, Clone)]
@@ -57,6 +59,8 @@ pub struct TableInfo {
     pub(crate) all_columns: Arc<[usize]>,
     /// The column groups of every level (row everywhere without a layout option).
     pub(crate) layout: Arc<Layout>,
+    /// Per-level workload counters (shared by every copy of the definition).
+    pub(crate) workload: Arc<Workload>,
 }
 
 impl PartialEq for TableInfo {
@@ -76,7 +80,8 @@ impl TableInfo {
             Some(spec) => Layout::parse(spec, &schema, MAX_LEVELS)?,
             None => Layout::row(&schema, 1),
         });
-        Ok(TableInfo { id, name, schema, options, key_types, value_types, all_columns, layout })
+        let workload = Arc::new(Workload::new(schema.value_columns().len()));
+        Ok(TableInfo { id, name, schema, options, key_types, value_types, all_columns, layout, workload })
     }
 
     /// The column-group layout of the table.

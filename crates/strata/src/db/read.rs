@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use super::table::Projection;
+use super::workload::{wanted_columns, At, Op};
 use super::{DbInner, ReadOptions, ReadView, TableInfo};
 use crate::error::{Error, Result};
 use crate::iter::merge::{ColumnMerge, MemSource, MergeIter, RunSource, Source};
@@ -47,10 +48,14 @@ impl DbInner {
         let (seq, view) = self.read_point(ropts)?;
         let t = self.table_in(&view, info)?;
         let types = &info.value_types;
-        let mut res = Resolver::new(types.len(), wanted);
+        let nvals = types.len();
+        let served = |at: At| info.workload.record(at, Op::PointRead, wanted_columns(wanted, nvals));
+        let mut res = Resolver::new(nvals, wanted);
+        let mut found = false;
         for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
             let mut bad = None;
             mem.get(info.id, key, seq, |kind, row| {
+                found = true;
                 let cells = if kind == Kind::Delete { Ok(Vec::new()) } else { decode_row(types, row, wanted) };
                 match cells {
                     Ok(c) => res.push(kind, c, None),
@@ -62,11 +67,18 @@ impl DbInner {
                 return Err(Error::corruption("<memtable>", 0, e.0));
             }
             if res.is_settled() {
-                return Ok(res.finish());
+                break;
             }
+        }
+        if found {
+            served(At::Memtable);
         }
         let hash = bloom::key_hash(key);
         for (li, level) in t.levels.iter().enumerate() {
+            if res.is_settled() {
+                break;
+            }
+            let mut found = false;
             for run in &level.runs {
                 // Only the groups holding columns the read still needs (LASER §4.3).
                 if !res.wants(run_cover(info, li, run)) {
@@ -74,11 +86,11 @@ impl DbInner {
                 }
                 if let Some(f) = run.file_for(key) {
                     let reader = self.tables.get(f.number)?;
-                    reader.get(key, hash, seq, types.len(), wanted, &mut res)?;
-                    if res.is_settled() {
-                        return Ok(res.finish());
-                    }
+                    found |= reader.get(key, hash, seq, nvals, wanted, &mut res)?;
                 }
+            }
+            if found {
+                served(At::Level(li));
             }
         }
         Ok(res.finish())
@@ -108,7 +120,15 @@ impl DbInner {
             let cursor = MemCursor::new(mem.clone(), info.id, &lower, upper.as_deref());
             sources.push(Box::new(MemSource { cursor }));
         }
+        let read_cols = || wanted_columns(wanted.as_deref(), info.value_types.len()).filter(|&c| needed(c));
+        info.workload.record(At::Memtable, Op::Scan, read_cols());
         for (li, level) in t.levels.iter().enumerate() {
+            let touched = level.runs.iter().flat_map(|r| r.files.iter()).any(|f| {
+                f.largest.as_slice() >= lower.as_slice() && upper.as_deref().is_none_or(|u| f.smallest.as_slice() < u)
+            });
+            if touched {
+                info.workload.record(At::Level(li), Op::Scan, read_cols());
+            }
             // Level-0 runs overlap in key and are merged like levels; a deeper level's runs are
             // its column groups, stitched by one column-merging source per level (LASER Fig. 5).
             let mut groups: Vec<Box<dyn Source>> = Vec::new();

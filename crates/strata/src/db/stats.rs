@@ -1,7 +1,87 @@
-//! Statistics: the shape of every table's tree and the IO spent building it.
+//! Statistics: the shape of every table's tree (levels, column groups, age bands), the IO spent
+//! building it, and the per-level workload each table served.
 
-use super::DbInner;
+use super::workload::{At, Op, Workload};
+use super::{DbInner, TableInfo};
+use crate::column_group::group_id;
+use crate::version::Level;
 use std::sync::atomic::Ordering;
+
+/// One column group of one level.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupStats {
+    /// The group's columns (names); key columns are stored with every group and not listed.
+    pub columns: Vec<String>,
+    /// Files.
+    pub files: usize,
+    /// Bytes on disk.
+    pub bytes: u64,
+    /// Versions stored.
+    pub entries: u64,
+    /// Smallest and largest sequence number stored, if any file.
+    pub seq_range: Option<(u64, u64)>,
+}
+
+/// One column's share of a level's workload.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ColumnWorkload {
+    /// Column name.
+    pub column: String,
+    /// Point reads that asked this level for the column.
+    pub point_reads: u64,
+    /// Scans that read the column at this level.
+    pub scans: u64,
+    /// Updates (partial rows) carrying the column that this level received.
+    pub updates: u64,
+}
+
+/// What one level (or the memtable) served since open; see `db/workload.rs` for what counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkloadStats {
+    /// Point reads that found a version of their key here.
+    pub point_reads: u64,
+    /// Scans that read files here (the memtable: every scan).
+    pub scans: u64,
+    /// Partial-row updates written here (the memtable: every committed update).
+    pub updates: u64,
+    /// Per column with any count, in schema order.
+    pub columns: Vec<ColumnWorkload>,
+}
+
+impl WorkloadStats {
+    fn of(w: &Workload, at: At, info: &TableInfo) -> Self {
+        let (point_reads, pr) = w.read(at, Op::PointRead);
+        let (scans, sc) = w.read(at, Op::Scan);
+        let (updates, up) = w.read(at, Op::Update);
+        let columns = (0..info.value_types.len())
+            .filter(|&c| pr[c] + sc[c] + up[c] > 0)
+            .map(|c| ColumnWorkload { column: column_name(info, c), point_reads: pr[c], scans: sc[c], updates: up[c] })
+            .collect();
+        WorkloadStats { point_reads, scans, updates, columns }
+    }
+}
+
+fn column_name(info: &TableInfo, value_col: usize) -> String {
+    info.schema.value_columns().get(value_col).map_or_else(String::new, |&c| info.schema.columns()[c].name.clone())
+}
+
+fn group_stats(info: &TableInfo, level: usize, l: &Level) -> Vec<GroupStats> {
+    info.layout
+        .groups(level)
+        .iter()
+        .map(|g| {
+            let id = group_id(g);
+            let files: Vec<_> = l.files().filter(|f| f.cg == id).collect();
+            GroupStats {
+                columns: g.iter().map(|&c| column_name(info, c)).collect(),
+                files: files.len(),
+                bytes: files.iter().map(|f| f.size).sum(),
+                entries: files.iter().map(|f| f.entries).sum(),
+                seq_range: files.iter().map(|f| (f.min_seq, f.max_seq)).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1))),
+            }
+        })
+        .collect()
+}
 
 /// One level of one table.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -20,6 +100,10 @@ pub struct LevelStats {
     pub bytes_written: u64,
     /// Smallest and largest sequence number stored (the age band of the level), if any file.
     pub seq_range: Option<(u64, u64)>,
+    /// The level's column groups, as its layout lists them (Level-0: one, the whole row).
+    pub groups: Vec<GroupStats>,
+    /// Operations this level served since open.
+    pub workload: WorkloadStats,
 }
 
 /// One table.
@@ -27,6 +111,10 @@ pub struct LevelStats {
 pub struct TableStats {
     /// Table name.
     pub name: String,
+    /// The column-group layout, one clause per level.
+    pub layout: String,
+    /// Operations the memtable served since open.
+    pub memtable_workload: WorkloadStats,
     /// Levels 0..num_levels.
     pub levels: Vec<LevelStats>,
     /// Bytes of keys and rows written by users since open.
@@ -79,6 +167,8 @@ impl DbInner {
                     entries: files.iter().map(|f| f.entries).sum(),
                     bytes_written: io.written.get(&(t.info.id, i)).copied().unwrap_or(0),
                     seq_range,
+                    groups: group_stats(&t.info, i, l),
+                    workload: WorkloadStats::of(&t.info.workload, At::Level(i), &t.info),
                 });
             }
             let ingested = io.ingested.get(&t.info.id).copied().unwrap_or(0);
@@ -86,6 +176,8 @@ impl DbInner {
             let write_amplification = if ingested == 0 { 0.0 } else { written as f64 / ingested as f64 };
             tables.push(TableStats {
                 name: t.info.name.clone(),
+                layout: t.info.layout.spec(&t.info.schema, t.levels.len()),
+                memtable_workload: WorkloadStats::of(&t.info.workload, At::Memtable, &t.info),
                 levels,
                 ingested_bytes: ingested,
                 write_amplification,

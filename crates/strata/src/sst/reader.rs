@@ -143,7 +143,8 @@ impl SstReader {
     }
 
     /// Feeds the versions of `key` at or below `snapshot` (newest first) to `res`. Returns early
-    /// (without IO) when the key is outside the file or the bloom filter excludes it.
+    /// (without IO) when the key is outside the file or the bloom filter excludes it. Returns
+    /// whether the file held a version of the key.
     pub(crate) fn get(
         &self,
         key: &[u8],
@@ -152,29 +153,31 @@ impl SstReader {
         nvals: usize,
         wanted: Option<&[bool]>,
         res: &mut Resolver,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         if key < self.meta.smallest.as_slice() || key > self.meta.largest.as_slice() {
-            return Ok(());
+            return Ok(false);
         }
         if !bloom::may_contain(&self.filter, hash) {
-            return Ok(());
+            return Ok(false);
         }
         let bi = self.find_block(key);
         if bi >= self.index.len() {
-            return Ok(());
+            return Ok(false);
         }
         let b = self.block(bi, true)?;
         let mut i = b.seek(key);
         let cover = self.cover(nvals);
+        let mut found = false;
         while i < b.len() && b.key(i) == key && !res.is_settled() {
             if b.seq(i) <= snapshot {
                 let mut cells = vec![None; nvals];
                 self.fill_cells(&b, i, wanted, &mut cells);
                 res.push(b.kind(i), cells, cover);
+                found = true;
             }
             i += 1;
         }
-        Ok(())
+        Ok(found)
     }
 
     /// Reads every block, checking checksums and structure. Returns the number of blocks.

@@ -22,6 +22,17 @@ fn bit(bm: &[u8], i: usize) -> bool {
     bm.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0)
 }
 
+/// Whether an encoded row carries value column `c` (reads only the presence bitmap; a tombstone's
+/// empty row carries nothing).
+pub(crate) fn carries(row: &[u8], nvals: usize, c: usize) -> bool {
+    c < nvals && bit(row.get(..nvals.div_ceil(8)).unwrap_or_default(), c)
+}
+
+/// The value columns an encoded row carries, ascending.
+pub(crate) fn carried(row: &[u8], nvals: usize) -> impl Iterator<Item = usize> + '_ {
+    (0..nvals).filter(move |&c| carries(row, nvals, c))
+}
+
 /// One value column of an encoded row (or of a block), not decoded: fixed-width types as their
 /// little-endian bytes, TEXT / BYTEA as their bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
