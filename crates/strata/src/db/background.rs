@@ -108,7 +108,7 @@ impl DbInner {
             let info = &t.info;
             let src = MemSource { cursor: MemCursor::new(mem.clone(), table_id, &[], None) };
             let groups = info.layout.groups(0).to_vec();
-            let files = self.write_files(info, 0, vec![Box::new(src)], groups, &snapshots, false, u64::MAX)?;
+            let files = self.write_files(info, 0, vec![Box::new(src)], groups, &snapshots, false)?;
             for f in files {
                 written.push((table_id, f.size));
                 edit.push(EditRecord::AddFile { table: table_id, level: 0, file: f });
@@ -131,8 +131,9 @@ impl DbInner {
         groups: Vec<Vec<usize>>,
         snapshots: &[u64],
         bottommost: bool,
-        target_file_size: u64,
     ) -> Result<Vec<FileMeta>> {
+        // A flush writes one Level-0 file per table; compactions cut files at the target size.
+        let target_file_size = if level == 0 { u64::MAX } else { self.opts.target_file_size };
         let path_of = |n: u64| self.tables.path(n);
         let alloc = || self.alloc_output();
         let spec = OutputSpec {
