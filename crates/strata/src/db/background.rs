@@ -223,15 +223,7 @@ impl DbInner {
             ));
         }
         let snapshots = self.snapshots.capture();
-        let files = self.write_files(
-            &info,
-            task.output_level,
-            sources,
-            groups,
-            &snapshots,
-            task.bottommost,
-            self.opts.target_file_size,
-        )?;
+        let files = self.write_files(&info, task.output_level, sources, groups, &snapshots, task.bottommost)?;
         drop(version);
         self.fs.sync_dir(&self.dir)?;
         let outputs: Vec<u64> = files.iter().map(|f| f.number).collect();
