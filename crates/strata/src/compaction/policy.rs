@@ -236,8 +236,10 @@ mod tests {
     //! # comment
     //! pick l0_trigger=2 ratio=10 l1=1000 levels=4
     //! table 1                       (optional; switches the table the next levels belong to)
+    //! layout L1: (a,b) (c,d)       (optional; the layout of tables created after it; the table
+    //!                               has value columns a, b, c, d)
     //! L0 6:a-b:100@50 5:c-e:100@40  (number:smallest-largest:size@max_seq)
-    //! L1 1:a-c:500@10
+    //! L1 1:a-c:500@10 2:a-c:90@10/2 (`/g`: the file stores the group whose first column is g)
     //! busy 1                        (optional: files already being compacted)
     //! ----
     //! expected output
@@ -255,7 +257,8 @@ mod tests {
         let (num, rest) = spec.split_once(':').expect("number:range:size@seq");
         let (range, rest) = rest.split_once(':').expect("range:size@seq");
         let (lo, hi) = range.split_once('-').expect("lo-hi");
-        let (size, seq) = rest.split_once('@').expect("size@seq");
+        let (size, rest) = rest.split_once('@').expect("size@seq");
+        let (seq, cg) = rest.split_once('/').unwrap_or((rest, "0"));
         FileMeta {
             number: num.parse().expect("number"),
             size: size.parse().expect("size"),
@@ -264,7 +267,7 @@ mod tests {
             max_seq: seq.parse().expect("seq"),
             smallest: lo.as_bytes().to_vec(),
             largest: hi.as_bytes().to_vec(),
-            cg: 0,
+            cg: cg.parse().expect("group"),
         }
     }
 
@@ -273,7 +276,9 @@ mod tests {
         let mut version = Version::new(4);
         let mut busy = HashSet::new();
         let mut table = 1u32;
-        let schema = Arc::new(Schema::new(vec![Column::new("k", ColumnType::Text)], &["k"]).expect("schema"));
+        let cols = ["k", "a", "b", "c", "d"].iter().map(|n| Column::new(*n, ColumnType::Int)).collect();
+        let schema = Arc::new(Schema::new(cols, &["k"]).expect("schema"));
+        let mut options = TableOptions::default();
         for line in input {
             let mut words = line.split_whitespace();
             match words.next() {
@@ -292,12 +297,13 @@ mod tests {
                     version = Version::new(opts.num_levels);
                 }
                 Some("table") => table = words.next().and_then(|w| w.parse().ok()).expect("table id"),
+                Some("layout") => options = TableOptions::with_layout(line.trim_start().trim_start_matches("layout")),
                 Some("busy") => busy.extend(words.map(|w| w.parse::<u64>().expect("file number"))),
                 Some(l) if l.starts_with('L') => {
                     let level: usize = l[1..].parse().expect("level");
                     let mut edit = VersionEdit::default();
                     if !version.tables.contains_key(&table) {
-                        let info = TableInfo::new(table, format!("t{table}"), schema.clone(), TableOptions::default())
+                        let info = TableInfo::new(table, format!("t{table}"), schema.clone(), options.clone())
                             .unwrap();
                         edit.push(EditRecord::CreateTable(info));
                     }
@@ -320,10 +326,11 @@ mod tests {
                 let nums = |v: &[Arc<FileMeta>]| v.iter().map(|f| f.number.to_string()).collect::<Vec<_>>().join(",");
                 let _ = writeln!(
                     out,
-                    "task: t{} L{}->L{} inputs=[{}] next=[{}]{}{} score={:.2}",
+                    "task: t{} L{}->L{}{} inputs=[{}] next=[{}]{}{} score={:.2}",
                     task.table,
                     task.level,
                     task.output_level,
+                    if options.layout.is_some() { format!(" cg={}", task.cg) } else { String::new() },
                     nums(&task.inputs),
                     nums(&task.next_inputs),
                     if task.trivial_move { " trivial-move" } else { "" },
