@@ -1,8 +1,13 @@
-//! `strata-bench`: benchmark harness for strata. Today it has one workload, `engine`, which
-//! measures the core engine on the LASER narrow table (BIGINT key + 30 INT columns): single-row
-//! insert throughput with the WAL on and no fsync, insert throughput with an fsync per batch of
-//! 100 rows, point-read latency on the loaded tree, and peak RSS during the load against the
-//! configured memory budget.
+//! `strata-bench`: benchmark harness for strata, on the LASER narrow table (BIGINT key + 30 INT
+//! columns).
+//!
+//! - `engine` measures the core engine: single-row insert throughput with the WAL on and no
+//!   fsync, insert throughput with an fsync per batch of 100 rows, point-read latency on the
+//!   loaded tree, and peak RSS during the load against the configured memory budget.
+//! - `laser` reproduces the shape of LASER's Fig. 7: blocks and bytes read per point read and per
+//!   scan against projection size, for several column-group sizes (see `laser.rs`).
+
+mod laser;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,6 +32,8 @@ struct Cli {
 enum Cmd {
     /// Core engine: inserts (no fsync / fsync per 100-row batch), point reads, peak memory.
     Engine(EngineArgs),
+    /// LASER Fig. 7: point-read and scan cost against projection size, per column-group size.
+    Laser(laser::LaserArgs),
 }
 
 #[derive(Parser)]
@@ -60,15 +67,15 @@ struct EngineArgs {
     seed: u64,
 }
 
-const COLS: usize = 30;
+pub(crate) const COLS: usize = 30;
 
-fn narrow() -> Schema {
+pub(crate) fn narrow() -> Schema {
     let mut cols = vec![Column::not_null("k", ColumnType::BigInt)];
     cols.extend((1..=COLS).map(|i| Column::not_null(format!("c{i}"), ColumnType::Int)));
     Schema::new(cols, &["k"]).expect("narrow schema is valid")
 }
 
-fn row(rng: &mut impl Rng, k: i64) -> Vec<Value> {
+pub(crate) fn row(rng: &mut impl Rng, k: i64) -> Vec<Value> {
     let mut r = Vec::with_capacity(COLS + 1);
     r.push(Value::BigInt(k));
     r.extend((0..COLS).map(|_| Value::Int(rng.gen())));
@@ -252,6 +259,12 @@ fn main() {
             if a.dir.is_none() {
                 let _ = std::fs::remove_dir_all(&root);
             }
+            r
+        }
+        Cmd::Laser(a) => {
+            let root = std::env::temp_dir().join(format!("strata-bench-laser-{}", std::process::id()));
+            let r = laser::laser(a, &root);
+            let _ = std::fs::remove_dir_all(&root);
             r
         }
     };

@@ -395,3 +395,52 @@ fn one_shot_commands() {
     let (okay, _, err) = run(&["get", "t", "1", "x"]);
     assert!(!okay && err.contains("unknown_table"), "{err}");
 }
+
+#[test]
+fn layouts_from_the_command_line_and_exec() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let run = |args: &[&str]| {
+        let out = strata(&db).args(args).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let schema = "id BIGINT PRIMARY KEY, a INT, b INT, s TEXT";
+    let (okay, out, _) = run(&["create-table", "t", "--schema", schema, "--layout", "L1: (a,b) (s); L2-: column"]);
+    assert!(okay && out.contains("L1: (a,b) (s); L2: column"), "{out}");
+    let (okay, _, err) = run(&["create-table", "bad", "--schema", schema, "--layout", "L1: (a) (b,s); L2: (a,b) (s)"]);
+    assert!(!okay && err.contains("invalid_argument") && err.contains("group (a,b) of L2"), "{err}");
+    let r = exec(
+        &db,
+        &[
+            json!({"op":"create_table","table":"u","schema":schema,"layout":"L1-: column"}),
+            json!({"op":"create_table","table":"v","schema":schema,"layout":"L0: column"}),
+            json!({"op":"create_table","table":"w","schema":schema,"layout":7}),
+            json!({"op":"insert","table":"u","row":{"id":1,"a":2,"b":3,"s":"x"}}),
+        ],
+    );
+    ok(&r[0]);
+    assert_eq!(err_kind(&r[1]), "invalid_argument");
+    assert_eq!(err_kind(&r[2]), "bad_request");
+    ok(&r[3]);
+    assert!(run(&["compact", "u"]).0);
+    let (_, out, _) = run(&["stats", "u", "--json"]);
+    let st: Json = serde_json::from_str(&out).unwrap();
+    let t = &st["tables"][0];
+    assert!(t["layout"].as_str().unwrap().starts_with("L0: row; L1: column"), "{out}");
+    // After a full compaction the row lives in the last level, one file per column group.
+    let last = t["levels"].as_array().unwrap().last().unwrap();
+    let groups: Vec<(String, u64)> = last["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["columns"][0].as_str().unwrap().to_owned(), g["files"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(groups, [("a".to_owned(), 1), ("b".to_owned(), 1), ("s".to_owned(), 1)], "{out}");
+    let (_, out, _) = run(&["stats", "u"]);
+    assert!(out.contains("layout: L0: row; L1: column") && out.contains("group (s): 1 files"), "{out}");
+    assert!(run(&["check"]).0);
+}

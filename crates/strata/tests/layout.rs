@@ -31,7 +31,9 @@ fn bad_layouts_are_rejected_naming_level_and_group() {
         ("L6: column", "level 6"),
         ("L1 column", "has no `:`"),
     ] {
-        let Err(e) = db.create_table("t", schema(), TableOptions::with_layout(spec)) else { panic!("{spec} was accepted") };
+        let Err(e) = db.create_table("t", schema(), TableOptions::with_layout(spec)) else {
+            panic!("{spec} was accepted")
+        };
         assert!(matches!(e, Error::InvalidArgument(_)), "{spec}: {e}");
         assert!(e.to_string().contains(want), "{spec}: {e}");
     }

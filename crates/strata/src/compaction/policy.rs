@@ -303,8 +303,7 @@ mod tests {
                     let level: usize = l[1..].parse().expect("level");
                     let mut edit = VersionEdit::default();
                     if !version.tables.contains_key(&table) {
-                        let info = TableInfo::new(table, format!("t{table}"), schema.clone(), options.clone())
-                            .unwrap();
+                        let info = TableInfo::new(table, format!("t{table}"), schema.clone(), options.clone()).unwrap();
                         edit.push(EditRecord::CreateTable(info));
                     }
                     for w in words {

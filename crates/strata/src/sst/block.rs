@@ -5,7 +5,7 @@
 //! ```text
 //! n u32 | ncols u16 | (4 + ncols) × u32 section offsets: keys, seqs, kinds, col 0.., end
 //! keys:   n × (shared varint | unshared varint | unshared bytes)   prefix-coded against previous key
-//! seqs:   n × u64
+//! seqs:   base u64 | n × varint(seq - base)                       base = smallest seq (absent when n = 0)
 //! kinds:  n × u8                                                    0 delete, 1 put, 2 update
 //! col i:  flags u8 (bit0 presence bitmap follows, bit1 null bitmap follows)
 //!         [presence bitmap ceil(n/8)]  bit set = the row carries this column
@@ -132,7 +132,7 @@ pub(crate) struct BlockBuilder {
     n: usize,
     keys: Vec<u8>,
     last_key: Vec<u8>,
-    seqs: Vec<u8>,
+    seqs: Vec<u64>,
     kinds: Vec<u8>,
     cols: Vec<ColBuf>,
     min_seq: u64,
@@ -177,7 +177,7 @@ impl BlockBuilder {
 
     /// Approximate encoded size so far.
     pub(crate) fn size(&self) -> usize {
-        self.keys.len() + self.seqs.len() + self.kinds.len() + self.cols.iter().map(ColBuf::size).sum::<usize>()
+        self.keys.len() + 4 * self.seqs.len() + self.kinds.len() + self.cols.iter().map(ColBuf::size).sum::<usize>()
     }
 
     /// Adds a version; `value(i)` gives the i-th column of the group (`None` = not carried).
@@ -189,7 +189,7 @@ impl BlockBuilder {
         self.keys.extend_from_slice(&key[shared..]);
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
-        self.seqs.extend_from_slice(&seq.to_le_bytes());
+        self.seqs.push(seq);
         self.kinds.push(kind as u8);
         self.min_seq = self.min_seq.min(seq);
         self.max_seq = self.max_seq.max(seq);
@@ -214,7 +214,14 @@ impl BlockBuilder {
         offs.push(out.len());
         out.extend_from_slice(&self.keys);
         offs.push(out.len());
-        out.extend_from_slice(&self.seqs);
+        // Sequence numbers within a block are close together: store them as offsets from the
+        // smallest, which shrinks the per-version cost every column group pays.
+        if n > 0 {
+            out.extend_from_slice(&self.min_seq.to_le_bytes());
+            for &seq in &self.seqs {
+                put_varint(&mut out, seq - self.min_seq);
+            }
+        }
         offs.push(out.len());
         out.extend_from_slice(&self.kinds);
         for c in &self.cols {
@@ -295,12 +302,21 @@ impl Block {
             return Err(DecodeError::new("trailing bytes in key section"));
         }
         // Seqs and kinds.
-        let s = section(1);
-        if s.len() != 8 * n || section(2).len() != n {
-            return Err(DecodeError::new("bad seq/kind section size"));
+        if section(2).len() != n {
+            return Err(DecodeError::new("bad kind section size"));
         }
-        let seqs =
-            s.chunks_exact(8).map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect();
+        let mut sr = Reader::new(section(1));
+        let mut seqs = Vec::with_capacity(n);
+        if n > 0 {
+            let base = sr.u64()?;
+            for _ in 0..n {
+                let d = sr.varint()?;
+                seqs.push(base.checked_add(d).ok_or_else(|| DecodeError::new("sequence number overflows"))?);
+            }
+        }
+        if !sr.is_empty() {
+            return Err(DecodeError::new("trailing bytes in seq section"));
+        }
         let kinds = section(2)
             .iter()
             .map(|&k| Kind::from_u8(k).ok_or_else(|| DecodeError::new("bad kind")))
