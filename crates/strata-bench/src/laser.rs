@@ -150,7 +150,7 @@ fn run_layout(a: &LaserArgs, size: usize, dir: &Path) -> strata::Result<Run> {
 }
 
 pub(crate) fn laser(a: &LaserArgs, root: &Path) -> strata::Result<()> {
-    if let Some(bad) = a.cg_sizes.iter().find(|&&s| s == 0 || COLS % s != 0) {
+    if let Some(bad) = a.cg_sizes.iter().find(|&&s| s == 0 || !COLS.is_multiple_of(s)) {
         return Err(strata::Error::InvalidArgument(format!("cg size {bad} does not divide {COLS}")));
     }
     if let Some(bad) = a.projections.iter().find(|&&k| k == 0 || k > COLS) {
