@@ -255,8 +255,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Cmd::CreateTable { name, schema, layout } => {
             let schema = schema_sql::parse_schema(&schema).map_err(|m| CliError::new("invalid_schema", m))?;
             let options = layout.map_or_else(TableOptions::default, TableOptions::with_layout);
-            db.create_table(&name, schema, options)?;
-            let layout = db.stats().tables.into_iter().find(|t| t.name == name).map(|t| t.layout).unwrap_or_default();
+            let t = db.create_table(&name, schema, options)?;
+            let layout = t.info().layout().spec(t.schema(), Options::default().num_levels);
             println!("created table {name}; layout {layout}");
         }
         Cmd::DropTable { name } => {

@@ -27,6 +27,16 @@ fn exec(db: &Path, reqs: &[Json]) -> Vec<Json> {
     String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
+/// Runs one command: (success, stdout, stderr).
+fn run_cli(db: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = strata(db).args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
 fn ok(r: &Json) -> &Json {
     assert_eq!(r["ok"], json!(true), "{r}");
     r
@@ -354,14 +364,7 @@ fn load_reads_parquet_and_rejects_values_that_do_not_fit() {
 fn one_shot_commands() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    let run = |args: &[&str]| {
-        let out = strata(&db).args(args).output().unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).to_string(),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
-    };
+    let run = |args: &[&str]| run_cli(&db, args);
     assert!(run(&["create-table", "t", "--schema", "a INT, b TEXT, v BIGINT NOT NULL, PRIMARY KEY (a, b)"]).0);
     let (okay, _, err) = run(&["create-table", "bad", "--schema", "a INT"]);
     assert!(!okay && err.contains("invalid_schema"), "{err}");
@@ -400,14 +403,7 @@ fn one_shot_commands() {
 fn layouts_from_the_command_line_and_exec() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    let run = |args: &[&str]| {
-        let out = strata(&db).args(args).output().unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).to_string(),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
-    };
+    let run = |args: &[&str]| run_cli(&db, args);
     let schema = "id BIGINT PRIMARY KEY, a INT, b INT, s TEXT";
     let (okay, out, _) = run(&["create-table", "t", "--schema", schema, "--layout", "L1: (a,b) (s); L2-: column"]);
     assert!(okay && out.contains("L1: (a,b) (s); L2: column"), "{out}");

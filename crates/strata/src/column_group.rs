@@ -130,7 +130,9 @@ impl Layout {
     /// row (a version from it settles every column) or the level has no such group.
     pub(crate) fn cover(&self, level: usize, cg: u32) -> Option<&Arc<[usize]>> {
         let covers = self.covers.get(level).or(self.covers.last())?;
-        covers.iter().find(|g| group_id(g) == cg).filter(|g| g.len() < self.nvals)
+        // Groups are sorted and disjoint, so by id (first column): point reads look this up per run.
+        let i = covers.binary_search_by_key(&cg, |g| group_id(g)).ok()?;
+        covers.get(i).filter(|g| g.len() < self.nvals)
     }
 
     /// The groups of `level + 1` inside group `cg` of `level` (by containment, they partition it).

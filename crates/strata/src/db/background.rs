@@ -208,19 +208,19 @@ impl DbInner {
         // The files below come from the groups inside the input group: one run each.
         let groups: Vec<Vec<usize>> =
             info.layout.children(task.level, task.cg).into_iter().map(<[usize]>::to_vec).collect();
+        if let Some(f) = task.next_inputs.iter().find(|f| !groups.iter().any(|g| group_id(g) == f.cg)) {
+            return Err(Error::corruption(
+                self.tables.path(f.number),
+                0,
+                format!("level {} holds a file of a column group the layout does not have", task.output_level),
+            ));
+        }
         for g in &groups {
             let id = group_id(g);
             let files: Vec<Arc<FileMeta>> = task.next_inputs.iter().filter(|f| f.cg == id).cloned().collect();
             if !files.is_empty() {
                 sources.push(run(files));
             }
-        }
-        if task.next_inputs.iter().any(|f| !groups.iter().any(|g| group_id(g) == f.cg)) {
-            return Err(Error::corruption(
-                self.tables.path(task.next_inputs[0].number),
-                0,
-                format!("level {} holds a file of a column group the layout does not have", task.output_level),
-            ));
         }
         let snapshots = self.snapshots.capture();
         let files = self.write_files(&info, task.output_level, sources, groups, &snapshots, task.bottommost)?;

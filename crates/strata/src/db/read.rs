@@ -108,32 +108,26 @@ impl DbInner {
         let (seq, view) = self.read_point(ropts)?;
         let t = self.table_in(&view, info)?.clone();
         let wanted: Option<Arc<[bool]>> = projection.wanted().cloned();
-        // The columns whose chains the scan reads; with only key columns projected, the first
-        // value column's chain tells whether a row exists.
-        let needed = |c: usize| match &wanted {
-            None => true,
-            Some(w) if w.contains(&true) => w.get(c).copied().unwrap_or(false),
-            Some(_) => c == 0,
-        };
+        // A fresh resolver wants exactly the groups whose chains the scan must read (with only key
+        // columns projected, the first value column's chain tells whether a row exists).
+        let nvals = info.value_types.len();
+        let fresh = Resolver::new(nvals, wanted.as_deref());
         let mut sources: Vec<Box<dyn Source>> = Vec::new();
         for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
             let cursor = MemCursor::new(mem.clone(), info.id, &lower, upper.as_deref());
             sources.push(Box::new(MemSource { cursor }));
         }
-        let read_cols = || wanted_columns(wanted.as_deref(), info.value_types.len()).filter(|&c| needed(c));
+        let read_cols = || wanted_columns(wanted.as_deref(), nvals);
         info.workload.record(At::Memtable, Op::Scan, read_cols());
         for (li, level) in t.levels.iter().enumerate() {
-            let touched = level.runs.iter().flat_map(|r| r.files.iter()).any(|f| {
-                f.largest.as_slice() >= lower.as_slice() && upper.as_deref().is_none_or(|u| f.smallest.as_slice() < u)
-            });
-            if touched {
+            if level.runs.iter().any(|r| r.overlaps(&lower, upper.as_deref())) {
                 info.workload.record(At::Level(li), Op::Scan, read_cols());
             }
             // Level-0 runs overlap in key and are merged like levels; a deeper level's runs are
             // its column groups, stitched by one column-merging source per level (LASER Fig. 5).
             let mut groups: Vec<Box<dyn Source>> = Vec::new();
             for run in &level.runs {
-                if !run_cover(info, li, run).is_none_or(|cols| cols.iter().any(|&c| needed(c))) {
+                if !fresh.wants(run_cover(info, li, run)) {
                     continue;
                 }
                 // The run source skips the files below `lower` itself.

@@ -62,6 +62,14 @@ impl Run {
     }
 }
 
+impl Run {
+    /// Whether some file of the run holds keys in `[lower, upper)` (`upper` `None`: unbounded).
+    pub(crate) fn overlaps(&self, lower: &[u8], upper: Option<&[u8]>) -> bool {
+        let i = self.files.partition_point(|f| f.largest.as_slice() < lower);
+        self.files.get(i).is_some_and(|f| upper.is_none_or(|u| f.smallest.as_slice() < u))
+    }
+}
+
 /// One level of one table's tree.
 #[derive(Debug, Clone, Default)]
 pub struct Level {
