@@ -31,18 +31,18 @@ pub(crate) struct OutputSpec<'a> {
     pub table: &'a TableInfo,
     /// The level the files go to.
     pub level: usize,
-    /// The output column groups (value-column indices, ascending); they partition the columns
-    /// the inputs cover.
-    pub groups: Vec<Vec<usize>>,
+    /// The output column groups (value-column indices, ascending), each with the size at which
+    /// its files are cut (at a key boundary); they partition the columns the inputs cover.
+    pub groups: Vec<(Vec<usize>, u64)>,
     pub sst: SstOptions,
-    /// Cut a new file once this many bytes are written (at a key boundary).
-    pub target_file_size: u64,
 }
 
 /// The files of one output group.
 struct Outputs<'a> {
     spec: &'a OutputSpec<'a>,
     group: &'a [usize],
+    /// Cut a new file once this many bytes are written.
+    target_file_size: u64,
     /// The group is every value column: every version belongs to it unchanged.
     whole_row: bool,
     current: Option<(u64, SstBuilder)>,
@@ -94,7 +94,7 @@ impl Outputs<'_> {
 
     /// Called between keys: closes the file if it reached the target size.
     fn maybe_cut(&mut self) -> Result<()> {
-        if self.current.as_ref().is_some_and(|(_, b)| b.estimated_size() >= self.spec.target_file_size) {
+        if self.current.as_ref().is_some_and(|(_, b)| b.estimated_size() >= self.target_file_size) {
             self.finish_current()?;
         }
         Ok(())
@@ -127,7 +127,14 @@ pub(crate) fn write_merged(
     let mut outs: Vec<Outputs<'_>> = spec
         .groups
         .iter()
-        .map(|g| Outputs { spec, group: g, whole_row: g.len() == nvals, current: None, done: Vec::new() })
+        .map(|(g, size)| Outputs {
+            spec,
+            group: g,
+            target_file_size: *size,
+            whole_row: g.len() == nvals,
+            current: None,
+            done: Vec::new(),
+        })
         .collect();
     let mut group: Vec<Entry> = Vec::new();
     let emit = |group: &[Entry], outs: &mut [Outputs<'_>]| -> Result<()> {

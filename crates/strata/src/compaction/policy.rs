@@ -27,6 +27,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::column_group::group_id;
+use crate::db::TableInfo;
 use crate::types::ColumnType;
 use crate::version::{FileMeta, TableVersion, Version};
 
@@ -104,24 +105,54 @@ fn overlapping(t: &TableVersion, level: usize, lo: &[u8], hi: &[u8], keep: impl 
 }
 
 /// Bytes one version of a group takes, roughly: key, sequence and kind, plus the columns.
-fn group_width(t: &TableVersion, group: &[usize]) -> f64 {
+fn group_width(info: &TableInfo, group: &[usize]) -> f64 {
     let w = |ty: &ColumnType| ty.fixed_width().unwrap_or(16) as f64;
-    let key: f64 = t.info.key_types.iter().map(w).sum();
-    9.0 + key + group.iter().map(|&c| t.info.value_types.get(c).map_or(0.0, w)).sum::<f64>()
+    let key: f64 = info.key_types.iter().map(w).sum();
+    9.0 + key + group.iter().map(|&c| info.value_types.get(c).map_or(0.0, w)).sum::<f64>()
+}
+
+/// Bytes of level `level` (≥ 1) that column group `group` may hold: the level's capacity split
+/// across its groups in proportion to their width (LASER §4.4).
+fn group_share(info: &TableInfo, level: usize, group: &[usize], opts: &PolicyOptions) -> f64 {
+    let total: f64 = info.layout.groups(level).iter().map(|g| group_width(info, g)).sum();
+    (opts.target(level) as f64 * group_width(info, group) / total.max(1.0)).max(1.0)
+}
+
+/// A group's share of a level holds at least this many files, so that compacting its oldest
+/// file moves part of the share down instead of emptying the level for that group.
+const FILES_PER_SHARE: f64 = 4.0;
+
+/// Output files are never cut smaller than this (unless `target_file_size` is smaller).
+const MIN_FILE_SIZE: u64 = 64 << 10;
+
+/// Size at which compaction output of `group` at `level` is cut: `target_file_size`, lowered
+/// for narrow groups until their share of the level fits [`FILES_PER_SHARE`] files. Level-0
+/// files are never cut (one file per flush).
+pub fn output_file_size(
+    info: &TableInfo,
+    level: usize,
+    group: &[usize],
+    opts: &PolicyOptions,
+    target_file_size: u64,
+) -> u64 {
+    if level == 0 {
+        return u64::MAX;
+    }
+    let per_file = (group_share(info, level, group, opts) / FILES_PER_SHARE) as u64;
+    target_file_size.min(per_file.max(MIN_FILE_SIZE))
 }
 
 /// Scores of the column groups of level `level` ≥ 1: `(group id, bytes / share of capacity)`.
 pub fn group_scores(t: &TableVersion, level: usize, opts: &PolicyOptions) -> Vec<(u32, f64)> {
-    let groups = t.info.layout.groups(level);
-    let total: f64 = groups.iter().map(|g| group_width(t, g)).sum();
     let Some(lvl) = t.levels.get(level) else { return Vec::new() };
-    groups
+    t.info
+        .layout
+        .groups(level)
         .iter()
         .map(|g| {
             let id = group_id(g);
             let bytes: u64 = lvl.files().filter(|f| f.cg == id).map(|f| f.size).sum();
-            let share = (opts.target(level) as f64 * group_width(t, g) / total.max(1.0)).max(1.0);
-            (id, bytes as f64 / share)
+            (id, bytes as f64 / group_share(&t.info, level, g, opts))
         })
         .collect()
 }
@@ -339,6 +370,27 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn narrow_groups_get_files_small_enough_to_fill_their_share() {
+        let opts = PolicyOptions { l0_trigger: 4, ratio: 10, l1_max_bytes: 4 << 20, num_levels: 4 };
+        let cols = ["k", "a", "b", "c", "d"].iter().map(|n| Column::new(*n, ColumnType::Int)).collect();
+        let schema = Arc::new(Schema::new(cols, &["k"]).expect("schema"));
+        let row = TableInfo::new(1, "r".into(), schema.clone(), TableOptions::default()).unwrap();
+        let column = TableInfo::new(2, "c".into(), schema, TableOptions::with_layout("L1-: column")).unwrap();
+        let size = |info: &TableInfo, level, group: &[usize]| output_file_size(info, level, group, &opts, 2 << 20);
+        assert_eq!(size(&row, 0, &[0, 1, 2, 3]), u64::MAX, "Level-0 files are never cut");
+        // Row: a quarter of L1 (1 MiB) is below the 2 MiB target; L2 is wide enough.
+        assert_eq!(size(&row, 1, &[0, 1, 2, 3]), 1 << 20);
+        assert_eq!(size(&row, 2, &[0, 1, 2, 3]), 2 << 20);
+        // Four equal groups share L1 equally: 1 MiB each, so 256 KiB files.
+        assert_eq!(size(&column, 1, &[2]), 256 << 10);
+        assert_eq!(size(&column, 2, &[2]), 2 << 20);
+        // Tiny levels stop at the floor; a smaller configured target still wins.
+        let tiny = PolicyOptions { l1_max_bytes: 64 << 10, ..opts };
+        assert_eq!(output_file_size(&column, 1, &[2], &tiny, 2 << 20), MIN_FILE_SIZE);
+        assert_eq!(output_file_size(&column, 1, &[2], &tiny, 8 << 10), 8 << 10);
     }
 
     #[test]

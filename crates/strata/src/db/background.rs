@@ -132,8 +132,14 @@ impl DbInner {
         snapshots: &[u64],
         bottommost: bool,
     ) -> Result<Vec<FileMeta>> {
-        // A flush writes one Level-0 file per table; compactions cut files at the target size.
-        let target_file_size = if level == 0 { u64::MAX } else { self.opts.target_file_size };
+        let opts = self.policy_options();
+        let groups = groups
+            .into_iter()
+            .map(|g| {
+                let size = policy::output_file_size(info, level, &g, &opts, self.opts.target_file_size);
+                (g, size)
+            })
+            .collect();
         let path_of = |n: u64| self.tables.path(n);
         let alloc = || self.alloc_output();
         let spec = OutputSpec {
@@ -144,7 +150,6 @@ impl DbInner {
             level,
             groups,
             sst: self.sst_options(),
-            target_file_size,
         };
         write_merged(MergeIter::new(sources), snapshots, bottommost, &spec)
     }

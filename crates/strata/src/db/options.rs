@@ -29,7 +29,9 @@ pub struct Options {
     pub l1_max_bytes: u64,
     /// Number of levels, Level-0 included (default 7).
     pub num_levels: usize,
-    /// Compaction output files are cut at about this size (default 8 MiB).
+    /// Compaction output files are cut at about this size (default 8 MiB), or smaller where a
+    /// column group's share of a level would otherwise hold fewer than four files (never below
+    /// 64 KiB for that reason).
     pub target_file_size: u64,
     /// Uncompressed data block size (default 16 KiB).
     pub block_size: usize,
