@@ -11,8 +11,12 @@
 //!         [presence bitmap ceil(n/8)]  bit set = the row carries this column
 //!         [null bitmap ceil(n/8)]      bit set = NULL
 //!         fixed-width: n × width bytes (zeros where absent or NULL)
-//!         var-width:   (n+1) × u32 end-relative offsets, then the bytes
+//!         var-width:   (n+1) × u32 offsets into the heap, n × u32 prefixes, then the heap
 //! ```
+//!
+//! A var-width value's prefix is its first four bytes (zero-padded) read as a big-endian number:
+//! prefixes order like the values, so comparisons settle most rows without touching the heap
+//! (TellStore §5.2).
 
 use crate::codec::{put_varint, DecodeError, DecodeResult, Reader};
 use crate::mvcc::Kind;
@@ -39,8 +43,19 @@ struct ColBuf {
     any_null: bool,
     fixed: Vec<u8>,
     offsets: Vec<u32>,
+    prefixes: Vec<u32>,
     var: Vec<u8>,
     zone: ZoneBuilder,
+}
+
+/// The first four bytes of `b` (zero-padded) as a big-endian number: ordered like `b`, ties
+/// broken only by the remaining bytes.
+#[inline]
+pub(crate) fn prefix_of(b: &[u8]) -> u32 {
+    let mut p = [0u8; 4];
+    let n = b.len().min(4);
+    p[..n].copy_from_slice(&b[..n]);
+    u32::from_be_bytes(p)
 }
 
 impl ColBuf {
@@ -53,6 +68,7 @@ impl ColBuf {
             any_null: false,
             fixed: Vec::new(),
             offsets: vec![0],
+            prefixes: Vec::new(),
             var: Vec::new(),
             zone: ZoneBuilder::new(ty),
         }
@@ -78,10 +94,10 @@ impl ColBuf {
                 _ => self.fixed.extend(std::iter::repeat_n(0u8, w)),
             },
             None => {
-                if let RawCell::Bytes(b) = v {
-                    self.var.extend_from_slice(b);
-                }
+                let b = if let RawCell::Bytes(b) = v { b } else { &[] };
+                self.var.extend_from_slice(b);
                 self.offsets.push(self.var.len() as u32);
+                self.prefixes.push(prefix_of(b));
             }
         }
     }
@@ -94,12 +110,17 @@ impl ColBuf {
         self.fixed.clear();
         self.offsets.clear();
         self.offsets.push(0);
+        self.prefixes.clear();
         self.var.clear();
         self.zone = ZoneBuilder::new(self.ty);
     }
 
     fn size(&self) -> usize {
-        self.presence.len() + self.nulls.len() + self.fixed.len() + self.offsets.len() * 4 + self.var.len()
+        self.presence.len()
+            + self.nulls.len()
+            + self.fixed.len()
+            + (self.offsets.len() + self.prefixes.len()) * 4
+            + self.var.len()
     }
 
     fn finish(&self, n: usize, out: &mut Vec<u8>) {
@@ -118,7 +139,7 @@ impl ColBuf {
         match self.ty.fixed_width() {
             Some(_) => out.extend_from_slice(&self.fixed),
             None => {
-                for o in &self.offsets {
+                for o in self.offsets.iter().chain(&self.prefixes) {
                     out.extend_from_slice(&o.to_le_bytes());
                 }
                 out.extend_from_slice(&self.var);
@@ -137,6 +158,18 @@ pub(crate) struct BlockBuilder {
     cols: Vec<ColBuf>,
     min_seq: u64,
     max_seq: u64,
+    /// Every version so far is a full row of a distinct key.
+    clean: bool,
+}
+
+/// What [`BlockBuilder::finish`] returns besides the content.
+pub(crate) struct BlockSummary {
+    pub zones: Vec<ZoneMap>,
+    pub rows: usize,
+    pub min_seq: u64,
+    pub max_seq: u64,
+    /// Every version is a full row (`Put`) and no key repeats.
+    pub clean: bool,
 }
 
 impl BlockBuilder {
@@ -150,6 +183,7 @@ impl BlockBuilder {
             cols: types.iter().map(|&t| ColBuf::new(t)).collect(),
             min_seq: u64::MAX,
             max_seq: 0,
+            clean: true,
         }
     }
 
@@ -166,6 +200,7 @@ impl BlockBuilder {
         self.kinds.clear();
         self.min_seq = u64::MAX;
         self.max_seq = 0;
+        self.clean = true;
         for c in &mut self.cols {
             c.reset();
         }
@@ -180,10 +215,10 @@ impl BlockBuilder {
         self.keys.len() + 4 * self.seqs.len() + self.kinds.len() + self.cols.iter().map(ColBuf::size).sum::<usize>()
     }
 
-    /// Adds a version; `value(i)` gives the i-th column of the group (`None` = not carried).
     /// Adds a version; `cells` yields the group's columns in order (exactly one per column).
     pub(crate) fn add<'v>(&mut self, key: &[u8], seq: u64, kind: Kind, cells: impl Iterator<Item = RawCell<'v>>) {
         let shared = key.iter().zip(&self.last_key).take_while(|(a, b)| a == b).count();
+        self.clean &= kind == Kind::Put && !(self.n > 0 && shared == key.len() && shared == self.last_key.len());
         put_varint(&mut self.keys, shared as u64);
         put_varint(&mut self.keys, (key.len() - shared) as u64);
         self.keys.extend_from_slice(&key[shared..]);
@@ -201,8 +236,8 @@ impl BlockBuilder {
         self.n += 1;
     }
 
-    /// Encodes the block and resets the builder. Returns content, zone maps, rows, min/max seq.
-    pub(crate) fn finish(&mut self) -> (Vec<u8>, Vec<ZoneMap>, usize, u64, u64) {
+    /// Encodes the block and resets the builder.
+    pub(crate) fn finish(&mut self) -> (Vec<u8>, BlockSummary) {
         let n = self.n;
         let ncols = self.cols.len();
         let mut out = Vec::with_capacity(self.size() + 64);
@@ -233,9 +268,9 @@ impl BlockBuilder {
             out[table + 4 * i..table + 4 * i + 4].copy_from_slice(&(*o as u32).to_le_bytes());
         }
         let zones = self.cols.iter().map(|c| c.zone.finish()).collect();
-        let (min_seq, max_seq) = (self.min_seq, self.max_seq);
+        let summary = BlockSummary { zones, rows: n, min_seq: self.min_seq, max_seq: self.max_seq, clean: self.clean };
         self.reset();
-        (out, zones, n, min_seq, max_seq)
+        (out, summary)
     }
 }
 
@@ -257,6 +292,8 @@ pub(crate) struct Block {
     kinds: Vec<Kind>,
     body: Vec<u8>,
     cols: Vec<ColView>,
+    max_seq: u64,
+    clean: bool,
 }
 
 impl Block {
@@ -348,7 +385,7 @@ impl Block {
                     }
                 }
                 None => {
-                    let ob = 4 * (n + 1);
+                    let ob = 4 * (n + 1) + 4 * n;
                     if end - data < ob {
                         return Err(DecodeError::new("var-width offsets overrun section"));
                     }
@@ -360,12 +397,13 @@ impl Block {
                     if o(0) != 0 || o(n) != heap || (0..n).any(|j| o(j) > o(j + 1)) {
                         return Err(DecodeError::new("bad var-width offsets"));
                     }
-                    if ty == ColumnType::Text {
-                        for j in 0..n {
-                            let s = &body[data + ob + o(j)..data + ob + o(j + 1)];
-                            if std::str::from_utf8(s).is_err() {
-                                return Err(DecodeError::new("invalid utf-8 in TEXT column"));
-                            }
+                    for j in 0..n {
+                        let s = &body[data + ob + o(j)..data + ob + o(j + 1)];
+                        if ty == ColumnType::Text && std::str::from_utf8(s).is_err() {
+                            return Err(DecodeError::new("invalid utf-8 in TEXT column"));
+                        }
+                        if prefix_of(s) != o(n + 1 + j) as u32 {
+                            return Err(DecodeError::new("var-width prefix disagrees with its value"));
                         }
                     }
                 }
@@ -373,7 +411,13 @@ impl Block {
             cols.push(ColView { ty, presence, nulls, data });
         }
         keys.shrink_to_fit();
-        Ok(Block { n, keys, key_ends, seqs, kinds, body, cols })
+        let max_seq = seqs.iter().copied().max().unwrap_or(0);
+        let clean = kinds.iter().all(|&k| k == Kind::Put)
+            && (1..n).all(|i| {
+                keys[key_ends[i - 1] as usize..key_ends[i] as usize]
+                    != keys[key_ends[i] as usize..key_ends[i + 1] as usize]
+            });
+        Ok(Block { n, keys, key_ends, seqs, kinds, body, cols, max_seq, clean })
     }
 
     /// Number of versions in the block.
@@ -391,6 +435,17 @@ impl Block {
             + self.cols.capacity() * std::mem::size_of::<ColView>()
             + std::mem::size_of::<Self>()
             + 64
+    }
+
+    /// The newest sequence number in the block (0 when empty).
+    pub(crate) fn max_seq(&self) -> u64 {
+        self.max_seq
+    }
+
+    /// Whether every version is a full row and no key repeats: then each row is a key's only
+    /// version in this block.
+    pub(crate) fn is_clean(&self) -> bool {
+        self.clean
     }
 
     pub(crate) fn key(&self, i: usize) -> &[u8] {
@@ -447,7 +502,7 @@ impl Block {
                     let b = &self.body[col.data + 4 * j..col.data + 4 * j + 4];
                     u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
                 };
-                let heap = col.data + 4 * (self.n + 1);
+                let heap = col.data + 4 * (2 * self.n + 1);
                 RawCell::Bytes(&self.body[heap + o(i)..heap + o(i + 1)])
             }
         }
@@ -483,8 +538,9 @@ mod tests {
             encode_row(&types, cells, &mut row);
             b.add(k, *s, *kind, RowIter::new(&types, &row).unwrap().map(Result::unwrap));
         }
-        let (body, zones, n, min_seq, max_seq) = b.finish();
-        assert_eq!((n, min_seq, max_seq), (300, 701, 1000));
+        let (body, summary) = b.finish();
+        let zones = summary.zones;
+        assert_eq!((summary.rows, summary.min_seq, summary.max_seq, summary.clean), (300, 701, 1000, false));
         assert_eq!(zones[0].min, Some(Value::Int(0)));
         assert_eq!(zones[0].max, Some(Value::Int(297)));
         let blk = Block::decode(body.clone(), &types).unwrap();

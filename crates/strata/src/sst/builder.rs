@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::block::BlockBuilder;
 use super::bloom;
 use super::format::{encode_footer, frame_block, BlockHandle, Compression};
+use super::zone::ZoneMap;
 use crate::codec::{put_bytes, put_varint};
 use crate::error::{Error, Result};
 use crate::mvcc::Entry;
@@ -34,7 +35,14 @@ pub(crate) struct IndexEntry {
     pub rows: u64,
     pub min_seq: u64,
     pub max_seq: u64,
+    /// Every version in the block is a full row and no key repeats.
+    pub clean: bool,
+    /// One zone map per column of the group.
+    pub zones: Vec<ZoneMap>,
 }
+
+/// Index entry flag: the block is clean (see [`IndexEntry::clean`]).
+pub(crate) const BLOCK_CLEAN: u8 = 1;
 
 /// The file-level metadata block.
 #[derive(Debug, Clone)]
@@ -67,7 +75,7 @@ pub(crate) struct SstBuilder {
     in_group: Vec<bool>,
     block: BlockBuilder,
     /// Index entries with their encoded zone maps.
-    index: Vec<(IndexEntry, Vec<u8>)>,
+    index: Vec<IndexEntry>,
     hashes: Vec<u64>,
     offset: u64,
     entries: u64,
@@ -168,13 +176,17 @@ impl SstBuilder {
 
     fn flush_block(&mut self) -> Result<()> {
         let last_key = self.block.last_key().to_vec();
-        let (content, zones, rows, min_seq, max_seq) = self.block.finish();
+        let (content, s) = self.block.finish();
         let handle = self.write_block(&content, self.opts.compression)?;
-        let mut z = Vec::new();
-        for (zone, &ty) in zones.iter().zip(&self.types) {
-            zone.encode(ty, &mut z);
-        }
-        self.index.push((IndexEntry { last_key, handle, rows: rows as u64, min_seq, max_seq }, z));
+        self.index.push(IndexEntry {
+            last_key,
+            handle,
+            rows: s.rows as u64,
+            min_seq: s.min_seq,
+            max_seq: s.max_seq,
+            clean: s.clean,
+            zones: s.zones,
+        });
         Ok(())
     }
 
@@ -197,13 +209,16 @@ impl SstBuilder {
         let filter = self.write_block(&filter, Compression::None)?;
         let mut idx = Vec::new();
         put_varint(&mut idx, self.index.len() as u64);
-        for (e, zones) in &self.index {
+        for e in &self.index {
             put_bytes(&mut idx, &e.last_key);
             e.handle.encode(&mut idx);
             put_varint(&mut idx, e.rows);
             put_varint(&mut idx, e.min_seq);
             put_varint(&mut idx, e.max_seq);
-            idx.extend_from_slice(zones);
+            idx.push(if e.clean { BLOCK_CLEAN } else { 0 });
+            for (zone, &ty) in e.zones.iter().zip(&self.types) {
+                zone.encode(ty, &mut idx);
+            }
         }
         let index = self.write_block(&idx, Compression::None)?;
         let largest = std::mem::take(&mut self.largest);

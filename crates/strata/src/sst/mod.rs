@@ -17,4 +17,4 @@ pub mod reader;
 pub mod zone;
 
 /// Version of the SST file format written by this build (stored in every footer).
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;

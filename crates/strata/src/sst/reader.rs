@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::block::Block;
 use super::bloom;
-use super::builder::{IndexEntry, SstMeta};
+use super::builder::{IndexEntry, SstMeta, BLOCK_CLEAN};
 use super::cache::BlockCache;
 use super::format::{decode_footer, unframe_block, BlockHandle, FOOTER_LEN, TRAILER_LEN};
 use super::zone::ZoneMap;
@@ -109,9 +109,7 @@ impl SstReader {
         self.cache.count_read(h.size as usize + TRAILER_LEN);
         let block =
             Block::decode(content, &self.meta.types).map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
-        if block.len() as u64 != self.index[i].rows {
-            return Err(Error::corruption(&self.path, h.offset, "block row count disagrees with index"));
-        }
+        check_against_index(&block, &self.index[i]).map_err(|e| Error::corruption(&self.path, h.offset, e))?;
         let block = Arc::new(block);
         if fill_cache {
             self.cache.insert(self.number, h.offset, block.clone());
@@ -187,12 +185,21 @@ impl SstReader {
             let content = read_block_raw(self.file.as_ref(), &self.path, h)?;
             let b =
                 Block::decode(content, &self.meta.types).map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
-            if b.len() as u64 != self.index[i].rows {
-                return Err(Error::corruption(&self.path, h.offset, "block row count disagrees with index"));
-            }
+            check_against_index(&b, &self.index[i]).map_err(|e| Error::corruption(&self.path, h.offset, e))?;
         }
         Ok(self.index.len())
     }
+}
+
+/// A decoded block must agree with what the index says about it.
+fn check_against_index(b: &Block, e: &IndexEntry) -> std::result::Result<(), &'static str> {
+    if b.len() as u64 != e.rows {
+        return Err("block row count disagrees with index");
+    }
+    if b.is_clean() != e.clean || b.max_seq() != e.max_seq {
+        return Err("block contents disagree with index");
+    }
+    Ok(())
 }
 
 fn decode_index(b: &[u8], types: &[ColumnType]) -> DecodeResult<Vec<IndexEntry>> {
@@ -205,11 +212,12 @@ fn decode_index(b: &[u8], types: &[ColumnType]) -> DecodeResult<Vec<IndexEntry>>
         let rows = r.varint()?;
         let min_seq = r.varint()?;
         let max_seq = r.varint()?;
-        // Zone maps are checked here; nothing reads them yet, so they are not kept in memory.
-        for &t in types {
-            ZoneMap::decode(t, &mut r)?;
+        let flags = r.u8()?;
+        if flags & !BLOCK_CLEAN != 0 {
+            return Err(DecodeError::new("unknown block flags"));
         }
-        out.push(IndexEntry { last_key, handle, rows, min_seq, max_seq });
+        let zones = types.iter().map(|&t| ZoneMap::decode(t, &mut r)).collect::<DecodeResult<Vec<_>>>()?;
+        out.push(IndexEntry { last_key, handle, rows, min_seq, max_seq, clean: flags & BLOCK_CLEAN != 0, zones });
     }
     if !r.is_empty() {
         return Err(DecodeError::new("trailing bytes in index"));
