@@ -21,6 +21,7 @@ mod error;
 mod iter;
 mod memtable;
 pub mod mvcc;
+pub mod scan;
 pub mod sst;
 pub mod types;
 pub mod version;

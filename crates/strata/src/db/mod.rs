@@ -9,7 +9,7 @@
 mod background;
 mod commit;
 mod options;
-mod read;
+pub(crate) mod read;
 mod stats;
 mod table;
 pub(crate) mod table_cache;
@@ -146,6 +146,9 @@ pub(crate) struct DbInner {
     pub live_versions: Mutex<Vec<Weak<Version>>>,
     pub io: Mutex<IoCounters>,
     pub closed: AtomicBool,
+    pub scan_counters: Arc<crate::scan::ScanCounters>,
+    /// Runs scan partitions and shared scans; started on first use.
+    pub scan_pool: std::sync::OnceLock<rayon::ThreadPool>,
 }
 
 /// An open database. Dropping it stops background work; everything written stays in the WAL.
@@ -296,6 +299,8 @@ impl Db {
             live_versions: Mutex::new(vec![Arc::downgrade(&current)]),
             io: Mutex::new(IoCounters::default()),
             closed: AtomicBool::new(false),
+            scan_counters: Default::default(),
+            scan_pool: std::sync::OnceLock::new(),
         });
 
         // Persist what was replayed as Level-0 files, then retire the old logs.
@@ -423,6 +428,11 @@ impl Db {
     /// it saw none.
     pub fn wait_for_compactions(&self) -> Result<()> {
         self.inner.wait_idle()
+    }
+
+    /// Counters of the analytical scan engine since open (blocks read, skipped, passed in bulk).
+    pub fn scan_stats(&self) -> crate::scan::ScanStats {
+        self.inner.scan_counters.stats()
     }
 
     /// Per table and level: files, bytes, entries, bytes written, write amplification.

@@ -43,6 +43,9 @@ pub struct Options {
     pub block_cache_size: usize,
     /// Background compaction threads (default 2); one more thread flushes memtables.
     pub compaction_threads: usize,
+    /// Threads of the pool that runs partitioned and shared scans (default: the machine's
+    /// cores), apart from the threads that serve point operations. Started on first use.
+    pub scan_threads: usize,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
 }
@@ -65,6 +68,7 @@ impl Default for Options {
             bloom_bits_per_key: 10,
             block_cache_size: 64 << 20,
             compaction_threads: 2,
+            scan_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             fs: Arc::new(OsFs),
         }
     }
@@ -101,6 +105,9 @@ impl Options {
         if self.memtable_size < 4096 || self.block_size < 256 || self.target_file_size < 4096 || self.l1_max_bytes == 0
         {
             return Err("memtable_size, block_size, target_file_size and l1_max_bytes are too small".into());
+        }
+        if self.scan_threads == 0 {
+            return Err("scan_threads must be at least 1".into());
         }
         if self.compaction_threads == 0 {
             return Err("compaction_threads must be at least 1".into());

@@ -107,6 +107,28 @@ impl DbInner {
         self.check_open()?;
         let (seq, view) = self.read_point(ropts)?;
         let t = self.table_in(&view, info)?.clone();
+        record_scan(info, &t, &lower, upper.as_deref(), projection.wanted().map(|w| &w[..]));
+        Ok(self.scan_at(info, &t, view, seq, lower, upper, projection))
+    }
+
+    /// The table's version in a read view.
+    pub(crate) fn table_at(&self, view: &ReadView, info: &TableInfo) -> Result<Arc<TableVersion>> {
+        self.table_in(view, info).cloned()
+    }
+
+    /// A scan of `[lower, upper)` at `seq` over `view` (which must hold everything at or below
+    /// `seq`), counting nothing in the workload statistics.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn scan_at(
+        &self,
+        info: &Arc<TableInfo>,
+        t: &TableVersion,
+        view: Arc<ReadView>,
+        seq: u64,
+        lower: Vec<u8>,
+        upper: Option<Vec<u8>>,
+        projection: &Projection,
+    ) -> ScanIter {
         let wanted: Option<Arc<[bool]>> = projection.wanted().cloned();
         // A fresh resolver wants exactly the groups whose chains the scan must read (with only key
         // columns projected, the first value column's chain tells whether a row exists).
@@ -117,12 +139,7 @@ impl DbInner {
             let cursor = MemCursor::new(mem.clone(), info.id, &lower, upper.as_deref());
             sources.push(Box::new(MemSource { cursor }));
         }
-        let read_cols = || wanted_columns(wanted.as_deref(), nvals);
-        info.workload.record(At::Memtable, Op::Scan, read_cols());
         for (li, level) in t.levels.iter().enumerate() {
-            if level.runs.iter().any(|r| r.overlaps(&lower, upper.as_deref())) {
-                info.workload.record(At::Level(li), Op::Scan, read_cols());
-            }
             // Level-0 runs overlap in key and are merged like levels; a deeper level's runs are
             // its column groups, stitched by one column-merging source per level (LASER Fig. 5).
             let mut groups: Vec<Box<dyn Source>> = Vec::new();
@@ -152,7 +169,7 @@ impl DbInner {
                 _ => sources.push(Box::new(ColumnMerge::new(groups))),
             }
         }
-        Ok(ScanIter {
+        ScanIter {
             merge: MergeIter::new(sources),
             seq,
             upper,
@@ -162,7 +179,25 @@ impl DbInner {
             pending: None,
             done: false,
             _view: view,
-        })
+        }
+    }
+}
+
+/// Counts a scan of `[lower, upper)` reading the `wanted` value columns in the workload statistics
+/// of the memtable and of every level it overlaps.
+pub(crate) fn record_scan(
+    info: &TableInfo,
+    t: &TableVersion,
+    lower: &[u8],
+    upper: Option<&[u8]>,
+    wanted: Option<&[bool]>,
+) {
+    let nvals = info.value_types.len();
+    info.workload.record(At::Memtable, Op::Scan, wanted_columns(wanted, nvals));
+    for (li, level) in t.levels.iter().enumerate() {
+        if level.runs.iter().any(|r| r.overlaps(lower, upper)) {
+            info.workload.record(At::Level(li), Op::Scan, wanted_columns(wanted, nvals));
+        }
     }
 }
 
@@ -242,7 +277,7 @@ impl Iterator for ScanIter {
 }
 
 /// The columns of a run's group (`None`: whole rows). Level-0 always holds whole rows.
-fn run_cover<'a>(info: &'a TableInfo, level: usize, run: &Run) -> Option<&'a [usize]> {
+pub(crate) fn run_cover<'a>(info: &'a TableInfo, level: usize, run: &Run) -> Option<&'a [usize]> {
     if level == 0 {
         return None;
     }

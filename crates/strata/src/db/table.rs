@@ -279,6 +279,17 @@ impl Table {
         }
     }
 
+    /// Answers an analytical scan (filter, projection, aggregates, limit) with Arrow record
+    /// batches; see [`ScanRequest`](crate::scan::ScanRequest).
+    pub fn scan_batches(
+        &self,
+        req: &crate::scan::ScanRequest,
+        ropts: &ReadOptions<'_>,
+    ) -> Result<crate::scan::BatchIter> {
+        let (lo, hi) = self.encode_range(&req.range)?;
+        crate::scan::run_scan(&self.db, &self.info, lo, hi, req, ropts)
+    }
+
     /// The rows in `range`, in key order, projected.
     pub fn scan(&self, range: &KeyRange, projection: &Projection, ropts: &ReadOptions<'_>) -> Result<ScanIter> {
         let (lo, hi) = self.encode_range(range)?;

@@ -110,14 +110,44 @@ impl Memtable {
 
     /// Copies up to `limit` entries of `table_id` starting at `from` (an internal-key bound; see
     /// [`MemCursor`]).
-    fn chunk(&self, table_id: u32, from: Bound<&[u8]>, upper: Option<&[u8]>, limit: usize, out: &mut Vec<MemEntry>) {
-        for e in self.map.range::<[u8], _>((from, Bound::Unbounded)).take(limit) {
+    /// Up to `limit` entries of `table_id` from internal key `from`, with user keys in
+    /// `[lower, upper)`. A user key below `lower` can still sort after it internally when it is a
+    /// prefix of `lower` (its sequence bytes follow), so those are skipped here.
+    fn chunk(
+        &self,
+        table_id: u32,
+        from: Bound<&[u8]>,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        limit: usize,
+        out: &mut Vec<MemEntry>,
+    ) {
+        for e in self.map.range::<[u8], _>((from, Bound::Unbounded)) {
             let (t, k, _) = split(e.key());
-            if t != table_id || upper.is_some_and(|u| k >= u) {
+            if t != table_id || upper.is_some_and(|u| k >= u) || out.len() >= limit {
                 break;
             }
-            out.push(entry_of(e.key(), e.value()));
+            if k >= lower {
+                out.push(entry_of(e.key(), e.value()));
+            }
         }
+    }
+
+    /// Whether table `table_id` has any entry (of any sequence number) with `lower <= key < upper`.
+    pub(crate) fn has_in(&self, table_id: u32, lower: &[u8], upper: &[u8]) -> bool {
+        let mut lo = table_id.to_be_bytes().to_vec();
+        lo.extend_from_slice(lower);
+        for e in self.map.range::<[u8], _>((Bound::Included(&lo[..]), Bound::Unbounded)) {
+            let (t, k, _) = split(e.key());
+            if t != table_id || k >= upper {
+                return false;
+            }
+            // See `chunk`: a prefix of `lower` can sort after it.
+            if k >= lower {
+                return true;
+            }
+        }
+        false
     }
 
     /// Table ids with at least one entry, ascending.
@@ -177,7 +207,7 @@ impl MemCursor {
             None => Bound::Included(self.lower.as_slice()),
             Some(k) => Bound::Excluded(k.as_slice()),
         };
-        self.mem.chunk(self.table_id, from, self.upper.as_deref(), CHUNK, &mut v);
+        self.mem.chunk(self.table_id, from, &self.lower[4..], self.upper.as_deref(), CHUNK, &mut v);
         if v.len() < CHUNK {
             self.done = true;
         }
@@ -225,5 +255,15 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 40);
+        // A bound just above a key (the key and a zero byte) excludes that key's versions, though
+        // their internal keys (key, then sequence bytes) sort after the bound.
+        let mut just_above = 10u32.to_be_bytes().to_vec();
+        just_above.push(0);
+        let mut c = MemCursor::new(m.clone(), 7, &just_above, Some(&12u32.to_be_bytes()));
+        let keys: Vec<Vec<u8>> = std::iter::from_fn(|| c.next_entry()).map(|e| e.key).collect();
+        assert!(keys.iter().all(|k| k.as_slice() == 11u32.to_be_bytes()), "{keys:?}");
+        assert!(!keys.is_empty());
+        assert!(!m.has_in(7, &just_above, &11u32.to_be_bytes()));
+        assert!(m.has_in(7, &just_above, &12u32.to_be_bytes()));
     }
 }

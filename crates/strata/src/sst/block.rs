@@ -274,8 +274,26 @@ impl BlockBuilder {
     }
 }
 
+/// One column of a block, as stored (see the module comment).
+pub(crate) struct ColumnParts<'a> {
+    pub ty: ColumnType,
+    /// Every version carries the column (no presence bitmap).
+    pub carried_by_all: bool,
+    /// Null bitmap (bit set = NULL), if any value is NULL.
+    pub nulls: Option<&'a [u8]>,
+    /// Fixed-width values (empty for TEXT/BYTEA).
+    pub fixed: &'a [u8],
+    /// TEXT/BYTEA: `n + 1` u32 offsets into `heap`.
+    pub offsets: &'a [u8],
+    /// TEXT/BYTEA: `n` u32 prefixes.
+    pub prefixes: &'a [u8],
+    /// TEXT/BYTEA: the values' bytes.
+    pub heap: &'a [u8],
+}
+
 #[derive(Debug)]
 struct ColView {
+    section_start: usize,
     ty: ColumnType,
     presence: Option<usize>,
     nulls: Option<usize>,
@@ -408,7 +426,7 @@ impl Block {
                     }
                 }
             }
-            cols.push(ColView { ty, presence, nulls, data });
+            cols.push(ColView { section_start: start, ty, presence, nulls, data });
         }
         keys.shrink_to_fit();
         let max_seq = seqs.iter().copied().max().unwrap_or(0);
@@ -472,6 +490,37 @@ impl Block {
             }
         }
         lo
+    }
+
+    /// The raw parts of column `c` (index within the group), for bulk decoding.
+    pub(crate) fn column(&self, c: usize) -> Option<ColumnParts<'_>> {
+        let col = self.cols.get(c)?;
+        let nb = self.n.div_ceil(8);
+        let end = self.cols.get(c + 1).map_or(self.body.len(), |next| next.section_start);
+        let data = &self.body[col.data..end];
+        let (fixed, offsets, prefixes, heap) = match col.ty.fixed_width() {
+            Some(_) => (data, &[][..], &[][..], &[][..]),
+            None => {
+                let (offsets, rest) = data.split_at(4 * (self.n + 1));
+                let (prefixes, heap) = rest.split_at(4 * self.n);
+                (&[][..], offsets, prefixes, heap)
+            }
+        };
+        Some(ColumnParts {
+            ty: col.ty,
+            carried_by_all: col.presence.is_none(),
+            nulls: col.nulls.map(|p| &self.body[p..p + nb]),
+            fixed,
+            offsets,
+            prefixes,
+            heap,
+        })
+    }
+
+    /// The keys of versions `range`, concatenated. Keys are self-delimiting, so two ranges hold
+    /// the same keys exactly when these bytes are equal.
+    pub(crate) fn key_bytes(&self, range: std::ops::Range<usize>) -> &[u8] {
+        &self.keys[self.key_ends[range.start] as usize..self.key_ends[range.end] as usize]
     }
 
     /// Column `c` (index within the group) of version `i`: `None` when not carried.

@@ -90,6 +90,11 @@ impl SstReader {
         Ok(Arc::new(SstReader { file, path: path.to_owned(), number, meta, index, filter, cache }))
     }
 
+    /// The index: one entry per data block, in key order.
+    pub(crate) fn index(&self) -> &[IndexEntry] {
+        &self.index
+    }
+
     pub(crate) fn num_blocks(&self) -> usize {
         self.index.len()
     }

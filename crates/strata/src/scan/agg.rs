@@ -1,0 +1,226 @@
+//! Aggregate states: updated from arrays (min and max with arrow's kernels; counts from null
+//! counts; sums widened, since arrow's sum keeps the input type and a SMALLINT column's sum
+//! overflows it), from zone maps where those are exact, and merged across partitions.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use arrow_arith::aggregate;
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type};
+use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema as ArrowSchema};
+
+use super::arrow::{arrow_type, repeat};
+use super::cnf::compare;
+use super::AggFunc;
+use crate::error::{Error, Result};
+use crate::sst::zone::ZoneMap;
+use crate::types::{ColumnType, Value};
+
+/// One aggregate of a plan, resolved to its column.
+#[derive(Debug, Clone)]
+pub(crate) struct AggSpec {
+    pub func: AggFunc,
+    /// Schema index and type of the column (`None`: `count(*)`).
+    pub column: Option<(usize, ColumnType)>,
+    pub name: String,
+}
+
+impl AggSpec {
+    fn is_float(&self) -> bool {
+        matches!(self.column, Some((_, ColumnType::Double | ColumnType::Real)))
+    }
+
+    /// The Arrow type of the result.
+    pub(crate) fn data_type(&self) -> DataType {
+        match (self.func, self.column) {
+            (AggFunc::Count, _) => DataType::Int64,
+            (AggFunc::Avg, _) => DataType::Float64,
+            (AggFunc::Sum, _) if self.is_float() => DataType::Float64,
+            (AggFunc::Sum, _) => DataType::Int64,
+            (AggFunc::Min | AggFunc::Max, Some((_, ty))) => arrow_type(ty),
+            (AggFunc::Min | AggFunc::Max, None) => DataType::Null,
+        }
+    }
+}
+
+/// The running state of one aggregate.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AggState {
+    /// Rows (count(*)) or non-NULL values seen.
+    count: u64,
+    int_sum: i128,
+    float_sum: f64,
+    /// Min or max so far.
+    best: Option<Value>,
+}
+
+/// Sum of the non-NULL values of an integer array, widened.
+fn int_sum(a: &dyn Array) -> i128 {
+    fn add<T>(values: &[T], nulls: Option<&arrow_buffer::NullBuffer>) -> i128
+    where
+        T: Copy + Into<i64>,
+    {
+        match nulls {
+            None => values.iter().map(|&v| i128::from(v.into())).sum(),
+            Some(n) => n.valid_indices().map(|i| i128::from(values[i].into())).sum(),
+        }
+    }
+    match a.data_type() {
+        DataType::Int64 => add(a.as_primitive::<Int64Type>().values(), a.nulls()),
+        DataType::Int32 => add(a.as_primitive::<Int32Type>().values(), a.nulls()),
+        DataType::Int16 => add(a.as_primitive::<Int16Type>().values(), a.nulls()),
+        DataType::Int8 => add(a.as_primitive::<Int8Type>().values(), a.nulls()),
+        _ => 0,
+    }
+}
+
+/// Sum of the non-NULL values of a float array, in f64.
+fn float_sum(a: &dyn Array) -> f64 {
+    match a.data_type() {
+        DataType::Float64 => aggregate::sum(a.as_primitive::<Float64Type>()).unwrap_or(0.0),
+        DataType::Float32 => {
+            let p = a.as_primitive::<Float32Type>();
+            match p.nulls() {
+                None => p.values().iter().map(|&v| f64::from(v)).sum(),
+                Some(n) => n.valid_indices().map(|i| f64::from(p.values()[i])).sum(),
+            }
+        }
+        _ => 0.0,
+    }
+}
+
+/// The smallest (`max` false) or largest value of an array.
+fn extreme(a: &dyn Array, max: bool) -> Option<Value> {
+    macro_rules! prim {
+        ($t:ty, $v:path) => {{
+            let p = a.as_primitive::<$t>();
+            (if max { aggregate::max(p) } else { aggregate::min(p) }).map($v)
+        }};
+    }
+    match a.data_type() {
+        DataType::Int64 => prim!(Int64Type, Value::BigInt),
+        DataType::Int32 => prim!(Int32Type, Value::Int),
+        DataType::Int16 => prim!(Int16Type, Value::SmallInt),
+        DataType::Int8 => prim!(Int8Type, Value::TinyInt),
+        DataType::Float64 => prim!(Float64Type, Value::Double),
+        DataType::Float32 => prim!(Float32Type, Value::Real),
+        DataType::Boolean => {
+            let b = a.as_boolean();
+            (if max { aggregate::max_boolean(b) } else { aggregate::min_boolean(b) }).map(Value::Boolean)
+        }
+        DataType::Utf8 => {
+            let s = a.as_string::<i32>();
+            (if max { aggregate::max_string(s) } else { aggregate::min_string(s) }).map(|v| Value::Text(v.to_string()))
+        }
+        DataType::Binary => {
+            let b = a.as_binary::<i32>();
+            (if max { aggregate::max_binary(b) } else { aggregate::min_binary(b) }).map(|v| Value::Bytea(v.to_vec()))
+        }
+        _ => None,
+    }
+}
+
+impl AggState {
+    fn offer(&mut self, v: Option<Value>, max: bool) {
+        let Some(v) = v else { return };
+        let better = match &self.best {
+            None => true,
+            Some(b) => compare(&v, b) == if max { Ordering::Greater } else { Ordering::Less },
+        };
+        if better {
+            self.best = Some(v);
+        }
+    }
+
+    /// Adds `rows` rows whose column values (already filtered) are `values` (`None` for
+    /// `count(*)`).
+    pub(crate) fn update(&mut self, spec: &AggSpec, rows: usize, values: Option<&ArrayRef>) {
+        let Some(a) = values else {
+            self.count += rows as u64;
+            return;
+        };
+        self.count += (a.len() - a.null_count()) as u64;
+        match spec.func {
+            AggFunc::Count => {}
+            AggFunc::Sum | AggFunc::Avg if spec.is_float() => self.float_sum += float_sum(a.as_ref()),
+            AggFunc::Sum | AggFunc::Avg => self.int_sum += int_sum(a.as_ref()),
+            AggFunc::Min => self.offer(extreme(a.as_ref(), false), false),
+            AggFunc::Max => self.offer(extreme(a.as_ref(), true), true),
+        }
+    }
+
+    /// Whether `spec` can be updated from a zone map alone (exact count, min and max).
+    pub(crate) fn zone_answers(spec: &AggSpec, zone: Option<&ZoneMap>, rows: u64) -> bool {
+        match (spec.func, spec.column, zone) {
+            (AggFunc::Count, None, _) => true,
+            (AggFunc::Count, Some(_), Some(_)) => true,
+            // Bounds are exact unless the block holds only NULLs or they were not kept.
+            (AggFunc::Min | AggFunc::Max, Some(_), Some(z)) => z.nulls >= rows || (z.min.is_some() && z.max.is_some()),
+            _ => false,
+        }
+    }
+
+    /// Adds a block of `rows` rows, all passing, from its zone map (see [`Self::zone_answers`]).
+    pub(crate) fn update_from_zone(&mut self, spec: &AggSpec, zone: Option<&ZoneMap>, rows: u64) {
+        let Some(z) = zone else {
+            self.count += rows;
+            return;
+        };
+        self.count += rows.saturating_sub(z.nulls);
+        match spec.func {
+            AggFunc::Min => self.offer(z.min.clone(), false),
+            AggFunc::Max => self.offer(z.max.clone(), true),
+            _ => {}
+        }
+    }
+
+    /// Folds in another partition's state.
+    pub(crate) fn merge(&mut self, spec: &AggSpec, other: AggState) {
+        self.count += other.count;
+        self.int_sum += other.int_sum;
+        self.float_sum += other.float_sum;
+        match spec.func {
+            AggFunc::Min => self.offer(other.best, false),
+            AggFunc::Max => self.offer(other.best, true),
+            _ => {}
+        }
+    }
+
+    fn finish(&self, spec: &AggSpec) -> Result<Value> {
+        Ok(match spec.func {
+            AggFunc::Count => Value::BigInt(i64::try_from(self.count).unwrap_or(i64::MAX)),
+            _ if self.count == 0 => Value::Null,
+            AggFunc::Sum if spec.is_float() => Value::Double(self.float_sum),
+            AggFunc::Sum => Value::BigInt(
+                i64::try_from(self.int_sum)
+                    .map_err(|_| Error::InvalidArgument(format!("{} overflows BIGINT", spec.name)))?,
+            ),
+            AggFunc::Avg if spec.is_float() => Value::Double(self.float_sum / self.count as f64),
+            AggFunc::Avg => Value::Double(self.int_sum as f64 / self.count as f64),
+            AggFunc::Min | AggFunc::Max => self.best.clone().unwrap_or(Value::Null),
+        })
+    }
+}
+
+/// The one-row batch of finished aggregates.
+pub(crate) fn finish_batch(specs: &[AggSpec], states: &[AggState]) -> Result<RecordBatch> {
+    let mut fields = Vec::with_capacity(specs.len());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(specs.len());
+    for (spec, st) in specs.iter().zip(states) {
+        let v = st.finish(spec)?;
+        fields.push(Field::new(spec.name.clone(), spec.data_type(), true));
+        columns.push(match (spec.func, spec.column) {
+            (AggFunc::Min | AggFunc::Max, Some((_, ty))) => repeat(ty, &v, 1),
+            _ => match v {
+                Value::BigInt(x) => Arc::new(Int64Array::from(vec![x])),
+                Value::Double(x) => Arc::new(Float64Array::from(vec![x])),
+                _ if spec.data_type() == DataType::Float64 => Arc::new(Float64Array::from(vec![None::<f64>])),
+                _ => Arc::new(Int64Array::from(vec![None::<i64>])),
+            },
+        });
+    }
+    RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), columns)
+        .map_err(|e| Error::InvalidArgument(format!("aggregate batch: {e}")))
+}

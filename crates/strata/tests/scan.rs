@@ -1,0 +1,412 @@
+//! Differential test of the analytical scan engine: random filters (CNF after normalization, with
+//! NULLs, strings sharing prefixes, doubles with -0.0 and NaN, values at type boundaries),
+//! projections, aggregates and limits over random data with updates, deletes and snapshots,
+//! across layouts and tree shapes (churning, fully compacted, compacted then updated). Every
+//! answer must equal a plain filter/aggregate over a BTreeMap model computed here.
+//!
+//! `STRATA_SEEDS=..` picks seeds.
+
+mod common;
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use common::{layout_spec, seeds, with_seed};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strata::scan::{batch_rows, AggFunc, Aggregate, CmpOp, Expr, ScanRequest};
+use strata::vfs::OsFs;
+use strata::*;
+
+fn schema() -> Schema {
+    Schema::new(
+        vec![
+            Column::not_null("id", ColumnType::BigInt),
+            Column::new("i", ColumnType::Int),
+            Column::new("d", ColumnType::Double),
+            Column::new("s", ColumnType::Text),
+            Column::not_null("small", ColumnType::SmallInt),
+            Column::new("r", ColumnType::Real),
+            Column::new("flag", ColumnType::Boolean),
+            Column::new("blob", ColumnType::Bytea),
+            Column::new("big", ColumnType::BigInt),
+        ],
+        &["id"],
+    )
+    .unwrap()
+}
+
+const STRINGS: &[&str] =
+    &["", "a", "ab", "abc", "abcd", "abcde", "abcdf", "abce", "b", "zz", "abcd\u{e9}", "~~~~~~~~~~~~"];
+
+fn value(rng: &mut StdRng, c: &Column) -> Value {
+    if c.nullable && rng.gen_ratio(1, 7) {
+        return Value::Null;
+    }
+    match c.ty {
+        ColumnType::Int => Value::Int([i32::MIN, i32::MAX, 0, -1, 1][rng.gen_range(0..5)].max(rng.gen_range(-50..50))),
+        ColumnType::Double => {
+            let specials = [0.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.5, -0.5];
+            if rng.gen_ratio(1, 5) {
+                Value::Double(specials[rng.gen_range(0..specials.len())])
+            } else {
+                Value::Double(f64::from(rng.gen_range(-400..400)) / 8.0)
+            }
+        }
+        ColumnType::Text => Value::Text(STRINGS[rng.gen_range(0..STRINGS.len())].to_string()),
+        ColumnType::SmallInt => {
+            Value::SmallInt([i16::MIN, i16::MAX, 0][rng.gen_range(0..3)].max(rng.gen_range(-30..30)))
+        }
+        ColumnType::Real => Value::Real(rng.gen_range(-20..20) as f32 / 10.0),
+        ColumnType::Boolean => Value::Boolean(rng.gen()),
+        ColumnType::Bytea => Value::Bytea((0..rng.gen_range(0..6)).map(|_| rng.gen_range(0..4u8)).collect()),
+        ColumnType::BigInt => Value::BigInt(rng.gen_range(-1000..1000)),
+        ColumnType::TinyInt => Value::TinyInt(rng.gen()),
+    }
+}
+
+/// A literal for comparing with column `c`: usually its own type, sometimes another numeric type.
+fn literal(rng: &mut StdRng, c: &Column) -> Value {
+    match (c.ty, rng.gen_range(0..6)) {
+        (ColumnType::Int | ColumnType::SmallInt | ColumnType::BigInt, 0) => {
+            Value::Double(f64::from(rng.gen_range(-40..40)) / 4.0)
+        }
+        (ColumnType::Int | ColumnType::SmallInt | ColumnType::BigInt, 1) => {
+            Value::BigInt([i64::MAX, i64::MIN, 1 << 40][rng.gen_range(0..3)])
+        }
+        (ColumnType::Double | ColumnType::Real, 0) => Value::Int(rng.gen_range(-5..5)),
+        (ColumnType::Double | ColumnType::Real, 1) => {
+            Value::Double([0.1, -0.0, f64::NAN, f64::INFINITY][rng.gen_range(0..4)])
+        }
+        (ColumnType::BigInt, _) if c.name == "id" => Value::BigInt(rng.gen_range(0..3000)),
+        _ => match value(rng, c) {
+            Value::Null if rng.gen_ratio(1, 2) => Value::Null,
+            Value::Null => literal(rng, c),
+            v => v,
+        },
+    }
+}
+
+fn random_expr(rng: &mut StdRng, s: &Schema, depth: u32) -> Expr {
+    let cols = s.columns();
+    if depth == 0 || rng.gen_ratio(1, 3) {
+        let c = &cols[rng.gen_range(0..cols.len())];
+        return match rng.gen_range(0..10) {
+            0 => Expr::IsNull(c.name.clone()),
+            1 => Expr::IsNotNull(c.name.clone()),
+            _ => {
+                let op = [CmpOp::Eq, CmpOp::NotEq, CmpOp::Lt, CmpOp::LtEq, CmpOp::Gt, CmpOp::GtEq][rng.gen_range(0..6)];
+                Expr::cmp(&c.name, op, literal(rng, c))
+            }
+        };
+    }
+    let n = rng.gen_range(1..4);
+    let items = (0..n).map(|_| random_expr(rng, s, depth - 1)).collect();
+    match rng.gen_range(0..5) {
+        0 | 1 => Expr::And(items),
+        2 | 3 => Expr::Or(items),
+        _ => Expr::Not(Box::new(random_expr(rng, s, depth - 1))),
+    }
+}
+
+/// How a column value compares with a literal under the engine's rules: in the column's type,
+/// integers exactly against any number, floats in IEEE total order, NULL unknown.
+fn cmp_lit(ty: ColumnType, v: &Value, lit: &Value) -> Option<Ordering> {
+    let int = |v: &Value| match *v {
+        Value::BigInt(x) => Some(i128::from(x)),
+        Value::Int(x) => Some(i128::from(x)),
+        Value::SmallInt(x) => Some(i128::from(x)),
+        Value::TinyInt(x) => Some(i128::from(x)),
+        _ => None,
+    };
+    let float = |v: &Value| match *v {
+        Value::Double(x) => Some(x),
+        Value::Real(x) => Some(f64::from(x)),
+        _ => None,
+    };
+    if v.is_null() || lit.is_null() {
+        return None;
+    }
+    match ty {
+        ColumnType::BigInt | ColumnType::Int | ColumnType::SmallInt | ColumnType::TinyInt => {
+            let x = int(v)?;
+            match (int(lit), float(lit)) {
+                (Some(l), _) => Some(x.cmp(&l)),
+                (_, Some(f)) if f.is_nan() => {
+                    Some(if f.is_sign_positive() { Ordering::Less } else { Ordering::Greater })
+                }
+                (_, Some(f)) => (x as f64).partial_cmp(&f),
+                _ => None,
+            }
+        }
+        ColumnType::Double | ColumnType::Real => {
+            let x = float(v)?;
+            let l = float(lit).or_else(|| int(lit).map(|i| i as f64))?;
+            Some(x.total_cmp(&l))
+        }
+        _ => Some(match (v, lit) {
+            (Value::Text(a), Value::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
+            (Value::Bytea(a), Value::Bytea(b)) => a.cmp(b),
+            (Value::Boolean(a), Value::Boolean(b)) => a.cmp(b),
+            _ => return None,
+        }),
+    }
+}
+
+/// Three-valued evaluation: `None` is unknown.
+fn eval(e: &Expr, s: &Schema, row: &[Value]) -> Option<bool> {
+    match e {
+        Expr::Cmp { column, op, value } => {
+            let c = s.column_index(column).unwrap();
+            cmp_lit(s.columns()[c].ty, &row[c], value).map(|o| op.holds(o))
+        }
+        Expr::IsNull(c) => Some(row[s.column_index(c).unwrap()].is_null()),
+        Expr::IsNotNull(c) => Some(!row[s.column_index(c).unwrap()].is_null()),
+        Expr::Not(x) => eval(x, s, row).map(|b| !b),
+        // AND is false if any operand is, else unknown if any is; OR the other way round.
+        Expr::And(v) | Expr::Or(v) => {
+            let decisive = matches!(e, Expr::Or(_));
+            let mut unknown = false;
+            for x in v {
+                match eval(x, s, row) {
+                    Some(b) if b == decisive => return Some(decisive),
+                    None => unknown = true,
+                    Some(_) => {}
+                }
+            }
+            if unknown {
+                None
+            } else {
+                Some(!decisive)
+            }
+        }
+    }
+}
+
+fn total(a: &Value, b: &Value) -> Ordering {
+    match (a, b) {
+        (Value::Double(x), Value::Double(y)) => x.total_cmp(y),
+        (Value::Real(x), Value::Real(y)) => x.total_cmp(y),
+        (Value::Text(x), Value::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
+        _ => {
+            cmp_lit(ColumnType::BigInt, a, b).or_else(|| cmp_lit(ColumnType::Boolean, a, b)).unwrap_or(Ordering::Equal)
+        }
+    }
+}
+
+fn expected_agg(a: &Aggregate, s: &Schema, rows: &[&Vec<Value>]) -> Value {
+    let Some(name) = &a.column else { return Value::BigInt(rows.len() as i64) };
+    let c = s.column_index(name).unwrap();
+    let vals: Vec<&Value> = rows.iter().map(|r| &r[c]).filter(|v| !v.is_null()).collect();
+    let float = matches!(s.columns()[c].ty, ColumnType::Double | ColumnType::Real);
+    let as_f = |v: &Value| match *v {
+        Value::Double(x) => x,
+        Value::Real(x) => f64::from(x),
+        Value::BigInt(x) => x as f64,
+        Value::Int(x) => f64::from(x),
+        Value::SmallInt(x) => f64::from(x),
+        _ => f64::NAN,
+    };
+    let as_i = |v: &Value| match *v {
+        Value::BigInt(x) => i128::from(x),
+        Value::Int(x) => i128::from(x),
+        Value::SmallInt(x) => i128::from(x),
+        Value::TinyInt(x) => i128::from(x),
+        _ => 0,
+    };
+    match a.func {
+        AggFunc::Count => Value::BigInt(vals.len() as i64),
+        _ if vals.is_empty() => Value::Null,
+        AggFunc::Sum if float => Value::Double(vals.iter().map(|v| as_f(v)).sum()),
+        AggFunc::Sum => Value::BigInt(vals.iter().map(|v| as_i(v)).sum::<i128>() as i64),
+        AggFunc::Avg if float => Value::Double(vals.iter().map(|v| as_f(v)).sum::<f64>() / vals.len() as f64),
+        AggFunc::Avg => Value::Double(vals.iter().map(|v| as_i(v)).sum::<i128>() as f64 / vals.len() as f64),
+        AggFunc::Min => vals.iter().min_by(|x, y| total(x, y)).map(|v| (*v).clone()).unwrap(),
+        AggFunc::Max => vals.iter().max_by(|x, y| total(x, y)).map(|v| (*v).clone()).unwrap(),
+    }
+}
+
+/// Doubles from sums may differ in the last bits with summation order.
+fn close(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Double(x), Value::Double(y)) => {
+            x.to_bits() == y.to_bits()
+                || (x.is_nan() && y.is_nan())
+                || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0)
+        }
+        _ => a == b,
+    }
+}
+
+type Model = BTreeMap<i64, Vec<Value>>;
+
+fn random_request(rng: &mut StdRng, s: &Schema) -> ScanRequest {
+    let mut req = ScanRequest::new();
+    if rng.gen_ratio(1, 3) {
+        let a = rng.gen_range(0..3000i64);
+        let b = a + rng.gen_range(0..1500);
+        req = req.with_range(KeyRange::half_open(vec![Value::BigInt(a)], vec![Value::BigInt(b)]));
+    }
+    if rng.gen_ratio(3, 4) {
+        req = req.with_filter(random_expr(rng, s, 3));
+    }
+    let names: Vec<&str> = s.columns().iter().map(|c| c.name.as_str()).collect();
+    if rng.gen_ratio(1, 3) {
+        let funcs = [AggFunc::Count, AggFunc::Sum, AggFunc::Min, AggFunc::Max, AggFunc::Avg];
+        for _ in 0..rng.gen_range(1..4) {
+            let f = funcs[rng.gen_range(0..funcs.len())];
+            let pool: Vec<&str> = match f {
+                AggFunc::Sum | AggFunc::Avg => vec!["id", "i", "d", "small", "r", "big"],
+                _ => names.clone(),
+            };
+            req = req.with_aggregate(if f == AggFunc::Count && rng.gen_ratio(1, 3) {
+                Aggregate::count_star()
+            } else {
+                Aggregate::new(f, pool[rng.gen_range(0..pool.len())])
+            });
+        }
+    } else {
+        if rng.gen_ratio(1, 2) {
+            let k = rng.gen_range(1..names.len());
+            let cols: Vec<&str> = (0..k).map(|_| names[rng.gen_range(0..names.len())]).collect();
+            req = req.with_columns(&cols);
+        }
+        if rng.gen_ratio(1, 4) {
+            req = req.with_limit(rng.gen_range(0..50));
+        }
+    }
+    req.with_batch_rows(rng.gen_range(1..3000))
+        .with_block_stats(rng.gen_ratio(3, 4))
+        .with_partitions(if rng.gen_ratio(1, 2) { 1 } else { rng.gen_range(2..6) })
+}
+
+fn check(db: &Db, t: &Table, model: &Model, snap: Option<&Snapshot>, rng: &mut StdRng, what: &str) {
+    let s = t.schema().clone();
+    for q in 0..40 {
+        let req = random_request(rng, &s);
+        let ropts = ReadOptions { snapshot: snap };
+        let ctx = format!("{what}, query {q}: {req:?}");
+        let (lo, hi) = match (&req.range.start, &req.range.end) {
+            (std::ops::Bound::Included(a), std::ops::Bound::Excluded(b)) => match (&a[0], &b[0]) {
+                (Value::BigInt(a), Value::BigInt(b)) => (*a, *b),
+                _ => unreachable!(),
+            },
+            _ => (i64::MIN, i64::MAX),
+        };
+        let rows: Vec<&Vec<Value>> = model
+            .range(lo..hi)
+            .map(|(_, r)| r)
+            .filter(|r| req.filter.as_ref().is_none_or(|f| eval(f, &s, r) == Some(true)))
+            .collect();
+        let got: Vec<Vec<Value>> = match t.scan_batches(&req, &ropts) {
+            Ok(it) => it.flat_map(|b| batch_rows(&b.unwrap_or_else(|e| panic!("{ctx}: {e}")))).collect(),
+            Err(e) => panic!("{ctx}: {e}"),
+        };
+        if req.aggregates.is_empty() {
+            let cols: Vec<usize> = match &req.columns {
+                None => (0..s.columns().len()).collect(),
+                Some(c) => c.iter().map(|n| s.column_index(n).unwrap()).collect(),
+            };
+            let want: Vec<Vec<Value>> = rows
+                .iter()
+                .take(req.limit.unwrap_or(usize::MAX))
+                .map(|r| cols.iter().map(|&c| r[c].clone()).collect())
+                .collect();
+            assert_eq!(got.len(), want.len(), "{ctx}: row count");
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g, w, "{ctx}");
+            }
+        } else {
+            let want: Vec<Value> = req.aggregates.iter().map(|a| expected_agg(a, &s, &rows)).collect();
+            assert_eq!(got.len(), 1, "{ctx}: one aggregate row");
+            for (i, (g, w)) in got[0].iter().zip(&want).enumerate() {
+                assert!(close(g, w), "{ctx}: aggregate {} got {g:?} want {w:?}", req.aggregates[i].output_name());
+            }
+        }
+    }
+    let _ = db;
+}
+
+fn run(seed: u64, layout: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options { block_size: 1024, ..common::tiny_options(Arc::new(OsFs)) };
+    let db = Db::open(tmp.path(), opts).unwrap();
+    let s = schema();
+    let topts = match layout_spec(layout, &s) {
+        Some(spec) => TableOptions::with_layout(&spec),
+        None => TableOptions::default(),
+    };
+    let t = db.create_table("t", s.clone(), topts).unwrap();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut model = Model::new();
+    let mut snaps: Vec<(Snapshot, Model)> = Vec::new();
+    let churn = |rng: &mut StdRng, model: &mut Model, n: usize| {
+        for _ in 0..n {
+            let k = rng.gen_range(0..3000i64);
+            match rng.gen_range(0..10) {
+                0..=4 => {
+                    let row: Vec<Value> = s
+                        .columns()
+                        .iter()
+                        .map(|c| if c.name == "id" { Value::BigInt(k) } else { value(rng, c) })
+                        .collect();
+                    t.insert(&row).unwrap();
+                    model.insert(k, row);
+                }
+                5..=7 => {
+                    let mut set = Vec::new();
+                    for c in s.columns().iter().skip(1) {
+                        if rng.gen_ratio(1, 3) {
+                            set.push((c.name.clone(), value(rng, c)));
+                        }
+                    }
+                    let pairs: Vec<(&str, Value)> = set.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+                    t.update(&[Value::BigInt(k)], &pairs).unwrap();
+                    if let Some(row) = model.get_mut(&k) {
+                        for (n, v) in set {
+                            row[s.column_index(&n).unwrap()] = v;
+                        }
+                    }
+                }
+                _ => {
+                    t.delete(&[Value::BigInt(k)]).unwrap();
+                    model.remove(&k);
+                }
+            }
+        }
+    };
+    churn(&mut rng, &mut model, 6000);
+    snaps.push((db.snapshot(), model.clone()));
+    churn(&mut rng, &mut model, 3000);
+    check(&db, &t, &model, None, &mut rng, "churning");
+    for (snap, m) in &snaps {
+        check(&db, &t, m, Some(snap), &mut rng, "old snapshot while churning");
+    }
+    snaps.clear();
+    db.compact_range("t", &KeyRange::all()).unwrap();
+    let before = db.scan_stats();
+    check(&db, &t, &model, None, &mut rng, "fully compacted");
+    let after = db.scan_stats();
+    assert!(
+        after.bulk_blocks + after.blocks_from_stats + after.blocks_skipped
+            > before.bulk_blocks + before.blocks_from_stats + before.blocks_skipped,
+        "the compacted tree is scanned in bulk: {before:?} -> {after:?}"
+    );
+    snaps.push((db.snapshot(), model.clone()));
+    churn(&mut rng, &mut model, 300);
+    check(&db, &t, &model, None, &mut rng, "compacted, then updated");
+    for (snap, m) in &snaps {
+        check(&db, &t, m, Some(snap), &mut rng, "snapshot of the compacted tree");
+    }
+}
+
+#[test]
+fn pushdown_matches_a_plain_filter_and_aggregate() {
+    for layout in ["row", "column", "cg3", "lifecycle"] {
+        for seed in seeds(&[11, 12]) {
+            println!("layout {layout}, seed {seed}");
+            with_seed(seed, |s| run(s, layout));
+        }
+    }
+}
