@@ -281,51 +281,78 @@ fn random_request(rng: &mut StdRng, s: &Schema) -> ScanRequest {
         .with_partitions(if rng.gen_ratio(1, 2) { 1 } else { rng.gen_range(2..6) })
 }
 
-fn check(db: &Db, t: &Table, model: &Model, snap: Option<&Snapshot>, rng: &mut StdRng, what: &str) {
-    let s = t.schema().clone();
-    for q in 0..40 {
-        let req = random_request(rng, &s);
-        let ropts = ReadOptions { snapshot: snap };
-        let ctx = format!("{what}, query {q}: {req:?}");
-        let (lo, hi) = match (&req.range.start, &req.range.end) {
-            (std::ops::Bound::Included(a), std::ops::Bound::Excluded(b)) => match (&a[0], &b[0]) {
-                (Value::BigInt(a), Value::BigInt(b)) => (*a, *b),
-                _ => unreachable!(),
-            },
-            _ => (i64::MIN, i64::MAX),
-        };
-        let rows: Vec<&Vec<Value>> = model
-            .range(lo..hi)
-            .map(|(_, r)| r)
-            .filter(|r| req.filter.as_ref().is_none_or(|f| eval(f, &s, r) == Some(true)))
-            .collect();
-        let got: Vec<Vec<Value>> = match t.scan_batches(&req, &ropts) {
-            Ok(it) => it.flat_map(|b| batch_rows(&b.unwrap_or_else(|e| panic!("{ctx}: {e}")))).collect(),
-            Err(e) => panic!("{ctx}: {e}"),
-        };
-        if req.aggregates.is_empty() {
-            let cols: Vec<usize> = match &req.columns {
-                None => (0..s.columns().len()).collect(),
-                Some(c) => c.iter().map(|n| s.column_index(n).unwrap()).collect(),
-            };
-            let want: Vec<Vec<Value>> = rows
-                .iter()
-                .take(req.limit.unwrap_or(usize::MAX))
-                .map(|r| cols.iter().map(|&c| r[c].clone()).collect())
-                .collect();
-            assert_eq!(got.len(), want.len(), "{ctx}: row count");
-            for (g, w) in got.iter().zip(&want) {
-                assert_eq!(g, w, "{ctx}");
-            }
-        } else {
-            let want: Vec<Value> = req.aggregates.iter().map(|a| expected_agg(a, &s, &rows)).collect();
-            assert_eq!(got.len(), 1, "{ctx}: one aggregate row");
-            for (i, (g, w)) in got[0].iter().zip(&want).enumerate() {
-                assert!(close(g, w), "{ctx}: aggregate {} got {g:?} want {w:?}", req.aggregates[i].output_name());
-            }
+/// The model's answer to `req`: rows (projected, limited) or one row of aggregates.
+fn expected(req: &ScanRequest, s: &Schema, model: &Model) -> Vec<Vec<Value>> {
+    let (lo, hi) = match (&req.range.start, &req.range.end) {
+        (std::ops::Bound::Included(a), std::ops::Bound::Excluded(b)) => match (&a[0], &b[0]) {
+            (Value::BigInt(a), Value::BigInt(b)) => (*a, *b),
+            _ => unreachable!(),
+        },
+        _ => (i64::MIN, i64::MAX),
+    };
+    let rows: Vec<&Vec<Value>> = model
+        .range(lo..hi)
+        .map(|(_, r)| r)
+        .filter(|r| req.filter.as_ref().is_none_or(|f| eval(f, s, r) == Some(true)))
+        .collect();
+    if !req.aggregates.is_empty() {
+        return vec![req.aggregates.iter().map(|a| expected_agg(a, s, &rows)).collect()];
+    }
+    let cols: Vec<usize> = match &req.columns {
+        None => (0..s.columns().len()).collect(),
+        Some(c) => c.iter().map(|n| s.column_index(n).unwrap()).collect(),
+    };
+    rows.iter().take(req.limit.unwrap_or(usize::MAX)).map(|r| cols.iter().map(|&c| r[c].clone()).collect()).collect()
+}
+
+fn answer(t: &Table, req: &ScanRequest, snap: Option<&Snapshot>) -> Result<Vec<Vec<Value>>> {
+    let mut out = Vec::new();
+    for b in t.scan_batches(req, &ReadOptions { snapshot: snap })? {
+        out.extend(batch_rows(&b?));
+    }
+    Ok(out)
+}
+
+fn compare(got: &[Vec<Value>], want: &[Vec<Value>], ctx: &str) {
+    assert_eq!(got.len(), want.len(), "{ctx}: row count");
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(g.len(), w.len(), "{ctx}");
+        for (a, b) in g.iter().zip(w) {
+            assert!(close(a, b), "{ctx}: got {g:?} want {w:?}");
         }
     }
-    let _ = db;
+}
+
+/// Runs random requests, some of them as groups of concurrent shared scans.
+fn check(t: &Table, model: &Model, snap: Option<&Snapshot>, rng: &mut StdRng, what: &str) {
+    let s = t.schema().clone();
+    for round in 0..10 {
+        let shared = rng.gen_ratio(1, 3);
+        let reqs: Vec<ScanRequest> = (0..4).map(|_| random_request(rng, &s).with_shared(shared)).collect();
+        let got: Vec<Result<Vec<Vec<Value>>>> = if shared {
+            let barrier = std::sync::Barrier::new(reqs.len());
+            std::thread::scope(|sc| {
+                let hs: Vec<_> = reqs
+                    .iter()
+                    .map(|r| {
+                        let b = &barrier;
+                        sc.spawn(move || {
+                            b.wait();
+                            answer(t, r, snap)
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            })
+        } else {
+            reqs.iter().map(|r| answer(t, r, snap)).collect()
+        };
+        for (i, (req, got)) in reqs.iter().zip(got).enumerate() {
+            let ctx = format!("{what}, round {round}, query {i}: {req:?}");
+            let got = got.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            compare(&got, &expected(req, &s, model), &ctx);
+        }
+    }
 }
 
 fn run(seed: u64, layout: &str) {
@@ -379,14 +406,14 @@ fn run(seed: u64, layout: &str) {
     churn(&mut rng, &mut model, 6000);
     snaps.push((db.snapshot(), model.clone()));
     churn(&mut rng, &mut model, 3000);
-    check(&db, &t, &model, None, &mut rng, "churning");
+    check(&t, &model, None, &mut rng, "churning");
     for (snap, m) in &snaps {
-        check(&db, &t, m, Some(snap), &mut rng, "old snapshot while churning");
+        check(&t, m, Some(snap), &mut rng, "old snapshot while churning");
     }
     snaps.clear();
     db.compact_range("t", &KeyRange::all()).unwrap();
     let before = db.scan_stats();
-    check(&db, &t, &model, None, &mut rng, "fully compacted");
+    check(&t, &model, None, &mut rng, "fully compacted");
     let after = db.scan_stats();
     assert!(
         after.bulk_blocks + after.blocks_from_stats + after.blocks_skipped
@@ -395,9 +422,9 @@ fn run(seed: u64, layout: &str) {
     );
     snaps.push((db.snapshot(), model.clone()));
     churn(&mut rng, &mut model, 300);
-    check(&db, &t, &model, None, &mut rng, "compacted, then updated");
+    check(&t, &model, None, &mut rng, "compacted, then updated");
     for (snap, m) in &snaps {
-        check(&db, &t, m, Some(snap), &mut rng, "snapshot of the compacted tree");
+        check(&t, m, Some(snap), &mut rng, "snapshot of the compacted tree");
     }
 }
 
@@ -409,4 +436,66 @@ fn pushdown_matches_a_plain_filter_and_aggregate() {
             with_seed(seed, |s| run(s, layout));
         }
     }
+}
+
+#[test]
+fn concurrent_shared_scans_read_the_data_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options {
+        block_cache_size: 64 << 20,
+        shared_scan_window: std::time::Duration::from_millis(300),
+        ..Options::default()
+    };
+    let db = Db::open(tmp.path(), opts).unwrap();
+    let s = schema();
+    let t = db.create_table("t", s.clone(), TableOptions::default()).unwrap();
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut model = Model::new();
+    for k in 0..20_000i64 {
+        let row: Vec<Value> =
+            s.columns().iter().map(|c| if c.name == "id" { Value::BigInt(k) } else { value(&mut rng, c) }).collect();
+        t.insert(&row).unwrap();
+        model.insert(k, row);
+    }
+    db.compact_range("t", &KeyRange::all()).unwrap();
+    let reqs = [
+        ScanRequest::new().with_aggregate(Aggregate::new(AggFunc::Max, "small")),
+        ScanRequest::new()
+            .with_filter(Expr::cmp("i", CmpOp::Gt, Value::Int(0)))
+            .with_aggregate(Aggregate::count_star()),
+        ScanRequest::new().with_columns(&["id", "s"]).with_filter(Expr::cmp("small", CmpOp::Lt, Value::Int(-10))),
+        ScanRequest::new()
+            .with_range(KeyRange::half_open(vec![Value::BigInt(5000)], vec![Value::BigInt(9000)]))
+            .with_filter(Expr::cmp("flag", CmpOp::Eq, Value::Boolean(true)))
+            .with_aggregate(Aggregate::new(AggFunc::Sum, "d")),
+    ]
+    .map(|r| r.with_block_stats(false));
+    let before = db.scan_stats();
+    for r in &reqs {
+        compare(&answer(&t, r, None).unwrap(), &expected(r, &s, &model), &format!("solo {r:?}"));
+    }
+    let solo = db.scan_stats();
+    let barrier = std::sync::Barrier::new(reqs.len());
+    let got: Vec<_> = std::thread::scope(|sc| {
+        let hs: Vec<_> = reqs
+            .iter()
+            .map(|r| {
+                let (b, t) = (&barrier, &t);
+                sc.spawn(move || {
+                    b.wait();
+                    answer(t, &r.clone().with_shared(true), None).unwrap()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let shared = db.scan_stats();
+    for (r, g) in reqs.iter().zip(&got) {
+        compare(g, &expected(r, &s, &model), &format!("shared {r:?}"));
+    }
+    let solo_blocks = solo.blocks_read - before.blocks_read;
+    let shared_blocks = shared.blocks_read - solo.blocks_read;
+    println!("blocks read: 4 solo scans {solo_blocks}, 4 shared scans {shared_blocks}");
+    assert_eq!((shared.scans - solo.scans, shared.passes - solo.passes), (4, 1), "{solo:?} -> {shared:?}");
+    assert!(shared_blocks > 0 && shared_blocks * 3 < solo_blocks, "solo {solo_blocks}, shared {shared_blocks}");
 }

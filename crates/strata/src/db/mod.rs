@@ -147,6 +147,7 @@ pub(crate) struct DbInner {
     pub io: Mutex<IoCounters>,
     pub closed: AtomicBool,
     pub scan_counters: Arc<crate::scan::ScanCounters>,
+    pub shared_scans: crate::scan::shared::SharedScans,
     /// Runs scan partitions and shared scans; started on first use.
     pub scan_pool: std::sync::OnceLock<rayon::ThreadPool>,
 }
@@ -301,6 +302,7 @@ impl Db {
             closed: AtomicBool::new(false),
             scan_counters: Default::default(),
             scan_pool: std::sync::OnceLock::new(),
+            shared_scans: Default::default(),
         });
 
         // Persist what was replayed as Level-0 files, then retire the old logs.

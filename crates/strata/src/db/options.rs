@@ -46,6 +46,9 @@ pub struct Options {
     /// Threads of the pool that runs partitioned and shared scans (default: the machine's
     /// cores), apart from the threads that serve point operations. Started on first use.
     pub scan_threads: usize,
+    /// How long the first of several shared scans of a table waits for others to join its pass
+    /// (default 2 ms).
+    pub shared_scan_window: std::time::Duration,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
 }
@@ -69,6 +72,7 @@ impl Default for Options {
             block_cache_size: 64 << 20,
             compaction_threads: 2,
             scan_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            shared_scan_window: std::time::Duration::from_millis(2),
             fs: Arc::new(OsFs),
         }
     }

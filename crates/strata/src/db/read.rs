@@ -178,6 +178,7 @@ impl DbInner {
             wanted,
             pending: None,
             done: false,
+            last_key: Vec::new(),
             _view: view,
         }
     }
@@ -212,10 +213,17 @@ pub struct ScanIter {
     wanted: Option<Arc<[bool]>>,
     pending: Option<Entry>,
     done: bool,
+    /// The key of the row returned last.
+    last_key: Vec<u8>,
     _view: Arc<ReadView>,
 }
 
 impl ScanIter {
+    /// The encoded key of the row [`Iterator::next`] returned last.
+    pub(crate) fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+
     /// The projected columns of a version.
     fn cells(&self, e: &Entry) -> Result<Cells> {
         decode_row(&self.info.value_types, &e.row, self.wanted.as_deref())
@@ -255,7 +263,9 @@ impl ScanIter {
                 }
             }
             if let Some(cells) = res.finish() {
-                return project(&self.info, &key, cells, &self.projection).map(Some);
+                let row = project(&self.info, &key, cells, &self.projection)?;
+                self.last_key = key;
+                return Ok(Some(row));
             }
         }
         Ok(None)

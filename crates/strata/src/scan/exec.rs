@@ -38,8 +38,8 @@ use crate::version::{FileMeta, TableVersion};
 /// Counters of the scan engine (see [`ScanStats`]).
 #[derive(Debug, Default)]
 pub(crate) struct ScanCounters {
-    scans: AtomicU64,
-    passes: AtomicU64,
+    pub(crate) scans: AtomicU64,
+    pub(crate) passes: AtomicU64,
     blocks_read: AtomicU64,
     bulk_blocks: AtomicU64,
     blocks_skipped: AtomicU64,
@@ -61,7 +61,7 @@ impl ScanCounters {
         }
     }
 
-    fn add(a: &AtomicU64, n: u64) {
+    pub(crate) fn add(a: &AtomicU64, n: u64) {
         a.fetch_add(n, Ordering::Relaxed);
     }
 }
@@ -156,8 +156,26 @@ impl Plan {
         })
     }
 
+    /// The plan of a shared pass: reads every column `plans` need, filters nothing.
+    pub(crate) fn pass(info: &Arc<TableInfo>, plans: &[Arc<Plan>]) -> Plan {
+        let mut needed: Vec<usize> = plans.iter().flat_map(|p| p.needed.iter().copied()).collect();
+        needed.sort_unstable();
+        needed.dedup();
+        Plan {
+            info: info.clone(),
+            out_cols: needed.clone(),
+            schema: row_schema(&info.schema, &needed),
+            filter: Filter::all(),
+            aggs: Vec::new(),
+            needed,
+            limit: None,
+            batch_rows: plans.iter().map(|p| p.batch_rows).max().unwrap_or(8192),
+            block_stats: false,
+        }
+    }
+
     /// For each value column, whether the scan reads it.
-    fn wanted(&self) -> Vec<bool> {
+    pub(crate) fn wanted(&self) -> Vec<bool> {
         let mut w = vec![false; self.info.value_types.len()];
         for &c in &self.needed {
             if let Some(vi) = self.info.schema.value_index(c) {
@@ -457,9 +475,134 @@ struct Driver {
     others: Vec<Other>,
 }
 
-/// One partition of a scan.
-pub(crate) struct Partition {
+/// One request served by a pass: its plan, key range and output so far.
+pub(crate) struct Consumer {
     plan: Arc<Plan>,
+    lower: Vec<u8>,
+    upper: Option<Vec<u8>>,
+    sink: Sink,
+    done: bool,
+}
+
+impl Consumer {
+    pub(crate) fn new(plan: Arc<Plan>, lower: Vec<u8>, upper: Option<Vec<u8>>) -> Consumer {
+        let sink = if plan.aggs.is_empty() {
+            Sink::Rows { coalescer: BatchCoalescer::new(plan.schema.clone(), plan.batch_rows), emitted: 0 }
+        } else {
+            Sink::Aggs(vec![AggState::default(); plan.aggs.len()])
+        };
+        let done = plan.filter.is_false() || plan.limit == Some(0);
+        Consumer { plan, lower, upper, sink, done }
+    }
+
+    /// Where `[lo, hi)` lies against this consumer's range: `Some(true)` inside, `Some(false)`
+    /// outside, `None` partly.
+    fn covers(&self, lo: &[u8], hi: &[u8]) -> Option<bool> {
+        let after_start = lo >= self.lower.as_slice();
+        let before_end = self.upper.as_deref().is_none_or(|u| hi <= u);
+        if after_start && before_end {
+            Some(true)
+        } else if hi <= self.lower.as_slice() || self.upper.as_deref().is_some_and(|u| lo >= u) {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    fn in_range(&self, key: &[u8]) -> bool {
+        key >= self.lower.as_slice() && self.upper.as_deref().is_none_or(|u| key < u)
+    }
+
+    /// What the consumer produced: its batches, or its one aggregate batch.
+    pub(crate) fn finish(self) -> Result<Vec<RecordBatch>> {
+        match self.sink {
+            Sink::Aggs(states) => Ok(vec![finish_batch(&self.plan.aggs, &states)?]),
+            Sink::Rows { mut coalescer, .. } => {
+                coalescer.finish_buffered_batch().map_err(arrow_err)?;
+                Ok(std::iter::from_fn(|| coalescer.next_completed_batch()).collect())
+            }
+        }
+    }
+
+    /// Filters a chunk (only the rows of `range_mask` when given) and feeds what passes to the
+    /// sink. `verdicts` (per clause, from zone maps; empty when unknown) lets clauses true on
+    /// every row go unevaluated.
+    fn consume(
+        &mut self,
+        chunk: &mut dyn Chunk,
+        verdicts: &[Verdict],
+        range_mask: Option<BooleanBuffer>,
+    ) -> Result<()> {
+        let rows = chunk.rows();
+        if rows == 0 || self.done {
+            return Ok(());
+        }
+        let mut mask = range_mask;
+        for (i, clause) in self.plan.filter.clauses().iter().enumerate() {
+            if verdicts.get(i) == Some(&Verdict::Always) {
+                continue;
+            }
+            let mut any: Option<BooleanBuffer> = None;
+            for atom in clause {
+                let m = chunk.atom_mask(atom)?;
+                any = Some(match any {
+                    None => m,
+                    Some(a) => &a | &m,
+                });
+            }
+            let m = any.unwrap_or_else(|| BooleanBuffer::new_unset(rows));
+            let m = match mask {
+                None => m,
+                Some(prev) => &prev & &m,
+            };
+            if m.count_set_bits() == 0 {
+                return Ok(());
+            }
+            mask = Some(m);
+        }
+        let passing = mask.as_ref().map_or(rows, BooleanBuffer::count_set_bits);
+        if passing == 0 {
+            return Ok(());
+        }
+        let sel = mask.filter(|_| passing < rows);
+        match &mut self.sink {
+            Sink::Aggs(states) => {
+                for (a, st) in self.plan.aggs.iter().zip(states.iter_mut()) {
+                    let values = match a.column {
+                        Some((col, _)) => Some(chunk.array(col, sel.as_ref())?),
+                        None => None,
+                    };
+                    st.update(a, passing, values.as_ref());
+                }
+            }
+            Sink::Rows { coalescer, emitted } => {
+                let arrays =
+                    self.plan.out_cols.iter().map(|&c| chunk.array(c, sel.as_ref())).collect::<Result<Vec<_>>>()?;
+                let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(passing));
+                let mut batch =
+                    RecordBatch::try_new_with_options(self.plan.schema.clone(), arrays, &options).map_err(arrow_err)?;
+                if let Some(limit) = self.plan.limit {
+                    let left = limit.saturating_sub(*emitted);
+                    if batch.num_rows() >= left {
+                        batch = batch.slice(0, left);
+                        self.done = true;
+                    }
+                }
+                *emitted += batch.num_rows();
+                coalescer.push_batch(batch).map_err(arrow_err)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One pass over a key range (a partition of a scan, or a shared pass serving several scans).
+pub(crate) struct Partition {
+    /// What the pass reads: the union of its consumers' columns and ranges.
+    pass: Arc<Plan>,
+    consumers: Vec<Consumer>,
+    /// Some consumer's range is narrower than the pass's: rows carry their keys.
+    ranged: bool,
     rp: Arc<ReadPoint>,
     counters: Arc<ScanCounters>,
     upper: Option<Vec<u8>>,
@@ -471,27 +614,34 @@ pub(crate) struct Partition {
     stash: Option<Candidate>,
     merge: Option<(ScanIter, Vec<ValuesBuilder>)>,
     driver_done: bool,
-    sink: Sink,
     done: bool,
 }
 
 impl Partition {
+    /// A pass over `[lower, upper)` feeding `consumers`; `pass` reads every column they need.
     pub(crate) fn new(
-        plan: Arc<Plan>,
+        pass: Arc<Plan>,
+        consumers: Vec<Consumer>,
         rp: Arc<ReadPoint>,
         counters: Arc<ScanCounters>,
         lower: Vec<u8>,
         upper: Option<Vec<u8>>,
     ) -> Result<Partition> {
-        let sink = if plan.aggs.is_empty() {
-            Sink::Rows { coalescer: BatchCoalescer::new(plan.schema.clone(), plan.batch_rows), emitted: 0 }
-        } else {
-            Sink::Aggs(vec![AggState::default(); plan.aggs.len()])
-        };
-        let driver = if plan.filter.is_false() || plan.limit == Some(0) { None } else { driver(&plan, &rp, &lower)? };
-        let done = plan.filter.is_false() || plan.limit == Some(0);
+        let done = consumers.iter().all(|c| c.done);
+        let driver = if done { None } else { driver(&pass, &rp, &lower)? };
+        // Rows carry their keys when some consumer wants less than the whole pass.
+        let ranged = consumers.iter().any(|c| {
+            c.lower > lower
+                || match (&c.upper, &upper) {
+                    (None, _) => false,
+                    (Some(_), None) => true,
+                    (Some(cu), Some(u)) => cu < u,
+                }
+        });
         Ok(Partition {
-            plan,
+            pass,
+            consumers,
+            ranged,
             rp,
             counters,
             upper,
@@ -501,15 +651,15 @@ impl Partition {
             stash: None,
             merge: None,
             driver_done: false,
-            sink,
             done,
         })
     }
 
-    /// The next finished batch of rows, or `None` when the partition is exhausted.
+    /// The next finished batch of the first consumer's rows, or `None` when the pass is over.
     pub(crate) fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
         loop {
-            if let Sink::Rows { coalescer, .. } = &mut self.sink {
+            let Some(c) = self.consumers.first_mut() else { return Ok(None) };
+            if let Sink::Rows { coalescer, .. } = &mut c.sink {
                 if let Some(b) = coalescer.next_completed_batch() {
                     return Ok(Some(b));
                 }
@@ -524,40 +674,57 @@ impl Partition {
         }
     }
 
-    /// Runs to the end and returns the aggregate states.
-    pub(crate) fn into_states(mut self) -> Result<Vec<AggState>> {
+    /// Runs the pass to the end and returns its consumers.
+    pub(crate) fn run(mut self) -> Result<Vec<Consumer>> {
         while !self.done {
             self.step()?;
         }
-        match self.sink {
-            Sink::Aggs(s) => Ok(s),
-            Sink::Rows { .. } => Ok(Vec::new()),
+        Ok(self.consumers)
+    }
+
+    /// Runs to the end and returns the first consumer's aggregate states.
+    pub(crate) fn into_states(self) -> Result<Vec<AggState>> {
+        match self.run()?.into_iter().next().map(|c| c.sink) {
+            Some(Sink::Aggs(s)) => Ok(s),
+            _ => Ok(Vec::new()),
         }
     }
 
     /// One unit of work: a merge batch, a bulk block, or a decision about the next block.
     fn step(&mut self) -> Result<()> {
+        if self.consumers.iter().all(|c| c.done) {
+            self.done = true;
+            return Ok(());
+        }
         if let Some((iter, builders)) = &mut self.merge {
+            let batch_rows = self.pass.batch_rows;
+            let mut keys: Vec<Vec<u8>> = Vec::new();
             let mut n = 0;
-            while n < self.plan.batch_rows {
+            while n < batch_rows {
                 match iter.next() {
                     Some(row) => {
                         for (b, v) in builders.iter_mut().zip(&row?) {
                             b.push(v);
+                        }
+                        if self.ranged {
+                            keys.push(iter.last_key().to_vec());
                         }
                         n += 1;
                     }
                     None => break,
                 }
             }
-            let exhausted = n < self.plan.batch_rows;
+            let exhausted = n < batch_rows;
             if n > 0 {
                 ScanCounters::add(&self.counters.merged_rows, n as u64);
                 let arrays: HashMap<usize, ArrayRef> =
-                    self.plan.needed.iter().copied().zip(builders.iter_mut().map(ValuesBuilder::finish)).collect();
-                let plan = self.plan.clone();
-                let mut chunk = RowsChunk { plan: &plan, rows: n, arrays };
-                self.consume(&mut chunk, &[])?;
+                    self.pass.needed.iter().copied().zip(builders.iter_mut().map(ValuesBuilder::finish)).collect();
+                let pass = self.pass.clone();
+                let mut chunk = RowsChunk { plan: &pass, rows: n, arrays };
+                for c in &mut self.consumers {
+                    let mask = self.ranged.then(|| keys.iter().map(|k| c.in_range(k)).collect::<BooleanBuffer>());
+                    c.consume(&mut chunk, &[], mask)?;
+                }
             }
             if exhausted {
                 self.merge = None;
@@ -604,12 +771,12 @@ impl Partition {
     }
 
     fn start_merge(&mut self, lower: Vec<u8>, upper: Option<Vec<u8>>) {
-        let info = &self.plan.info;
-        let wanted: Arc<[bool]> = self.plan.wanted().into();
-        let projection = Projection::Columns { cols: self.plan.needed.clone().into(), wanted };
+        let info = &self.pass.info;
+        let wanted: Arc<[bool]> = self.pass.wanted().into();
+        let projection = Projection::Columns { cols: self.pass.needed.clone().into(), wanted };
         let rp = &self.rp;
         let iter = rp.db.scan_at(info, &rp.t, rp.view.clone(), rp.seq, lower, upper, &projection);
-        let builders = self.plan.needed.iter().map(|&c| ValuesBuilder::new(self.plan.ty(c))).collect();
+        let builders = self.pass.needed.iter().map(|&c| ValuesBuilder::new(self.pass.ty(c))).collect();
         self.merge = Some((iter, builders));
     }
 
@@ -658,17 +825,16 @@ impl Partition {
             return Ok(false);
         }
         for o in &d.others {
-            if overlaps(o, &self.rp, self.plan.info.id, &c.lo, &c.hi)? {
+            if overlaps(o, &self.rp, self.pass.info.id, &c.lo, &c.hi)? {
                 return Ok(false);
             }
         }
         Ok(true)
     }
 
-    /// Handles an eligible block: skipped by its zone maps, answered from them, or read in bulk
-    /// (falling back to the merge when the groups' keys do not line up).
+    /// Handles an eligible block for every consumer: skipped by zone maps, answered from them,
+    /// or read in bulk (falling back to the merge when the groups' keys do not line up).
     fn bulk(&mut self, c: Candidate) -> Result<()> {
-        let plan = self.plan.clone();
         let Some(d) = &mut self.driver else { return Ok(()) };
         let e = &c.reader.index()[c.block];
         let rows = e.rows;
@@ -677,27 +843,41 @@ impl Partition {
             Some(&(0, gc)) => e.zones.get(gc),
             _ => None,
         };
-        let verdicts: Vec<Verdict> = plan.filter.clauses().iter().map(|cl| clause_verdict(cl, rows, zone_of)).collect();
-        if verdicts.contains(&Verdict::Never) {
+        // Per consumer: nothing to do, done from the zone maps, or the verdicts to read with.
+        let mut reading: Vec<Option<Vec<Verdict>>> = Vec::with_capacity(self.consumers.len());
+        for con in &mut self.consumers {
+            let part = con.covers(&c.lo, &c.hi);
+            let verdicts: Vec<Verdict> =
+                con.plan.filter.clauses().iter().map(|cl| clause_verdict(cl, rows, zone_of)).collect();
+            if con.done || part == Some(false) || verdicts.contains(&Verdict::Never) {
+                reading.push(None);
+                continue;
+            }
+            let all_true = verdicts.iter().all(|v| *v == Verdict::Always);
+            let plan = con.plan.clone();
+            if let Sink::Aggs(states) = &mut con.sink {
+                let zone_for = |a: &AggSpec| a.column.and_then(|(col, _)| zone_of(col));
+                if plan.block_stats
+                    && c.whole
+                    && part == Some(true)
+                    && all_true
+                    && plan.aggs.iter().all(|a| {
+                        (a.column.is_none() || zone_for(a).is_some()) && AggState::zone_answers(a, zone_for(a), rows)
+                    })
+                {
+                    for (a, st) in plan.aggs.iter().zip(states.iter_mut()) {
+                        st.update_from_zone(a, zone_for(a), rows);
+                    }
+                    reading.push(None);
+                    ScanCounters::add(&self.counters.blocks_from_stats, 1);
+                    continue;
+                }
+            }
+            reading.push(Some(verdicts));
+        }
+        if reading.iter().all(Option::is_none) {
             ScanCounters::add(&self.counters.blocks_skipped, 1);
             return Ok(());
-        }
-        let all_true = verdicts.iter().all(|v| *v == Verdict::Always);
-        if let Sink::Aggs(states) = &mut self.sink {
-            let zone_for = |a: &AggSpec| a.column.and_then(|(col, _)| zone_of(col));
-            if plan.block_stats
-                && c.whole
-                && all_true
-                && plan.aggs.iter().all(|a| {
-                    AggState::zone_answers(a, zone_for(a), rows) && (a.column.is_none() || zone_for(a).is_some())
-                })
-            {
-                for (a, st) in plan.aggs.iter().zip(states.iter_mut()) {
-                    st.update_from_zone(a, zone_for(a), rows);
-                }
-                ScanCounters::add(&self.counters.blocks_from_stats, 1);
-                return Ok(());
-            }
         }
         ScanCounters::add(&self.counters.blocks_read, 1);
         let block = c.reader.block(c.block, true)?;
@@ -720,7 +900,8 @@ impl Partition {
         }
         // Clean blocks hold full rows, so every version carries every column; check anyway.
         let carried =
-            d.at.values().all(|&(g, c)| groups[g].iter().all(|(b, _)| b.column(c).is_some_and(|p| p.carried_by_all)));
+            d.at.values()
+                .all(|&(g, col)| groups[g].iter().all(|(b, _)| b.column(col).is_some_and(|p| p.carried_by_all)));
         if !aligned || !carried {
             // Rare: read this stretch through the merge instead.
             self.start_merge(c.lo, Some(c.hi));
@@ -728,74 +909,24 @@ impl Partition {
         }
         ScanCounters::add(&self.counters.bulk_blocks, 1);
         let at = std::mem::take(&mut d.at);
-        let mut chunk = BulkChunk { plan: &plan, rows: range.len(), groups, at: &at, keys: None, full: HashMap::new() };
-        let res = self.consume(&mut chunk, &verdicts);
+        let pass = self.pass.clone();
+        let mut chunk = BulkChunk { plan: &pass, rows: range.len(), groups, at: &at, keys: None, full: HashMap::new() };
+        let mut res = Ok(());
+        for (con, verdicts) in self.consumers.iter_mut().zip(&reading) {
+            let Some(verdicts) = verdicts else { continue };
+            let mask = match con.covers(&c.lo, &c.hi) {
+                Some(_) => None,
+                None => Some(BooleanBuffer::collect_bool(range.len(), |i| con.in_range(block.key(range.start + i)))),
+            };
+            res = con.consume(&mut chunk, verdicts, mask);
+            if res.is_err() {
+                break;
+            }
+        }
         if let Some(d) = &mut self.driver {
             d.at = at;
         }
         res
-    }
-
-    /// Filters a chunk and feeds what passes to the sink. `verdicts` (per clause, from zone maps;
-    /// empty when unknown) lets clauses true on every row go unevaluated.
-    fn consume(&mut self, chunk: &mut dyn Chunk, verdicts: &[Verdict]) -> Result<()> {
-        let rows = chunk.rows();
-        if rows == 0 {
-            return Ok(());
-        }
-        let mut mask: Option<BooleanBuffer> = None;
-        for (i, clause) in self.plan.filter.clauses().iter().enumerate() {
-            if verdicts.get(i) == Some(&Verdict::Always) {
-                continue;
-            }
-            let mut any: Option<BooleanBuffer> = None;
-            for atom in clause {
-                let m = chunk.atom_mask(atom)?;
-                any = Some(match any {
-                    None => m,
-                    Some(a) => &a | &m,
-                });
-            }
-            let m = any.unwrap_or_else(|| BooleanBuffer::new_unset(rows));
-            let m = match mask {
-                None => m,
-                Some(prev) => &prev & &m,
-            };
-            if m.count_set_bits() == 0 {
-                return Ok(());
-            }
-            mask = Some(m);
-        }
-        let passing = mask.as_ref().map_or(rows, BooleanBuffer::count_set_bits);
-        let sel = mask.filter(|_| passing < rows);
-        match &mut self.sink {
-            Sink::Aggs(states) => {
-                for (a, st) in self.plan.aggs.iter().zip(states.iter_mut()) {
-                    let values = match a.column {
-                        Some((col, _)) => Some(chunk.array(col, sel.as_ref())?),
-                        None => None,
-                    };
-                    st.update(a, passing, values.as_ref());
-                }
-            }
-            Sink::Rows { coalescer, emitted } => {
-                let arrays =
-                    self.plan.out_cols.iter().map(|&c| chunk.array(c, sel.as_ref())).collect::<Result<Vec<_>>>()?;
-                let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(passing));
-                let mut batch =
-                    RecordBatch::try_new_with_options(self.plan.schema.clone(), arrays, &options).map_err(arrow_err)?;
-                if let Some(limit) = self.plan.limit {
-                    let left = limit.saturating_sub(*emitted);
-                    if batch.num_rows() >= left {
-                        batch = batch.slice(0, left);
-                        self.done = true;
-                    }
-                }
-                *emitted += batch.num_rows();
-                coalescer.push_batch(batch).map_err(arrow_err)?;
-            }
-        }
-        Ok(())
     }
 }
 
@@ -915,7 +1046,7 @@ fn split(plan: &Plan, rp: &ReadPoint, lower: &[u8], upper: Option<&[u8]>, n: usi
     Ok(cuts)
 }
 
-fn pool(db: &DbInner) -> Result<&rayon::ThreadPool> {
+pub(crate) fn pool(db: &DbInner) -> Result<&rayon::ThreadPool> {
     if let Some(p) = db.scan_pool.get() {
         return Ok(p);
     }
@@ -1000,6 +1131,11 @@ pub(crate) fn run_scan(
 ) -> Result<BatchIter> {
     db.check_open()?;
     let plan = Arc::new(Plan::new(info, req)?);
+    if req.shared {
+        let schema = plan.schema.clone();
+        let batches = super::shared::join(db, info, plan, lower, upper, ropts)?;
+        return Ok(BatchIter { schema, inner: Inner::Ready(batches.into_iter()) });
+    }
     let (seq, view) = db.read_point(ropts)?;
     let t = db.table_at(&view, info)?;
     let wanted = plan.wanted();
@@ -1018,7 +1154,10 @@ pub(crate) fn run_scan(
     ranges.push((from, upper));
     let mut parts = ranges
         .into_iter()
-        .map(|(lo, hi)| Partition::new(plan.clone(), rp.clone(), counters.clone(), lo, hi))
+        .map(|(lo, hi)| {
+            let consumer = Consumer::new(plan.clone(), lo.clone(), hi.clone());
+            Partition::new(plan.clone(), vec![consumer], rp.clone(), counters.clone(), lo, hi)
+        })
         .collect::<Result<Vec<_>>>()?;
     let inner = if !plan.aggs.is_empty() {
         let states: Vec<Result<Vec<AggState>>> = if parts.len() == 1 {

@@ -16,6 +16,7 @@ pub(crate) mod arrow;
 mod cnf;
 mod eval;
 mod exec;
+pub(crate) mod shared;
 
 pub use arrow_array::RecordBatch;
 pub use arrow_schema::SchemaRef;
@@ -224,7 +225,10 @@ pub struct ScanRequest {
     /// Split the key range into this many partitions run on the scan worker pool (1 = run on the
     /// calling thread). Batches still come out in key order.
     pub partitions: usize,
-    /// Join concurrent shared scans of the same table into one pass over the data.
+    /// Join concurrent shared scans of the same table (and snapshot) into one pass over the
+    /// data: the first waits [`Options::shared_scan_window`](crate::Options::shared_scan_window)
+    /// for others, then one pass on the scan pool serves them all. The result is collected
+    /// before it is returned, and `partitions` does not apply.
     pub shared: bool,
     /// Answer count/min/max from block statistics where they are exact (default on).
     pub block_stats: bool,
