@@ -10,10 +10,11 @@ use std::collections::HashMap;
 use std::ops::Bound;
 
 use serde_json::{json, Map, Value as Json};
+use strata::scan::{batch_rows, ScanRequest};
 use strata::{Db, KeyRange, Projection, ReadOptions, Snapshot, Table, TableOptions, Value, WriteBatch, WriteOptions};
 
-use crate::expr::{parse_agg, parse_where, AggState};
-use crate::json::{key_from_json, object, row_from_json};
+use crate::expr::{parse_agg, parse_where};
+use crate::json::{key_from_json, object, row_from_json, to_json};
 use crate::schema_sql::parse_schema;
 
 /// An error answer: a stable kind and a message.
@@ -316,7 +317,8 @@ pub fn projection(t: &Table, columns: Option<Vec<String>>) -> Res<(Vec<String>, 
     }
 }
 
-/// Runs a scan with an optional predicate, aggregates and limit, through the core scan.
+/// Runs a scan with an optional predicate, aggregates and limit through the engine's scan path
+/// (filters, projections and aggregates evaluated in the engine, on Arrow batches).
 pub fn scan(t: &Table, a: &ScanArgs<'_>, ro: &ReadOptions<'_>) -> Res<ScanOut> {
     let schema = t.schema();
     let key = |o: Option<&Map<String, Json>>| -> Res<Option<Vec<Value>>> {
@@ -326,57 +328,30 @@ pub fn scan(t: &Table, a: &ScanArgs<'_>, ro: &ReadOptions<'_>) -> Res<ScanOut> {
         start: key(a.from)?.map_or(Bound::Unbounded, Bound::Included),
         end: key(a.to)?.map_or(Bound::Unbounded, Bound::Excluded),
     };
-    let pred = a.filter.map(|w| parse_where(w, schema).map_err(|m| CliError::new("invalid_where", m))).transpose()?;
-    let aggs = a
-        .aggs
-        .iter()
-        .map(|x| parse_agg(x, schema).map_err(|m| CliError::new("invalid_agg", m)))
-        .collect::<Res<Vec<_>>>()?;
+    let mut req = ScanRequest::new().with_range(range);
+    if let Some(w) = a.filter {
+        req = req.with_filter(parse_where(w, schema).map_err(|m| CliError::new("invalid_where", m))?);
+    }
+    let mut labels = Vec::with_capacity(a.aggs.len());
+    for x in &a.aggs {
+        let (label, agg) = parse_agg(x, schema).map_err(|m| CliError::new("invalid_agg", m))?;
+        labels.push(label);
+        req = req.with_aggregate(agg);
+    }
     let names: Vec<String> = match &a.columns {
         Some(c) => c.clone(),
         None => schema.columns().iter().map(|c| c.name.clone()).collect(),
     };
-    let out_cols: Vec<usize> = names
-        .iter()
-        .map(|n| schema.column_index(n).ok_or_else(|| CliError::new("unknown_column", format!("unknown column `{n}`"))))
-        .collect::<Res<_>>()?;
-    // Decode only what the predicate, the aggregates or the output read; the rest stays NULL in
-    // the schema-ordered row the evaluators see.
-    let mut needed: Vec<usize> = if aggs.is_empty() { out_cols.clone() } else { Vec::new() };
-    if let Some(p) = &pred {
-        p.columns(&mut needed);
-    }
-    needed.extend(aggs.iter().filter_map(|g| g.column()));
-    needed.sort_unstable();
-    needed.dedup();
-    let needed_names: Vec<&str> = needed.iter().map(|&c| schema.columns()[c].name.as_str()).collect();
-    let proj = t.projection(&needed_names)?;
-    let mut states: Vec<AggState> = aggs.iter().map(|_| AggState::default()).collect();
+    req.columns = Some(names.clone());
+    req.limit = a.limit;
     let mut rows = Vec::new();
-    let mut full = vec![Value::Null; schema.columns().len()];
-    for r in t.scan(&range, &proj, ro)? {
-        for (&c, v) in needed.iter().zip(r?) {
-            full[c] = v;
-        }
-        if let Some(p) = &pred {
-            if p.eval(&full) != Some(true) {
-                continue;
-            }
-        }
-        if aggs.is_empty() {
-            if a.limit.is_some_and(|l| rows.len() >= l) {
-                break;
-            }
-            rows.push(out_cols.iter().map(|&c| full[c].clone()).collect());
-        } else {
-            for (g, st) in aggs.iter().zip(states.iter_mut()) {
-                g.add(st, &full);
-            }
-        }
+    for b in t.scan_batches(&req, ro)? {
+        rows.extend(batch_rows(&b?));
     }
-    if aggs.is_empty() {
+    if labels.is_empty() {
         Ok(ScanOut::Rows(names, rows))
     } else {
-        Ok(ScanOut::Aggs(aggs.iter().zip(&states).map(|(g, st)| (g.label.clone(), g.result(st))).collect()))
+        let values = rows.into_iter().next().unwrap_or_default();
+        Ok(ScanOut::Aggs(labels.into_iter().zip(values.iter().map(to_json)).collect()))
     }
 }

@@ -105,11 +105,12 @@ fn every_exec_op_and_error_kind() {
             json!({"op":"get","table":"t","key":{"id":1},"snapshot":"gone"}),
             json!({"op":"scan","table":"t","where":"a >"}),
             json!({"op":"scan","table":"t","agg":["median(a)"]}),
+            json!({"op":"scan","table":"t","where":"a = 'x'"}),
             json!({"op":"batch","ops":[{"op":"insert","table":"t","row":{"id":50,"a":1}},{"op":"insert","table":"t","row":{"id":51}}]}),
             json!({"op":"get","table":"t","key":{"id":50}}),
         ],
     );
-    let kinds: Vec<&str> = e[..14].iter().map(err_kind).collect();
+    let kinds: Vec<&str> = e[..15].iter().map(err_kind).collect();
     assert_eq!(
         kinds,
         [
@@ -127,10 +128,11 @@ fn every_exec_op_and_error_kind() {
             "invalid_where",
             "invalid_agg",
             "type_mismatch",
+            "type_mismatch",
         ]
     );
     // The failed batch wrote nothing.
-    assert_eq!(ok(&e[14])["row"], Json::Null);
+    assert_eq!(ok(&e[15])["row"], Json::Null);
 
     // A line that is not UTF-8 gets an error answer and the stream goes on.
     let mut child = strata(&db).arg("exec").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
