@@ -6,8 +6,11 @@
 //!   loaded tree, and peak RSS during the load against the configured memory budget.
 //! - `laser` reproduces the shape of LASER's Fig. 7: blocks and bytes read per point read and per
 //!   scan against projection size, for several column-group sizes (see `laser.rs`).
+//! - `ycsb-sharp` runs TellStore's YCSB# scan queries on a columnar and a row layout, idle and
+//!   under a get/update load (see `ycsb_sharp.rs`).
 
 mod laser;
+mod ycsb_sharp;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,6 +37,8 @@ enum Cmd {
     Engine(EngineArgs),
     /// LASER Fig. 7: point-read and scan cost against projection size, per column-group size.
     Laser(laser::LaserArgs),
+    /// TellStore YCSB#: Q1-Q3 scan rates per thread, columnar vs row layout, idle and under load.
+    YcsbSharp(ycsb_sharp::YcsbSharpArgs),
 }
 
 #[derive(Parser)]
@@ -259,6 +264,12 @@ fn main() {
             if a.dir.is_none() {
                 let _ = std::fs::remove_dir_all(&root);
             }
+            r
+        }
+        Cmd::YcsbSharp(a) => {
+            let root = std::env::temp_dir().join(format!("strata-bench-ycsb-sharp-{}", std::process::id()));
+            let r = ycsb_sharp::ycsb_sharp(a, &root);
+            let _ = std::fs::remove_dir_all(&root);
             r
         }
         Cmd::Laser(a) => {

@@ -47,9 +47,29 @@ impl DbInner {
         self.check_open()?;
         let (seq, view) = self.read_point(ropts)?;
         let t = self.table_in(&view, info)?;
+        self.get_cells_at(info, t, &view, seq, key, wanted, true)
+    }
+
+    /// The cells of `key` at `seq` over `view`; `record` counts the read in the workload
+    /// statistics.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn get_cells_at(
+        &self,
+        info: &TableInfo,
+        t: &TableVersion,
+        view: &ReadView,
+        seq: u64,
+        key: &[u8],
+        wanted: Option<&[bool]>,
+        record: bool,
+    ) -> Result<Option<Cells>> {
         let types = &info.value_types;
         let nvals = types.len();
-        let served = |at: At| info.workload.record(at, Op::PointRead, wanted_columns(wanted, nvals));
+        let served = |at: At| {
+            if record {
+                info.workload.record(at, Op::PointRead, wanted_columns(wanted, nvals))
+            }
+        };
         let mut res = Resolver::new(nvals, wanted);
         let mut found = false;
         for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {

@@ -27,12 +27,12 @@ use super::{AggFunc, ScanRequest, ScanStats};
 use crate::db::read::{record_scan, run_cover};
 use crate::db::{DbInner, Projection, ReadOptions, ReadView, ScanIter, TableInfo};
 use crate::error::{Error, Result};
-use crate::memtable::Memtable;
+use crate::memtable::{MemCursor, Memtable};
 use crate::mvcc::chain::Resolver;
 use crate::sst::block::Block;
 use crate::sst::reader::SstReader;
 use crate::types::key::decode_key;
-use crate::types::ColumnType;
+use crate::types::{ColumnType, Value};
 use crate::version::{FileMeta, TableVersion};
 
 /// Counters of the scan engine (see [`ScanStats`]).
@@ -45,6 +45,7 @@ pub(crate) struct ScanCounters {
     blocks_skipped: AtomicU64,
     blocks_from_stats: AtomicU64,
     merged_rows: AtomicU64,
+    patched_keys: AtomicU64,
 }
 
 impl ScanCounters {
@@ -58,6 +59,7 @@ impl ScanCounters {
             blocks_skipped: g(&self.blocks_skipped),
             blocks_from_stats: g(&self.blocks_from_stats),
             merged_rows: g(&self.merged_rows),
+            patched_keys: g(&self.patched_keys),
         }
     }
 
@@ -448,6 +450,9 @@ struct Candidate {
     hi: Vec<u8>,
     /// All of the block's rows lie in `[lo, hi)`.
     whole: bool,
+    /// Memtables hold keys in the range: pass the block on in bulk without those keys and
+    /// resolve them one by one.
+    patch: bool,
 }
 
 /// The smallest key above `k`.
@@ -752,8 +757,9 @@ impl Partition {
                     self.done = true;
                 }
             }
-            Some(c) => {
-                if self.eligible(&c)? {
+            Some(mut c) => {
+                if let Some(patch) = self.eligible(&c)? {
+                    c.patch = patch;
                     if let Some(from) = self.pending.take() {
                         self.start_merge(from, Some(c.lo.clone()));
                     }
@@ -811,30 +817,108 @@ impl Partition {
                 Some(p) => d.next_lo <= successor(&reader.index()[p].last_key),
             };
             let lo = std::mem::replace(&mut d.next_lo, hi.clone());
-            let c = Candidate { reader: reader.clone(), block: d.bi, lo, hi, whole: whole_start && whole_end };
+            let c = Candidate {
+                reader: reader.clone(),
+                block: d.bi,
+                lo,
+                hi,
+                whole: whole_start && whole_end,
+                patch: false,
+            };
             d.bi += 1;
             return Ok(Some(c));
         }
     }
 
-    /// Whether a block can be passed on in bulk, by its index entry and the other sources.
-    fn eligible(&self, c: &Candidate) -> Result<bool> {
-        let Some(d) = &self.driver else { return Ok(false) };
+    /// Whether a block can be passed on in bulk, by its index entry and the other sources:
+    /// `None` if not, `Some(true)` if only memtables overlap it and every consumer aggregates
+    /// (so the memtables' keys can be resolved apart, in any order).
+    fn eligible(&self, c: &Candidate) -> Result<Option<bool>> {
+        let Some(d) = &self.driver else { return Ok(None) };
         let e = &c.reader.index()[c.block];
         if !e.clean || e.max_seq > self.rp.seq {
-            return Ok(false);
+            return Ok(None);
         }
+        let aggregating = self.consumers.iter().all(|c| matches!(c.sink, Sink::Aggs(_)));
+        let mut patch = false;
         for o in &d.others {
             if overlaps(o, &self.rp, self.pass.info.id, &c.lo, &c.hi)? {
-                return Ok(false);
+                match o {
+                    Other::Mem(_) if aggregating => patch = true,
+                    _ => return Ok(None),
+                }
             }
         }
-        Ok(true)
+        Ok(Some(patch))
+    }
+
+    /// The memtables' keys in `[lo, hi)`, ascending, without repeats.
+    fn memtable_keys(&self, lo: &[u8], hi: &[u8]) -> Vec<Vec<u8>> {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let view = &self.rp.view;
+        for m in std::iter::once(&view.mem).chain(view.imm.iter()) {
+            let mut cur = MemCursor::new(m.clone(), self.pass.info.id, lo, Some(hi));
+            while let Some(e) = cur.next_entry() {
+                if keys.last() != Some(&e.key) {
+                    keys.push(e.key);
+                }
+            }
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+
+    /// Resolves `keys` one by one (point reads at the pass's read point) and feeds the rows that
+    /// exist to the consumers.
+    fn resolve_keys(&mut self, keys: &[Vec<u8>]) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        ScanCounters::add(&self.counters.patched_keys, keys.len() as u64);
+        let pass = self.pass.clone();
+        let info = &pass.info;
+        let wanted = pass.wanted();
+        let schema = &info.schema;
+        let mut builders: Vec<ValuesBuilder> = pass.needed.iter().map(|&c| ValuesBuilder::new(pass.ty(c))).collect();
+        let mut present: Vec<&[u8]> = Vec::with_capacity(keys.len());
+        let rp = &self.rp;
+        for k in keys {
+            let Some(cells) = rp.db.get_cells_at(info, &rp.t, &rp.view, rp.seq, k, Some(&wanted), false)? else {
+                continue;
+            };
+            let key_vals = decode_key(&info.key_types, k).map_err(|e| Error::corruption("<key>", 0, e.0))?;
+            for (b, &c) in builders.iter_mut().zip(&pass.needed) {
+                let v = match schema.value_index(c) {
+                    Some(vi) => cells.get(vi).cloned().flatten().unwrap_or(Value::Null),
+                    None => {
+                        let ki = schema.primary_key().iter().position(|&p| p == c).unwrap_or(0);
+                        key_vals.get(ki).cloned().unwrap_or(Value::Null)
+                    }
+                };
+                b.push(&v);
+            }
+            present.push(k);
+        }
+        if present.is_empty() {
+            return Ok(());
+        }
+        let arrays: HashMap<usize, ArrayRef> =
+            pass.needed.iter().copied().zip(builders.iter_mut().map(ValuesBuilder::finish)).collect();
+        let mut chunk = RowsChunk { plan: &pass, rows: present.len(), arrays };
+        for c in &mut self.consumers {
+            let mask = self.ranged.then(|| present.iter().map(|k| c.in_range(k)).collect::<BooleanBuffer>());
+            c.consume(&mut chunk, &[], mask)?;
+        }
+        Ok(())
     }
 
     /// Handles an eligible block for every consumer: skipped by zone maps, answered from them,
     /// or read in bulk (falling back to the merge when the groups' keys do not line up).
     fn bulk(&mut self, c: Candidate) -> Result<()> {
+        // Keys the memtables hold in this block's range are resolved apart; the block's rows
+        // for them are left out, and its statistics no longer describe the answer.
+        let patched = if c.patch { self.memtable_keys(&c.lo, &c.hi) } else { Vec::new() };
         let Some(d) = &mut self.driver else { return Ok(()) };
         let e = &c.reader.index()[c.block];
         let rows = e.rows;
@@ -845,6 +929,7 @@ impl Partition {
         };
         // Per consumer: nothing to do, done from the zone maps, or the verdicts to read with.
         let mut reading: Vec<Option<Vec<Verdict>>> = Vec::with_capacity(self.consumers.len());
+        let mut from_stats = false;
         for con in &mut self.consumers {
             let part = con.covers(&c.lo, &c.hi);
             let verdicts: Vec<Verdict> =
@@ -858,6 +943,7 @@ impl Partition {
             if let Sink::Aggs(states) = &mut con.sink {
                 let zone_for = |a: &AggSpec| a.column.and_then(|(col, _)| zone_of(col));
                 if plan.block_stats
+                    && patched.is_empty()
                     && c.whole
                     && part == Some(true)
                     && all_true
@@ -869,15 +955,20 @@ impl Partition {
                         st.update_from_zone(a, zone_for(a), rows);
                     }
                     reading.push(None);
-                    ScanCounters::add(&self.counters.blocks_from_stats, 1);
+                    from_stats = true;
                     continue;
                 }
             }
             reading.push(Some(verdicts));
         }
+        if from_stats {
+            ScanCounters::add(&self.counters.blocks_from_stats, 1);
+        }
         if reading.iter().all(Option::is_none) {
-            ScanCounters::add(&self.counters.blocks_skipped, 1);
-            return Ok(());
+            if !from_stats {
+                ScanCounters::add(&self.counters.blocks_skipped, 1);
+            }
+            return self.resolve_keys(&patched);
         }
         ScanCounters::add(&self.counters.blocks_read, 1);
         let block = c.reader.block(c.block, true)?;
@@ -909,14 +1000,25 @@ impl Partition {
         }
         ScanCounters::add(&self.counters.bulk_blocks, 1);
         let at = std::mem::take(&mut d.at);
+        let resolved = self.resolve_keys(&patched);
+        if resolved.is_err() {
+            if let Some(d) = &mut self.driver {
+                d.at = at;
+            }
+            return resolved;
+        }
         let pass = self.pass.clone();
         let mut chunk = BulkChunk { plan: &pass, rows: range.len(), groups, at: &at, keys: None, full: HashMap::new() };
         let mut res = Ok(());
+        let unpatched = |i: usize| patched.binary_search_by(|k| k.as_slice().cmp(block.key(range.start + i))).is_err();
         for (con, verdicts) in self.consumers.iter_mut().zip(&reading) {
             let Some(verdicts) = verdicts else { continue };
-            let mask = match con.covers(&c.lo, &c.hi) {
-                Some(_) => None,
-                None => Some(BooleanBuffer::collect_bool(range.len(), |i| con.in_range(block.key(range.start + i)))),
+            let mask = match (con.covers(&c.lo, &c.hi), patched.is_empty()) {
+                (Some(_), true) => None,
+                (Some(_), false) => Some(BooleanBuffer::collect_bool(range.len(), unpatched)),
+                (None, _) => Some(BooleanBuffer::collect_bool(range.len(), |i| {
+                    con.in_range(block.key(range.start + i)) && unpatched(i)
+                })),
             };
             res = con.consume(&mut chunk, verdicts, mask);
             if res.is_err() {

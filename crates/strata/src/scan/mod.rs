@@ -329,4 +329,7 @@ pub struct ScanStats {
     pub blocks_from_stats: u64,
     /// Rows produced by the per-row merge path.
     pub merged_rows: u64,
+    /// Keys that memtables hold inside otherwise bulk blocks, resolved one by one (aggregating
+    /// scans only).
+    pub patched_keys: u64,
 }
