@@ -149,6 +149,8 @@ struct LayoutResult {
     q1_loaded: f64,
     load_ops: u64,
     scan: strata::scan::ScanStats,
+    /// Q1 under load: blocks read in bulk, memtable keys resolved apart, rows merged.
+    loaded_paths: (u64, u64, u64),
 }
 
 fn load(db: &Db, t: &Table, rows: i64, seed: u64) -> strata::Result<()> {
@@ -237,12 +239,19 @@ fn one_layout(a: &YcsbSharpArgs, root: &Path, layout: &str) -> strata::Result<La
     std::thread::sleep(Duration::from_secs(a.load_warmup_secs));
     eprintln!("{layout}: Q1 under a get/update load ({} ops so far)", ops.load(Ordering::Relaxed));
     let ops_before = ops.load(Ordering::Relaxed);
+    let stats_before = db.scan_stats();
     let (q1_loaded, _) = run(&t, q1)?;
+    let stats_after = db.scan_stats();
+    let loaded_paths = (
+        stats_after.bulk_blocks - stats_before.bulk_blocks,
+        stats_after.patched_keys - stats_before.patched_keys,
+        stats_after.merged_rows - stats_before.merged_rows,
+    );
     let load_ops = ops.load(Ordering::Relaxed) - ops_before;
     stop.store(true, Ordering::Relaxed);
     loader.join().map_err(|_| strata::Error::InvalidArgument("load thread panicked".into()))??;
     db.close()?;
-    Ok(LayoutResult { layout: layout.to_string(), times, q1_idle, q1_loaded, load_ops, scan })
+    Ok(LayoutResult { layout: layout.to_string(), times, q1_idle, q1_loaded, load_ops, scan, loaded_paths })
 }
 
 pub(crate) fn ycsb_sharp(a: &YcsbSharpArgs, root: &Path) -> strata::Result<()> {
@@ -306,6 +315,13 @@ pub(crate) fn ycsb_sharp(a: &YcsbSharpArgs, root: &Path) -> strata::Result<()> {
             r.q1_loaded * 1e3,
             r.q1_loaded / r.q1_idle,
             r.load_ops as f64 / r.q1_loaded
+        );
+    }
+    for r in &results {
+        let (bulk, patched, merged) = r.loaded_paths;
+        println!(
+            "  {:<8} under load: {bulk} blocks in bulk, {patched} memtable keys resolved apart, {merged} rows merged",
+            r.layout
         );
     }
     println!();
