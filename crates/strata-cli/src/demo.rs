@@ -1,7 +1,8 @@
 //! `strata demo`: the main job on an embedded default. Creates the LASER narrow table (BIGINT key +
 //! 30 INT columns), ingests rows with a progress bar while one thread reads recent keys and another
-//! runs analytical scans (MAX over 3 columns of the whole table, SUM over 10 columns of a 5% key
-//! range), then prints throughput and latency per kind of operation and the tree per level.
+//! runs analytical scans through the engine's Arrow scan path (MAX over 3 columns of the whole
+//! table, SUM over 10 columns of a 5% key range), then prints throughput and latency per kind of
+//! operation and the tree per level.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::{Rng, SeedableRng};
+use strata::scan::{batch_rows, AggFunc, Aggregate, ScanRequest};
 use strata::{
     Column, ColumnType, Db, KeyRange, Options, Projection, ReadOptions, Schema, TableOptions, Value, WriteBatch,
 };
@@ -88,39 +90,39 @@ pub fn run(dir: &Path, rows: i64) -> Result<(), CliError> {
         std::thread::spawn(move || -> Result<(Timings, Timings), CliError> {
             let mut rng = rand::rngs::StdRng::seed_from_u64(3);
             let (mut max_t, mut sum_t) = (Timings::default(), Timings::default());
-            let max_p = t.projection(&["c1", "c2", "c3"])?;
-            let sum_cols: Vec<String> = (1..=10).map(|i| format!("c{i}")).collect();
-            let sum_p = t.projection(&sum_cols.iter().map(String::as_str).collect::<Vec<_>>())?;
+            // Pushed into the engine: aggregates over Arrow batches, one result row each.
+            let count = |req: &ScanRequest| -> Result<u64, CliError> {
+                let mut n = 0;
+                for b in t.scan_batches(req, &ReadOptions::default())? {
+                    if let Some(Value::BigInt(c)) = batch_rows(&b?).first().and_then(|r| r.first()).cloned() {
+                        n = c as u64;
+                    }
+                }
+                Ok(n)
+            };
+            let mut max_q = ScanRequest::new().with_aggregate(Aggregate::count_star());
+            for c in ["c1", "c2", "c3"] {
+                max_q = max_q.with_aggregate(Aggregate::new(AggFunc::Max, c));
+            }
             while !done.load(Ordering::Relaxed) {
                 if inserted.load(Ordering::Relaxed) == 0 {
                     std::thread::sleep(Duration::from_millis(1));
                     continue;
                 }
                 let t0 = Instant::now();
-                let mut best = [i32::MIN; 3];
-                let mut n = 0u64;
-                for r in t.scan(&KeyRange::all(), &max_p, &ReadOptions::default())? {
-                    for (b, v) in best.iter_mut().zip(r?) {
-                        if let Value::Int(x) = v {
-                            *b = (*b).max(x);
-                        }
-                    }
-                    n += 1;
-                }
+                let n = count(&max_q)?;
                 max_t.micros.push(t0.elapsed().as_secs_f64() * 1e6);
                 max_t.rows += n;
                 let hi = inserted.load(Ordering::Relaxed).max(1);
                 let width = (hi / 20).max(1);
                 let lo = rng.gen_range(0..hi);
-                let t0 = Instant::now();
-                let mut sum = 0i64;
-                let mut n = 0u64;
                 let range = KeyRange::half_open(vec![Value::BigInt(lo)], vec![Value::BigInt(lo + width)]);
-                for r in t.scan(&range, &sum_p, &ReadOptions::default())? {
-                    sum += r?.iter().map(|v| if let Value::Int(x) = v { i64::from(*x) } else { 0 }).sum::<i64>();
-                    n += 1;
+                let mut sum_q = ScanRequest::new().with_range(range).with_aggregate(Aggregate::count_star());
+                for i in 1..=10 {
+                    sum_q = sum_q.with_aggregate(Aggregate::new(AggFunc::Sum, &format!("c{i}")));
                 }
-                std::hint::black_box(sum);
+                let t0 = Instant::now();
+                let n = count(&sum_q)?;
                 sum_t.micros.push(t0.elapsed().as_secs_f64() * 1e6);
                 sum_t.rows += n;
             }

@@ -9,6 +9,27 @@
 //! rows, and count/min/max may be answered from its statistics. Elsewhere the per-row merge of all
 //! levels produces the rows, which are then evaluated the same way.
 //!
+//! ```
+//! use strata::scan::{batch_rows, AggFunc, Aggregate, CmpOp, Expr, ScanRequest};
+//! use strata::*;
+//! let dir = std::env::temp_dir().join(format!("strata-doc-scan-{}", std::process::id()));
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! let db = Db::open(&dir, Options::default())?;
+//! let schema = Schema::new(vec![Column::new("id", ColumnType::BigInt), Column::new("n", ColumnType::Int)], &["id"])?;
+//! let t = db.create_table("t", schema, TableOptions::with_layout("L1-: column"))?;
+//! for i in 0..100 {
+//!     t.insert(&[Value::BigInt(i), Value::Int((i % 10) as i32)])?;
+//! }
+//! let req = ScanRequest::new()
+//!     .with_filter(Expr::cmp("n", CmpOp::GtEq, Value::Int(5)).and(Expr::cmp("id", CmpOp::Lt, Value::Int(50))))
+//!     .with_aggregate(Aggregate::count_star())
+//!     .with_aggregate(Aggregate::new(AggFunc::Sum, "n"));
+//! let rows: Vec<Vec<Value>> = t.scan_batches(&req, &ReadOptions::default())?.flat_map(|b| batch_rows(&b.unwrap())).collect();
+//! assert_eq!(rows, vec![vec![Value::BigInt(25), Value::BigInt(175)]]);
+//! # drop(t); drop(db); std::fs::remove_dir_all(&dir).ok();
+//! # Ok::<(), strata::Error>(())
+//! ```
+//!
 //! [`Table::scan_batches`]: crate::Table::scan_batches
 
 mod agg;
