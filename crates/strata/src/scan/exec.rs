@@ -253,8 +253,6 @@ struct BulkChunk<'p> {
     groups: Vec<Vec<Segment>>,
     /// Schema column → (group, column within the group's files).
     at: &'p HashMap<usize, (usize, usize)>,
-    /// Key columns decoded so far.
-    keys: Option<Vec<ArrayRef>>,
     full: HashMap<usize, ArrayRef>,
 }
 
@@ -269,21 +267,34 @@ fn concat(mut parts: Vec<ArrayRef>) -> Result<ArrayRef> {
 }
 
 impl BulkChunk<'_> {
-    fn key_arrays(&mut self) -> Result<&Vec<ArrayRef>> {
-        if self.keys.is_none() {
-            let info = &self.plan.info;
-            let mut builders: Vec<ValuesBuilder> = info.key_types.iter().map(|&t| ValuesBuilder::new(t)).collect();
-            for (b, r) in &self.groups[0] {
-                for i in r.clone() {
-                    let vals = decode_key(&info.key_types, b.key(i)).map_err(|e| Error::corruption("<key>", 0, e.0))?;
-                    for (bld, v) in builders.iter_mut().zip(&vals) {
-                        bld.push(v);
-                    }
-                }
-            }
-            self.keys = Some(builders.iter_mut().map(ValuesBuilder::finish).collect());
+    /// Key column `ki` of the chunk's rows (or the `sel`ected ones), decoded from the driver's
+    /// keys. A lone BIGINT key is read straight from its 8 bytes.
+    fn key_column(&self, ki: usize, sel: Option<&BooleanBuffer>) -> Result<ArrayRef> {
+        let info = &self.plan.info;
+        let mut rows: Vec<(&Block, usize)> = Vec::with_capacity(self.rows);
+        for (b, r) in &self.groups[0] {
+            rows.extend(r.clone().map(|i| (b.as_ref(), i)));
         }
-        Ok(self.keys.get_or_insert_with(Vec::new))
+        let chosen: Box<dyn Iterator<Item = &(&Block, usize)>> = match sel {
+            None => Box::new(rows.iter()),
+            Some(s) => Box::new(s.set_indices().filter_map(|i| rows.get(i))),
+        };
+        if info.key_types[..] == [ColumnType::BigInt] {
+            let vals = chosen
+                .map(|(b, i)| {
+                    let k: [u8; 8] =
+                        b.key(*i).try_into().map_err(|_| Error::corruption("<key>", 0, "BIGINT key is not 8 bytes"))?;
+                    Ok((u64::from_be_bytes(k) ^ (1 << 63)) as i64)
+                })
+                .collect::<Result<Vec<i64>>>()?;
+            return Ok(Arc::new(arrow_array::Int64Array::from(vals)));
+        }
+        let mut builder = ValuesBuilder::new(info.key_types[ki]);
+        for (b, i) in chosen {
+            let vals = decode_key(&info.key_types, b.key(*i)).map_err(|e| Error::corruption("<key>", 0, e.0))?;
+            builder.push(vals.get(ki).unwrap_or(&Value::Null));
+        }
+        Ok(builder.finish())
     }
 }
 
@@ -300,13 +311,7 @@ impl Chunk for BulkChunk<'_> {
         }
         let schema = &self.plan.info.schema;
         let a = if let Some(ki) = schema.primary_key().iter().position(|&k| k == col) {
-            let all = self.key_arrays()?[ki].clone();
-            match sel {
-                None => all,
-                Some(s) => {
-                    arrow_select::filter::filter(&all, &BooleanArray::new(s.clone(), None)).map_err(arrow_err)?
-                }
-            }
+            self.key_column(ki, sel)?
         } else {
             let &(g, c) =
                 self.at.get(&col).ok_or_else(|| Error::InvalidArgument(format!("internal: column {col} not read")))?;
@@ -1008,7 +1013,7 @@ impl Partition {
             return resolved;
         }
         let pass = self.pass.clone();
-        let mut chunk = BulkChunk { plan: &pass, rows: range.len(), groups, at: &at, keys: None, full: HashMap::new() };
+        let mut chunk = BulkChunk { plan: &pass, rows: range.len(), groups, at: &at, full: HashMap::new() };
         let mut res = Ok(());
         let unpatched = |i: usize| patched.binary_search_by(|k| k.as_slice().cmp(block.key(range.start + i))).is_err();
         for (con, verdicts) in self.consumers.iter_mut().zip(&reading) {
