@@ -9,6 +9,14 @@
 //! rows, and count/min/max may be answered from its statistics. Elsewhere the per-row merge of all
 //! levels produces the rows, which are then evaluated the same way.
 //!
+//! The request is shaped for a query engine's table provider (DataFusion's `TableProvider`):
+//! its projection is `columns`; a filter expression made of column-literal comparisons,
+//! `IS [NOT] NULL`, `AND`, `OR` and `NOT` converts to an [`Expr`] and is applied exactly (check
+//! one with [`Filter::new`]; anything else stays with the caller); its limit is `limit`, exact
+//! when every filter was pushed. Batches use the Arrow types of [`Table::schema`]'s columns:
+//! BIGINT Int64, INT Int32, SMALLINT Int16, TINYINT Int8, DOUBLE Float64, REAL Float32, BOOLEAN
+//! Boolean, TEXT Utf8, BYTEA Binary.
+//!
 //! ```
 //! use strata::scan::{batch_rows, AggFunc, Aggregate, CmpOp, Expr, ScanRequest};
 //! use strata::*;
@@ -31,12 +39,16 @@
 //! ```
 //!
 //! [`Table::scan_batches`]: crate::Table::scan_batches
+//! [`Table::schema`]: crate::Table::schema
 
 mod agg;
 pub(crate) mod arrow;
+mod chunk;
 mod cnf;
+mod driver;
 mod eval;
 mod exec;
+mod run;
 pub(crate) mod shared;
 
 pub use arrow_array::RecordBatch;
@@ -44,8 +56,9 @@ pub use arrow_schema::SchemaRef;
 
 pub use self::arrow::{batch_rows, value_at};
 pub use self::cnf::{Atom, Filter, Test};
-pub use self::exec::BatchIter;
-pub(crate) use self::exec::{run_scan, ScanCounters};
+pub(crate) use self::exec::ScanCounters;
+pub(crate) use self::run::run_scan;
+pub use self::run::BatchIter;
 use crate::db::KeyRange;
 use crate::types::Value;
 

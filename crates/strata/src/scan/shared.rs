@@ -10,7 +10,8 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use parking_lot::Mutex;
 
-use super::exec::{pool, Consumer, Partition, Plan, ReadPoint, ScanCounters};
+use super::exec::{Consumer, Partition, Plan, ReadPoint, ScanCounters};
+use super::run::pool;
 use crate::db::read::record_scan;
 use crate::db::{DbInner, ReadOptions, TableInfo};
 use crate::error::{Error, Result};

@@ -1,0 +1,164 @@
+//! Chunks of rows handed to the filter and the sinks: rows that came through the merge (every
+//! column already an array) and bulk blocks (columns decoded from the blocks on demand, only for
+//! the rows that survive the filter).
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, BooleanArray};
+use arrow_buffer::BooleanBuffer;
+
+use super::arrow::{block_array, prefixes, ValuesBuilder};
+use super::cnf::{Atom, Test};
+use super::eval::{atom_on_array, literal_bytes, text_atom_on_block};
+use super::exec::{arrow_err, Plan};
+use crate::error::{Error, Result};
+use crate::sst::block::Block;
+use crate::types::key::decode_key;
+use crate::types::{ColumnType, Value};
+
+/// The columns of one chunk of rows, decoded on demand.
+pub(super) trait Chunk {
+    fn rows(&self) -> usize;
+    /// Column `col` (schema index): every row, or only the `sel`ected ones.
+    fn array(&mut self, col: usize, sel: Option<&BooleanBuffer>) -> Result<ArrayRef>;
+    /// The rows where `atom` is true.
+    fn atom_mask(&mut self, atom: &Atom) -> Result<BooleanBuffer>;
+}
+
+/// Rows that came through the merge: every needed column already an array.
+pub(super) struct RowsChunk<'p> {
+    pub(super) plan: &'p Plan,
+    pub(super) rows: usize,
+    pub(super) arrays: HashMap<usize, ArrayRef>,
+}
+
+impl Chunk for RowsChunk<'_> {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn array(&mut self, col: usize, sel: Option<&BooleanBuffer>) -> Result<ArrayRef> {
+        let a =
+            self.arrays.get(&col).ok_or_else(|| Error::InvalidArgument(format!("internal: column {col} not read")))?;
+        match sel {
+            None => Ok(a.clone()),
+            Some(s) => arrow_select::filter::filter(a, &BooleanArray::new(s.clone(), None)).map_err(arrow_err),
+        }
+    }
+
+    fn atom_mask(&mut self, atom: &Atom) -> Result<BooleanBuffer> {
+        let a = self.array(atom.column, None)?;
+        atom_on_array(atom, self.plan.ty(atom.column), &a)
+    }
+}
+
+/// Consecutive rows of one block.
+pub(super) type Segment = (Arc<Block>, Range<usize>);
+
+/// A bulk chunk: the same keys in every needed group of the driving level, as block segments.
+pub(super) struct BulkChunk<'p> {
+    pub(super) plan: &'p Plan,
+    pub(super) rows: usize,
+    /// Per group (0 = the driver): its segments, in key order.
+    pub(super) groups: Vec<Vec<Segment>>,
+    /// Schema column → (group, column within the group's files).
+    pub(super) at: &'p HashMap<usize, (usize, usize)>,
+    pub(super) full: HashMap<usize, ArrayRef>,
+}
+
+pub(super) fn concat(mut parts: Vec<ArrayRef>) -> Result<ArrayRef> {
+    if parts.len() == 1 {
+        if let Some(a) = parts.pop() {
+            return Ok(a);
+        }
+    }
+    let refs: Vec<&dyn arrow_array::Array> = parts.iter().map(|a| a.as_ref()).collect();
+    arrow_select::concat::concat(&refs).map_err(arrow_err)
+}
+
+impl BulkChunk<'_> {
+    /// Key column `ki` of the chunk's rows (or the `sel`ected ones), decoded from the driver's
+    /// keys. A lone BIGINT key is read straight from its 8 bytes.
+    pub(super) fn key_column(&self, ki: usize, sel: Option<&BooleanBuffer>) -> Result<ArrayRef> {
+        let info = &self.plan.info;
+        let mut rows: Vec<(&Block, usize)> = Vec::with_capacity(self.rows);
+        for (b, r) in &self.groups[0] {
+            rows.extend(r.clone().map(|i| (b.as_ref(), i)));
+        }
+        let chosen: Box<dyn Iterator<Item = &(&Block, usize)>> = match sel {
+            None => Box::new(rows.iter()),
+            Some(s) => Box::new(s.set_indices().filter_map(|i| rows.get(i))),
+        };
+        if info.key_types[..] == [ColumnType::BigInt] {
+            let vals = chosen
+                .map(|(b, i)| {
+                    let k: [u8; 8] =
+                        b.key(*i).try_into().map_err(|_| Error::corruption("<key>", 0, "BIGINT key is not 8 bytes"))?;
+                    Ok((u64::from_be_bytes(k) ^ (1 << 63)) as i64)
+                })
+                .collect::<Result<Vec<i64>>>()?;
+            return Ok(Arc::new(arrow_array::Int64Array::from(vals)));
+        }
+        let mut builder = ValuesBuilder::new(info.key_types[ki]);
+        for (b, i) in chosen {
+            let vals = decode_key(&info.key_types, b.key(*i)).map_err(|e| Error::corruption("<key>", 0, e.0))?;
+            builder.push(vals.get(ki).unwrap_or(&Value::Null));
+        }
+        Ok(builder.finish())
+    }
+}
+
+impl Chunk for BulkChunk<'_> {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn array(&mut self, col: usize, sel: Option<&BooleanBuffer>) -> Result<ArrayRef> {
+        if sel.is_none() {
+            if let Some(a) = self.full.get(&col) {
+                return Ok(a.clone());
+            }
+        }
+        let schema = &self.plan.info.schema;
+        let a = if let Some(ki) = schema.primary_key().iter().position(|&k| k == col) {
+            self.key_column(ki, sel)?
+        } else {
+            let &(g, c) =
+                self.at.get(&col).ok_or_else(|| Error::InvalidArgument(format!("internal: column {col} not read")))?;
+            let mut parts = Vec::with_capacity(self.groups[g].len());
+            let mut off = 0;
+            for (b, r) in &self.groups[g] {
+                let p = b.column(c).ok_or_else(|| Error::corruption("<scan>", 0, "block lacks a group column"))?;
+                let sub = sel.map(|s| s.slice(off, r.len()));
+                parts.push(block_array(&p, r, sub.as_ref())?);
+                off += r.len();
+            }
+            concat(parts)?
+        };
+        if sel.is_none() {
+            self.full.insert(col, a.clone());
+        }
+        Ok(a)
+    }
+
+    fn atom_mask(&mut self, atom: &Atom) -> Result<BooleanBuffer> {
+        // TEXT/BYTEA comparisons: prefixes first, heap only on ties.
+        if let (Test::Cmp(op, v), Some(&(g, c))) = (&atom.test, self.at.get(&atom.column)) {
+            if let (Some(lit), false) = (literal_bytes(v), self.full.contains_key(&atom.column)) {
+                let mut bits: Vec<BooleanBuffer> = Vec::with_capacity(self.groups[g].len());
+                for (b, r) in &self.groups[g] {
+                    let p = b.column(c).ok_or_else(|| Error::corruption("<scan>", 0, "block lacks a group column"))?;
+                    bits.push(text_atom_on_block(*op, lit, &p, r, &prefixes(&p, r)?)?);
+                }
+                return Ok(match bits.len() {
+                    1 => bits.pop().unwrap_or_else(|| BooleanBuffer::new_unset(0)),
+                    _ => bits.iter().flat_map(|b| b.iter()).collect(),
+                });
+            }
+        }
+        let a = self.array(atom.column, None)?;
+        atom_on_array(atom, self.plan.ty(atom.column), &a)
+    }
+}

@@ -1,0 +1,272 @@
+//! The driving level of a pass: which level and group drive it, the walk over the driver's blocks
+//! by their index entries, the other groups' cursors that line up with it, the sources that could
+//! overlap a block, and where to cut a range into partitions.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::chunk::Segment;
+use super::exec::{Plan, ReadPoint, ScanCounters};
+use crate::db::read::run_cover;
+use crate::error::Result;
+use crate::memtable::Memtable;
+use crate::mvcc::chain::Resolver;
+use crate::sst::block::Block;
+use crate::sst::reader::SstReader;
+use crate::version::FileMeta;
+
+/// A source other than the driving level's groups, checked for keys in a block's range.
+pub(super) enum Other {
+    Mem(Arc<Memtable>),
+    Run(Vec<Arc<FileMeta>>),
+}
+
+/// A cursor over one group's run at the driving level, handing out the segments of a key range.
+pub(super) struct GroupCursor {
+    pub(super) files: Vec<Arc<FileMeta>>,
+    pub(super) fi: usize,
+    pub(super) reader: Option<Arc<SstReader>>,
+    pub(super) bi: usize,
+    pub(super) block: Option<Arc<Block>>,
+    pub(super) row: usize,
+}
+
+impl GroupCursor {
+    pub(super) fn new(files: Vec<Arc<FileMeta>>) -> Self {
+        GroupCursor { files, fi: 0, reader: None, bi: 0, block: None, row: 0 }
+    }
+
+    /// Moves to the first version with key `>= lo` (never backwards).
+    pub(super) fn seek(&mut self, rp: &ReadPoint, lo: &[u8], counters: &ScanCounters) -> Result<()> {
+        if let Some(b) = &self.block {
+            if self.row < b.len() && b.key(self.row) >= lo {
+                return Ok(());
+            }
+            if b.len() > 0 && b.key(b.len() - 1) >= lo {
+                self.row = self.row.max(b.seek(lo));
+                return Ok(());
+            }
+        }
+        let fi = self.files.partition_point(|f| f.largest.as_slice() < lo);
+        if fi >= self.files.len() {
+            self.fi = fi;
+            self.block = None;
+            return Ok(());
+        }
+        let reader = rp.db.tables.get(self.files[fi].number)?;
+        let bi = reader.find_block(lo);
+        self.fi = fi;
+        self.bi = bi;
+        self.block = if bi < reader.num_blocks() {
+            ScanCounters::add(&counters.blocks_read, 1);
+            Some(reader.block(bi, true)?)
+        } else {
+            None
+        };
+        self.reader = Some(reader);
+        self.row = self.block.as_ref().map_or(0, |b| b.seek(lo));
+        Ok(())
+    }
+
+    pub(super) fn advance_block(&mut self, rp: &ReadPoint, counters: &ScanCounters) -> Result<()> {
+        self.row = 0;
+        self.bi += 1;
+        loop {
+            if let Some(r) = &self.reader {
+                if self.bi < r.num_blocks() {
+                    ScanCounters::add(&counters.blocks_read, 1);
+                    self.block = Some(r.block(self.bi, true)?);
+                    return Ok(());
+                }
+            }
+            self.fi += 1;
+            self.bi = 0;
+            if self.fi >= self.files.len() {
+                self.block = None;
+                self.reader = None;
+                return Ok(());
+            }
+            self.reader = Some(rp.db.tables.get(self.files[self.fi].number)?);
+        }
+    }
+
+    /// The versions with `lo <= key < hi`, as segments.
+    pub(super) fn take(
+        &mut self,
+        rp: &ReadPoint,
+        lo: &[u8],
+        hi: &[u8],
+        counters: &ScanCounters,
+    ) -> Result<Vec<Segment>> {
+        self.seek(rp, lo, counters)?;
+        let mut out = Vec::new();
+        while let Some(b) = self.block.clone() {
+            let end = b.seek(hi);
+            if self.row < end {
+                out.push((b.clone(), self.row..end));
+                self.row = end;
+            }
+            if end < b.len() {
+                break;
+            }
+            self.advance_block(rp, counters)?;
+        }
+        Ok(out)
+    }
+}
+
+/// A block of the driving group, by its index entry.
+pub(super) struct Candidate {
+    pub(super) reader: Arc<SstReader>,
+    pub(super) block: usize,
+    /// The key range it stands for: from just past the previous block's last key (or the
+    /// partition's lower bound) to just past its own last key (or the upper bound).
+    pub(super) lo: Vec<u8>,
+    pub(super) hi: Vec<u8>,
+    /// All of the block's rows lie in `[lo, hi)`.
+    pub(super) whole: bool,
+    /// Memtables hold keys in the range: pass the block on in bulk without those keys and
+    /// resolve them one by one.
+    pub(super) patch: bool,
+}
+
+/// The smallest key above `k`.
+pub(super) fn successor(k: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(k.len() + 1);
+    v.extend_from_slice(k);
+    v.push(0);
+    v
+}
+
+/// The driving level: its needed groups and where the walk over the driver's blocks is.
+pub(super) struct Driver {
+    /// The driver group's files.
+    pub(super) files: Vec<Arc<FileMeta>>,
+    pub(super) fi: usize,
+    pub(super) reader: Option<Arc<SstReader>>,
+    pub(super) bi: usize,
+    /// Start of the next block's range.
+    pub(super) next_lo: Vec<u8>,
+    /// The other needed groups of the level.
+    pub(super) groups: Vec<GroupCursor>,
+    /// Schema column → (group, column within the group).
+    pub(super) at: HashMap<usize, (usize, usize)>,
+    /// Sources that could hold newer (or interleaved) versions of the needed columns.
+    pub(super) others: Vec<Other>,
+}
+
+/// Whether source `o` has any key in `[lo, hi)` (any sequence number: a newer invisible version
+/// only costs the bulk path, never correctness).
+pub(super) fn overlaps(o: &Other, rp: &ReadPoint, table: u32, lo: &[u8], hi: &[u8]) -> Result<bool> {
+    match o {
+        Other::Mem(m) => Ok(m.has_in(table, lo, hi)),
+        Other::Run(files) => {
+            let fi = files.partition_point(|f| f.largest.as_slice() < lo);
+            let Some(f) = files.get(fi) else { return Ok(false) };
+            if f.smallest.as_slice() >= hi {
+                return Ok(false);
+            }
+            if f.smallest.as_slice() >= lo {
+                return Ok(true);
+            }
+            let r = rp.db.tables.get(f.number)?;
+            let bi = r.find_block(lo);
+            let Some(e) = r.index().get(bi) else { return Ok(false) };
+            if e.last_key.as_slice() < hi {
+                return Ok(true);
+            }
+            let b = r.block(bi, true)?;
+            let i = b.seek(lo);
+            Ok(i < b.len() && b.key(i) < hi)
+        }
+    }
+}
+
+/// Sets up the driving level for a partition starting at `lower`, or `None` when every key must
+/// go through the merge (no level below 0 holds all the needed columns).
+pub(super) fn driver(plan: &Plan, rp: &ReadPoint, lower: &[u8]) -> Result<Option<Driver>> {
+    let info = &plan.info;
+    let wanted = plan.wanted();
+    let fresh = Resolver::new(info.value_types.len(), Some(&wanted));
+    let levels = &rp.t.levels;
+    let Some(dl) = (1..levels.len()).rev().find(|&l| levels[l].runs.iter().any(|r| fresh.wants(run_cover(info, l, r))))
+    else {
+        return Ok(None);
+    };
+    // The driving level's runs of needed groups; the driver is the one holding the first filter
+    // column (or the first needed column).
+    let runs: Vec<_> = levels[dl].runs.iter().filter(|r| fresh.wants(run_cover(info, dl, r))).collect();
+    let cover_of = |r: &&crate::version::Run| {
+        run_cover(info, dl, r).map(|c| c.to_vec()).unwrap_or_else(|| (0..info.value_types.len()).collect())
+    };
+    let first = plan.filter.columns().chain(plan.needed.iter().copied()).find_map(|c| info.schema.value_index(c));
+    let driver_idx = match first {
+        Some(vi) => runs.iter().position(|r| cover_of(r).contains(&vi)),
+        None => Some(0),
+    };
+    let Some(driver_idx) = driver_idx else { return Ok(None) };
+    let mut ordered = vec![runs[driver_idx]];
+    ordered.extend(runs.iter().enumerate().filter(|(i, _)| *i != driver_idx).map(|(_, r)| *r));
+    let mut at = HashMap::new();
+    for (g, r) in ordered.iter().enumerate() {
+        for (c, &vi) in cover_of(r).iter().enumerate() {
+            if wanted.get(vi).copied().unwrap_or(false) {
+                at.insert(info.schema.value_columns()[vi], (g, c));
+            }
+        }
+    }
+    // Every needed value column must come from the driving level.
+    if plan.needed.iter().any(|&c| info.schema.value_index(c).is_some() && !at.contains_key(&c)) {
+        return Ok(None);
+    }
+    let mut others: Vec<Other> =
+        std::iter::once(&rp.view.mem).chain(rp.view.imm.iter()).map(|m| Other::Mem(m.clone())).collect();
+    for (l, level) in levels.iter().enumerate() {
+        if l == dl {
+            continue;
+        }
+        for r in &level.runs {
+            if !r.files.is_empty() && fresh.wants(run_cover(info, l, r)) {
+                others.push(Other::Run(r.files.clone()));
+            }
+        }
+    }
+    let files = ordered[0].files.clone();
+    let fi = files.partition_point(|f| f.largest.as_slice() < lower);
+    Ok(Some(Driver {
+        files,
+        fi,
+        reader: None,
+        bi: 0,
+        next_lo: lower.to_vec(),
+        groups: ordered[1..].iter().map(|r| GroupCursor::new(r.files.clone())).collect(),
+        at,
+        others,
+    }))
+}
+
+/// Splits `[lower, upper)` into at most `n` ranges at block boundaries of the driving group, so
+/// partitions cover similar amounts of data. One range when there is no driving level.
+pub(super) fn split(plan: &Plan, rp: &ReadPoint, lower: &[u8], upper: Option<&[u8]>, n: usize) -> Result<Vec<Vec<u8>>> {
+    let mut cuts = Vec::new();
+    if n > 1 {
+        if let Some(d) = driver(plan, rp, lower)? {
+            let mut fences: Vec<Vec<u8>> = Vec::new();
+            for f in &d.files[d.fi..] {
+                if upper.is_some_and(|u| f.smallest.as_slice() >= u) {
+                    break;
+                }
+                let r = rp.db.tables.get(f.number)?;
+                fences.extend(
+                    r.index()
+                        .iter()
+                        .map(|e| successor(&e.last_key))
+                        .filter(|k| k.as_slice() > lower && upper.is_none_or(|u| k.as_slice() < u)),
+                );
+            }
+            let per = fences.len().div_ceil(n).max(1);
+            cuts.extend(fences.into_iter().skip(per - 1).step_by(per).take(n - 1));
+        }
+    }
+    Ok(cuts)
+}
