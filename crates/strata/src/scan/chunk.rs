@@ -116,10 +116,19 @@ impl Chunk for BulkChunk<'_> {
     }
 
     fn array(&mut self, col: usize, sel: Option<&BooleanBuffer>) -> Result<ArrayRef> {
-        if sel.is_none() {
-            if let Some(a) = self.full.get(&col) {
-                return Ok(a.clone());
+        match sel {
+            None => {
+                if let Some(a) = self.full.get(&col) {
+                    return Ok(a.clone());
+                }
             }
+            // Most rows survive (or the column is decoded already): decode it whole and let
+            // arrow's filter kernel select; gathering row by row pays off for few survivors.
+            Some(s) if self.full.contains_key(&col) || s.count_set_bits() * 4 > self.rows => {
+                let all = self.array(col, None)?;
+                return arrow_select::filter::filter(&all, &BooleanArray::new(s.clone(), None)).map_err(arrow_err);
+            }
+            Some(_) => {}
         }
         let schema = &self.plan.info.schema;
         let a = if let Some(ki) = schema.primary_key().iter().position(|&k| k == col) {
