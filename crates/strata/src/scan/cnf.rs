@@ -256,10 +256,15 @@ fn int_range(ty: ColumnType) -> (i128, i128) {
 /// `col op x` on an integer column.
 fn int_cmp(ty: ColumnType, op: CmpOp, x: i128) -> Coerced {
     let (min, max) = int_range(ty);
+    // Beyond the type's range every value lies on one side of the literal.
+    let beyond = |below: bool| match (op, below) {
+        (CmpOp::NotEq, _) | (CmpOp::Lt | CmpOp::LtEq, true) | (CmpOp::Gt | CmpOp::GtEq, false) => Coerced::NotNull,
+        _ => Coerced::Never,
+    };
     if x > max {
-        between(op, int_value(ty, max), None)
+        beyond(true)
     } else if x < min {
-        between(op, None, int_value(ty, min))
+        beyond(false)
     } else {
         int_value(ty, x).map_or(Coerced::Never, |v| Coerced::Cmp(op, v))
     }
