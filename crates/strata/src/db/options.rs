@@ -91,6 +91,9 @@ impl std::fmt::Debug for Options {
             .field("block_size", &self.block_size)
             .field("compression", &self.compression)
             .field("block_cache_size", &self.block_cache_size)
+            .field("compaction_threads", &self.compaction_threads)
+            .field("scan_threads", &self.scan_threads)
+            .field("shared_scan_window", &self.shared_scan_window)
             .finish_non_exhaustive()
     }
 }

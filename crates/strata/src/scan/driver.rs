@@ -187,7 +187,7 @@ pub(super) fn overlaps(o: &Other, rp: &ReadPoint, table: u32, lo: &[u8], hi: &[u
 pub(super) fn driver(plan: &Plan, rp: &ReadPoint, lower: &[u8]) -> Result<Option<Driver>> {
     let info = &plan.info;
     let wanted = plan.wanted();
-    let fresh = Resolver::new(info.value_types.len(), Some(&wanted));
+    let fresh = Resolver::new(info.value_types.len(), Some(wanted));
     let levels = &rp.t.levels;
     let Some(dl) = (1..levels.len()).rev().find(|&l| levels[l].runs.iter().any(|r| fresh.wants(run_cover(info, l, r))))
     else {

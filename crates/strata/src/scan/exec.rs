@@ -83,6 +83,18 @@ pub(crate) struct Plan {
     pub limit: Option<usize>,
     pub batch_rows: usize,
     pub block_stats: bool,
+    /// For each value column, whether it is in `needed`.
+    wanted: Arc<[bool]>,
+}
+
+fn wanted_of(info: &TableInfo, needed: &[usize]) -> Arc<[bool]> {
+    let mut w = vec![false; info.value_types.len()];
+    for &c in needed {
+        if let Some(vi) = info.schema.value_index(c) {
+            w[vi] = true;
+        }
+    }
+    w.into()
 }
 
 impl Plan {
@@ -143,6 +155,7 @@ impl Plan {
             finish_batch(&aggs, &vec![AggState::default(); aggs.len()])?.schema()
         };
         Ok(Plan {
+            wanted: wanted_of(info, &needed),
             info: info.clone(),
             out_cols,
             schema: schema_ref,
@@ -161,6 +174,7 @@ impl Plan {
         needed.sort_unstable();
         needed.dedup();
         Plan {
+            wanted: wanted_of(info, &needed),
             info: info.clone(),
             out_cols: needed.clone(),
             schema: row_schema(&info.schema, &needed),
@@ -174,14 +188,8 @@ impl Plan {
     }
 
     /// For each value column, whether the scan reads it.
-    pub(crate) fn wanted(&self) -> Vec<bool> {
-        let mut w = vec![false; self.info.value_types.len()];
-        for &c in &self.needed {
-            if let Some(vi) = self.info.schema.value_index(c) {
-                w[vi] = true;
-            }
-        }
-        w
+    pub(crate) fn wanted(&self) -> &Arc<[bool]> {
+        &self.wanted
     }
 
     pub(super) fn ty(&self, col: usize) -> ColumnType {
@@ -501,7 +509,7 @@ impl Partition {
 
     fn start_merge(&mut self, lower: Vec<u8>, upper: Option<Vec<u8>>) {
         let info = &self.pass.info;
-        let wanted: Arc<[bool]> = self.pass.wanted().into();
+        let wanted = self.pass.wanted().clone();
         let projection = Projection::Columns { cols: self.pass.needed.clone().into(), wanted };
         let rp = &self.rp;
         let iter = rp.db.scan_at(info, &rp.t, rp.view.clone(), rp.seq, lower, upper, &projection);
@@ -601,7 +609,7 @@ impl Partition {
         ScanCounters::add(&self.counters.patched_keys, keys.len() as u64);
         let pass = self.pass.clone();
         let info = &pass.info;
-        let wanted = pass.wanted();
+        let wanted = pass.wanted().clone();
         let schema = &info.schema;
         let mut builders: Vec<ValuesBuilder> = pass.needed.iter().map(|&c| ValuesBuilder::new(pass.ty(c))).collect();
         let mut present: Vec<&[u8]> = Vec::with_capacity(keys.len());

@@ -108,7 +108,7 @@ pub(crate) fn run_scan(
     let (seq, view) = db.read_point(ropts)?;
     let t = db.table_at(&view, info)?;
     let wanted = plan.wanted();
-    record_scan(info, &t, &lower, upper.as_deref(), Some(&wanted));
+    record_scan(info, &t, &lower, upper.as_deref(), Some(wanted));
     let rp = Arc::new(ReadPoint { db: db.clone(), view, t, seq });
     let counters = db.scan_counters.clone();
     ScanCounters::add(&counters.scans, 1);

@@ -98,7 +98,7 @@ fn pass(
     let (seq, view) = db.read_point(ropts)?;
     let t = db.table_at(&view, info)?;
     for m in &members {
-        record_scan(info, &t, &m.lower, m.upper.as_deref(), Some(&m.plan.wanted()));
+        record_scan(info, &t, &m.lower, m.upper.as_deref(), Some(m.plan.wanted()));
     }
     let counters = db.scan_counters.clone();
     ScanCounters::add(&counters.scans, members.len() as u64);
