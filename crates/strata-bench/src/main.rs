@@ -6,10 +6,14 @@
 //!   loaded tree, and peak RSS during the load against the configured memory budget.
 //! - `laser` reproduces the shape of LASER's Fig. 7: blocks and bytes read per point read and per
 //!   scan against projection size, for several column-group sizes (see `laser.rs`).
+//! - `ycsb` runs the YCSB workloads (A-F and LogStore's variants), load and run phases, and writes
+//!   `results.json` (see `ycsb.rs`; peers arrive behind cargo features).
 //! - `ycsb-sharp` runs TellStore's YCSB# scan queries on a columnar and a row layout, idle and
 //!   under a get/update load (see `ycsb_sharp.rs`).
 
+mod harness;
 mod laser;
+mod ycsb;
 mod ycsb_sharp;
 
 use std::path::{Path, PathBuf};
@@ -39,6 +43,8 @@ enum Cmd {
     Laser(laser::LaserArgs),
     /// TellStore YCSB#: Q1-Q3 scan rates per thread, columnar vs row layout, idle and under load.
     YcsbSharp(ycsb_sharp::YcsbSharpArgs),
+    /// YCSB A-F and LogStore's A-RMW, B-90, B-10, write-only: load and run throughput, latency.
+    Ycsb(ycsb::YcsbArgs),
 }
 
 #[derive(Parser)]
@@ -266,6 +272,7 @@ fn main() {
             }
             r
         }
+        Cmd::Ycsb(a) => ycsb::ycsb(a).map_err(strata::Error::InvalidArgument),
         Cmd::YcsbSharp(a) => {
             let root = std::env::temp_dir().join(format!("strata-bench-ycsb-sharp-{}", std::process::id()));
             let r = ycsb_sharp::ycsb_sharp(a, &root);

@@ -1,0 +1,216 @@
+//! What every comparative workload shares: the common flags, latency recording, the results of a
+//! run (printed as a system × metric table with each peer's ratio to strata, and written as
+//! `results.json`), and the facts of the machine it ran on.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use hdrhistogram::Histogram;
+use serde_json::{json, Map, Value as Json};
+
+/// Flags every comparative workload takes.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct CommonArgs {
+    /// Records to load.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: u64,
+    /// Operations in the measured phase (0: run for `--duration` instead).
+    #[arg(long, default_value_t = 0)]
+    pub ops: u64,
+    /// Seconds of the measured phase when `--ops` is 0.
+    #[arg(long, default_value_t = 30)]
+    pub duration: u64,
+    /// Client threads issuing operations.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Systems to run, comma-separated (those not compiled in are refused).
+    #[arg(long, value_delimiter = ',', default_values_t = vec!["strata".to_string()])]
+    pub systems: Vec<String>,
+    /// Directory for results.json, the chart and the systems' data.
+    #[arg(long, default_value = "bench-out")]
+    pub out: PathBuf,
+}
+
+/// Operation latencies in microseconds.
+pub(crate) struct Latency(Histogram<u64>);
+
+impl Latency {
+    pub fn new() -> Self {
+        // 1 µs to 100 s at 3 significant digits; values outside are clamped.
+        Latency(Histogram::new_with_bounds(1, 100_000_000, 3).expect("constant histogram bounds are valid"))
+    }
+
+    pub fn record(&mut self, d: Duration) {
+        let us = (d.as_micros() as u64).clamp(1, 100_000_000);
+        let _ = self.0.record(us);
+    }
+
+    pub fn merge(&mut self, other: &Latency) {
+        let _ = self.0.add(&other.0);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.0.len()
+    }
+
+    pub fn quantile(&self, q: f64) -> f64 {
+        self.0.value_at_quantile(q) as f64
+    }
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One measured figure.
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    pub system: String,
+    pub config: String,
+    pub metric: String,
+    pub value: f64,
+    pub unit: String,
+}
+
+/// Whether larger is better for a unit (throughput) or smaller (latency, time).
+fn higher_is_better(unit: &str) -> bool {
+    unit.ends_with("/s")
+}
+
+/// The figures of one run of one workload.
+pub(crate) struct Results {
+    pub workload: String,
+    pub params: Map<String, Json>,
+    pub rows: Vec<Row>,
+}
+
+impl Results {
+    pub fn new(workload: &str, params: Map<String, Json>) -> Self {
+        Results { workload: workload.to_string(), params, rows: Vec::new() }
+    }
+
+    pub fn add(&mut self, system: &str, config: &str, metric: &str, value: f64, unit: &str) {
+        self.rows.push(Row {
+            system: system.into(),
+            config: config.into(),
+            metric: metric.into(),
+            value,
+            unit: unit.into(),
+        });
+    }
+
+    /// Adds median and p99 of `lat` as `metric p50` / `metric p99` (µs).
+    pub fn add_latency(&mut self, system: &str, config: &str, metric: &str, lat: &Latency) {
+        if lat.count() == 0 {
+            return;
+        }
+        self.add(system, config, &format!("{metric} p50"), lat.quantile(0.5), "us");
+        self.add(system, config, &format!("{metric} p99"), lat.quantile(0.99), "us");
+    }
+
+    /// The table: one line per metric, one column per system (and config), then each peer's
+    /// ratio to strata, oriented so that above 1 means strata is better.
+    pub fn print(&self) {
+        let mut columns: Vec<(String, String)> = Vec::new();
+        let mut metrics: Vec<(String, String)> = Vec::new();
+        let mut cell: BTreeMap<(String, String, String), f64> = BTreeMap::new();
+        for r in &self.rows {
+            let col = (r.system.clone(), r.config.clone());
+            if !columns.contains(&col) {
+                columns.push(col.clone());
+            }
+            let m = (r.metric.clone(), r.unit.clone());
+            if !metrics.contains(&m) {
+                metrics.push(m);
+            }
+            cell.insert((r.system.clone(), r.config.clone(), r.metric.clone()), r.value);
+        }
+        let name = |c: &(String, String)| if c.1.is_empty() { c.0.clone() } else { format!("{} {}", c.0, c.1) };
+        let strata = columns.iter().find(|c| c.0 == "strata").cloned();
+        println!();
+        println!("strata-bench {}: {}", self.workload, Json::Object(self.params.clone()));
+        print!("{:<28} {:>6}", "metric", "unit");
+        for c in &columns {
+            print!(" {:>16}", name(c));
+        }
+        for c in columns.iter().filter(|c| c.0 != "strata") {
+            print!(" {:>18}", format!("strata/{}", c.0));
+        }
+        println!();
+        for (metric, unit) in &metrics {
+            print!("{metric:<28} {unit:>6}");
+            for c in &columns {
+                match cell.get(&(c.0.clone(), c.1.clone(), metric.clone())) {
+                    Some(v) => print!(" {v:>16.1}"),
+                    None => print!(" {:>16}", "-"),
+                }
+            }
+            let ours = strata.as_ref().and_then(|s| cell.get(&(s.0.clone(), s.1.clone(), metric.clone())));
+            for c in columns.iter().filter(|c| c.0 != "strata") {
+                let theirs = cell.get(&(c.0.clone(), c.1.clone(), metric.clone()));
+                match (ours, theirs) {
+                    (Some(o), Some(t)) if *o > 0.0 && *t > 0.0 => {
+                        let r = if higher_is_better(unit) { o / t } else { t / o };
+                        print!(" {:>17.2}x", r);
+                    }
+                    _ => print!(" {:>18}", "-"),
+                }
+            }
+            println!();
+        }
+        println!("(ratios above 1 mean strata is better: faster, or higher throughput)");
+    }
+
+    /// Writes `results.json` into `dir`.
+    pub fn write(&self, dir: &std::path::Path) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(dir)?;
+        let results: Vec<Json> = self
+            .rows
+            .iter()
+            .map(|r| {
+                json!({"system": r.system, "config": r.config, "metric": r.metric, "value": r.value, "unit": r.unit})
+            })
+            .collect();
+        let doc = json!({
+            "workload": self.workload,
+            "params": self.params,
+            "machine": machine(),
+            "results": results,
+        });
+        let path = dir.join("results.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap_or_default())?;
+        Ok(path)
+    }
+}
+
+/// Facts of this machine: CPU model and cores, memory, kernel.
+pub(crate) fn machine() -> Json {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let mem_kib: u64 = read("/proc/meminfo")
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    json!({
+        "cpu": model,
+        "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "memory_gib": (mem_kib as f64 / (1024.0 * 1024.0) * 10.0).round() / 10.0,
+        "kernel": read("/proc/sys/kernel/osrelease").trim(),
+        "os": std::env::consts::OS,
+    })
+}
