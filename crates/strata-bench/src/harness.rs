@@ -132,7 +132,7 @@ impl Results {
             }
             cell.insert((r.system.clone(), r.config.clone(), r.metric.clone()), r.value);
         }
-        let name = |c: &(String, String)| if c.1.is_empty() { c.0.clone() } else { format!("{} {}", c.0, c.1) };
+        let name = |c: &(String, String)| c.0.clone();
         let strata = columns.iter().find(|c| c.0 == "strata").cloned();
         println!();
         println!("strata-bench {}: {}", self.workload, Json::Object(self.params.clone()));
@@ -166,6 +166,9 @@ impl Results {
             println!();
         }
         println!("(ratios above 1 mean strata is better: faster, or higher throughput)");
+        for c in columns.iter().filter(|c| !c.1.is_empty()) {
+            println!("{}: {}", c.0, c.1);
+        }
     }
 
     /// Writes `results.json` into `dir`.

@@ -13,6 +13,7 @@
 
 mod harness;
 mod laser;
+mod peers;
 mod ycsb;
 mod ycsb_sharp;
 

@@ -216,12 +216,28 @@ impl Store for StrataStore {
     }
 }
 
+/// How each system is configured, as reported next to its figures.
+fn config(system: &str) -> &'static str {
+    match system {
+        "strata" => "WAL, no fsync per write",
+        #[cfg(feature = "sqlite")]
+        "sqlite" => crate::peers::sqlite::CONFIG,
+        _ => "",
+    }
+}
+
 /// Opens the named system under `out`, or says why it cannot.
 fn open(system: &str, a: &YcsbArgs) -> Result<Box<dyn Store>, String> {
     let dir = a.common.out.join("data").join(system);
     match system {
         "strata" => Ok(Box::new(StrataStore::open(&dir, a.fields)?)),
-        other => Err(format!("system `{other}` is not built into this strata-bench (see scripts/install-peers.sh)")),
+        #[cfg(feature = "sqlite")]
+        "sqlite" => Ok(Box::new(crate::peers::sqlite::SqliteStore::open(&dir, a.fields)?)),
+        other => Err(format!(
+            "system `{other}` is not built into this strata-bench (built: strata{}); build with \
+             `--features {other}` after scripts/install-peers.sh",
+            crate::peers::built().iter().map(|p| format!(", {p}")).collect::<String>()
+        )),
     }
 }
 
@@ -370,14 +386,14 @@ pub(crate) fn ycsb(a: &YcsbArgs) -> Result<(), String> {
             eprintln!("{system}: refused, its answers disagree: {e}");
             continue;
         }
-        results.add(system, "", "load throughput", c.rows as f64 / load_secs, "ops/s");
-        results.add_latency(system, "", "load insert", &load);
+        results.add(system, config(system), "load throughput", c.rows as f64 / load_secs, "ops/s");
+        results.add_latency(system, config(system), "load insert", &load);
         eprintln!("{system}: running workload {}", a.workload);
         let next_key = AtomicU64::new(c.rows);
         let (lat, ops, secs) = run_phase(store.as_ref(), a, mix, &next_key)?;
-        results.add(system, "", "run throughput", ops as f64 / secs, "ops/s");
+        results.add(system, config(system), "run throughput", ops as f64 / secs, "ops/s");
         for (op, l) in OPS.iter().zip(&lat.0) {
-            results.add_latency(system, "", op.name(), l);
+            results.add_latency(system, config(system), op.name(), l);
         }
     }
     results.print();
