@@ -219,9 +219,11 @@ impl Store for StrataStore {
 /// How each system is configured, as reported next to its figures.
 fn config(system: &str) -> &'static str {
     match system {
-        "strata" => "WAL, no fsync per write",
+        "strata" => "WAL, no fsync per write, 64 MiB block cache",
         #[cfg(feature = "sqlite")]
         "sqlite" => crate::peers::sqlite::CONFIG,
+        #[cfg(feature = "postgres")]
+        "postgres" => crate::peers::postgres::CONFIG,
         _ => "",
     }
 }
@@ -233,6 +235,8 @@ fn open(system: &str, a: &YcsbArgs) -> Result<Box<dyn Store>, String> {
         "strata" => Ok(Box::new(StrataStore::open(&dir, a.fields)?)),
         #[cfg(feature = "sqlite")]
         "sqlite" => Ok(Box::new(crate::peers::sqlite::SqliteStore::open(&dir, a.fields)?)),
+        #[cfg(feature = "postgres")]
+        "postgres" => Ok(Box::new(crate::peers::postgres::PostgresStore::open(&dir, a.fields)?)),
         other => Err(format!(
             "system `{other}` is not built into this strata-bench (built: strata{}); build with \
              `--features {other}` after scripts/install-peers.sh",

@@ -11,7 +11,7 @@ use rusqlite::{params, Connection};
 use crate::ycsb::Store;
 
 /// The configuration, as reported next to the figures.
-pub(crate) const CONFIG: &str = "WAL, synchronous=NORMAL";
+pub(crate) const CONFIG: &str = "WAL, synchronous=NORMAL, 64 MiB page cache";
 
 pub(crate) struct SqliteStore {
     conn: Mutex<Connection>,
@@ -29,6 +29,8 @@ impl SqliteStore {
         let conn = Connection::open(dir.join("ycsb.db")).map_err(err)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(err)?;
+        // A 64 MiB page cache, like strata's default block cache.
+        conn.pragma_update(None, "cache_size", -65536).map_err(err)?;
         let cols: Vec<String> = (0..fields).map(|f| format!("field{f} BLOB")).collect();
         conn.execute(&format!("CREATE TABLE usertable (k INTEGER PRIMARY KEY, {})", cols.join(", ")), [])
             .map_err(err)?;
