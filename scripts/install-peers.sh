@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what strata-bench's peers need and builds strata-bench with them. Idempotent: what is
+# already installed is left alone. Run from anywhere inside the repository.
+#
+#   sqlite    nothing to install (rusqlite builds its bundled SQLite with the C compiler)
+#   postgres  Debian's PostgreSQL 15 server (initdb, pg_ctl); each run starts a private cluster
+#
+# RocksDB and DuckDB peers are not built yet (issue 6 is in progress).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+packages=(postgresql-15)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
+    echo "installing Debian packages: ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+    echo "Debian packages present: ${packages[*]}"
+fi
+
+test -x /usr/lib/postgresql/15/bin/initdb || { echo "initdb not found under /usr/lib/postgresql/15/bin" >&2; exit 1; }
+# As root the benchmark runs initdb as the postgres user, which the package creates.
+if [ "$(id -u)" -eq 0 ]; then id postgres >/dev/null; fi
+
+echo "building strata-bench with every peer"
+cargo build --release --locked -p strata-bench --features peers
+echo "done: target/release/strata-bench ycsb --systems strata,sqlite,postgres"
