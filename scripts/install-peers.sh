@@ -4,13 +4,15 @@
 #
 #   sqlite    nothing to install (rusqlite builds its bundled SQLite with the C compiler)
 #   postgres  Debian's PostgreSQL 15 server (initdb, pg_ctl); each run starts a private cluster
+#   rocksdb   clang and libclang-dev, to build the rocksdb crate's bundled RocksDB (about 8 minutes
+#             on 2 cores, once)
 #
-# RocksDB and DuckDB peers are not built yet (issue 6 is in progress).
+# The DuckDB peer is not built yet (issue 6 is in progress).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 
-packages=(postgresql-15)
+packages=(postgresql-15 clang libclang-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -31,4 +33,4 @@ if [ "$(id -u)" -eq 0 ]; then id postgres >/dev/null; fi
 
 echo "building strata-bench with every peer"
 cargo build --release --locked -p strata-bench --features peers
-echo "done: target/release/strata-bench ycsb --systems strata,sqlite,postgres"
+echo "done: target/release/strata-bench ycsb --systems strata,rocksdb,sqlite,postgres"

@@ -224,6 +224,8 @@ fn config(system: &str) -> &'static str {
         "sqlite" => crate::peers::sqlite::CONFIG,
         #[cfg(feature = "postgres")]
         "postgres" => crate::peers::postgres::CONFIG,
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => crate::peers::rocksdb::CONFIG,
         _ => "",
     }
 }
@@ -237,6 +239,8 @@ fn open(system: &str, a: &YcsbArgs) -> Result<Box<dyn Store>, String> {
         "sqlite" => Ok(Box::new(crate::peers::sqlite::SqliteStore::open(&dir, a.fields)?)),
         #[cfg(feature = "postgres")]
         "postgres" => Ok(Box::new(crate::peers::postgres::PostgresStore::open(&dir, a.fields)?)),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Ok(Box::new(crate::peers::rocksdb::RocksStore::open(&dir)?)),
         other => Err(format!(
             "system `{other}` is not built into this strata-bench (built: strata{}); build with \
              `--features {other}` after scripts/install-peers.sh",

@@ -3,6 +3,8 @@
 
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
+#[cfg(feature = "rocksdb")]
+pub(crate) mod rocksdb;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 
@@ -11,6 +13,9 @@ pub(crate) fn built() -> Vec<&'static str> {
     let mut v = Vec::new();
     if cfg!(feature = "postgres") {
         v.push("postgres");
+    }
+    if cfg!(feature = "rocksdb") {
+        v.push("rocksdb");
     }
     if cfg!(feature = "sqlite") {
         v.push("sqlite");
