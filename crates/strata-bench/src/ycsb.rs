@@ -282,15 +282,21 @@ fn run_phase(store: &dyn Store, a: &YcsbArgs, mix: [f64; 5], next_key: &AtomicU6
     let warm = Duration::from_secs((common.duration / 5).min(5));
     let warm_ops = per_thread / 10;
     let started = Instant::now();
+    // With --ops, the measured window starts when the last thread finishes its warm-up.
+    let measure_from = AtomicU64::new(0);
     let results: Vec<Result<Lat, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..common.threads)
             .map(|ti| {
-                let (stop, measuring, done_ops, chooser) = (&stop, &measuring, &done_ops, &chooser);
+                let (stop, measuring, done_ops, chooser, measure_from) =
+                    (&stop, &measuring, &done_ops, &chooser, &measure_from);
                 s.spawn(move || -> Result<Lat, String> {
                     let mut rng = StdRng::seed_from_u64(common.seed ^ ((ti as u64 + 1) * 0x1234_5678));
                     let mut lat = Lat::default();
                     let mut i = 0u64;
                     while !stop.load(Ordering::Relaxed) && i < per_thread + warm_ops {
+                        if common.ops > 0 && i == warm_ops {
+                            measure_from.fetch_max(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                        }
                         let measured = if common.ops > 0 { i >= warm_ops } else { measuring.load(Ordering::Relaxed) };
                         let n = next_key.load(Ordering::Relaxed);
                         let x: f64 = rng.gen();
@@ -343,7 +349,11 @@ fn run_phase(store: &dyn Store, a: &YcsbArgs, mix: [f64; 5], next_key: &AtomicU6
         }
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("client thread panicked".into()))).collect()
     });
-    let elapsed = if common.ops == 0 { common.duration as f64 } else { started.elapsed().as_secs_f64() };
+    let elapsed = if common.ops == 0 {
+        common.duration as f64
+    } else {
+        started.elapsed().as_secs_f64() - measure_from.load(Ordering::Relaxed) as f64 / 1e9
+    };
     let mut total = Lat::default();
     for r in results {
         let l = r?;
@@ -376,19 +386,38 @@ pub(crate) fn ycsb(a: &YcsbArgs) -> Result<(), String> {
     for system in &c.systems {
         let store = open(system, a)?;
         eprintln!("{system}: loading {} records", c.rows);
-        let mut load = Latency::new();
+        // `--threads` loaders, each inserting its share of the keys in order, one per operation.
         let t0 = Instant::now();
-        let mut last = Instant::now();
-        for k in 0..c.rows {
-            let s = Instant::now();
-            store.insert(k, &record(k, a.fields, a.field_bytes))?;
-            load.record(s.elapsed());
-            if last.elapsed() >= Duration::from_secs(5) {
-                last = Instant::now();
-                eprintln!("  {system}: {k}/{} loaded", c.rows);
-            }
-        }
+        let loaded = AtomicU64::new(0);
+        let parts: Vec<Result<Latency, String>> = std::thread::scope(|s| {
+            let threads = c.threads.max(1) as u64;
+            let handles: Vec<_> = (0..threads)
+                .map(|ti| {
+                    let (store, loaded) = (store.as_ref(), &loaded);
+                    s.spawn(move || -> Result<Latency, String> {
+                        let mut lat = Latency::new();
+                        let mut last = Instant::now();
+                        for k in (ti * c.rows / threads)..((ti + 1) * c.rows / threads) {
+                            let s = Instant::now();
+                            store.insert(k, &record(k, a.fields, a.field_bytes))?;
+                            lat.record(s.elapsed());
+                            let n = loaded.fetch_add(1, Ordering::Relaxed) + 1;
+                            if ti == 0 && last.elapsed() >= Duration::from_secs(5) {
+                                last = Instant::now();
+                                eprintln!("  {system}: {n}/{} loaded", c.rows);
+                            }
+                        }
+                        Ok(lat)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("loader thread panicked".into()))).collect()
+        });
         let load_secs = t0.elapsed().as_secs_f64();
+        let mut load = Latency::new();
+        for p in parts {
+            load.merge(&p?);
+        }
         let mut rng = StdRng::seed_from_u64(c.seed);
         if let Err(e) = check_answers(store.as_ref(), a, &mut rng) {
             eprintln!("{system}: refused, its answers disagree: {e}");
