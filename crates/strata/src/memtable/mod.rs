@@ -108,10 +108,8 @@ impl Memtable {
         }
     }
 
-    /// Copies up to `limit` entries of `table_id` starting at `from` (an internal-key bound; see
-    /// [`MemCursor`]).
-    /// Up to `limit` entries of `table_id` from internal key `from`, with user keys in
-    /// `[lower, upper)`. A user key below `lower` can still sort after it internally when it is a
+    /// Copies up to `limit` entries of `table_id` starting at internal-key bound `from` (see
+    /// [`MemCursor`]), with user keys in `[lower, upper)`. A user key below `lower` can still sort after it internally when it is a
     /// prefix of `lower` (its sequence bytes follow), so those are skipped here.
     fn chunk(
         &self,
