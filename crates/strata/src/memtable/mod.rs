@@ -148,6 +148,23 @@ impl Memtable {
         false
     }
 
+    /// Appends the distinct keys of table `table_id` in `[lower, upper)`, ascending, without
+    /// copying their rows.
+    pub(crate) fn keys_in(&self, table_id: u32, lower: &[u8], upper: &[u8], out: &mut Vec<Vec<u8>>) {
+        let mut lo = table_id.to_be_bytes().to_vec();
+        lo.extend_from_slice(lower);
+        for e in self.map.range::<[u8], _>((Bound::Included(&lo[..]), Bound::Unbounded)) {
+            let (t, k, _) = split(e.key());
+            if t != table_id || k >= upper {
+                break;
+            }
+            // See `chunk`: a prefix of `lower` can sort after it.
+            if k >= lower && out.last().map(Vec::as_slice) != Some(k) {
+                out.push(k.to_vec());
+            }
+        }
+    }
+
     /// Table ids with at least one entry, ascending.
     pub(crate) fn tables(&self) -> Vec<u32> {
         let mut out = Vec::new();

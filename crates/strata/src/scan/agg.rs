@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arrow_arith::aggregate;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type};
-use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch};
+use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema};
 
 use super::arrow::{arrow_type, repeat};
@@ -32,15 +32,17 @@ impl AggSpec {
         matches!(self.column, Some((_, ColumnType::Double | ColumnType::Real)))
     }
 
-    /// The Arrow type of the result.
-    pub(crate) fn data_type(&self) -> DataType {
+    /// The column type of the result: BIGINT for counts and integer sums, DOUBLE for averages
+    /// and float sums, the column's own type for min and max.
+    pub(crate) fn result_type(&self) -> ColumnType {
         match (self.func, self.column) {
-            (AggFunc::Count, _) => DataType::Int64,
-            (AggFunc::Avg, _) => DataType::Float64,
-            (AggFunc::Sum, _) if self.is_float() => DataType::Float64,
-            (AggFunc::Sum, _) => DataType::Int64,
-            (AggFunc::Min | AggFunc::Max, Some((_, ty))) => arrow_type(ty),
-            (AggFunc::Min | AggFunc::Max, None) => DataType::Null,
+            (AggFunc::Count, _) => ColumnType::BigInt,
+            (AggFunc::Avg, _) => ColumnType::Double,
+            (AggFunc::Sum, _) if self.is_float() => ColumnType::Double,
+            (AggFunc::Sum, _) => ColumnType::BigInt,
+            (AggFunc::Min | AggFunc::Max, Some((_, ty))) => ty,
+            // A plan never holds min(*) or max(*).
+            (AggFunc::Min | AggFunc::Max, None) => ColumnType::BigInt,
         }
     }
 }
@@ -209,17 +211,9 @@ pub(crate) fn finish_batch(specs: &[AggSpec], states: &[AggState]) -> Result<Rec
     let mut fields = Vec::with_capacity(specs.len());
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(specs.len());
     for (spec, st) in specs.iter().zip(states) {
-        let v = st.finish(spec)?;
-        fields.push(Field::new(spec.name.clone(), spec.data_type(), true));
-        columns.push(match (spec.func, spec.column) {
-            (AggFunc::Min | AggFunc::Max, Some((_, ty))) => repeat(ty, &v, 1),
-            _ => match v {
-                Value::BigInt(x) => Arc::new(Int64Array::from(vec![x])),
-                Value::Double(x) => Arc::new(Float64Array::from(vec![x])),
-                _ if spec.data_type() == DataType::Float64 => Arc::new(Float64Array::from(vec![None::<f64>])),
-                _ => Arc::new(Int64Array::from(vec![None::<i64>])),
-            },
-        });
+        let ty = spec.result_type();
+        fields.push(Field::new(spec.name.clone(), arrow_type(ty), true));
+        columns.push(repeat(ty, &st.finish(spec)?, 1));
     }
     RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), columns)
         .map_err(|e| Error::InvalidArgument(format!("aggregate batch: {e}")))

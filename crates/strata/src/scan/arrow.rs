@@ -65,7 +65,7 @@ fn aligned(bytes: &[u8]) -> Buffer {
 
 /// Validity (Arrow: bit set = valid) of `rows` from a null bitmap (bit set = NULL), keeping only
 /// the `sel`ected rows when given.
-fn validity(nulls: Option<&[u8]>, rows: &Range<usize>, sel: Option<&BooleanBuffer>) -> Option<NullBuffer> {
+pub(crate) fn validity(nulls: Option<&[u8]>, rows: &Range<usize>, sel: Option<&BooleanBuffer>) -> Option<NullBuffer> {
     let nulls = nulls?;
     let is_null = |i: usize| nulls.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0);
     let valid = match sel {

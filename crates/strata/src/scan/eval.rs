@@ -9,7 +9,7 @@ use arrow_array::{Array, ArrayRef, BooleanArray, Scalar, UInt32Array};
 use arrow_buffer::BooleanBuffer;
 use arrow_ord::cmp;
 
-use super::arrow::{repeat, var_range};
+use super::arrow::{repeat, validity, var_range};
 use super::cnf::{compare, Atom, Test};
 use super::CmpOp;
 use crate::error::{Error, Result};
@@ -159,12 +159,8 @@ pub(crate) fn text_atom_on_block(
         out = &out | &BooleanBuffer::from(settled);
     }
     // NULL rows have an empty value and prefix 0; they never pass.
-    if let Some(nulls) = p.nulls {
-        let valid = BooleanBuffer::collect_bool(rows.len(), |i| {
-            let r = rows.start + i;
-            nulls.get(r / 8).is_none_or(|b| b & (1 << (r % 8)) == 0)
-        });
-        out = &out & &valid;
+    if let Some(valid) = validity(p.nulls, rows, None) {
+        out = &out & valid.inner();
     }
     Ok(out)
 }

@@ -25,11 +25,10 @@ use super::cnf::Filter;
 use super::driver::{driver, overlaps, successor, Candidate, Driver, Other};
 use super::eval::{clause_verdict, Verdict};
 use super::{AggFunc, ScanRequest, ScanStats};
+use crate::db::read::project;
 use crate::db::{DbInner, Projection, ReadView, ScanIter, TableInfo};
 use crate::error::{Error, Result};
-use crate::memtable::MemCursor;
-use crate::types::key::decode_key;
-use crate::types::{ColumnType, Value};
+use crate::types::ColumnType;
 use crate::version::TableVersion;
 
 /// Counters of the scan engine (see [`ScanStats`]).
@@ -187,6 +186,11 @@ impl Plan {
         }
     }
 
+    /// The projection onto `needed`, as the merge and point-read paths take it.
+    fn projection(&self) -> Projection {
+        Projection::Columns { cols: self.needed.clone().into(), wanted: self.wanted.clone() }
+    }
+
     /// For each value column, whether the scan reads it.
     pub(crate) fn wanted(&self) -> &Arc<[bool]> {
         &self.wanted
@@ -332,6 +336,26 @@ impl Consumer {
     }
 }
 
+/// Feeds the `n` rows pushed into `builders` (one per column `pass` needs) to every consumer;
+/// when the pass is `ranged`, each consumer sees only the rows whose `keys` lie in its range.
+fn feed_rows<K: AsRef<[u8]>>(
+    pass: &Plan,
+    consumers: &mut [Consumer],
+    ranged: bool,
+    builders: &mut [ValuesBuilder],
+    n: usize,
+    keys: &[K],
+) -> Result<()> {
+    let arrays: HashMap<usize, ArrayRef> =
+        pass.needed.iter().copied().zip(builders.iter_mut().map(ValuesBuilder::finish)).collect();
+    let mut chunk = RowsChunk { plan: pass, rows: n, arrays };
+    for c in consumers {
+        let mask = ranged.then(|| keys.iter().map(|k| c.in_range(k.as_ref())).collect::<BooleanBuffer>());
+        c.consume(&mut chunk, &[], mask)?;
+    }
+    Ok(())
+}
+
 /// One pass over a key range (a partition of a scan, or a shared pass serving several scans).
 pub(crate) struct Partition {
     /// What the pass reads: the union of its consumers' columns and ranges.
@@ -453,14 +477,7 @@ impl Partition {
             let exhausted = n < batch_rows;
             if n > 0 {
                 ScanCounters::add(&self.counters.merged_rows, n as u64);
-                let arrays: HashMap<usize, ArrayRef> =
-                    self.pass.needed.iter().copied().zip(builders.iter_mut().map(ValuesBuilder::finish)).collect();
-                let pass = self.pass.clone();
-                let mut chunk = RowsChunk { plan: &pass, rows: n, arrays };
-                for c in &mut self.consumers {
-                    let mask = self.ranged.then(|| keys.iter().map(|k| c.in_range(k)).collect::<BooleanBuffer>());
-                    c.consume(&mut chunk, &[], mask)?;
-                }
+                feed_rows(&self.pass, &mut self.consumers, self.ranged, builders, n, &keys)?;
             }
             if exhausted {
                 self.merge = None;
@@ -509,8 +526,7 @@ impl Partition {
 
     fn start_merge(&mut self, lower: Vec<u8>, upper: Option<Vec<u8>>) {
         let info = &self.pass.info;
-        let wanted = self.pass.wanted().clone();
-        let projection = Projection::Columns { cols: self.pass.needed.clone().into(), wanted };
+        let projection = self.pass.projection();
         let rp = &self.rp;
         let iter = rp.db.scan_at(info, &rp.t, rp.view.clone(), rp.seq, lower, upper, &projection);
         let builders = self.pass.needed.iter().map(|&c| ValuesBuilder::new(self.pass.ty(c))).collect();
@@ -588,12 +604,7 @@ impl Partition {
         let mut keys: Vec<Vec<u8>> = Vec::new();
         let view = &self.rp.view;
         for m in std::iter::once(&view.mem).chain(view.imm.iter()) {
-            let mut cur = MemCursor::new(m.clone(), self.pass.info.id, lo, Some(hi));
-            while let Some(e) = cur.next_entry() {
-                if keys.last() != Some(&e.key) {
-                    keys.push(e.key);
-                }
-            }
+            m.keys_in(self.pass.info.id, lo, hi, &mut keys);
         }
         keys.sort_unstable();
         keys.dedup();
@@ -609,39 +620,24 @@ impl Partition {
         ScanCounters::add(&self.counters.patched_keys, keys.len() as u64);
         let pass = self.pass.clone();
         let info = &pass.info;
-        let wanted = pass.wanted().clone();
-        let schema = &info.schema;
+        let projection = pass.projection();
         let mut builders: Vec<ValuesBuilder> = pass.needed.iter().map(|&c| ValuesBuilder::new(pass.ty(c))).collect();
         let mut present: Vec<&[u8]> = Vec::with_capacity(keys.len());
         let rp = &self.rp;
         for k in keys {
-            let Some(cells) = rp.db.get_cells_at(info, &rp.t, &rp.view, rp.seq, k, Some(&wanted), false)? else {
-                continue;
-            };
-            let key_vals = decode_key(&info.key_types, k).map_err(|e| Error::corruption("<key>", 0, e.0))?;
-            for (b, &c) in builders.iter_mut().zip(&pass.needed) {
-                let v = match schema.value_index(c) {
-                    Some(vi) => cells.get(vi).cloned().flatten().unwrap_or(Value::Null),
-                    None => {
-                        let ki = schema.primary_key().iter().position(|&p| p == c).unwrap_or(0);
-                        key_vals.get(ki).cloned().unwrap_or(Value::Null)
-                    }
-                };
-                b.push(&v);
+            let cells =
+                rp.db.get_cells_at(info, &rp.t, &rp.view, rp.seq, k, projection.wanted().map(|w| &w[..]), false)?;
+            if let Some(cells) = cells {
+                for (b, v) in builders.iter_mut().zip(&project(info, k, cells, &projection)?) {
+                    b.push(v);
+                }
+                present.push(k);
             }
-            present.push(k);
         }
         if present.is_empty() {
             return Ok(());
         }
-        let arrays: HashMap<usize, ArrayRef> =
-            pass.needed.iter().copied().zip(builders.iter_mut().map(ValuesBuilder::finish)).collect();
-        let mut chunk = RowsChunk { plan: &pass, rows: present.len(), arrays };
-        for c in &mut self.consumers {
-            let mask = self.ranged.then(|| present.iter().map(|k| c.in_range(k)).collect::<BooleanBuffer>());
-            c.consume(&mut chunk, &[], mask)?;
-        }
-        Ok(())
+        feed_rows(&pass, &mut self.consumers, self.ranged, &mut builders, present.len(), &present)
     }
 
     /// Handles an eligible block for every consumer: skipped by zone maps, answered from them,
