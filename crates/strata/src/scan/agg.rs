@@ -9,7 +9,7 @@ use arrow_arith::aggregate;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type};
 use arrow_array::{Array, ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, Schema as ArrowSchema};
+use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef};
 
 use super::arrow::{arrow_type, repeat};
 use super::cnf::compare;
@@ -206,15 +206,19 @@ impl AggState {
     }
 }
 
+/// The schema of the aggregate batch: one nullable column per aggregate.
+pub(crate) fn schema(specs: &[AggSpec]) -> SchemaRef {
+    Arc::new(ArrowSchema::new(
+        specs.iter().map(|s| Field::new(s.name.clone(), arrow_type(s.result_type()), true)).collect::<Vec<_>>(),
+    ))
+}
+
 /// The one-row batch of finished aggregates.
 pub(crate) fn finish_batch(specs: &[AggSpec], states: &[AggState]) -> Result<RecordBatch> {
-    let mut fields = Vec::with_capacity(specs.len());
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(specs.len());
-    for (spec, st) in specs.iter().zip(states) {
-        let ty = spec.result_type();
-        fields.push(Field::new(spec.name.clone(), arrow_type(ty), true));
-        columns.push(repeat(ty, &st.finish(spec)?, 1));
-    }
-    RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), columns)
-        .map_err(|e| Error::InvalidArgument(format!("aggregate batch: {e}")))
+    let columns = specs
+        .iter()
+        .zip(states)
+        .map(|(spec, st)| Ok(repeat(spec.result_type(), &st.finish(spec)?, 1)))
+        .collect::<Result<Vec<ArrayRef>>>()?;
+    RecordBatch::try_new(schema(specs), columns).map_err(|e| Error::InvalidArgument(format!("aggregate batch: {e}")))
 }

@@ -148,11 +148,7 @@ impl Plan {
         needed.extend(aggs.iter().filter_map(|a| a.column.map(|(c, _)| c)));
         needed.sort_unstable();
         needed.dedup();
-        let schema_ref = if aggs.is_empty() {
-            row_schema(schema, &out_cols)
-        } else {
-            finish_batch(&aggs, &vec![AggState::default(); aggs.len()])?.schema()
-        };
+        let schema_ref = if aggs.is_empty() { row_schema(schema, &out_cols) } else { super::agg::schema(&aggs) };
         Ok(Plan {
             wanted: wanted_of(info, &needed),
             info: info.clone(),
