@@ -6,13 +6,14 @@
 #   postgres  Debian's PostgreSQL 15 server (initdb, pg_ctl); each run starts a private cluster
 #   rocksdb   clang and libclang-dev, to build the rocksdb crate's bundled RocksDB (about 8 minutes
 #             on 2 cores, once)
-#
-# The DuckDB peer is not built yet (issue 6 is in progress).
+#   duckdb    a Python virtual environment in target/peers-venv with the PyPI wheels duckdb==1.5.5
+#             and pyarrow (seconds; strata-bench runs DuckDB in a helper process with it)
+#   charts    fonts-dejavu-core, the font the PNG charts are labelled with
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 
-packages=(postgresql-15 clang libclang-dev)
+packages=(postgresql-15 clang libclang-dev fonts-dejavu-core python3-venv)
 missing=()
 for p in "${packages[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -31,6 +32,15 @@ test -x /usr/lib/postgresql/15/bin/initdb || { echo "initdb not found under /usr
 # As root the benchmark runs initdb as the postgres user, which the package creates.
 if [ "$(id -u)" -eq 0 ]; then id postgres >/dev/null; fi
 
+venv=target/peers-venv
+if ! "$venv/bin/python3" -c 'import duckdb, pyarrow, sys; sys.exit(duckdb.__version__ != "1.5.5")' 2>/dev/null; then
+    echo "making $venv with duckdb 1.5.5 and pyarrow"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "duckdb==1.5.5" pyarrow
+else
+    echo "$venv has duckdb 1.5.5 and pyarrow"
+fi
+
 echo "building strata-bench with every peer"
 cargo build --release --locked -p strata-bench --features peers
-echo "done: target/release/strata-bench ycsb --systems strata,rocksdb,sqlite,postgres"
+echo "done: target/release/strata-bench ycsb --systems strata,rocksdb,postgres,duckdb,sqlite"

@@ -61,6 +61,51 @@ impl Latency {
     pub fn quantile(&self, q: f64) -> f64 {
         self.0.value_at_quantile(q) as f64
     }
+
+    pub fn mean(&self) -> f64 {
+        self.0.mean()
+    }
+}
+
+/// A progress bar on stderr for a long phase (hidden when stderr is not a terminal, where a line
+/// every few seconds is printed instead).
+pub(crate) struct Progress {
+    bar: indicatif::ProgressBar,
+    label: String,
+    total: u64,
+    started: std::time::Instant,
+    last_line: parking_lot::Mutex<std::time::Instant>,
+}
+
+impl Progress {
+    pub fn new(label: &str, total: u64) -> Self {
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar.set_message(label.to_string());
+        let now = std::time::Instant::now();
+        Progress { bar, label: label.to_string(), total, started: now, last_line: parking_lot::Mutex::new(now) }
+    }
+
+    pub fn set(&self, done: u64) {
+        self.bar.set_position(done);
+        if self.bar.is_hidden() {
+            let mut last = self.last_line.lock();
+            if last.elapsed() >= Duration::from_secs(10) {
+                *last = std::time::Instant::now();
+                let rate = done as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
+                eprintln!("  {}: {done}/{} ({rate:.0}/s)", self.label, self.total);
+            }
+        }
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+        eprintln!("  {}: done in {:.1} s", self.label, self.started.elapsed().as_secs_f64());
+    }
 }
 
 impl Default for Latency {
@@ -73,6 +118,8 @@ impl Default for Latency {
 #[derive(Debug, Clone)]
 pub(crate) struct Row {
     pub system: String,
+    /// Which of several configurations of one system (strata's layouts); empty if only one.
+    pub variant: String,
     pub config: String,
     pub metric: String,
     pub value: f64,
@@ -97,8 +144,13 @@ impl Results {
     }
 
     pub fn add(&mut self, system: &str, config: &str, metric: &str, value: f64, unit: &str) {
+        self.add_variant(system, "", config, metric, value, unit);
+    }
+
+    pub fn add_variant(&mut self, system: &str, variant: &str, config: &str, metric: &str, value: f64, unit: &str) {
         self.rows.push(Row {
             system: system.into(),
+            variant: variant.into(),
             config: config.into(),
             metric: metric.into(),
             value,
@@ -115,24 +167,32 @@ impl Results {
         self.add(system, config, &format!("{metric} p99"), lat.quantile(0.99), "us");
     }
 
-    /// The table: one line per metric, one column per system (and config), then each peer's
-    /// ratio to strata, oriented so that above 1 means strata is better.
-    pub fn print(&self) {
-        let mut columns: Vec<(String, String)> = Vec::new();
+    /// The columns (system and variant, in order of appearance), the metrics (with units) and
+    /// each cell's value.
+    #[allow(clippy::type_complexity)]
+    fn grid(&self) -> (Vec<(String, String, String)>, Vec<(String, String)>, BTreeMap<(String, String, String), f64>) {
+        let mut columns: Vec<(String, String, String)> = Vec::new();
         let mut metrics: Vec<(String, String)> = Vec::new();
-        let mut cell: BTreeMap<(String, String, String), f64> = BTreeMap::new();
+        let mut cell = BTreeMap::new();
         for r in &self.rows {
-            let col = (r.system.clone(), r.config.clone());
+            let col = (r.system.clone(), r.variant.clone(), r.config.clone());
             if !columns.contains(&col) {
-                columns.push(col.clone());
+                columns.push(col);
             }
             let m = (r.metric.clone(), r.unit.clone());
             if !metrics.contains(&m) {
                 metrics.push(m);
             }
-            cell.insert((r.system.clone(), r.config.clone(), r.metric.clone()), r.value);
+            cell.insert((r.system.clone(), r.variant.clone(), r.metric.clone()), r.value);
         }
-        let name = |c: &(String, String)| c.0.clone();
+        (columns, metrics, cell)
+    }
+
+    /// The table: one line per metric, one column per system (and variant), then each peer's
+    /// ratio to strata (its first variant), oriented so that above 1 means strata is better.
+    pub fn print(&self) {
+        let (columns, metrics, cell) = self.grid();
+        let name = |c: &(String, String, String)| label(&c.0, &c.1);
         let strata = columns.iter().find(|c| c.0 == "strata").cloned();
         println!();
         println!("strata-bench {}: {}", self.workload, Json::Object(self.params.clone()));
@@ -165,10 +225,34 @@ impl Results {
             }
             println!();
         }
-        println!("(ratios above 1 mean strata is better: faster, or higher throughput)");
-        for c in columns.iter().filter(|c| !c.1.is_empty()) {
-            println!("{}: {}", c.0, c.1);
+        match &strata {
+            Some(s) if columns.iter().any(|c| c.0 != "strata") => println!(
+                "(ratios compare {} with each peer; above 1 means strata is better: faster, or higher throughput)",
+                name(s)
+            ),
+            _ => {}
         }
+        for c in columns.iter().filter(|c| !c.2.is_empty()) {
+            println!("{}: {}", name(c), c.2);
+        }
+    }
+
+    /// Prints the table and writes `results.json` and `chart.png` into `dir`.
+    pub fn finish(&self, dir: &std::path::Path) -> Result<(), String> {
+        self.print();
+        let path = self.write(dir).map_err(|e| format!("writing results: {e}"))?;
+        eprintln!("wrote {}", path.display());
+        let (columns, metrics, cell) = self.grid();
+        let names: Vec<String> = columns.iter().map(|c| label(&c.0, &c.1)).collect();
+        let values: Vec<Vec<Option<f64>>> = metrics
+            .iter()
+            .map(|(m, _)| columns.iter().map(|c| cell.get(&(c.0.clone(), c.1.clone(), m.clone())).copied()).collect())
+            .collect();
+        match crate::chart::draw(&dir.join("chart.png"), &self.workload, &names, &metrics, &values) {
+            Ok(p) => eprintln!("wrote {}", p.display()),
+            Err(e) => eprintln!("no chart: {e}"),
+        }
+        Ok(())
     }
 
     /// Writes `results.json` into `dir`.
@@ -178,7 +262,8 @@ impl Results {
             .rows
             .iter()
             .map(|r| {
-                json!({"system": r.system, "config": r.config, "metric": r.metric, "value": r.value, "unit": r.unit})
+                json!({"system": r.system, "variant": r.variant, "config": r.config, "metric": r.metric,
+                       "value": r.value, "unit": r.unit})
             })
             .collect();
         let doc = json!({
@@ -190,6 +275,15 @@ impl Results {
         let path = dir.join("results.json");
         std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap_or_default())?;
         Ok(path)
+    }
+}
+
+/// A column's name: the system, with its variant if it has one.
+fn label(system: &str, variant: &str) -> String {
+    if variant.is_empty() {
+        system.to_string()
+    } else {
+        format!("{system}:{variant}")
     }
 }
 

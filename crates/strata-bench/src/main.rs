@@ -11,9 +11,12 @@
 //! - `ycsb-sharp` runs TellStore's YCSB# scan queries on a columnar and a row layout, idle and
 //!   under a get/update load (see `ycsb_sharp.rs`).
 
+mod chart;
 mod harness;
 mod laser;
+mod laser_hw;
 mod peers;
+mod tables;
 mod ycsb;
 mod ycsb_sharp;
 
@@ -46,6 +49,9 @@ enum Cmd {
     YcsbSharp(ycsb_sharp::YcsbSharpArgs),
     /// YCSB A-F and LogStore's A-RMW, B-90, B-10, write-only: load and run throughput, latency.
     Ycsb(ycsb::YcsbArgs),
+    /// LASER's HTAP workload HW: a steady insert/update stream with point reads and scans, per
+    /// strata layout and per peer.
+    LaserHw(laser_hw::LaserHwArgs),
 }
 
 #[derive(Parser)]
@@ -274,9 +280,10 @@ fn main() {
             r
         }
         Cmd::Ycsb(a) => ycsb::ycsb(a).map_err(strata::Error::InvalidArgument),
+        Cmd::LaserHw(a) => laser_hw::laser_hw(a).map_err(strata::Error::InvalidArgument),
         Cmd::YcsbSharp(a) => {
             let root = std::env::temp_dir().join(format!("strata-bench-ycsb-sharp-{}", std::process::id()));
-            let r = ycsb_sharp::ycsb_sharp(a, &root);
+            let r = ycsb_sharp::ycsb_sharp(a, &root).map_err(strata::Error::InvalidArgument);
             let _ = std::fs::remove_dir_all(&root);
             r
         }

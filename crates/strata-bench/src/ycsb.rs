@@ -216,36 +216,34 @@ impl Store for StrataStore {
     }
 }
 
-/// How each system is configured, as reported next to its figures.
-fn config(system: &str) -> &'static str {
-    match system {
-        "strata" => "WAL, no fsync per write, 64 MiB block cache",
-        #[cfg(feature = "sqlite")]
-        "sqlite" => crate::peers::sqlite::CONFIG,
-        #[cfg(feature = "postgres")]
-        "postgres" => crate::peers::postgres::CONFIG,
-        #[cfg(feature = "rocksdb")]
-        "rocksdb" => crate::peers::rocksdb::CONFIG,
-        _ => "",
-    }
-}
-
-/// Opens the named system under `out`, or says why it cannot.
-fn open(system: &str, a: &YcsbArgs) -> Result<Box<dyn Store>, String> {
+/// Opens the named system under `out` and says how it is configured, or says why it cannot.
+fn open(system: &str, a: &YcsbArgs) -> Result<(Box<dyn Store>, String), String> {
     let dir = a.common.out.join("data").join(system);
     match system {
-        "strata" => Ok(Box::new(StrataStore::open(&dir, a.fields)?)),
+        "strata" => {
+            Ok((Box::new(StrataStore::open(&dir, a.fields)?), "WAL, no fsync per write, 64 MiB block cache".into()))
+        }
         #[cfg(feature = "sqlite")]
-        "sqlite" => Ok(Box::new(crate::peers::sqlite::SqliteStore::open(&dir, a.fields)?)),
-        #[cfg(feature = "postgres")]
-        "postgres" => Ok(Box::new(crate::peers::postgres::PostgresStore::open(&dir, a.fields)?)),
-        #[cfg(feature = "rocksdb")]
-        "rocksdb" => Ok(Box::new(crate::peers::rocksdb::RocksStore::open(&dir)?)),
-        other => Err(format!(
-            "system `{other}` is not built into this strata-bench (built: strata{}); build with \
-             `--features {other}` after scripts/install-peers.sh",
-            crate::peers::built().iter().map(|p| format!(", {p}")).collect::<String>()
+        "sqlite" => Ok((
+            Box::new(crate::peers::sqlite::SqliteStore::open(&dir, a.fields)?),
+            crate::peers::sqlite::CONFIG.into(),
         )),
+        #[cfg(feature = "postgres")]
+        "postgres" => Ok((
+            Box::new(crate::peers::postgres::PostgresStore::open(&dir, a.fields)?),
+            crate::peers::postgres::CONFIG.into(),
+        )),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => {
+            Ok((Box::new(crate::peers::rocksdb::RocksStore::open(&dir)?), crate::peers::rocksdb::CONFIG.into()))
+        }
+        #[cfg(feature = "duckdb")]
+        "duckdb" => {
+            let s = crate::peers::duckdb::DuckStore::open(&dir, a.fields)?;
+            let config = s.config();
+            Ok((Box::new(s), config))
+        }
+        other => Err(crate::peers::not_built(other)),
     }
 }
 
@@ -384,7 +382,7 @@ pub(crate) fn ycsb(a: &YcsbArgs) -> Result<(), String> {
     }
     let mut results = Results::new("ycsb", params);
     for system in &c.systems {
-        let store = open(system, a)?;
+        let (store, config) = open(system, a)?;
         eprintln!("{system}: loading {} records", c.rows);
         // `--threads` loaders, each inserting its share of the keys in order, one per operation.
         let t0 = Instant::now();
@@ -423,18 +421,15 @@ pub(crate) fn ycsb(a: &YcsbArgs) -> Result<(), String> {
             eprintln!("{system}: refused, its answers disagree: {e}");
             continue;
         }
-        results.add(system, config(system), "load throughput", c.rows as f64 / load_secs, "ops/s");
-        results.add_latency(system, config(system), "load insert", &load);
+        results.add(system, &config, "load throughput", c.rows as f64 / load_secs, "ops/s");
+        results.add_latency(system, &config, "load insert", &load);
         eprintln!("{system}: running workload {}", a.workload);
         let next_key = AtomicU64::new(c.rows);
         let (lat, ops, secs) = run_phase(store.as_ref(), a, mix, &next_key)?;
-        results.add(system, config(system), "run throughput", ops as f64 / secs, "ops/s");
+        results.add(system, &config, "run throughput", ops as f64 / secs, "ops/s");
         for (op, l) in OPS.iter().zip(&lat.0) {
-            results.add_latency(system, config(system), op.name(), l);
+            results.add_latency(system, &config, op.name(), l);
         }
     }
-    results.print();
-    let path = results.write(&c.out).map_err(|e| format!("writing results: {e}"))?;
-    eprintln!("wrote {}", path.display());
-    Ok(())
+    results.finish(&c.out)
 }

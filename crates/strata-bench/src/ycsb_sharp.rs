@@ -22,20 +22,23 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use rand::{Rng, SeedableRng};
+use serde_json::{json, Map};
 use strata::scan::{batch_rows, AggFunc, Aggregate, CmpOp, Expr, ScanRequest};
 use strata::{Column, ColumnType, Db, KeyRange, Options, ReadOptions, Schema, Table, TableOptions, Value, WriteBatch};
 
+use crate::harness::{CommonArgs, Progress, Results};
+use crate::tables::{int_of, Acc, Answer, Kind, TableDef};
+
 #[derive(Parser)]
 pub(crate) struct YcsbSharpArgs {
-    /// Rows to load per layout.
-    #[arg(long, default_value_t = 10_000_000)]
-    rows: i64,
-    /// Layouts to compare: `column`, `row`.
+    /// `--rows` per system and layout; `--threads` scan threads per query (strata's partitions,
+    /// DuckDB's threads, PostgreSQL's leader plus parallel workers); `--ops` and `--duration` are
+    /// not used.
+    #[command(flatten)]
+    common: CommonArgs,
+    /// strata layouts to compare: `column`, `row` (the first is the one peers are compared with).
     #[arg(long, value_delimiter = ',', default_values_t = vec!["column".to_string(), "row".to_string()])]
     layouts: Vec<String>,
-    /// Partitions (scan threads) per query; rates are reported per thread.
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
     /// Timed runs per query (the median is reported).
     #[arg(long, default_value_t = 5)]
     runs: usize,
@@ -45,9 +48,6 @@ pub(crate) struct YcsbSharpArgs {
     /// Seconds the concurrent get/update load runs before Q1 starts under it.
     #[arg(long, default_value_t = 2)]
     load_warmup_secs: u64,
-    /// Random seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
 }
 
 fn schema() -> Schema {
@@ -120,20 +120,91 @@ fn queries(threads: usize) -> Vec<Query> {
     .collect()
 }
 
-/// Runs a query; returns (seconds, a fingerprint of the answer: aggregate text or row count).
-fn run(t: &Table, req: &ScanRequest) -> strata::Result<(f64, String)> {
+/// Runs a query; returns the seconds it took and its answer (aggregates, or the rows' count and
+/// key sum), which every system must agree on.
+fn run(t: &Table, req: &ScanRequest) -> strata::Result<(f64, Answer)> {
+    use arrow_array::{cast::AsArray, types::Int64Type};
     let started = Instant::now();
-    let mut rows = 0usize;
-    let mut first = None;
+    let (mut count, mut key_sum) = (0u64, 0i128);
+    let mut aggs = None;
     for b in t.scan_batches(req, &ReadOptions::default())? {
         let b = b?;
-        rows += b.num_rows();
-        if first.is_none() && !req.aggregates.is_empty() {
-            first = Some(format!("{:?}", batch_rows(&b)));
+        if req.aggregates.is_empty() {
+            count += b.num_rows() as u64;
+            if let Some(keys) = b.column(0).as_primitive_opt::<Int64Type>() {
+                key_sum += keys.iter().flatten().map(i128::from).sum::<i128>();
+            }
+        } else if aggs.is_none() {
+            aggs = batch_rows(&b).first().map(|r| r.iter().map(int_of).collect());
         }
     }
     let secs = started.elapsed().as_secs_f64();
-    Ok((secs, first.unwrap_or_else(|| format!("{rows} rows"))))
+    let answer = match aggs {
+        Some(a) => Answer::Aggs(a),
+        None if !req.aggregates.is_empty() => Answer::Aggs(vec![None; req.aggregates.len()]),
+        None => Answer::Rows { count, key_sum },
+    };
+    Ok((secs, answer))
+}
+
+fn def() -> TableDef {
+    let k = |n: &str, kind| (n.to_string(), kind);
+    TableDef {
+        name: "main_table".into(),
+        columns: vec![
+            k("p", Kind::BigInt),
+            k("a", Kind::SmallInt),
+            k("b", Kind::SmallInt),
+            k("c", Kind::Int),
+            k("d", Kind::Int),
+            k("e", Kind::BigInt),
+            k("f", Kind::BigInt),
+            k("g", Kind::Double),
+            k("h", Kind::Double),
+            k("i", Kind::Text),
+            k("j", Kind::Text),
+        ],
+    }
+}
+
+/// The queries for the peers, in the order of [`queries`] (`None` where only strata has it).
+fn peer_queries() -> Vec<Option<crate::tables::Query>> {
+    use crate::tables::{Agg, Output, Pred, Query as Q};
+    let (b, f, h) = (2, 6, 8);
+    let q1 = Q { keys: None, preds: vec![], out: Output::Aggs(vec![Agg::Max(b)]) };
+    let q2 = Q {
+        preds: vec![
+            Pred { col: h, op: CmpOp::Gt, value: Value::Double(0.0) },
+            Pred { col: h, op: CmpOp::Lt, value: Value::Double(0.5) },
+        ],
+        ..q1.clone()
+    };
+    let q3 = Q {
+        keys: None,
+        preds: vec![
+            Pred { col: f, op: CmpOp::Gt, value: Value::BigInt(0) },
+            Pred { col: f, op: CmpOp::Lt, value: Value::BigInt(26) },
+        ],
+        out: Output::Rows,
+    };
+    vec![Some(q1), None, Some(q2), Some(q3)]
+}
+
+/// Each query's answer, computed from the generator.
+fn truth(a: &YcsbSharpArgs) -> Vec<Answer> {
+    let qs: Vec<crate::tables::Query> = peer_queries().into_iter().flatten().collect();
+    let mut accs: Vec<Acc> = qs.iter().map(Acc::new).collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(a.common.seed);
+    for p in 0..a.common.rows as i64 {
+        let r = row(&mut rng, p);
+        for acc in &mut accs {
+            acc.add(&r);
+        }
+    }
+    let mut answers: Vec<Answer> = accs.into_iter().map(Acc::finish).collect();
+    // Q1 without block statistics has Q1's answer.
+    answers.insert(1, answers[0].clone());
+    answers
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -144,7 +215,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 struct LayoutResult {
     layout: String,
     /// Per query: median seconds, answer.
-    times: Vec<(f64, String)>,
+    times: Vec<(f64, Answer)>,
     q1_idle: f64,
     q1_loaded: f64,
     load_ops: u64,
@@ -182,13 +253,13 @@ fn one_layout(a: &YcsbSharpArgs, root: &Path, layout: &str) -> strata::Result<La
         other => return Err(strata::Error::InvalidArgument(format!("unknown layout `{other}` (column or row)"))),
     };
     let t = db.create_table("main_table", schema(), topts)?;
-    eprintln!("{layout}: loading {} rows", a.rows);
-    load(&db, &t, a.rows, a.seed)?;
+    eprintln!("{layout}: loading {} rows", a.common.rows);
+    load(&db, &t, a.common.rows as i64, a.common.seed)?;
     eprintln!("{layout}: compacting fully");
     let started = Instant::now();
     db.compact_range("main_table", &KeyRange::all())?;
     eprintln!("{layout}: compacted in {:.1} s; warming the cache", started.elapsed().as_secs_f64());
-    let qs = queries(a.threads);
+    let qs = queries(a.common.threads);
     for q in &qs {
         run(&t, &q.req)?;
     }
@@ -196,7 +267,7 @@ fn one_layout(a: &YcsbSharpArgs, root: &Path, layout: &str) -> strata::Result<La
     let mut times = Vec::new();
     for q in &qs {
         let mut secs = Vec::with_capacity(a.runs);
-        let mut answer = String::new();
+        let mut answer = Answer::Aggs(vec![]);
         for _ in 0..a.runs.max(1) {
             let (s, ans) = run(&t, &q.req)?;
             secs.push(s);
@@ -217,7 +288,7 @@ fn one_layout(a: &YcsbSharpArgs, root: &Path, layout: &str) -> strata::Result<La
     let stop = Arc::new(AtomicBool::new(false));
     let ops = Arc::new(AtomicU64::new(0));
     let loader = {
-        let (t, stop, ops, rows, seed) = (t.clone(), stop.clone(), ops.clone(), a.rows, a.seed);
+        let (t, stop, ops, rows, seed) = (t.clone(), stop.clone(), ops.clone(), a.common.rows as i64, a.common.seed);
         std::thread::spawn(move || -> strata::Result<()> {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
             let proj = strata::Projection::All;
@@ -254,59 +325,120 @@ fn one_layout(a: &YcsbSharpArgs, root: &Path, layout: &str) -> strata::Result<La
     Ok(LayoutResult { layout: layout.to_string(), times, q1_idle, q1_loaded, load_ops, scan, loaded_paths })
 }
 
-pub(crate) fn ycsb_sharp(a: &YcsbSharpArgs, root: &Path) -> strata::Result<()> {
-    let mut results = Vec::new();
-    for layout in &a.layouts {
-        results.push(one_layout(a, root, layout)?);
-        let _ = std::fs::remove_dir_all(root.join(layout));
+/// A peer's configuration and median seconds per query (`None` where it has no such query).
+type PeerRun = (String, Vec<Option<f64>>);
+
+/// Loads and runs one peer; `None` if its answers disagree with the data's.
+fn one_peer(a: &YcsbSharpArgs, system: &str, truth: &[Answer]) -> Result<Option<PeerRun>, String> {
+    let dir = a.common.out.join("data").join(system);
+    let (store, config) =
+        crate::peers::open_tables(system, &dir, &def(), crate::peers::Tuning::Default, a.common.threads)?;
+    let progress = Progress::new(&format!("{system}: load"), a.common.rows);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(a.common.seed);
+    let n = a.common.rows as i64;
+    let mut p = 0;
+    while p < n {
+        let end = (p + 10_000).min(n);
+        let rows: Vec<Vec<Value>> = (p..end).map(|k| row(&mut rng, k)).collect();
+        store.load(&rows)?;
+        p = end;
+        progress.set(p as u64);
     }
-    // The layouts must agree on every answer before any figure is reported.
-    if let Some(first) = results.first() {
-        for r in &results[1..] {
-            for (i, q) in queries(1).iter().enumerate() {
-                if r.times[i].1 != first.times[i].1 {
-                    return Err(strata::Error::InvalidArgument(format!(
-                        "{}: {} answered {} but {} answered {}",
-                        q.name, r.layout, r.times[i].1, first.layout, first.times[i].1
-                    )));
+    progress.finish();
+    eprintln!("{system}: compacting / vacuuming and analyzing");
+    store.settle(true)?;
+    let mut times = Vec::new();
+    for (i, q) in peer_queries().iter().enumerate() {
+        let Some(q) = q else {
+            times.push(None);
+            continue;
+        };
+        // Warm-up run, which is also the correctness guard.
+        let got = store.query(q)?;
+        if got != truth[i] {
+            eprintln!("{system}: refused, query {} answered {got} but the data holds {}", i + 1, truth[i]);
+            return Ok(None);
+        }
+        let mut secs = Vec::with_capacity(a.runs);
+        for _ in 0..a.runs.max(1) {
+            let t0 = Instant::now();
+            store.query(q)?;
+            secs.push(t0.elapsed().as_secs_f64());
+        }
+        let m = median(secs);
+        eprintln!("{system}: query {} {:>10.2} ms  {got}", i + 1, m * 1e3);
+        times.push(Some(m));
+    }
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Some((config, times)))
+}
+
+pub(crate) fn ycsb_sharp(a: &YcsbSharpArgs, root: &Path) -> Result<(), String> {
+    let e = |e: strata::Error| e.to_string();
+    eprintln!("computing the answers from the generator");
+    let truth = truth(a);
+    let qs = queries(a.common.threads);
+    let mut results = Vec::new();
+    if a.common.systems.iter().any(|s| s == "strata") {
+        for layout in &a.layouts {
+            let r = one_layout(a, root, layout).map_err(e)?;
+            let _ = std::fs::remove_dir_all(root.join(layout));
+            // Every layout must give the data's answers before any figure is reported.
+            for (i, q) in qs.iter().enumerate() {
+                if r.times[i].1 != truth[i] {
+                    return Err(format!(
+                        "{}: strata:{layout} answered {} but the data holds {}",
+                        q.name, r.times[i].1, truth[i]
+                    ));
                 }
+            }
+            results.push(r);
+        }
+    }
+    let mut params = Map::new();
+    for (k, v) in [
+        ("rows", json!(a.common.rows)),
+        ("threads", json!(a.common.threads)),
+        ("runs", json!(a.runs)),
+        ("seed", json!(a.common.seed)),
+    ] {
+        params.insert(k.into(), v);
+    }
+    let mut table = Results::new("ycsb-sharp", params);
+    let rate = |secs: f64| a.common.rows as f64 / secs / a.common.threads.max(1) as f64 / 1e6;
+    let strata_config = format!(
+        "rows loaded in key order, fully compacted, {} MiB block cache (data cached), warmed; median of {} runs",
+        a.cache_mib, a.runs
+    );
+    for r in &results {
+        let config = format!(
+            "{strata_config}; layout {}",
+            if r.layout == "column" { "L1-: one column per group" } else { "row everywhere" }
+        );
+        for (i, q) in qs.iter().enumerate() {
+            table.add_variant("strata", &r.layout, &config, q.name, rate(r.times[i].0), "Mrows/s");
+        }
+        table.add_variant("strata", &r.layout, &config, "Q1 idle", r.q1_idle * 1e3, "ms");
+        table.add_variant("strata", &r.layout, &config, "Q1 under get/update load", r.q1_loaded * 1e3, "ms");
+    }
+    for system in a.common.systems.iter().filter(|s| *s != "strata") {
+        let Some((config, times)) = one_peer(a, system, &truth)? else { continue };
+        let config = format!("{config}; loaded in key order, settled, warmed; median of {} runs", a.runs);
+        for (q, t) in qs.iter().zip(&times) {
+            if let Some(t) = t {
+                table.add(system, &config, q.name, rate(*t), "Mrows/s");
             }
         }
     }
-    let qs = queries(a.threads);
-    println!();
-    println!(
-        "strata-bench ycsb-sharp: {} rows, {} scan thread(s), median of {} runs, data cached",
-        a.rows, a.threads, a.runs
-    );
-    print!("{:<30}", "query (M rows/s per thread)");
-    for r in &results {
-        print!(" {:>12}", r.layout);
-    }
-    if results.len() == 2 {
-        print!(" {:>14}", format!("{}/{}", results[0].layout, results[1].layout));
-    }
-    println!();
-    for (i, q) in qs.iter().enumerate() {
-        print!("{:<30}", q.name);
-        let rate = |r: &LayoutResult| a.rows as f64 / r.times[i].0 / a.threads as f64 / 1e6;
-        for r in &results {
-            print!(" {:>12.1}", rate(r));
-        }
-        if results.len() == 2 {
-            print!(" {:>13.1}x", rate(&results[0]) / rate(&results[1]));
-        }
+    table.finish(&a.common.out)?;
+    if !results.is_empty() {
         println!();
+        println!(
+            "{:<30} {:>14} {:>14} {:>14} {:>12}",
+            "strata Q1 under get/update load", "idle (ms)", "loaded (ms)", "slowdown", "load ops/s"
+        );
     }
-    println!(
-        "answers: {}",
-        results.first().map_or(String::new(), |r| r.times.iter().map(|t| t.1.clone()).collect::<Vec<_>>().join("; "))
-    );
-    println!();
-    println!(
-        "{:<30} {:>14} {:>14} {:>14} {:>12}",
-        "Q1 under get/update load", "idle (ms)", "loaded (ms)", "slowdown", "load ops/s"
-    );
     for r in &results {
         println!(
             "{:<30} {:>14.2} {:>14.2} {:>13.1}x {:>12.0}",
@@ -324,8 +456,9 @@ pub(crate) fn ycsb_sharp(a: &YcsbSharpArgs, root: &Path) -> strata::Result<()> {
             r.layout
         );
     }
-    println!();
-    println!("where the blocks went (timed runs): bulk-decoded / answered from statistics / skipped by zone maps / rows merged");
+    if !results.is_empty() {
+        println!("where strata's blocks went (timed runs): bulk-decoded / answered from statistics / skipped by zone maps / rows merged");
+    }
     for r in &results {
         println!(
             "  {:<8} {} / {} / {} / {}",

@@ -10,6 +10,13 @@ use std::process::Command;
 use parking_lot::Mutex;
 use postgres::{Client, NoTls, Statement};
 
+use std::collections::HashMap;
+
+use postgres::types::ToSql;
+use strata::Value;
+
+use super::Pool;
+use crate::tables::{sql, Answer, Kind, Output, Query, TableDef, Tables};
 use crate::ycsb::Store;
 
 /// The configuration, as reported next to the figures.
@@ -109,7 +116,10 @@ pub(crate) struct PostgresStore {
 }
 
 fn err(e: postgres::Error) -> String {
-    format!("postgres: {e}")
+    match e.as_db_error() {
+        Some(db) => format!("postgres: {}", db.message()),
+        None => format!("postgres: {e}"),
+    }
 }
 
 impl PostgresStore {
@@ -172,5 +182,156 @@ impl Store for PostgresStore {
         let c = &mut *self.conn.lock();
         let rows = c.client.query(&c.scan, &[&(start as i64), &(n as i64)]).map_err(err)?;
         Ok(rows.iter().map(|r| r.get::<_, i64>(0) as u64).collect())
+    }
+}
+
+/// PostgreSQL as a [`Tables`] store: the same private cluster, a connection per client thread,
+/// prepared statements cached per connection, bulk loads through `COPY`.
+pub(crate) struct PostgresTables {
+    conns: Pool<(Client, HashMap<String, Statement>)>,
+    def: TableDef,
+    threads: usize,
+    _cluster: Cluster,
+}
+
+fn param(v: &Value) -> Box<dyn ToSql + Sync> {
+    match v {
+        Value::Null => Box::new(Option::<i64>::None),
+        Value::Boolean(b) => Box::new(*b),
+        Value::TinyInt(x) => Box::new(i16::from(*x)),
+        Value::Real(x) => Box::new(*x),
+        Value::SmallInt(x) => Box::new(*x),
+        Value::Int(x) => Box::new(*x),
+        Value::BigInt(x) => Box::new(*x),
+        Value::Double(x) => Box::new(*x),
+        Value::Text(s) => Box::new(s.clone()),
+        Value::Bytea(b) => Box::new(b.clone()),
+    }
+}
+
+fn column(r: &postgres::Row, i: usize, kind: Kind) -> Result<Value, String> {
+    Ok(match kind {
+        Kind::SmallInt => Value::SmallInt(r.try_get(i).map_err(err)?),
+        Kind::Int => Value::Int(r.try_get(i).map_err(err)?),
+        Kind::BigInt => Value::BigInt(r.try_get(i).map_err(err)?),
+        Kind::Double => Value::Double(r.try_get(i).map_err(err)?),
+        Kind::Text => Value::Text(r.try_get(i).map_err(err)?),
+    })
+}
+
+/// An aggregate's value: MAX keeps the column's type, SUM of integers is BIGINT.
+fn int_column(r: &postgres::Row, i: usize) -> Result<Option<i128>, String> {
+    if let Ok(v) = r.try_get::<_, Option<i64>>(i) {
+        return Ok(v.map(i128::from));
+    }
+    if let Ok(v) = r.try_get::<_, Option<i32>>(i) {
+        return Ok(v.map(i128::from));
+    }
+    r.try_get::<_, Option<i16>>(i).map(|v| v.map(i128::from)).map_err(err)
+}
+
+impl PostgresTables {
+    /// A cluster with `def` created; a query may use `threads` processes (the leader and
+    /// `threads - 1` parallel workers).
+    pub(crate) fn open(dir: &Path, def: &TableDef, threads: usize) -> Result<Self, String> {
+        let cluster = Cluster::start(dir)?;
+        let url = format!("host=127.0.0.1 port={} user=postgres", cluster.port);
+        let mut conns = Vec::new();
+        let workers = format!("SET max_parallel_workers_per_gather = {}", threads.max(1) - 1);
+        for _ in 0..5 {
+            let mut c = Client::connect(&url, NoTls).map_err(err)?;
+            c.batch_execute(&workers).map_err(err)?;
+            conns.push((c, HashMap::new()));
+        }
+        conns[0].0.batch_execute(&sql::create_table("postgres", def)).map_err(err)?;
+        Ok(PostgresTables { conns: Pool::new(conns), def: def.clone(), threads, _cluster: cluster })
+    }
+
+    pub(crate) fn config(&self) -> String {
+        format!("{CONFIG}, max_parallel_workers_per_gather={}", self.threads.max(1) - 1)
+    }
+
+    /// Runs a cached prepared statement.
+    fn run(&self, text: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>, String> {
+        self.conns.with(|(client, cache)| {
+            let st = match cache.get(text) {
+                Some(st) => st.clone(),
+                None => {
+                    let st = client.prepare(text).map_err(err)?;
+                    cache.insert(text.to_string(), st.clone());
+                    st
+                }
+            };
+            client.query(&st, params).map_err(err)
+        })
+    }
+}
+
+impl Tables for PostgresTables {
+    fn load(&self, rows: &[Vec<Value>]) -> Result<(), String> {
+        use std::io::Write;
+        let mut text = String::new();
+        for r in rows {
+            let cells: Vec<String> = r
+                .iter()
+                .map(|v| match v {
+                    Value::Text(s) => s.replace('\\', "\\\\").replace('\t', "\\t").replace('\n', "\\n"),
+                    other => sql::literal(other),
+                })
+                .collect();
+            text.push_str(&cells.join("\t"));
+            text.push('\n');
+        }
+        let copy = format!("COPY {} FROM STDIN", self.def.name);
+        self.conns.with(|(client, _)| {
+            let mut w = client.copy_in(&copy).map_err(err)?;
+            w.write_all(text.as_bytes()).map_err(|e| format!("postgres: {e}"))?;
+            w.finish().map_err(err)?;
+            Ok(())
+        })
+    }
+
+    fn settle(&self, _compact: bool) -> Result<(), String> {
+        let vacuum = format!("VACUUM ANALYZE {}", self.def.name);
+        self.conns.with(|(client, _)| {
+            client.batch_execute(&vacuum).map_err(err)?;
+            client.batch_execute("CHECKPOINT").map_err(err)
+        })
+    }
+
+    fn insert(&self, row: &[Value]) -> Result<(), String> {
+        let params: Vec<Box<dyn ToSql + Sync>> = row.iter().map(param).collect();
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|b| b.as_ref()).collect();
+        self.run(&sql::insert(&self.def, |i| format!("${i}")), &refs).map(|_| ())
+    }
+
+    fn update(&self, key: i64, col: usize, value: &Value) -> Result<(), String> {
+        let v = param(value);
+        self.run(&sql::update(&self.def, col, "$1", "$2"), &[v.as_ref(), &key]).map(|_| ())
+    }
+
+    fn get(&self, key: i64, cols: &[usize]) -> Result<Option<Vec<Value>>, String> {
+        let rows = self.run(&sql::get(&self.def, cols, "$1"), &[&key])?;
+        let Some(r) = rows.first() else { return Ok(None) };
+        let vals = cols.iter().enumerate().map(|(i, &c)| column(r, i, self.def.columns[c].1));
+        Ok(Some(vals.collect::<Result<_, _>>()?))
+    }
+
+    fn query(&self, q: &Query) -> Result<Answer, String> {
+        let text = sql::select(&self.def, q);
+        let rows = self.conns.with(|(client, _)| client.query(&text, &[]).map_err(err))?;
+        match &q.out {
+            Output::Aggs(aggs) => {
+                let r = rows.first().ok_or("postgres: no aggregate row")?;
+                Ok(Answer::Aggs((0..aggs.len()).map(|i| int_column(r, i)).collect::<Result<_, _>>()?))
+            }
+            Output::Rows => {
+                let mut key_sum = 0i128;
+                for r in &rows {
+                    key_sum += i128::from(r.try_get::<_, i64>(0).map_err(err)?);
+                }
+                Ok(Answer::Rows { count: rows.len() as u64, key_sum })
+            }
+        }
     }
 }

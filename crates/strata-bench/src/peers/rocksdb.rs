@@ -8,10 +8,15 @@ use std::path::Path;
 
 use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Direction, IteratorMode, Options, WriteOptions, DB};
 
+use strata::Value;
+
+use super::Tuning;
+use crate::tables::{Acc, Answer, Kind, Query, TableDef, Tables};
 use crate::ycsb::Store;
 
 /// The configuration, as reported next to the figures.
-pub(crate) const CONFIG: &str = "WAL without fsync, 64 MiB memtable and block cache, 16 KiB blocks, LZ4, bloom 10";
+pub(crate) const CONFIG: &str =
+    "WAL without fsync, 64 MiB memtable, L1 64 MiB, size ratio 10, 16 KiB blocks, LZ4, bloom 10, 64 MiB block cache";
 
 pub(crate) struct RocksStore {
     db: DB,
@@ -43,22 +48,51 @@ fn decode(mut b: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     Ok(out)
 }
 
+/// The options for a tree shape: strata's defaults (64 MiB memtable, Level-1 64 MiB, size ratio
+/// 10, 8 MiB files) or the deep tree (4 MiB memtable, Level-1 8 MiB, ratio 2, 2 MiB files); in
+/// both, 16 KiB blocks, LZ4, bloom filters of 10 bits per key and a 64 MiB block cache.
+fn options(tuning: Tuning) -> Options {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    let (memtable, l1, ratio, file) = match tuning {
+        Tuning::Default => (64 << 20, 64 << 20, 10.0, 8 << 20),
+        Tuning::DeepTree => (4 << 20, 8 << 20, 2.0, 2 << 20),
+    };
+    opts.set_write_buffer_size(memtable);
+    opts.set_max_bytes_for_level_base(l1);
+    opts.set_max_bytes_for_level_multiplier(ratio);
+    opts.set_target_file_size_base(file);
+    opts.set_num_levels(7);
+    opts.set_compression_type(DBCompressionType::Lz4);
+    let mut table = BlockBasedOptions::default();
+    table.set_block_size(16 << 10);
+    table.set_bloom_filter(10.0, false);
+    table.set_block_cache(&Cache::new_lru_cache(64 << 20));
+    opts.set_block_based_table_factory(&table);
+    opts.set_max_background_jobs(3);
+    opts
+}
+
+pub(crate) fn config(tuning: Tuning) -> String {
+    match tuning {
+        Tuning::Default => CONFIG.into(),
+        Tuning::DeepTree => "WAL without fsync, 4 MiB memtable, L1 8 MiB, size ratio 2, 16 KiB blocks, LZ4, bloom 10, \
+                             64 MiB block cache; one value per row"
+            .into(),
+    }
+}
+
+fn open_db(dir: &Path, tuning: Tuning) -> Result<(DB, WriteOptions), String> {
+    let _ = std::fs::remove_dir_all(dir);
+    let db = DB::open(&options(tuning), dir).map_err(err)?;
+    let mut write = WriteOptions::default();
+    write.set_sync(false);
+    Ok((db, write))
+}
+
 impl RocksStore {
     pub(crate) fn open(dir: &Path) -> Result<Self, String> {
-        let _ = std::fs::remove_dir_all(dir);
-        let mut opts = Options::default();
-        opts.create_if_missing(true);
-        opts.set_write_buffer_size(64 << 20);
-        opts.set_compression_type(DBCompressionType::Lz4);
-        let mut table = BlockBasedOptions::default();
-        table.set_block_size(16 << 10);
-        table.set_bloom_filter(10.0, false);
-        table.set_block_cache(&Cache::new_lru_cache(64 << 20));
-        opts.set_block_based_table_factory(&table);
-        opts.set_max_background_jobs(3);
-        let db = DB::open(&opts, dir).map_err(err)?;
-        let mut write = WriteOptions::default();
-        write.set_sync(false);
+        let (db, write) = open_db(dir, Tuning::Default)?;
         Ok(RocksStore { db, write })
     }
 }
@@ -90,5 +124,126 @@ impl Store for RocksStore {
             keys.push(u64::from_be_bytes(k));
         }
         Ok(keys)
+    }
+}
+
+/// RocksDB as a [`Tables`] store: one value per row (the columns after the key, fixed-width
+/// little-endian, text length-prefixed), keys big-endian with the sign bit flipped so they sort
+/// as integers. Queries run in the client over an iterator, as LASER's row-store baseline does;
+/// an update reads the row and writes it back.
+pub(crate) struct RocksTables {
+    db: DB,
+    write: WriteOptions,
+    def: TableDef,
+}
+
+fn row_key(k: i64) -> [u8; 8] {
+    ((k as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+fn encode_row(def: &TableDef, row: &[Value]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(row.len() * 4);
+    for (v, (name, kind)) in row.iter().zip(&def.columns).skip(1) {
+        match (kind, v) {
+            (Kind::SmallInt, Value::SmallInt(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (Kind::Int, Value::Int(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (Kind::BigInt, Value::BigInt(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (Kind::Double, Value::Double(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (Kind::Text, Value::Text(s)) => {
+                out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                out.extend_from_slice(s.as_bytes());
+            }
+            (_, v) => return Err(format!("rocksdb: column {name} cannot hold {v:?}")),
+        }
+    }
+    Ok(out)
+}
+
+/// The whole row back (key first).
+fn decode_row(def: &TableDef, key: &[u8], mut b: &[u8]) -> Result<Vec<Value>, String> {
+    let bad = || "rocksdb: truncated row".to_string();
+    let k: [u8; 8] = key.try_into().map_err(|_| "rocksdb: bad key".to_string())?;
+    let mut row = Vec::with_capacity(def.columns.len());
+    row.push(Value::BigInt((u64::from_be_bytes(k) ^ (1 << 63)) as i64));
+    let mut take = |n: usize| -> Result<&[u8], String> {
+        let (head, rest) = b.split_at_checked(n).ok_or_else(bad)?;
+        b = rest;
+        Ok(head)
+    };
+    for (_, kind) in &def.columns[1..] {
+        row.push(match kind {
+            Kind::SmallInt => Value::SmallInt(i16::from_le_bytes(take(2)?.try_into().map_err(|_| bad())?)),
+            Kind::Int => Value::Int(i32::from_le_bytes(take(4)?.try_into().map_err(|_| bad())?)),
+            Kind::BigInt => Value::BigInt(i64::from_le_bytes(take(8)?.try_into().map_err(|_| bad())?)),
+            Kind::Double => Value::Double(f64::from_le_bytes(take(8)?.try_into().map_err(|_| bad())?)),
+            Kind::Text => {
+                let n = u32::from_le_bytes(take(4)?.try_into().map_err(|_| bad())?) as usize;
+                Value::Text(String::from_utf8_lossy(take(n)?).into_owned())
+            }
+        });
+    }
+    Ok(row)
+}
+
+impl RocksTables {
+    pub(crate) fn open(dir: &Path, def: &TableDef, tuning: Tuning) -> Result<Self, String> {
+        let (db, write) = open_db(dir, tuning)?;
+        Ok(RocksTables { db, write, def: def.clone() })
+    }
+
+    fn read_row(&self, key: i64) -> Result<Option<Vec<Value>>, String> {
+        let k = row_key(key);
+        self.db.get_pinned(k).map_err(err)?.map(|v| decode_row(&self.def, &k, &v)).transpose()
+    }
+}
+
+impl Tables for RocksTables {
+    fn load(&self, rows: &[Vec<Value>]) -> Result<(), String> {
+        let mut batch = rocksdb::WriteBatch::default();
+        for r in rows {
+            let k = r.first().and_then(crate::tables::int_of).ok_or("rocksdb: row without a key")? as i64;
+            batch.put(row_key(k), encode_row(&self.def, r)?);
+        }
+        self.db.write_opt(batch, &self.write).map_err(err)
+    }
+
+    fn settle(&self, compact: bool) -> Result<(), String> {
+        if compact {
+            self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
+        }
+        self.db.wait_for_compact(&rocksdb::WaitForCompactOptions::default()).map_err(err)
+    }
+
+    fn insert(&self, row: &[Value]) -> Result<(), String> {
+        let k = row.first().and_then(crate::tables::int_of).ok_or("rocksdb: row without a key")? as i64;
+        self.db.put_opt(row_key(k), encode_row(&self.def, row)?, &self.write).map_err(err)
+    }
+
+    fn update(&self, key: i64, col: usize, value: &Value) -> Result<(), String> {
+        let Some(mut row) = self.read_row(key)? else { return Ok(()) };
+        if let Some(v) = row.get_mut(col) {
+            *v = value.clone();
+        }
+        self.db.put_opt(row_key(key), encode_row(&self.def, &row)?, &self.write).map_err(err)
+    }
+
+    fn get(&self, key: i64, cols: &[usize]) -> Result<Option<Vec<Value>>, String> {
+        Ok(self.read_row(key)?.map(|r| cols.iter().map(|&c| r[c].clone()).collect()))
+    }
+
+    fn query(&self, q: &Query) -> Result<Answer, String> {
+        let mut acc = Acc::new(q);
+        let (from, to) = match q.keys {
+            Some((lo, hi)) => (row_key(lo), Some(row_key(hi))),
+            None => (row_key(i64::MIN), None),
+        };
+        for item in self.db.iterator(IteratorMode::From(&from, Direction::Forward)) {
+            let (k, v) = item.map_err(err)?;
+            if to.is_some_and(|to| k.as_ref() > to.as_slice()) {
+                break;
+            }
+            acc.add(&decode_row(&self.def, &k, &v)?);
+        }
+        Ok(acc.finish())
     }
 }

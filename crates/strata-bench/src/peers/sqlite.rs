@@ -8,6 +8,10 @@ use std::path::Path;
 use parking_lot::Mutex;
 use rusqlite::{params, Connection};
 
+use strata::Value;
+
+use super::Pool;
+use crate::tables::{sql, Answer, Kind, Output, Query, TableDef, Tables};
 use crate::ycsb::Store;
 
 /// The configuration, as reported next to the figures.
@@ -87,5 +91,136 @@ impl Store for SqliteStore {
             keys.push(r.get::<_, i64>(0).map_err(err)? as u64);
         }
         Ok(keys)
+    }
+}
+
+/// SQLite as a [`Tables`] store: a connection per client thread (WAL lets readers run beside
+/// the writer), the same pragmas as above.
+pub(crate) struct SqliteTables {
+    conns: Pool<Connection>,
+    def: TableDef,
+}
+
+fn connect(path: &Path) -> Result<Connection, String> {
+    let conn = Connection::open(path).map_err(err)?;
+    conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
+    conn.pragma_update(None, "synchronous", "NORMAL").map_err(err)?;
+    conn.pragma_update(None, "cache_size", -65536).map_err(err)?;
+    conn.busy_timeout(std::time::Duration::from_secs(30)).map_err(err)?;
+    Ok(conn)
+}
+
+fn param(v: &Value) -> rusqlite::types::Value {
+    use rusqlite::types::Value as V;
+    match v {
+        Value::Null => V::Null,
+        Value::Boolean(b) => V::Integer(i64::from(*b)),
+        Value::TinyInt(x) => V::Integer(i64::from(*x)),
+        Value::Real(x) => V::Real(f64::from(*x)),
+        Value::SmallInt(x) => V::Integer(i64::from(*x)),
+        Value::Int(x) => V::Integer(i64::from(*x)),
+        Value::BigInt(x) => V::Integer(*x),
+        Value::Double(x) => V::Real(*x),
+        Value::Text(s) => V::Text(s.clone()),
+        Value::Bytea(b) => V::Blob(b.clone()),
+    }
+}
+
+fn column(r: &rusqlite::Row<'_>, i: usize, kind: Kind) -> Result<Value, String> {
+    Ok(match kind {
+        Kind::SmallInt => Value::SmallInt(r.get::<_, i64>(i).map_err(err)? as i16),
+        Kind::Int => Value::Int(r.get::<_, i64>(i).map_err(err)? as i32),
+        Kind::BigInt => Value::BigInt(r.get(i).map_err(err)?),
+        Kind::Double => Value::Double(r.get(i).map_err(err)?),
+        Kind::Text => Value::Text(r.get(i).map_err(err)?),
+    })
+}
+
+impl SqliteTables {
+    pub(crate) fn open(dir: &Path, def: &TableDef) -> Result<Self, String> {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).map_err(|e| format!("sqlite: {e}"))?;
+        let path = dir.join("bench.db");
+        let first = connect(&path)?;
+        first.execute(&sql::create_table("sqlite", def), []).map_err(err)?;
+        let mut conns = vec![first];
+        for _ in 0..4 {
+            conns.push(connect(&path)?);
+        }
+        Ok(SqliteTables { conns: Pool::new(conns), def: def.clone() })
+    }
+}
+
+impl Tables for SqliteTables {
+    fn load(&self, rows: &[Vec<Value>]) -> Result<(), String> {
+        let insert = sql::insert(&self.def, |i| format!("?{i}"));
+        self.conns.with(|c| {
+            let tx = c.transaction().map_err(err)?;
+            {
+                let mut st = tx.prepare_cached(&insert).map_err(err)?;
+                for r in rows {
+                    st.execute(rusqlite::params_from_iter(r.iter().map(param))).map_err(err)?;
+                }
+            }
+            tx.commit().map_err(err)
+        })
+    }
+
+    fn settle(&self, _compact: bool) -> Result<(), String> {
+        self.conns.with(|c| c.execute_batch("ANALYZE; PRAGMA wal_checkpoint(TRUNCATE);").map_err(err))
+    }
+
+    fn insert(&self, row: &[Value]) -> Result<(), String> {
+        let insert = sql::insert(&self.def, |i| format!("?{i}"));
+        self.conns.with(|c| {
+            let mut st = c.prepare_cached(&insert).map_err(err)?;
+            st.execute(rusqlite::params_from_iter(row.iter().map(param))).map_err(err)?;
+            Ok(())
+        })
+    }
+
+    fn update(&self, key: i64, col: usize, value: &Value) -> Result<(), String> {
+        let update = sql::update(&self.def, col, "?1", "?2");
+        self.conns.with(|c| {
+            let mut st = c.prepare_cached(&update).map_err(err)?;
+            st.execute(params![param(value), key]).map_err(err)?;
+            Ok(())
+        })
+    }
+
+    fn get(&self, key: i64, cols: &[usize]) -> Result<Option<Vec<Value>>, String> {
+        let get = sql::get(&self.def, cols, "?1");
+        self.conns.with(|c| {
+            let mut st = c.prepare_cached(&get).map_err(err)?;
+            let mut rows = st.query(params![key]).map_err(err)?;
+            let Some(r) = rows.next().map_err(err)? else { return Ok(None) };
+            let vals = cols.iter().enumerate().map(|(i, &c)| column(r, i, self.def.columns[c].1));
+            Ok(Some(vals.collect::<Result<_, _>>()?))
+        })
+    }
+
+    fn query(&self, q: &Query) -> Result<Answer, String> {
+        let text = sql::select(&self.def, q);
+        self.conns.with(|c| {
+            let mut st = c.prepare(&text).map_err(err)?;
+            let mut rows = st.query([]).map_err(err)?;
+            match &q.out {
+                Output::Aggs(aggs) => {
+                    let r = rows.next().map_err(err)?.ok_or("sqlite: no aggregate row")?;
+                    let v = (0..aggs.len())
+                        .map(|i| r.get::<_, Option<i64>>(i).map(|x| x.map(i128::from)).map_err(err))
+                        .collect::<Result<_, _>>()?;
+                    Ok(Answer::Aggs(v))
+                }
+                Output::Rows => {
+                    let (mut count, mut key_sum) = (0u64, 0i128);
+                    while let Some(r) = rows.next().map_err(err)? {
+                        count += 1;
+                        key_sum += i128::from(r.get::<_, i64>(0).map_err(err)?);
+                    }
+                    Ok(Answer::Rows { count, key_sum })
+                }
+            }
+        })
     }
 }

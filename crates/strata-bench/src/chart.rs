@@ -1,0 +1,107 @@
+//! The PNG chart of a run: one small bar chart per metric, one bar per system (same colour in
+//! every panel, named in the legend on top). Labels need a TrueType font; DejaVu Sans (Debian's
+//! `fonts-dejavu-core`, installed by scripts/install-peers.sh) is looked for in the usual places,
+//! or wherever `STRATA_BENCH_FONT` points.
+
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+use plotters::style::{register_font, FontStyle};
+
+const FONTS: [&str; 3] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+];
+
+/// Registers a font as "sans-serif" once; an error says where it was looked for.
+fn font() -> Result<(), String> {
+    static DONE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    DONE.get_or_init(|| {
+        let candidates: Vec<PathBuf> = std::env::var_os("STRATA_BENCH_FONT")
+            .map(PathBuf::from)
+            .into_iter()
+            .chain(FONTS.iter().map(PathBuf::from))
+            .collect();
+        let bytes = candidates.iter().find_map(|p| std::fs::read(p).ok()).ok_or_else(|| {
+            format!(
+                "no TrueType font found (looked at {}; install fonts-dejavu-core or set STRATA_BENCH_FONT)",
+                candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        // The font lives as long as the process: plotters keeps a reference to it.
+        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        register_font("sans-serif", FontStyle::Normal, bytes)
+            .map_err(|_| "the font file is not a valid font".to_string())
+    })
+    .clone()
+}
+
+fn colour(i: usize) -> RGBColor {
+    const C: [RGBColor; 10] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+        RGBColor(188, 189, 34),
+        RGBColor(23, 190, 207),
+    ];
+    C[i % C.len()]
+}
+
+/// Draws `values[metric][system]` (missing cells are left out) into `path`.
+pub(crate) fn draw(
+    path: &Path,
+    title: &str,
+    systems: &[String],
+    metrics: &[(String, String)],
+    values: &[Vec<Option<f64>>],
+) -> Result<PathBuf, String> {
+    font()?;
+    let e = |e: &dyn std::fmt::Display| format!("chart: {e}");
+    let across = 4usize;
+    let down = metrics.len().div_ceil(across).max(1);
+    let (panel_w, panel_h, legend_h) = (360u32, 240u32, 40 + 22 * systems.len().div_ceil(5) as u32);
+    let size = (panel_w * across as u32, legend_h + panel_h * down as u32);
+    let root = BitMapBackend::new(path, size).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let (top, body) = root.split_vertically(legend_h);
+    top.draw_text(&format!("strata-bench {title}"), &("sans-serif", 22).into_font().color(&BLACK), (10, 6))
+        .map_err(|x| e(&x))?;
+    for (i, s) in systems.iter().enumerate() {
+        let (x, y) = (10 + (i % 5) as i32 * 280, 34 + (i / 5) as i32 * 22);
+        top.draw(&Rectangle::new([(x, y), (x + 14, y + 14)], colour(i).filled())).map_err(|x| e(&x))?;
+        top.draw_text(s, &("sans-serif", 15).into_font().color(&BLACK), (x + 20, y)).map_err(|x| e(&x))?;
+    }
+    let panels = body.split_evenly((down, across));
+    for (((metric, unit), row), area) in metrics.iter().zip(values).zip(panels.iter()) {
+        let max = row.iter().flatten().copied().fold(0.0f64, f64::max);
+        let top_y = if max > 0.0 { max * 1.15 } else { 1.0 };
+        let mut chart = ChartBuilder::on(area)
+            .caption(format!("{metric} ({unit})"), ("sans-serif", 14))
+            .margin(6)
+            .x_label_area_size(4)
+            .y_label_area_size(52)
+            .build_cartesian_2d(0.0..systems.len() as f64, 0.0..top_y)
+            .map_err(|x| e(&x))?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .disable_x_axis()
+            .y_labels(5)
+            .label_style(("sans-serif", 11))
+            .draw()
+            .map_err(|x| e(&x))?;
+        chart
+            .draw_series(row.iter().enumerate().filter_map(|(i, v)| {
+                v.map(|v| Rectangle::new([(i as f64 + 0.1, 0.0), (i as f64 + 0.9, v)], colour(i).filled()))
+            }))
+            .map_err(|x| e(&x))?;
+    }
+    root.present().map_err(|x| e(&x))?;
+    Ok(path.to_path_buf())
+}

@@ -1,0 +1,504 @@
+//! The table interface the analytical workloads (`laser-hw`, `ycsb-sharp`) drive every system
+//! through: one table with a BIGINT primary key and typed columns, bulk loads, single-row
+//! inserts, one-column updates, point reads with a projection, and queries that aggregate (MAX,
+//! SUM) or return whole rows over a key range with a conjunction of comparisons.
+//!
+//! Answers are reduced to something every system can be checked on: aggregates as integers, and
+//! returned rows as their count and the sum of their keys. [`Acc`] computes the same answers in
+//! the harness, from the generator's rows, so each system is checked against the truth rather
+//! than against another system.
+
+use std::cmp::Ordering;
+
+use strata::scan::CmpOp;
+use strata::Value;
+
+/// A column type every system has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    SmallInt,
+    Int,
+    BigInt,
+    Double,
+    Text,
+}
+
+/// The table: column 0 is the BIGINT primary key.
+#[derive(Clone, Debug)]
+pub(crate) struct TableDef {
+    pub name: String,
+    pub columns: Vec<(String, Kind)>,
+}
+
+impl TableDef {
+    pub fn col(&self, i: usize) -> &str {
+        &self.columns[i].0
+    }
+}
+
+/// `column op literal`.
+#[derive(Clone, Debug)]
+pub(crate) struct Pred {
+    pub col: usize,
+    pub op: CmpOp,
+    pub value: Value,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Agg {
+    Max(usize),
+    Sum(usize),
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Output {
+    /// One value per aggregate.
+    Aggs(Vec<Agg>),
+    /// Every column of every matching row, delivered to the client.
+    Rows,
+}
+
+/// `SELECT <output> FROM t WHERE k BETWEEN lo AND hi AND <preds>`.
+#[derive(Clone, Debug)]
+pub(crate) struct Query {
+    /// Inclusive key bounds; `None` is the whole table.
+    pub keys: Option<(i64, i64)>,
+    pub preds: Vec<Pred>,
+    pub out: Output,
+}
+
+/// What a query answered, in a form every system can be compared on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Answer {
+    Aggs(Vec<Option<i128>>),
+    Rows { count: u64, key_sum: i128 },
+}
+
+impl std::fmt::Display for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Answer::Aggs(v) => {
+                let parts: Vec<String> =
+                    v.iter().map(|x| x.map_or_else(|| "NULL".to_string(), |x| x.to_string())).collect();
+                write!(f, "[{}]", parts.join(", "))
+            }
+            Answer::Rows { count, key_sum } => write!(f, "{count} rows, key sum {key_sum}"),
+        }
+    }
+}
+
+/// What a system under an analytical workload must do, on the table it was opened with.
+pub(crate) trait Tables: Send + Sync {
+    /// Inserts rows in one transaction (or batch).
+    fn load(&self, rows: &[Vec<Value>]) -> Result<(), String>;
+    /// After the load: `compact` asks for the fully compacted / vacuumed, analyzed state a scan
+    /// benchmark starts from; otherwise only statistics or checkpoints the system needs.
+    fn settle(&self, compact: bool) -> Result<(), String>;
+    /// Inserts one row on its own.
+    fn insert(&self, row: &[Value]) -> Result<(), String>;
+    /// Sets one column of one row.
+    fn update(&self, key: i64, col: usize, value: &Value) -> Result<(), String>;
+    /// The row's values at `cols`, if it exists.
+    fn get(&self, key: i64, cols: &[usize]) -> Result<Option<Vec<Value>>, String>;
+    fn query(&self, q: &Query) -> Result<Answer, String>;
+}
+
+/// An integer view of a value (for answers); `None` for NULL and non-integers.
+pub(crate) fn int_of(v: &Value) -> Option<i128> {
+    match v {
+        Value::TinyInt(x) => Some(i128::from(*x)),
+        Value::SmallInt(x) => Some(i128::from(*x)),
+        Value::Int(x) => Some(i128::from(*x)),
+        Value::BigInt(x) => Some(i128::from(*x)),
+        _ => None,
+    }
+}
+
+/// Compares two non-NULL values of compatible kinds.
+fn compare(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Real(x), y) => compare(&Value::Double(f64::from(*x)), y),
+        (x, Value::Real(y)) => compare(x, &Value::Double(f64::from(*y))),
+        (Value::Double(x), Value::Double(y)) => x.partial_cmp(y),
+        (Value::Double(x), y) => x.partial_cmp(&(int_of(y)? as f64)),
+        (x, Value::Double(y)) => (int_of(x)? as f64).partial_cmp(y),
+        (Value::Text(x), Value::Text(y)) => Some(x.cmp(y)),
+        (x, y) => Some(int_of(x)?.cmp(&int_of(y)?)),
+    }
+}
+
+impl Pred {
+    pub fn holds(&self, row: &[Value]) -> bool {
+        let Some(o) = row.get(self.col).and_then(|v| compare(v, &self.value)) else { return false };
+        match self.op {
+            CmpOp::Eq => o.is_eq(),
+            CmpOp::NotEq => o.is_ne(),
+            CmpOp::Lt => o.is_lt(),
+            CmpOp::LtEq => o.is_le(),
+            CmpOp::Gt => o.is_gt(),
+            CmpOp::GtEq => o.is_ge(),
+        }
+    }
+}
+
+impl Query {
+    /// Whether a whole row (column 0 the key) is selected.
+    pub fn selects(&self, row: &[Value]) -> bool {
+        let key = row.first().and_then(int_of);
+        let in_range = match (self.keys, key) {
+            (None, _) => true,
+            (Some((lo, hi)), Some(k)) => (i128::from(lo)..=i128::from(hi)).contains(&k),
+            (Some(_), None) => false,
+        };
+        in_range && self.preds.iter().all(|p| p.holds(row))
+    }
+}
+
+/// Computes a query's answer row by row: the harness's truth, and the client-side evaluation
+/// for stores without a query language.
+pub(crate) struct Acc<'q> {
+    q: &'q Query,
+    aggs: Vec<Option<i128>>,
+    count: u64,
+    key_sum: i128,
+}
+
+impl<'q> Acc<'q> {
+    pub fn new(q: &'q Query) -> Self {
+        let n = match &q.out {
+            Output::Aggs(a) => a.len(),
+            Output::Rows => 0,
+        };
+        Acc { q, aggs: vec![None; n], count: 0, key_sum: 0 }
+    }
+
+    /// Adds a whole row if the query selects it.
+    pub fn add(&mut self, row: &[Value]) {
+        if !self.q.selects(row) {
+            return;
+        }
+        match &self.q.out {
+            Output::Rows => {
+                self.count += 1;
+                self.key_sum += row.first().and_then(int_of).unwrap_or(0);
+            }
+            Output::Aggs(aggs) => {
+                for (acc, a) in self.aggs.iter_mut().zip(aggs) {
+                    let (col, max) = match *a {
+                        Agg::Max(c) => (c, true),
+                        Agg::Sum(c) => (c, false),
+                    };
+                    let Some(v) = row.get(col).and_then(int_of) else { continue };
+                    *acc = Some(match (*acc, max) {
+                        (None, _) => v,
+                        (Some(x), true) => x.max(v),
+                        (Some(x), false) => x + v,
+                    });
+                }
+            }
+        }
+    }
+
+    pub fn finish(self) -> Answer {
+        match self.q.out {
+            Output::Rows => Answer::Rows { count: self.count, key_sum: self.key_sum },
+            Output::Aggs(_) => Answer::Aggs(self.aggs),
+        }
+    }
+}
+
+/// SQL for the systems that speak it.
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "duckdb"))]
+pub(crate) mod sql {
+    use super::{Agg, Kind, Output, Query, TableDef};
+    use strata::scan::CmpOp;
+    use strata::Value;
+
+    /// Type names per dialect (`postgres`, `sqlite`, `duckdb`).
+    pub fn type_name(dialect: &str, k: Kind) -> &'static str {
+        match (dialect, k) {
+            ("sqlite", Kind::SmallInt | Kind::Int | Kind::BigInt) => "INTEGER",
+            ("sqlite", Kind::Double) => "REAL",
+            (_, Kind::SmallInt) => "SMALLINT",
+            (_, Kind::Int) => "INTEGER",
+            (_, Kind::BigInt) => "BIGINT",
+            ("postgres", Kind::Double) => "DOUBLE PRECISION",
+            (_, Kind::Double) => "DOUBLE",
+            (_, Kind::Text) => "TEXT",
+        }
+    }
+
+    pub fn create_table(dialect: &str, def: &TableDef) -> String {
+        let cols: Vec<String> = def
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, (n, k))| {
+                let key = if i == 0 { " PRIMARY KEY" } else { " NOT NULL" };
+                format!("{n} {}{key}", type_name(dialect, *k))
+            })
+            .collect();
+        format!("CREATE TABLE {} ({})", def.name, cols.join(", "))
+    }
+
+    /// A literal as SQL text.
+    pub fn literal(v: &Value) -> String {
+        match v {
+            Value::Null => "NULL".into(),
+            Value::Boolean(b) => b.to_string(),
+            Value::TinyInt(x) => x.to_string(),
+            Value::SmallInt(x) => x.to_string(),
+            Value::Int(x) => x.to_string(),
+            Value::BigInt(x) => x.to_string(),
+            // `{:?}` prints the shortest text that reads back as the same double.
+            Value::Double(x) => format!("{x:?}"),
+            Value::Real(x) => format!("{x:?}"),
+            Value::Text(s) => format!("'{}'", s.replace('\'', "''")),
+            Value::Bytea(b) => format!("'\\x{}'", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+        }
+    }
+
+    fn op(o: CmpOp) -> &'static str {
+        match o {
+            CmpOp::Eq => "=",
+            CmpOp::NotEq => "<>",
+            CmpOp::Lt => "<",
+            CmpOp::LtEq => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::GtEq => ">=",
+        }
+    }
+
+    /// The query as one SELECT with its literals inline.
+    pub fn select(def: &TableDef, q: &Query) -> String {
+        let what = match &q.out {
+            Output::Rows => "*".to_string(),
+            Output::Aggs(aggs) => aggs
+                .iter()
+                .map(|a| match *a {
+                    Agg::Max(c) => format!("MAX({})", def.col(c)),
+                    Agg::Sum(c) => format!("SUM({})", def.col(c)),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let mut conds = Vec::new();
+        if let Some((lo, hi)) = q.keys {
+            conds.push(format!("{} BETWEEN {lo} AND {hi}", def.col(0)));
+        }
+        conds.extend(q.preds.iter().map(|p| format!("{} {} {}", def.col(p.col), op(p.op), literal(&p.value))));
+        let mut s = format!("SELECT {what} FROM {}", def.name);
+        if !conds.is_empty() {
+            s.push_str(" WHERE ");
+            s.push_str(&conds.join(" AND "));
+        }
+        s
+    }
+
+    /// `SELECT cols FROM t WHERE k = <placeholder>`.
+    pub fn get(def: &TableDef, cols: &[usize], placeholder: &str) -> String {
+        let names: Vec<&str> = cols.iter().map(|&c| def.col(c)).collect();
+        format!("SELECT {} FROM {} WHERE {} = {placeholder}", names.join(", "), def.name, def.col(0))
+    }
+
+    /// `UPDATE t SET col = <p1> WHERE k = <p2>`.
+    pub fn update(def: &TableDef, col: usize, p1: &str, p2: &str) -> String {
+        format!("UPDATE {} SET {} = {p1} WHERE {} = {p2}", def.name, def.col(col), def.col(0))
+    }
+
+    /// `INSERT INTO t VALUES (<placeholders>)`, placeholders numbered from 1 by `ph`.
+    pub fn insert(def: &TableDef, ph: impl Fn(usize) -> String) -> String {
+        let marks: Vec<String> = (1..=def.columns.len()).map(ph).collect();
+        format!("INSERT INTO {} VALUES ({})", def.name, marks.join(", "))
+    }
+}
+
+/// strata as a [`Tables`] store, with a layout per table.
+pub(crate) struct StrataTables {
+    db: strata::Db,
+    t: strata::Table,
+    def: TableDef,
+    /// Projections already resolved, by column list.
+    projections: parking_lot::Mutex<std::collections::HashMap<Vec<usize>, strata::Projection>>,
+}
+
+fn column_type(k: Kind) -> strata::ColumnType {
+    match k {
+        Kind::SmallInt => strata::ColumnType::SmallInt,
+        Kind::Int => strata::ColumnType::Int,
+        Kind::BigInt => strata::ColumnType::BigInt,
+        Kind::Double => strata::ColumnType::Double,
+        Kind::Text => strata::ColumnType::Text,
+    }
+}
+
+fn serr(e: strata::Error) -> String {
+    format!("strata: {e}")
+}
+
+impl StrataTables {
+    pub fn open(
+        dir: &std::path::Path,
+        def: &TableDef,
+        options: strata::Options,
+        layout: Option<&str>,
+    ) -> Result<Self, String> {
+        let _ = std::fs::remove_dir_all(dir);
+        let db = strata::Db::open(dir, options).map_err(serr)?;
+        let cols = def.columns.iter().map(|(n, k)| strata::Column::not_null(n.clone(), column_type(*k))).collect();
+        let schema = strata::Schema::new(cols, &[def.col(0)]).map_err(serr)?;
+        let topts = match layout {
+            Some(l) => strata::TableOptions::with_layout(l),
+            None => strata::TableOptions::default(),
+        };
+        let t = db.create_table(&def.name, schema, topts).map_err(serr)?;
+        Ok(StrataTables { db, t, def: def.clone(), projections: Default::default() })
+    }
+
+    fn request(&self, q: &Query) -> strata::scan::ScanRequest {
+        use std::ops::Bound::{Included, Unbounded};
+        use strata::scan::{AggFunc, Aggregate, Expr, ScanRequest};
+        let mut req = ScanRequest::new();
+        if let Some((lo, hi)) = q.keys {
+            req = req.with_range(strata::KeyRange {
+                start: Included(vec![Value::BigInt(lo)]),
+                end: Included(vec![Value::BigInt(hi)]),
+            });
+        } else {
+            req = req.with_range(strata::KeyRange { start: Unbounded, end: Unbounded });
+        }
+        let filter =
+            q.preds.iter().map(|p| Expr::cmp(self.def.col(p.col), p.op, p.value.clone())).reduce(|a, b| a.and(b));
+        if let Some(f) = filter {
+            req = req.with_filter(f);
+        }
+        if let Output::Aggs(aggs) = &q.out {
+            for a in aggs {
+                req = req.with_aggregate(match *a {
+                    Agg::Max(c) => Aggregate::new(AggFunc::Max, self.def.col(c)),
+                    Agg::Sum(c) => Aggregate::new(AggFunc::Sum, self.def.col(c)),
+                });
+            }
+        }
+        req
+    }
+}
+
+impl Tables for StrataTables {
+    fn load(&self, rows: &[Vec<Value>]) -> Result<(), String> {
+        let mut b = strata::WriteBatch::new();
+        for r in rows {
+            b.insert(&self.t, r).map_err(serr)?;
+        }
+        self.db.write(b, &Default::default()).map_err(serr)
+    }
+
+    fn settle(&self, compact: bool) -> Result<(), String> {
+        if compact {
+            self.db.compact_range(&self.def.name, &strata::KeyRange::all()).map_err(serr)
+        } else {
+            self.db.wait_for_compactions().map_err(serr)
+        }
+    }
+
+    fn insert(&self, row: &[Value]) -> Result<(), String> {
+        self.t.insert(row).map_err(serr)
+    }
+
+    fn update(&self, key: i64, col: usize, value: &Value) -> Result<(), String> {
+        self.t.update(&[Value::BigInt(key)], &[(self.def.col(col), value.clone())]).map_err(serr)
+    }
+
+    fn get(&self, key: i64, cols: &[usize]) -> Result<Option<Vec<Value>>, String> {
+        let proj = {
+            let mut cache = self.projections.lock();
+            match cache.get(cols) {
+                Some(p) => p.clone(),
+                None => {
+                    let names: Vec<&str> = cols.iter().map(|&c| self.def.col(c)).collect();
+                    let p = self.t.projection(&names).map_err(serr)?;
+                    cache.insert(cols.to_vec(), p.clone());
+                    p
+                }
+            }
+        };
+        self.t.get(&[Value::BigInt(key)], &proj, &strata::ReadOptions::default()).map_err(serr)
+    }
+
+    fn query(&self, q: &Query) -> Result<Answer, String> {
+        use arrow_array::{cast::AsArray, types::Int64Type};
+        let req = self.request(q);
+        let mut count = 0u64;
+        let mut key_sum = 0i128;
+        let mut aggs = None;
+        for b in self.t.scan_batches(&req, &strata::ReadOptions::default()).map_err(serr)? {
+            let b = b.map_err(serr)?;
+            match q.out {
+                Output::Aggs(_) => {
+                    let row = strata::scan::batch_rows(&b).into_iter().next().unwrap_or_default();
+                    aggs = Some(row.iter().map(int_of).collect());
+                }
+                Output::Rows => {
+                    count += b.num_rows() as u64;
+                    let keys = b.column(0).as_primitive_opt::<Int64Type>().ok_or("strata: key column is not BIGINT")?;
+                    key_sum += keys.iter().flatten().map(i128::from).sum::<i128>();
+                }
+            }
+        }
+        Ok(match q.out {
+            Output::Aggs(ref a) => Answer::Aggs(aggs.unwrap_or_else(|| vec![None; a.len()])),
+            Output::Rows => Answer::Rows { count, key_sum },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows() -> Vec<Vec<Value>> {
+        (0..10i64)
+            .map(|k| vec![Value::BigInt(k), Value::Int((k * 7 % 10) as i32), Value::Double(k as f64 / 10.0)])
+            .collect()
+    }
+
+    #[test]
+    fn acc_applies_the_range_the_predicates_and_the_aggregates() {
+        let q = Query {
+            keys: Some((2, 8)),
+            preds: vec![Pred { col: 2, op: CmpOp::Lt, value: Value::Double(0.65) }],
+            out: Output::Aggs(vec![Agg::Max(1), Agg::Sum(1)]),
+        };
+        let mut acc = Acc::new(&q);
+        for r in rows() {
+            acc.add(&r);
+        }
+        // Keys 2..=6 pass; column 1 holds 4, 1, 8, 5, 2.
+        assert_eq!(acc.finish(), Answer::Aggs(vec![Some(8), Some(20)]));
+        let q = Query {
+            keys: None,
+            preds: vec![Pred { col: 1, op: CmpOp::GtEq, value: Value::Int(5) }],
+            out: Output::Rows,
+        };
+        let mut acc = Acc::new(&q);
+        for r in rows() {
+            acc.add(&r);
+        }
+        // The model, written out independently of the query.
+        let want: Vec<i64> = (0..10).filter(|k| k * 7 % 10 >= 5).collect();
+        assert_eq!(
+            acc.finish(),
+            Answer::Rows { count: want.len() as u64, key_sum: want.iter().map(|&k| i128::from(k)).sum() }
+        );
+    }
+
+    #[test]
+    fn an_empty_selection_has_null_aggregates() {
+        let q = Query { keys: Some((100, 200)), preds: vec![], out: Output::Aggs(vec![Agg::Max(1)]) };
+        let mut acc = Acc::new(&q);
+        for r in rows() {
+            acc.add(&r);
+        }
+        assert_eq!(acc.finish(), Answer::Aggs(vec![None]));
+    }
+}
