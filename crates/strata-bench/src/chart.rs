@@ -1,5 +1,5 @@
-//! The PNG chart of a run: one small bar chart per metric, one bar per system (same colour in
-//! every panel, named in the legend on top). Labels need a TrueType font; DejaVu Sans (Debian's
+//! The PNG chart of a run: one small bar chart per metric on a logarithmic axis, one bar per
+//! system (same colour in every panel, named in the legend on top). Labels need a TrueType font; DejaVu Sans (Debian's
 //! `fonts-dejavu-core`, installed by scripts/install-peers.sh) is looked for in the usual places,
 //! or wherever `STRATA_BENCH_FONT` points.
 
@@ -35,6 +35,17 @@ fn font() -> Result<(), String> {
             .map_err(|_| "the font file is not a valid font".to_string())
     })
     .clone()
+}
+
+/// An axis label: no more digits than the magnitude needs.
+fn tick(v: f64) -> String {
+    match v.abs() {
+        a if a >= 1e6 => format!("{:.1}M", v / 1e6),
+        a if a >= 1e4 => format!("{:.0}k", v / 1e3),
+        a if a >= 10.0 => format!("{v:.0}"),
+        a if a >= 0.1 => format!("{v:.1}"),
+        _ => format!("{v:.3}"),
+    }
 }
 
 fn colour(i: usize) -> RGBColor {
@@ -79,26 +90,30 @@ pub(crate) fn draw(
     }
     let panels = body.split_evenly((down, across));
     for (((metric, unit), row), area) in metrics.iter().zip(values).zip(panels.iter()) {
-        let max = row.iter().flatten().copied().fold(0.0f64, f64::max);
-        let top_y = if max > 0.0 { max * 1.15 } else { 1.0 };
+        // A logarithmic axis: systems often differ by orders of magnitude.
+        let positive = || row.iter().flatten().copied().filter(|v| *v > 0.0);
+        let (Some(lo), Some(hi)) = (positive().reduce(f64::min), positive().reduce(f64::max)) else { continue };
+        let (floor, ceiling) = (lo / 2.0, hi * 2.0);
         let mut chart = ChartBuilder::on(area)
-            .caption(format!("{metric} ({unit})"), ("sans-serif", 14))
+            .caption(format!("{metric} ({unit}, log)"), ("sans-serif", 14))
             .margin(6)
             .x_label_area_size(4)
             .y_label_area_size(52)
-            .build_cartesian_2d(0.0..systems.len() as f64, 0.0..top_y)
+            .build_cartesian_2d(0.0..systems.len() as f64, (floor..ceiling).log_scale())
             .map_err(|x| e(&x))?;
         chart
             .configure_mesh()
             .disable_x_mesh()
             .disable_x_axis()
-            .y_labels(5)
+            .y_labels(6)
+            .y_label_formatter(&|v| tick(*v))
             .label_style(("sans-serif", 11))
             .draw()
             .map_err(|x| e(&x))?;
         chart
             .draw_series(row.iter().enumerate().filter_map(|(i, v)| {
-                v.map(|v| Rectangle::new([(i as f64 + 0.1, 0.0), (i as f64 + 0.9, v)], colour(i).filled()))
+                v.filter(|v| *v > 0.0)
+                    .map(|v| Rectangle::new([(i as f64 + 0.1, floor), (i as f64 + 0.9, v)], colour(i).filled()))
             }))
             .map_err(|x| e(&x))?;
     }

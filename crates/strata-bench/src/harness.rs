@@ -28,12 +28,29 @@ pub(crate) struct CommonArgs {
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Systems to run, comma-separated (those not compiled in are refused).
-    #[arg(long, value_delimiter = ',', default_values_t = vec!["strata".to_string()])]
+    /// Systems to run, comma-separated: strata, rocksdb, postgres, duckdb, sqlite (default:
+    /// strata and every peer this binary was built with; a peer not built in is refused).
+    #[arg(long, value_delimiter = ',')]
     pub systems: Vec<String>,
     /// Directory for results.json, the chart and the systems' data.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
+}
+
+impl CommonArgs {
+    /// The systems to run, in order; an error names the first one this binary cannot run, before
+    /// anything has been loaded.
+    pub fn systems(&self) -> Result<Vec<String>, String> {
+        if self.systems.is_empty() {
+            return Ok(std::iter::once("strata").chain(crate::peers::built()).map(String::from).collect());
+        }
+        for s in &self.systems {
+            if s != "strata" && !crate::peers::built().contains(&s.as_str()) {
+                return Err(crate::peers::not_built(s));
+            }
+        }
+        Ok(self.systems.clone())
+    }
 }
 
 /// Operation latencies in microseconds.
@@ -93,7 +110,8 @@ impl Progress {
     pub fn set(&self, done: u64) {
         self.bar.set_position(done);
         if self.bar.is_hidden() {
-            let mut last = self.last_line.lock();
+            // Called once per operation from several threads: never wait for the lock.
+            let Some(mut last) = self.last_line.try_lock() else { return };
             if last.elapsed() >= Duration::from_secs(10) {
                 *last = std::time::Instant::now();
                 let rate = done as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
@@ -218,7 +236,9 @@ impl Results {
                 match (ours, theirs) {
                     (Some(o), Some(t)) if *o > 0.0 && *t > 0.0 => {
                         let r = if higher_is_better(unit) { o / t } else { t / o };
-                        print!(" {:>17.2}x", r);
+                        // Small ratios keep three significant digits' worth of information.
+                        let digits = if r < 0.1 { 3 } else { 2 };
+                        print!(" {:>17.digits$}x", r);
                     }
                     _ => print!(" {:>18}", "-"),
                 }

@@ -410,6 +410,10 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
     let shape = Shape { cols };
     let def = table(cols);
     let c = &a.common;
+    let systems = c.systems()?;
+    for l in &a.layouts {
+        layout(l, cols)?;
+    }
     let mut params = Map::new();
     for (k, v) in [
         ("rows", json!(c.rows)),
@@ -428,7 +432,7 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
     eprintln!("computing the guard's answers from the generator");
     let truth = truth(a, &shape);
     let mut runs: Vec<(String, String)> = Vec::new();
-    for system in &c.systems {
+    for system in &systems {
         if system == "strata" {
             runs.extend(a.layouts.iter().map(|l| ("strata".to_string(), l.clone())));
         } else {
@@ -463,6 +467,10 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
         }
         add(&mut results, "Q2a-Q4 total time", query_secs, "s");
         add(&mut results, "phase wall time", phase.secs, "s");
+        // Counted since the store opened: the guard's two scans and the phase's.
+        for (name, value, unit) in store.counters() {
+            add(&mut results, name, value, unit);
+        }
         drop(store);
         let _ = std::fs::remove_dir_all(c.out.join("data"));
     }

@@ -101,6 +101,11 @@ pub(crate) trait Tables: Send + Sync {
     /// The row's values at `cols`, if it exists.
     fn get(&self, key: i64, cols: &[usize]) -> Result<Option<Vec<Value>>, String>;
     fn query(&self, q: &Query) -> Result<Answer, String>;
+    /// Counters the system keeps about its own work so far, as (name, value, unit), reported
+    /// next to the timings to explain them.
+    fn counters(&self) -> Vec<(&'static str, f64, &'static str)> {
+        Vec::new()
+    }
 }
 
 /// An integer view of a value (for answers); `None` for NULL and non-integers.
@@ -129,15 +134,7 @@ fn compare(a: &Value, b: &Value) -> Option<Ordering> {
 
 impl Pred {
     pub fn holds(&self, row: &[Value]) -> bool {
-        let Some(o) = row.get(self.col).and_then(|v| compare(v, &self.value)) else { return false };
-        match self.op {
-            CmpOp::Eq => o.is_eq(),
-            CmpOp::NotEq => o.is_ne(),
-            CmpOp::Lt => o.is_lt(),
-            CmpOp::LtEq => o.is_le(),
-            CmpOp::Gt => o.is_gt(),
-            CmpOp::GtEq => o.is_ge(),
-        }
+        row.get(self.col).and_then(|v| compare(v, &self.value)).is_some_and(|o| self.op.holds(o))
     }
 }
 
@@ -211,7 +208,6 @@ impl<'q> Acc<'q> {
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "duckdb"))]
 pub(crate) mod sql {
     use super::{Agg, Kind, Output, Query, TableDef};
-    use strata::scan::CmpOp;
     use strata::Value;
 
     /// Type names per dialect (`postgres`, `sqlite`, `duckdb`).
@@ -258,17 +254,6 @@ pub(crate) mod sql {
         }
     }
 
-    fn op(o: CmpOp) -> &'static str {
-        match o {
-            CmpOp::Eq => "=",
-            CmpOp::NotEq => "<>",
-            CmpOp::Lt => "<",
-            CmpOp::LtEq => "<=",
-            CmpOp::Gt => ">",
-            CmpOp::GtEq => ">=",
-        }
-    }
-
     /// The query as one SELECT with its literals inline.
     pub fn select(def: &TableDef, q: &Query) -> String {
         let what = match &q.out {
@@ -286,7 +271,7 @@ pub(crate) mod sql {
         if let Some((lo, hi)) = q.keys {
             conds.push(format!("{} BETWEEN {lo} AND {hi}", def.col(0)));
         }
-        conds.extend(q.preds.iter().map(|p| format!("{} {} {}", def.col(p.col), op(p.op), literal(&p.value))));
+        conds.extend(q.preds.iter().map(|p| format!("{} {} {}", def.col(p.col), p.op.symbol(), literal(&p.value))));
         let mut s = format!("SELECT {what} FROM {}", def.name);
         if !conds.is_empty() {
             s.push_str(" WHERE ");
@@ -449,6 +434,15 @@ impl Tables for StrataTables {
             Output::Aggs(ref a) => Answer::Aggs(aggs.unwrap_or_else(|| vec![None; a.len()])),
             Output::Rows => Answer::Rows { count, key_sum },
         })
+    }
+
+    fn counters(&self) -> Vec<(&'static str, f64, &'static str)> {
+        let s = self.db.scan_stats();
+        vec![
+            ("scans: rows through the per-row merge", s.merged_rows as f64, "rows"),
+            ("scans: blocks passed on whole", s.bulk_blocks as f64, "blocks"),
+            ("scans: blocks answered from statistics", s.blocks_from_stats as f64, "blocks"),
+        ]
     }
 }
 

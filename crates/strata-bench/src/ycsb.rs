@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use serde_json::{json, Map};
 
-use crate::harness::{CommonArgs, Latency, Results};
+use crate::harness::{CommonArgs, Latency, Progress, Results};
 
 #[derive(Parser, Debug)]
 pub(crate) struct YcsbArgs {
@@ -268,7 +268,13 @@ fn check_answers(store: &dyn Store, a: &YcsbArgs, rng: &mut StdRng) -> Result<()
 #[derive(Default)]
 struct Lat([Latency; 5]);
 
-fn run_phase(store: &dyn Store, a: &YcsbArgs, mix: [f64; 5], next_key: &AtomicU64) -> Result<(Lat, u64, f64), String> {
+fn run_phase(
+    store: &dyn Store,
+    a: &YcsbArgs,
+    mix: [f64; 5],
+    next_key: &AtomicU64,
+    label: &str,
+) -> Result<(Lat, u64, f64), String> {
     let common = &a.common;
     let dist = if a.workload == "d" { "latest" } else { a.distribution.as_str() };
     let chooser = KeyChooser::new(dist, common.rows, a.zipf)?;
@@ -342,8 +348,21 @@ fn run_phase(store: &dyn Store, a: &YcsbArgs, mix: [f64; 5], next_key: &AtomicU6
         if common.ops == 0 {
             std::thread::sleep(warm);
             measuring.store(true, Ordering::Relaxed);
-            std::thread::sleep(Duration::from_secs(common.duration));
+            let progress = Progress::new(&format!("{label}: run (seconds)"), common.duration);
+            let (total, window) = (Duration::from_secs(common.duration), Instant::now());
+            while let Some(left) = total.checked_sub(window.elapsed()).filter(|d| !d.is_zero()) {
+                progress.set(window.elapsed().as_secs());
+                std::thread::sleep(left.min(Duration::from_millis(250)));
+            }
             stop.store(true, Ordering::Relaxed);
+            progress.finish();
+        } else {
+            let progress = Progress::new(&format!("{label}: run"), common.ops);
+            while !handles.iter().all(|h| h.is_finished()) {
+                progress.set(done_ops.load(Ordering::Relaxed));
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            progress.finish();
         }
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("client thread panicked".into()))).collect()
     });
@@ -381,29 +400,24 @@ pub(crate) fn ycsb(a: &YcsbArgs) -> Result<(), String> {
         params.insert(k.into(), v);
     }
     let mut results = Results::new("ycsb", params);
-    for system in &c.systems {
+    for system in &c.systems()? {
         let (store, config) = open(system, a)?;
-        eprintln!("{system}: loading {} records", c.rows);
         // `--threads` loaders, each inserting its share of the keys in order, one per operation.
+        let progress = Progress::new(&format!("{system}: load"), c.rows);
         let t0 = Instant::now();
         let loaded = AtomicU64::new(0);
         let parts: Vec<Result<Latency, String>> = std::thread::scope(|s| {
             let threads = c.threads.max(1) as u64;
             let handles: Vec<_> = (0..threads)
                 .map(|ti| {
-                    let (store, loaded) = (store.as_ref(), &loaded);
+                    let (store, loaded, progress) = (store.as_ref(), &loaded, &progress);
                     s.spawn(move || -> Result<Latency, String> {
                         let mut lat = Latency::new();
-                        let mut last = Instant::now();
                         for k in (ti * c.rows / threads)..((ti + 1) * c.rows / threads) {
                             let s = Instant::now();
                             store.insert(k, &record(k, a.fields, a.field_bytes))?;
                             lat.record(s.elapsed());
-                            let n = loaded.fetch_add(1, Ordering::Relaxed) + 1;
-                            if ti == 0 && last.elapsed() >= Duration::from_secs(5) {
-                                last = Instant::now();
-                                eprintln!("  {system}: {n}/{} loaded", c.rows);
-                            }
+                            progress.set(loaded.fetch_add(1, Ordering::Relaxed) + 1);
                         }
                         Ok(lat)
                     })
@@ -412,6 +426,7 @@ pub(crate) fn ycsb(a: &YcsbArgs) -> Result<(), String> {
             handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("loader thread panicked".into()))).collect()
         });
         let load_secs = t0.elapsed().as_secs_f64();
+        progress.finish();
         let mut load = Latency::new();
         for p in parts {
             load.merge(&p?);
@@ -423,9 +438,8 @@ pub(crate) fn ycsb(a: &YcsbArgs) -> Result<(), String> {
         }
         results.add(system, &config, "load throughput", c.rows as f64 / load_secs, "ops/s");
         results.add_latency(system, &config, "load insert", &load);
-        eprintln!("{system}: running workload {}", a.workload);
         let next_key = AtomicU64::new(c.rows);
-        let (lat, ops, secs) = run_phase(store.as_ref(), a, mix, &next_key)?;
+        let (lat, ops, secs) = run_phase(store.as_ref(), a, mix, &next_key, system)?;
         results.add(system, &config, "run throughput", ops as f64 / secs, "ops/s");
         for (op, l) in OPS.iter().zip(&lat.0) {
             results.add_latency(system, &config, op.name(), l);

@@ -224,10 +224,9 @@ struct LayoutResult {
     loaded_paths: (u64, u64, u64),
 }
 
-fn load(db: &Db, t: &Table, rows: i64, seed: u64) -> strata::Result<()> {
+fn load(db: &Db, t: &Table, rows: i64, seed: u64, label: &str) -> strata::Result<()> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let started = Instant::now();
-    let mut last = Instant::now();
+    let progress = Progress::new(&format!("{label}: load"), rows as u64);
     let mut p = 0;
     while p < rows {
         let mut b = WriteBatch::new();
@@ -236,11 +235,9 @@ fn load(db: &Db, t: &Table, rows: i64, seed: u64) -> strata::Result<()> {
             p += 1;
         }
         db.write(b, &Default::default())?;
-        if last.elapsed() >= Duration::from_secs(5) || p == rows {
-            last = Instant::now();
-            eprintln!("  loaded {p}/{rows} rows, {:.0} rows/s", p as f64 / started.elapsed().as_secs_f64());
-        }
+        progress.set(p as u64);
     }
+    progress.finish();
     Ok(())
 }
 
@@ -253,8 +250,7 @@ fn one_layout(a: &YcsbSharpArgs, root: &Path, layout: &str) -> strata::Result<La
         other => return Err(strata::Error::InvalidArgument(format!("unknown layout `{other}` (column or row)"))),
     };
     let t = db.create_table("main_table", schema(), topts)?;
-    eprintln!("{layout}: loading {} rows", a.common.rows);
-    load(&db, &t, a.common.rows as i64, a.common.seed)?;
+    load(&db, &t, a.common.rows as i64, a.common.seed, &format!("strata:{layout}"))?;
     eprintln!("{layout}: compacting fully");
     let started = Instant::now();
     db.compact_range("main_table", &KeyRange::all())?;
@@ -376,11 +372,12 @@ fn one_peer(a: &YcsbSharpArgs, system: &str, truth: &[Answer]) -> Result<Option<
 
 pub(crate) fn ycsb_sharp(a: &YcsbSharpArgs, root: &Path) -> Result<(), String> {
     let e = |e: strata::Error| e.to_string();
+    let systems = a.common.systems()?;
     eprintln!("computing the answers from the generator");
     let truth = truth(a);
     let qs = queries(a.common.threads);
     let mut results = Vec::new();
-    if a.common.systems.iter().any(|s| s == "strata") {
+    if systems.iter().any(|s| s == "strata") {
         for layout in &a.layouts {
             let r = one_layout(a, root, layout).map_err(e)?;
             let _ = std::fs::remove_dir_all(root.join(layout));
@@ -422,7 +419,7 @@ pub(crate) fn ycsb_sharp(a: &YcsbSharpArgs, root: &Path) -> Result<(), String> {
         table.add_variant("strata", &r.layout, &config, "Q1 idle", r.q1_idle * 1e3, "ms");
         table.add_variant("strata", &r.layout, &config, "Q1 under get/update load", r.q1_loaded * 1e3, "ms");
     }
-    for system in a.common.systems.iter().filter(|s| *s != "strata") {
+    for system in systems.iter().filter(|s| *s != "strata") {
         let Some((config, times)) = one_peer(a, system, &truth)? else { continue };
         let config = format!("{config}; loaded in key order, settled, warmed; median of {} runs", a.runs);
         for (q, t) in qs.iter().zip(&times) {

@@ -10,22 +10,17 @@ pub(crate) mod rocksdb;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 
-/// The peers this binary was built with.
+/// The peers this binary was built with, in the order runs take them.
 pub(crate) fn built() -> Vec<&'static str> {
-    let mut v = Vec::new();
-    if cfg!(feature = "duckdb") {
-        v.push("duckdb");
-    }
-    if cfg!(feature = "postgres") {
-        v.push("postgres");
-    }
-    if cfg!(feature = "rocksdb") {
-        v.push("rocksdb");
-    }
-    if cfg!(feature = "sqlite") {
-        v.push("sqlite");
-    }
-    v
+    [
+        ("rocksdb", cfg!(feature = "rocksdb")),
+        ("postgres", cfg!(feature = "postgres")),
+        ("duckdb", cfg!(feature = "duckdb")),
+        ("sqlite", cfg!(feature = "sqlite")),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect()
 }
 
 /// How an LSM peer's tree is shaped: like strata's defaults, or like the deep tree (size ratio 2,
