@@ -444,6 +444,8 @@ pub(crate) fn ycsb(a: &YcsbArgs) -> Result<(), String> {
         for (op, l) in OPS.iter().zip(&lat.0) {
             results.add_latency(system, &config, op.name(), l);
         }
+        drop(store);
+        let _ = std::fs::remove_dir_all(c.out.join("data").join(system));
     }
     results.finish(&c.out)
 }

@@ -65,11 +65,15 @@ pub(crate) fn open_tables(
 
 /// Why a system cannot run.
 pub(crate) fn not_built(system: &str) -> String {
-    format!(
-        "system `{system}` is not built into this strata-bench (built: strata{}); build with `--features {system}` \
-         after scripts/install-peers.sh",
-        built().iter().map(|p| format!(", {p}")).collect::<String>()
-    )
+    let built = built().iter().map(|p| format!(", {p}")).collect::<String>();
+    if ["rocksdb", "postgres", "duckdb", "sqlite"].contains(&system) {
+        format!(
+            "system `{system}` is not built into this strata-bench (built: strata{built}); build with \
+             `--features {system}` after scripts/install-peers.sh"
+        )
+    } else {
+        format!("unknown system `{system}` (strata, rocksdb, postgres, duckdb, sqlite; built here: strata{built})")
+    }
 }
 
 /// A few connections for systems driven through one connection per client thread: a thread
