@@ -330,6 +330,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     "compactions": st.compactions,
                     "last_sequence": st.last_sequence,
                     "write_stall_micros": st.write_stall_micros,
+                    "files_probed": st.files_probed,
+                    "files_skipped_by_bloom": st.files_skipped_by_bloom,
+                    "files_skipped_by_snapshot": st.files_skipped_by_snapshot,
                 });
                 println!("{out}");
             } else {

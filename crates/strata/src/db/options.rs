@@ -49,6 +49,10 @@ pub struct Options {
     /// How long the first of several shared scans of a table waits for others to join its pass
     /// (default 2 ms).
     pub shared_scan_window: std::time::Duration,
+    /// Snapshot filters (Kim et al.): point reads and scans leave out files whose every version
+    /// is newer than the read's snapshot, by the file's smallest sequence number kept in memory.
+    /// On by default; off only to measure what they save.
+    pub snapshot_filter: bool,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
 }
@@ -73,6 +77,7 @@ impl Default for Options {
             compaction_threads: 2,
             scan_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             shared_scan_window: std::time::Duration::from_millis(2),
+            snapshot_filter: true,
             fs: Arc::new(OsFs),
         }
     }
@@ -94,6 +99,7 @@ impl std::fmt::Debug for Options {
             .field("compaction_threads", &self.compaction_threads)
             .field("scan_threads", &self.scan_threads)
             .field("shared_scan_window", &self.shared_scan_window)
+            .field("snapshot_filter", &self.snapshot_filter)
             .finish_non_exhaustive()
     }
 }

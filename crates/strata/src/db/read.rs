@@ -3,6 +3,7 @@
 //! each level's runs. A point read stops at the first full row or tombstone; a scan merges all
 //! sources and resolves each key's versions as it goes.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::table::Projection;
@@ -14,6 +15,7 @@ use crate::memtable::MemCursor;
 use crate::mvcc::chain::Resolver;
 use crate::mvcc::{Entry, Kind};
 use crate::sst::bloom;
+use crate::sst::reader::Lookup;
 use crate::types::key::decode_key;
 use crate::types::row::{decode_row, Cells};
 use crate::types::Value;
@@ -104,9 +106,23 @@ impl DbInner {
                 if !res.wants(run_cover(info, li, run)) {
                     continue;
                 }
-                if let Some(f) = run.file_for(key) {
-                    let reader = self.tables.get(f.number)?;
-                    found |= reader.get(key, hash, seq, nvals, wanted, &mut res)?;
+                let Some(f) = run.file_for(key) else { continue };
+                // Snapshot filter (Kim et al. §IV): after the fence-pointer search and before the
+                // bloom filter, a file whose every version is newer than the read is left out.
+                let probes = &self.tables.probes;
+                if self.opts.snapshot_filter && f.min_seq > seq {
+                    probes.snapshot.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                match self.tables.get(f.number)?.get(key, hash, seq, nvals, wanted, &mut res)? {
+                    Lookup::Outside => {}
+                    Lookup::Filtered => {
+                        probes.bloom.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Lookup::Probed(hit) => {
+                        probes.probed.fetch_add(1, Ordering::Relaxed);
+                        found |= hit;
+                    }
                 }
             }
             if found {
@@ -168,7 +184,7 @@ impl DbInner {
                     continue;
                 }
                 // The run source skips the files below `lower` itself.
-                let src = Box::new(RunSource::new(
+                let mut src = RunSource::new(
                     run.files.clone(),
                     self.tables.clone(),
                     &lower,
@@ -176,7 +192,11 @@ impl DbInner {
                     info.value_types.clone(),
                     wanted.clone(),
                     true,
-                ));
+                );
+                if self.opts.snapshot_filter {
+                    src = src.skip_newer_than(seq);
+                }
+                let src = Box::new(src);
                 if li == 0 {
                     sources.push(src);
                 } else {

@@ -146,6 +146,13 @@ pub struct Stats {
     pub last_sequence: u64,
     /// Microseconds writers spent stalled or slowed down waiting for flush or compaction.
     pub write_stall_micros: u64,
+    /// Files whose data blocks point reads searched, since open.
+    pub files_probed: u64,
+    /// Files point reads left out because their bloom filter ruled the key out.
+    pub files_skipped_by_bloom: u64,
+    /// Files point reads and scans left out because every version in them is newer than the
+    /// read's snapshot (snapshot filter).
+    pub files_skipped_by_snapshot: u64,
 }
 
 impl DbInner {
@@ -196,6 +203,9 @@ impl DbInner {
             compactions: io.compactions,
             last_sequence: self.snapshots.visible(),
             write_stall_micros: io.stall_micros,
+            files_probed: self.tables.probes.probed.load(Ordering::Relaxed),
+            files_skipped_by_bloom: self.tables.probes.bloom.load(Ordering::Relaxed),
+            files_skipped_by_snapshot: self.tables.probes.snapshot.load(Ordering::Relaxed),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -17,17 +18,36 @@ pub(crate) fn sst_name(n: u64) -> String {
     format!("{n:06}.sst")
 }
 
+/// How point lookups went, file by file, since open.
+#[derive(Debug, Default)]
+pub(crate) struct ProbeCounters {
+    /// Files whose data blocks a lookup searched.
+    pub probed: AtomicU64,
+    /// Files a bloom filter ruled out.
+    pub bloom: AtomicU64,
+    /// Files left out because every version in them is newer than the read's snapshot (point
+    /// lookups and the runs of scans).
+    pub snapshot: AtomicU64,
+}
+
 /// Open readers, shared by all threads.
 pub(crate) struct TableCache {
     fs: Arc<dyn Fs>,
     dir: PathBuf,
     pub(crate) blocks: Arc<BlockCache>,
+    pub(crate) probes: ProbeCounters,
     open: Mutex<HashMap<u64, Arc<SstReader>>>,
 }
 
 impl TableCache {
     pub(crate) fn new(fs: Arc<dyn Fs>, dir: &Path, blocks: Arc<BlockCache>) -> Self {
-        TableCache { fs, dir: dir.to_owned(), blocks, open: Mutex::new(HashMap::new()) }
+        TableCache {
+            fs,
+            dir: dir.to_owned(),
+            blocks,
+            probes: ProbeCounters::default(),
+            open: Mutex::new(HashMap::new()),
+        }
     }
 
     pub(crate) fn path(&self, number: u64) -> PathBuf {

@@ -43,6 +43,8 @@ pub(crate) struct RunSource {
     value_types: Arc<[ColumnType]>,
     wanted: Option<Arc<[bool]>>,
     fill_cache: bool,
+    /// Files whose every version is above this sequence number are passed over.
+    snapshot: u64,
 }
 
 impl RunSource {
@@ -68,7 +70,15 @@ impl RunSource {
             value_types,
             wanted,
             fill_cache,
+            snapshot: u64::MAX,
         }
+    }
+
+    /// Passes over the files a read at `seq` cannot see any version of (the snapshot filter),
+    /// when seeking and when moving from file to file.
+    pub(crate) fn skip_newer_than(mut self, seq: u64) -> Self {
+        self.snapshot = seq;
+        self
     }
 }
 
@@ -88,6 +98,10 @@ impl Source for RunSource {
                 return Ok(None);
             }
             self.next_file += 1;
+            if f.min_seq > self.snapshot {
+                self.tables.probes.snapshot.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                continue;
+            }
             let reader = self.tables.get(f.number)?;
             self.cursor = Some(SstCursor::new(
                 reader,

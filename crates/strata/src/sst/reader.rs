@@ -48,6 +48,17 @@ impl SstMeta {
     }
 }
 
+/// What a point lookup in one file came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// The key lies outside the file's key range.
+    Outside,
+    /// The bloom filter rules the key out.
+    Filtered,
+    /// A data block was searched; whether it held a version visible to the read.
+    Probed(bool),
+}
+
 /// An open SST.
 pub(crate) struct SstReader {
     file: Arc<dyn ReadableFile>,
@@ -156,16 +167,16 @@ impl SstReader {
         nvals: usize,
         wanted: Option<&[bool]>,
         res: &mut Resolver,
-    ) -> Result<bool> {
+    ) -> Result<Lookup> {
         if key < self.meta.smallest.as_slice() || key > self.meta.largest.as_slice() {
-            return Ok(false);
+            return Ok(Lookup::Outside);
         }
         if !bloom::may_contain(&self.filter, hash) {
-            return Ok(false);
+            return Ok(Lookup::Filtered);
         }
         let bi = self.find_block(key);
         if bi >= self.index.len() {
-            return Ok(false);
+            return Ok(Lookup::Probed(false));
         }
         let b = self.block(bi, true)?;
         let mut i = b.seek(key);
@@ -180,7 +191,7 @@ impl SstReader {
             }
             i += 1;
         }
-        Ok(found)
+        Ok(Lookup::Probed(found))
     }
 
     /// Reads every block, checking checksums and structure. Returns the number of blocks.
