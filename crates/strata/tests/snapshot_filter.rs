@@ -74,3 +74,47 @@ fn without_the_filter_the_same_reads_search_the_newer_file() {
     // Keys 2 and 4 are both in the newer file's range: two more files searched than with the filter.
     assert_eq!(probed, 3, "files probed");
 }
+
+/// An analytical scan at a snapshot taken before a flush: with the filter, the newer Level-0 file
+/// does not stand in the way of passing the compacted level's blocks on whole.
+fn bulk_scan_at_old_snapshot(filter: bool) -> (u64, u64) {
+    use strata::scan::{batch_rows, ScanRequest};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = Db::open(dir.path(), Options { snapshot_filter: filter, ..Options::default() }).expect("open");
+    let schema =
+        Schema::new(vec![Column::not_null("k", ColumnType::BigInt), Column::new("v", ColumnType::Int)], &["k"])
+            .expect("schema");
+    let t = db.create_table("t", schema, TableOptions::with_layout("L1-: column")).expect("create");
+    for k in 0..20_000 {
+        t.insert(&row(k, 1)).expect("insert");
+    }
+    db.compact_range("t", &KeyRange::all()).expect("compact");
+    let old = db.snapshot();
+    for k in (0..20_000).step_by(100) {
+        t.insert(&row(k, 2)).expect("update");
+    }
+    db.flush().expect("flush");
+    let before = db.scan_stats();
+    let req = ScanRequest::new();
+    let mut rows = 0;
+    for b in t.scan_batches(&req, &ReadOptions { snapshot: Some(&old) }).expect("scan") {
+        for r in batch_rows(&b.expect("batch")) {
+            assert_eq!(r[1], Value::Int(1), "the old snapshot sees only the first values: {r:?}");
+            rows += 1;
+        }
+    }
+    assert_eq!(rows, 20_000);
+    let after = db.scan_stats();
+    (after.bulk_blocks - before.bulk_blocks, after.merged_rows - before.merged_rows)
+}
+
+#[test]
+fn analytical_scans_at_an_old_snapshot_pass_blocks_on_whole() {
+    let (bulk, merged) = bulk_scan_at_old_snapshot(true);
+    assert!(bulk > 0 && merged == 0, "with the filter: {bulk} blocks whole, {merged} rows merged");
+    let (bulk, merged) = bulk_scan_at_old_snapshot(false);
+    assert!(
+        merged > 0,
+        "without the filter the newer file forces the merge: {bulk} blocks whole, {merged} rows merged"
+    );
+}

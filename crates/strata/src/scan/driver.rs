@@ -226,8 +226,18 @@ pub(super) fn driver(plan: &Plan, rp: &ReadPoint, lower: &[u8]) -> Result<Option
             continue;
         }
         for r in &level.runs {
-            if !r.files.is_empty() && fresh.wants(run_cover(info, l, r)) {
-                others.push(Other::Run(r.files.clone()));
+            if r.files.is_empty() || !fresh.wants(run_cover(info, l, r)) {
+                continue;
+            }
+            // The snapshot filter: files the read cannot see a version of do not stand in the
+            // way of the bulk path.
+            let files: Vec<Arc<FileMeta>> = if rp.db.opts.snapshot_filter {
+                r.files.iter().filter(|f| f.min_seq <= rp.seq).cloned().collect()
+            } else {
+                r.files.clone()
+            };
+            if !files.is_empty() {
+                others.push(Other::Run(files));
             }
         }
     }
