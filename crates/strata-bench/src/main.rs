@@ -16,6 +16,7 @@ mod harness;
 mod laser;
 mod laser_hw;
 mod peers;
+mod snapshot_reads;
 mod tables;
 mod ycsb;
 mod ycsb_sharp;
@@ -52,6 +53,9 @@ enum Cmd {
     /// LASER's HTAP workload HW: a steady insert/update stream with point reads and scans, per
     /// strata layout and per peer.
     LaserHw(laser_hw::LaserHwArgs),
+    /// Kim et al.: point lookups and scans at an old snapshot under a writer, snapshot filter and
+    /// bloom filters off/on; files searched per lookup.
+    SnapshotReads(snapshot_reads::SnapshotReadsArgs),
 }
 
 #[derive(Parser)]
@@ -281,6 +285,7 @@ fn main() {
         }
         Cmd::Ycsb(a) => ycsb::ycsb(a).map_err(strata::Error::InvalidArgument),
         Cmd::LaserHw(a) => laser_hw::laser_hw(a).map_err(strata::Error::InvalidArgument),
+        Cmd::SnapshotReads(a) => snapshot_reads::snapshot_reads(a).map_err(strata::Error::InvalidArgument),
         Cmd::YcsbSharp(a) => {
             let root = std::env::temp_dir().join(format!("strata-bench-ycsb-sharp-{}", std::process::id()));
             let r = ycsb_sharp::ycsb_sharp(a, &root).map_err(strata::Error::InvalidArgument);
