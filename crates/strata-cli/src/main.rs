@@ -402,7 +402,7 @@ fn stats_json(t: &TableStats) -> Json {
         "memtable_workload": workload_json(&t.memtable_workload),
         "levels": t.levels.iter().map(|l| json!({
             "level": l.level, "runs": l.runs, "files": l.files, "bytes": l.bytes,
-            "entries": l.entries, "bytes_written": l.bytes_written,
+            "entries": l.entries, "bytes_written": l.bytes_written, "bytes_read": l.bytes_read,
             "min_seq": l.seq_range.map(|r| r.0), "max_seq": l.seq_range.map(|r| r.1),
             "groups": l.groups.iter().map(|g| json!({
                 "columns": g.columns, "files": g.files, "bytes": g.bytes, "entries": g.entries,
@@ -417,18 +417,19 @@ fn print_stats(t: &TableStats) {
     println!("table {} (write amplification {:.2} since open)", t.name, t.write_amplification);
     println!("  layout: {}", t.layout);
     println!(
-        "  {:<6} {:>6} {:>12} {:>10} {:>14} {:>17}  groups",
-        "level", "files", "bytes", "entries", "bytes written", "seq range"
+        "  {:<6} {:>6} {:>12} {:>10} {:>14} {:>14} {:>17}  groups",
+        "level", "files", "bytes", "entries", "bytes written", "bytes read", "seq range"
     );
     for l in &t.levels {
         let groups = if l.groups.len() == 1 { "row".to_owned() } else { format!("{} groups", l.groups.len()) };
         println!(
-            "  L{:<5} {:>6} {:>12} {:>10} {:>14} {:>17}  {groups}",
+            "  L{:<5} {:>6} {:>12} {:>10} {:>14} {:>14} {:>17}  {groups}",
             l.level,
             l.files,
             l.bytes,
             l.entries,
             l.bytes_written,
+            l.bytes_read,
             seq_text(l.seq_range)
         );
         if l.groups.len() > 1 && l.files > 0 {

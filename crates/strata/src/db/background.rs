@@ -243,6 +243,9 @@ impl DbInner {
             let mut io = self.io.lock();
             io.compactions += 1;
             *io.written.entry((task.table, task.output_level)).or_default() += bytes;
+            *io.read.entry((task.table, task.level)).or_default() += task.inputs.iter().map(|f| f.size).sum::<u64>();
+            *io.read.entry((task.table, task.output_level)).or_default() +=
+                task.next_inputs.iter().map(|f| f.size).sum::<u64>();
         }
         self.delete_obsolete_files();
         Ok(())

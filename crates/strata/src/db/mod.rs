@@ -121,6 +121,8 @@ pub(crate) struct CommitState {
 pub(crate) struct IoCounters {
     pub ingested: HashMap<u32, u64>,
     pub written: HashMap<(u32, usize), u64>,
+    /// Bytes of input files compaction read, by (table, level the files were in).
+    pub read: HashMap<(u32, usize), u64>,
     pub compactions: u64,
     pub flushes: u64,
     pub stall_micros: u64,

@@ -96,8 +96,11 @@ pub struct LevelStats {
     pub bytes: u64,
     /// Versions stored.
     pub entries: u64,
-    /// Bytes written into this level by flush or compaction since open.
+    /// Bytes written into this level by flush or compaction since open (at Level-0, by flush).
     pub bytes_written: u64,
+    /// Bytes of this level's files compactions read as input since open (a trivial move reads
+    /// nothing).
+    pub bytes_read: u64,
     /// Smallest and largest sequence number stored (the age band of the level), if any file.
     pub seq_range: Option<(u64, u64)>,
     /// The level's column groups, as its layout lists them (Level-0: one, the whole row).
@@ -173,6 +176,7 @@ impl DbInner {
                     bytes: l.bytes(),
                     entries: files.iter().map(|f| f.entries).sum(),
                     bytes_written: io.written.get(&(t.info.id, i)).copied().unwrap_or(0),
+                    bytes_read: io.read.get(&(t.info.id, i)).copied().unwrap_or(0),
                     seq_range,
                     groups: group_stats(&t.info, i, l),
                     workload: WorkloadStats::of(&t.info.workload, At::Level(i), &t.info),
