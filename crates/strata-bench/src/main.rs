@@ -1,15 +1,20 @@
-//! `strata-bench`: benchmark harness for strata, on the LASER narrow table (BIGINT key + 30 INT
-//! columns).
+//! `strata-bench`: benchmark harness for strata.
 //!
+//! strata alone:
 //! - `engine` measures the core engine: single-row insert throughput with the WAL on and no
 //!   fsync, insert throughput with an fsync per batch of 100 rows, point-read latency on the
 //!   loaded tree, and peak RSS during the load against the configured memory budget.
 //! - `laser` reproduces the shape of LASER's Fig. 7: blocks and bytes read per point read and per
 //!   scan against projection size, for several column-group sizes (see `laser.rs`).
-//! - `ycsb` runs the YCSB workloads (A-F and LogStore's variants), load and run phases, and writes
-//!   `results.json` (see `ycsb.rs`; peers arrive behind cargo features).
-//! - `ycsb-sharp` runs TellStore's YCSB# scan queries on a columnar and a row layout, idle and
-//!   under a get/update load (see `ycsb_sharp.rs`).
+//! - `snapshot-reads` measures snapshot filters: files searched per lookup at an old snapshot
+//!   (see `snapshot_reads.rs`).
+//!
+//! strata beside its peers (RocksDB, PostgreSQL, DuckDB, SQLite, each behind a cargo feature; see
+//! `peers/`), one table of every metric with ratios, `results.json` and `chart.png`:
+//! - `laser-hw`: LASER's HTAP workload HW per strata layout (see `laser_hw.rs`);
+//! - `ycsb`: the YCSB workloads (A-F and LogStore's variants), load and run phases (`ycsb.rs`);
+//! - `ycsb-sharp`: TellStore's YCSB# scan queries, and strata's under a get/update load
+//!   (`ycsb_sharp.rs`).
 
 mod chart;
 mod harness;
