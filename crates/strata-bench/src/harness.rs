@@ -157,7 +157,9 @@ pub(crate) struct Results {
 }
 
 impl Results {
-    pub fn new(workload: &str, params: Map<String, Json>) -> Self {
+    /// A run of `workload` with its parameters, in the order given.
+    pub fn new<const N: usize>(workload: &str, params: [(&str, Json); N]) -> Self {
+        let params: Map<String, Json> = params.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         Results { workload: workload.to_string(), params, rows: Vec::new() }
     }
 

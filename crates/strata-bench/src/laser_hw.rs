@@ -26,7 +26,7 @@ use clap::Parser;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Normal};
-use serde_json::{json, Map};
+use serde_json::json;
 use strata::Value;
 
 use crate::harness::{CommonArgs, Latency, Progress, Results};
@@ -414,21 +414,20 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
     for l in &a.layouts {
         layout(l, cols)?;
     }
-    let mut params = Map::new();
-    for (k, v) in [
-        ("rows", json!(c.rows)),
-        ("columns", json!(cols)),
-        ("duration_s", json!(c.duration)),
-        ("insert_rate", json!(a.insert_rate)),
-        ("point_reads_per_variant", json!(if c.ops > 0 { c.ops } else { 500 * c.duration.max(1) })),
-        ("scans_per_query", json!(a.scans)),
-        ("reader_threads", json!(c.threads.max(1))),
-        ("writer_threads", json!(1)),
-        ("seed", json!(c.seed)),
-    ] {
-        params.insert(k.into(), v);
-    }
-    let mut results = Results::new("laser-hw", params);
+    let mut results = Results::new(
+        "laser-hw",
+        [
+            ("rows", json!(c.rows)),
+            ("columns", json!(cols)),
+            ("duration_s", json!(c.duration)),
+            ("insert_rate", json!(a.insert_rate)),
+            ("point_reads_per_variant", json!(if c.ops > 0 { c.ops } else { 500 * c.duration.max(1) })),
+            ("scans_per_query", json!(a.scans)),
+            ("reader_threads", json!(c.threads.max(1))),
+            ("writer_threads", json!(1)),
+            ("seed", json!(c.seed)),
+        ],
+    );
     eprintln!("computing the guard's answers from the generator");
     let truth = truth(a, &shape);
     let mut runs: Vec<(String, String)> = Vec::new();

@@ -13,7 +13,7 @@ use clap::Parser;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
-use serde_json::{json, Map};
+use serde_json::json;
 use strata::{Column, ColumnType, Db, KeyRange, Options, Projection, ReadOptions, Schema, TableOptions, Value};
 
 use crate::harness::{Latency, Progress, Results};
@@ -166,18 +166,17 @@ fn one(a: &SnapshotReadsArgs, filter: bool, bloom: bool, results: &mut Results) 
 }
 
 pub(crate) fn snapshot_reads(a: &SnapshotReadsArgs) -> Result<(), String> {
-    let mut params = Map::new();
-    for (k, v) in [
-        ("keys", json!(a.keys)),
-        ("lookups", json!(a.lookups)),
-        ("think_ms", json!(a.think_ms)),
-        ("value_bytes", json!(a.value_bytes)),
-        ("memtable_kib", json!(a.memtable_kib)),
-        ("seed", json!(a.seed)),
-    ] {
-        params.insert(k.into(), v);
-    }
-    let mut results = Results::new("snapshot-reads", params);
+    let mut results = Results::new(
+        "snapshot-reads",
+        [
+            ("keys", json!(a.keys)),
+            ("lookups", json!(a.lookups)),
+            ("think_ms", json!(a.think_ms)),
+            ("value_bytes", json!(a.value_bytes)),
+            ("memtable_kib", json!(a.memtable_kib)),
+            ("seed", json!(a.seed)),
+        ],
+    );
     for (filter, bloom) in [(true, true), (false, true), (true, false), (false, false)] {
         one(a, filter, bloom, &mut results)?;
     }

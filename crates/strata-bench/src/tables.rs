@@ -286,16 +286,54 @@ pub(crate) mod sql {
         format!("SELECT {} FROM {} WHERE {} = {placeholder}", names.join(", "), def.name, def.col(0))
     }
 
-    /// `UPDATE t SET col = <p1> WHERE k = <p2>`.
-    pub fn update(def: &TableDef, col: usize, p1: &str, p2: &str) -> String {
-        format!("UPDATE {} SET {} = {p1} WHERE {} = {p2}", def.name, def.col(col), def.col(0))
+    /// A table's INSERT and per-column UPDATE texts in one dialect's placeholders (`ph(1)` is the
+    /// first), made once when a store opens rather than on every write.
+    pub struct Texts {
+        /// `INSERT INTO t VALUES (<placeholders>)`.
+        pub insert: String,
+        /// Per column: `UPDATE t SET col = <ph(1)> WHERE k = <ph(2)>`.
+        pub updates: Vec<String>,
     }
 
-    /// `INSERT INTO t VALUES (<placeholders>)`, placeholders numbered from 1 by `ph`.
-    pub fn insert(def: &TableDef, ph: impl Fn(usize) -> String) -> String {
-        let marks: Vec<String> = (1..=def.columns.len()).map(ph).collect();
-        format!("INSERT INTO {} VALUES ({})", def.name, marks.join(", "))
+    impl Texts {
+        pub fn new(def: &TableDef, ph: impl Fn(usize) -> String) -> Self {
+            let marks: Vec<String> = (1..=def.columns.len()).map(&ph).collect();
+            let insert = format!("INSERT INTO {} VALUES ({})", def.name, marks.join(", "));
+            let updates = (0..def.columns.len())
+                .map(|c| format!("UPDATE {} SET {} = {} WHERE {} = {}", def.name, def.col(c), ph(1), def.col(0), ph(2)))
+                .collect();
+            Texts { insert, updates }
+        }
+
+        pub fn update(&self, col: usize) -> Result<&str, String> {
+            self.updates.get(col).map(String::as_str).ok_or_else(|| format!("no column {col}"))
+        }
     }
+}
+
+/// The answer in a strata scan's batches: the aggregate row when the request has `aggregates`,
+/// else the rows' count and the sum of their keys (column 0, a BIGINT).
+pub(crate) fn strata_answer(batches: strata::scan::BatchIter, aggregates: usize) -> strata::Result<Answer> {
+    use arrow_array::{cast::AsArray, types::Int64Type};
+    let (mut count, mut key_sum) = (0u64, 0i128);
+    let mut aggs = None;
+    for b in batches {
+        let b = b?;
+        if aggregates == 0 {
+            count += b.num_rows() as u64;
+            let keys = b.column(0).as_primitive_opt::<Int64Type>().ok_or_else(|| {
+                strata::Error::InvalidArgument("the first column of the rows is not a BIGINT key".into())
+            })?;
+            key_sum += keys.iter().flatten().map(i128::from).sum::<i128>();
+        } else if aggs.is_none() {
+            aggs = strata::scan::batch_rows(&b).first().map(|r| r.iter().map(int_of).collect());
+        }
+    }
+    Ok(match aggs {
+        Some(a) => Answer::Aggs(a),
+        None if aggregates > 0 => Answer::Aggs(vec![None; aggregates]),
+        None => Answer::Rows { count, key_sum },
+    })
 }
 
 /// strata as a [`Tables`] store, with a layout per table.
@@ -304,7 +342,7 @@ pub(crate) struct StrataTables {
     t: strata::Table,
     def: TableDef,
     /// Projections already resolved, by column list.
-    projections: parking_lot::Mutex<std::collections::HashMap<Vec<usize>, strata::Projection>>,
+    projections: parking_lot::RwLock<std::collections::HashMap<Vec<usize>, strata::Projection>>,
 }
 
 fn column_type(k: Kind) -> strata::ColumnType {
@@ -395,45 +433,24 @@ impl Tables for StrataTables {
     }
 
     fn get(&self, key: i64, cols: &[usize]) -> Result<Option<Vec<Value>>, String> {
-        let proj = {
-            let mut cache = self.projections.lock();
-            match cache.get(cols) {
-                Some(p) => p.clone(),
-                None => {
-                    let names: Vec<&str> = cols.iter().map(|&c| self.def.col(c)).collect();
-                    let p = self.t.projection(&names).map_err(serr)?;
-                    cache.insert(cols.to_vec(), p.clone());
-                    p
-                }
+        // Readers share the resolved projections; only a new column list takes the write lock.
+        let cached = self.projections.read().get(cols).cloned();
+        let proj = match cached {
+            Some(p) => p,
+            None => {
+                let names: Vec<&str> = cols.iter().map(|&c| self.def.col(c)).collect();
+                let p = self.t.projection(&names).map_err(serr)?;
+                self.projections.write().insert(cols.to_vec(), p.clone());
+                p
             }
         };
         self.t.get(&[Value::BigInt(key)], &proj, &strata::ReadOptions::default()).map_err(serr)
     }
 
     fn query(&self, q: &Query) -> Result<Answer, String> {
-        use arrow_array::{cast::AsArray, types::Int64Type};
         let req = self.request(q);
-        let mut count = 0u64;
-        let mut key_sum = 0i128;
-        let mut aggs = None;
-        for b in self.t.scan_batches(&req, &strata::ReadOptions::default()).map_err(serr)? {
-            let b = b.map_err(serr)?;
-            match q.out {
-                Output::Aggs(_) => {
-                    let row = strata::scan::batch_rows(&b).into_iter().next().unwrap_or_default();
-                    aggs = Some(row.iter().map(int_of).collect());
-                }
-                Output::Rows => {
-                    count += b.num_rows() as u64;
-                    let keys = b.column(0).as_primitive_opt::<Int64Type>().ok_or("strata: key column is not BIGINT")?;
-                    key_sum += keys.iter().flatten().map(i128::from).sum::<i128>();
-                }
-            }
-        }
-        Ok(match q.out {
-            Output::Aggs(ref a) => Answer::Aggs(aggs.unwrap_or_else(|| vec![None; a.len()])),
-            Output::Rows => Answer::Rows { count, key_sum },
-        })
+        let batches = self.t.scan_batches(&req, &strata::ReadOptions::default()).map_err(serr)?;
+        strata_answer(batches, req.aggregates.len()).map_err(serr)
     }
 
     fn counters(&self) -> Vec<(&'static str, f64, &'static str)> {

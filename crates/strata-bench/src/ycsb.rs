@@ -14,7 +14,7 @@ use clap::Parser;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
-use serde_json::{json, Map};
+use serde_json::json;
 
 use crate::harness::{CommonArgs, Latency, Progress, Results};
 
@@ -384,22 +384,21 @@ fn run_phase(
 pub(crate) fn ycsb(a: &YcsbArgs) -> Result<(), String> {
     let mix = mix(&a.workload).ok_or_else(|| format!("unknown workload `{}`", a.workload))?;
     let c = &a.common;
-    let mut params = Map::new();
-    for (k, v) in [
-        ("workload", json!(a.workload)),
-        ("distribution", json!(if a.workload == "d" { "latest" } else { a.distribution.as_str() })),
-        ("zipf", json!(a.zipf)),
-        ("rows", json!(c.rows)),
-        ("ops", json!(c.ops)),
-        ("duration_s", json!(c.duration)),
-        ("threads", json!(c.threads)),
-        ("fields", json!(a.fields)),
-        ("field_bytes", json!(a.field_bytes)),
-        ("seed", json!(c.seed)),
-    ] {
-        params.insert(k.into(), v);
-    }
-    let mut results = Results::new("ycsb", params);
+    let mut results = Results::new(
+        "ycsb",
+        [
+            ("workload", json!(a.workload)),
+            ("distribution", json!(if a.workload == "d" { "latest" } else { a.distribution.as_str() })),
+            ("zipf", json!(a.zipf)),
+            ("rows", json!(c.rows)),
+            ("ops", json!(c.ops)),
+            ("duration_s", json!(c.duration)),
+            ("threads", json!(c.threads)),
+            ("fields", json!(a.fields)),
+            ("field_bytes", json!(a.field_bytes)),
+            ("seed", json!(c.seed)),
+        ],
+    );
     for system in &c.systems()? {
         let (store, config) = open(system, a)?;
         // `--threads` loaders, each inserting its share of the keys in order, one per operation.

@@ -22,12 +22,12 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use rand::{Rng, SeedableRng};
-use serde_json::{json, Map};
-use strata::scan::{batch_rows, AggFunc, Aggregate, CmpOp, Expr, ScanRequest};
+use serde_json::json;
+use strata::scan::{AggFunc, Aggregate, CmpOp, Expr, ScanRequest};
 use strata::{Column, ColumnType, Db, KeyRange, Options, ReadOptions, Schema, Table, TableOptions, Value, WriteBatch};
 
 use crate::harness::{CommonArgs, Progress, Results};
-use crate::tables::{int_of, Acc, Answer, Kind, TableDef};
+use crate::tables::{strata_answer, Acc, Answer, Kind, TableDef};
 
 #[derive(Parser)]
 pub(crate) struct YcsbSharpArgs {
@@ -123,28 +123,9 @@ fn queries(threads: usize) -> Vec<Query> {
 /// Runs a query; returns the seconds it took and its answer (aggregates, or the rows' count and
 /// key sum), which every system must agree on.
 fn run(t: &Table, req: &ScanRequest) -> strata::Result<(f64, Answer)> {
-    use arrow_array::{cast::AsArray, types::Int64Type};
     let started = Instant::now();
-    let (mut count, mut key_sum) = (0u64, 0i128);
-    let mut aggs = None;
-    for b in t.scan_batches(req, &ReadOptions::default())? {
-        let b = b?;
-        if req.aggregates.is_empty() {
-            count += b.num_rows() as u64;
-            if let Some(keys) = b.column(0).as_primitive_opt::<Int64Type>() {
-                key_sum += keys.iter().flatten().map(i128::from).sum::<i128>();
-            }
-        } else if aggs.is_none() {
-            aggs = batch_rows(&b).first().map(|r| r.iter().map(int_of).collect());
-        }
-    }
-    let secs = started.elapsed().as_secs_f64();
-    let answer = match aggs {
-        Some(a) => Answer::Aggs(a),
-        None if !req.aggregates.is_empty() => Answer::Aggs(vec![None; req.aggregates.len()]),
-        None => Answer::Rows { count, key_sum },
-    };
-    Ok((secs, answer))
+    let answer = strata_answer(t.scan_batches(req, &ReadOptions::default())?, req.aggregates.len())?;
+    Ok((started.elapsed().as_secs_f64(), answer))
 }
 
 fn def() -> TableDef {
@@ -393,16 +374,15 @@ pub(crate) fn ycsb_sharp(a: &YcsbSharpArgs, root: &Path) -> Result<(), String> {
             results.push(r);
         }
     }
-    let mut params = Map::new();
-    for (k, v) in [
-        ("rows", json!(a.common.rows)),
-        ("threads", json!(a.common.threads)),
-        ("runs", json!(a.runs)),
-        ("seed", json!(a.common.seed)),
-    ] {
-        params.insert(k.into(), v);
-    }
-    let mut table = Results::new("ycsb-sharp", params);
+    let mut table = Results::new(
+        "ycsb-sharp",
+        [
+            ("rows", json!(a.common.rows)),
+            ("threads", json!(a.common.threads)),
+            ("runs", json!(a.runs)),
+            ("seed", json!(a.common.seed)),
+        ],
+    );
     let rate = |secs: f64| a.common.rows as f64 / secs / a.common.threads.max(1) as f64 / 1e6;
     let strata_config = format!(
         "rows loaded in key order, fully compacted, {} MiB block cache (data cached), warmed; median of {} runs",

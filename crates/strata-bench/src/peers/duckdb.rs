@@ -191,6 +191,7 @@ fn int_json(j: &Json) -> Option<i128> {
 pub(crate) struct DuckTables {
     duck: Duck,
     def: TableDef,
+    texts: sql::Texts,
     threads: usize,
 }
 
@@ -198,7 +199,7 @@ impl DuckTables {
     pub(crate) fn open(dir: &Path, def: &TableDef, threads: usize) -> Result<Self, String> {
         let duck = Duck::start(dir, threads)?;
         duck.exec(&sql::create_table("duckdb", def), vec![])?;
-        Ok(DuckTables { duck, def: def.clone(), threads })
+        Ok(DuckTables { duck, def: def.clone(), texts: sql::Texts::new(def, |i| format!("${i}")), threads })
     }
 
     pub(crate) fn config(&self) -> String {
@@ -218,12 +219,12 @@ impl Tables for DuckTables {
     }
 
     fn insert(&self, row: &[Value]) -> Result<(), String> {
-        let text = sql::insert(&self.def, |i| format!("${i}"));
-        self.duck.exec(&text, row.iter().map(to_json).collect()).map(|_| ())
+        self.duck.exec(&self.texts.insert, row.iter().map(to_json).collect()).map(|_| ())
     }
 
     fn update(&self, key: i64, col: usize, value: &Value) -> Result<(), String> {
-        self.duck.exec(&sql::update(&self.def, col, "$1", "$2"), vec![to_json(value), json!(key)]).map(|_| ())
+        let update = self.texts.update(col).map_err(|e| format!("duckdb: {e}"))?;
+        self.duck.exec(update, vec![to_json(value), json!(key)]).map(|_| ())
     }
 
     fn get(&self, key: i64, cols: &[usize]) -> Result<Option<Vec<Value>>, String> {
@@ -257,6 +258,8 @@ pub(crate) struct DuckStore {
     fields: usize,
     insert: String,
     read: String,
+    /// Per field: its UPDATE text.
+    updates: Vec<String>,
     /// Serializes writers: DuckDB's optimistic concurrency aborts concurrent updates of one row.
     write: Mutex<()>,
 }
@@ -268,13 +271,9 @@ impl DuckStore {
         duck.exec(&format!("CREATE TABLE usertable (k BIGINT PRIMARY KEY, {})", cols.join(", ")), vec![])?;
         let marks: Vec<String> = (1..=fields + 1).map(|i| format!("${i}")).collect();
         let insert = format!("INSERT OR REPLACE INTO usertable VALUES ({})", marks.join(", "));
-        Ok(DuckStore {
-            duck,
-            fields,
-            insert,
-            read: "SELECT * FROM usertable WHERE k = $1".into(),
-            write: Mutex::new(()),
-        })
+        let updates = (0..fields).map(|f| format!("UPDATE usertable SET field{f} = $1 WHERE k = $2")).collect();
+        let read = "SELECT * FROM usertable WHERE k = $1".into();
+        Ok(DuckStore { duck, fields, insert, read, updates, write: Mutex::new(()) })
     }
 
     pub(crate) fn config(&self) -> String {
@@ -298,9 +297,9 @@ impl Store for DuckStore {
     }
 
     fn update(&self, key: u64, field: usize, value: &[u8]) -> Result<(), String> {
-        let text = format!("UPDATE usertable SET field{field} = $1 WHERE k = $2");
+        let text = self.updates.get(field).ok_or_else(|| format!("duckdb: no field {field}"))?;
         let _w = self.write.lock();
-        self.duck.exec(&text, vec![json!(String::from_utf8_lossy(value)), json!(key)]).map(|_| ())
+        self.duck.exec(text, vec![json!(String::from_utf8_lossy(value)), json!(key)]).map(|_| ())
     }
 
     fn scan(&self, start: u64, n: usize) -> Result<Vec<u64>, String> {

@@ -190,6 +190,7 @@ impl Store for PostgresStore {
 pub(crate) struct PostgresTables {
     conns: Pool<(Client, HashMap<String, Statement>)>,
     def: TableDef,
+    texts: sql::Texts,
     threads: usize,
     _cluster: Cluster,
 }
@@ -244,7 +245,8 @@ impl PostgresTables {
             conns.push((c, HashMap::new()));
         }
         conns[0].0.batch_execute(&sql::create_table("postgres", def)).map_err(err)?;
-        Ok(PostgresTables { conns: Pool::new(conns), def: def.clone(), threads, _cluster: cluster })
+        let texts = sql::Texts::new(def, |i| format!("${i}"));
+        Ok(PostgresTables { conns: Pool::new(conns), def: def.clone(), texts, threads, _cluster: cluster })
     }
 
     pub(crate) fn config(&self) -> String {
@@ -302,12 +304,13 @@ impl Tables for PostgresTables {
     fn insert(&self, row: &[Value]) -> Result<(), String> {
         let params: Vec<Box<dyn ToSql + Sync>> = row.iter().map(param).collect();
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|b| b.as_ref()).collect();
-        self.run(&sql::insert(&self.def, |i| format!("${i}")), &refs).map(|_| ())
+        self.run(&self.texts.insert, &refs).map(|_| ())
     }
 
     fn update(&self, key: i64, col: usize, value: &Value) -> Result<(), String> {
         let v = param(value);
-        self.run(&sql::update(&self.def, col, "$1", "$2"), &[v.as_ref(), &key]).map(|_| ())
+        let update = self.texts.update(col).map_err(|e| format!("postgres: {e}"))?;
+        self.run(update, &[v.as_ref(), &key]).map(|_| ())
     }
 
     fn get(&self, key: i64, cols: &[usize]) -> Result<Option<Vec<Value>>, String> {

@@ -99,6 +99,7 @@ impl Store for SqliteStore {
 pub(crate) struct SqliteTables {
     conns: Pool<Connection>,
     def: TableDef,
+    texts: sql::Texts,
 }
 
 fn connect(path: &Path) -> Result<Connection, String> {
@@ -147,17 +148,17 @@ impl SqliteTables {
         for _ in 0..4 {
             conns.push(connect(&path)?);
         }
-        Ok(SqliteTables { conns: Pool::new(conns), def: def.clone() })
+        let texts = sql::Texts::new(def, |i| format!("?{i}"));
+        Ok(SqliteTables { conns: Pool::new(conns), def: def.clone(), texts })
     }
 }
 
 impl Tables for SqliteTables {
     fn load(&self, rows: &[Vec<Value>]) -> Result<(), String> {
-        let insert = sql::insert(&self.def, |i| format!("?{i}"));
         self.conns.with(|c| {
             let tx = c.transaction().map_err(err)?;
             {
-                let mut st = tx.prepare_cached(&insert).map_err(err)?;
+                let mut st = tx.prepare_cached(&self.texts.insert).map_err(err)?;
                 for r in rows {
                     st.execute(rusqlite::params_from_iter(r.iter().map(param))).map_err(err)?;
                 }
@@ -171,18 +172,17 @@ impl Tables for SqliteTables {
     }
 
     fn insert(&self, row: &[Value]) -> Result<(), String> {
-        let insert = sql::insert(&self.def, |i| format!("?{i}"));
         self.conns.with(|c| {
-            let mut st = c.prepare_cached(&insert).map_err(err)?;
+            let mut st = c.prepare_cached(&self.texts.insert).map_err(err)?;
             st.execute(rusqlite::params_from_iter(row.iter().map(param))).map_err(err)?;
             Ok(())
         })
     }
 
     fn update(&self, key: i64, col: usize, value: &Value) -> Result<(), String> {
-        let update = sql::update(&self.def, col, "?1", "?2");
+        let update = self.texts.update(col).map_err(|e| format!("sqlite: {e}"))?;
         self.conns.with(|c| {
-            let mut st = c.prepare_cached(&update).map_err(err)?;
+            let mut st = c.prepare_cached(update).map_err(err)?;
             st.execute(params![param(value), key]).map_err(err)?;
             Ok(())
         })

@@ -3,7 +3,6 @@
 //! each level's runs. A point read stops at the first full row or tombstone; a scan merges all
 //! sources and resolves each key's versions as it goes.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::table::Projection;
@@ -96,6 +95,9 @@ impl DbInner {
             served(At::Memtable);
         }
         let hash = bloom::key_hash(key);
+        // Files left out by the snapshot filter, ruled out by bloom filters, and searched; added
+        // to the shared counters once per read.
+        let (mut by_snapshot, mut by_bloom, mut probed) = (0u64, 0u64, 0u64);
         for (li, level) in t.levels.iter().enumerate() {
             if res.is_settled() {
                 break;
@@ -109,18 +111,15 @@ impl DbInner {
                 let Some(f) = run.file_for(key) else { continue };
                 // Snapshot filter (Kim et al. §IV): after the fence-pointer search and before the
                 // bloom filter, a file whose every version is newer than the read is left out.
-                let probes = &self.tables.probes;
                 if self.opts.snapshot_filter && f.min_seq > seq {
-                    probes.snapshot.fetch_add(1, Ordering::Relaxed);
+                    by_snapshot += 1;
                     continue;
                 }
                 match self.tables.get(f.number)?.get(key, hash, seq, nvals, wanted, &mut res)? {
                     Lookup::Outside => {}
-                    Lookup::Filtered => {
-                        probes.bloom.fetch_add(1, Ordering::Relaxed);
-                    }
+                    Lookup::Filtered => by_bloom += 1,
                     Lookup::Probed(hit) => {
-                        probes.probed.fetch_add(1, Ordering::Relaxed);
+                        probed += 1;
                         found |= hit;
                     }
                 }
@@ -129,6 +128,7 @@ impl DbInner {
                 served(At::Level(li));
             }
         }
+        self.tables.probes.add(by_snapshot, by_bloom, probed);
         Ok(res.finish())
     }
 

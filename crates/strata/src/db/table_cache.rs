@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -28,6 +28,17 @@ pub(crate) struct ProbeCounters {
     /// Files left out because every version in them is newer than the read's snapshot (point
     /// lookups and the runs of scans).
     pub snapshot: AtomicU64,
+}
+
+impl ProbeCounters {
+    /// Adds one read's counts (zeros are not written, to keep the shared line quiet).
+    pub(crate) fn add(&self, snapshot: u64, bloom: u64, probed: u64) {
+        for (counter, n) in [(&self.snapshot, snapshot), (&self.bloom, bloom), (&self.probed, probed)] {
+            if n > 0 {
+                counter.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// Open readers, shared by all threads.

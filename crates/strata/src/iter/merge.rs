@@ -99,7 +99,7 @@ impl Source for RunSource {
             }
             self.next_file += 1;
             if f.min_seq > self.snapshot {
-                self.tables.probes.snapshot.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.tables.probes.add(1, 0, 0);
                 continue;
             }
             let reader = self.tables.get(f.number)?;
