@@ -144,6 +144,11 @@ impl Session {
                     Some(Json::String(spec)) => TableOptions::with_layout(spec.clone()),
                     Some(_) => return Err(CliError::new("bad_request", "`layout` must be a string")),
                 };
+                let options = match req.get("aligned_compaction") {
+                    None | Some(Json::Null) => options,
+                    Some(Json::Bool(on)) => options.aligned(*on),
+                    Some(_) => return Err(CliError::new("bad_request", "`aligned_compaction` must be true or false")),
+                };
                 self.db.create_table(name, schema, options)?;
                 Ok(Map::new())
             }

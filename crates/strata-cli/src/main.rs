@@ -52,6 +52,10 @@ enum Cmd {
         /// (default: row at every level). Unnamed levels inherit the level above.
         #[arg(long)]
         layout: Option<String>,
+        /// Cut compaction output by size alone instead of aligning it to the files of the level
+        /// below (aligned compaction, on by default); for comparing write amplification.
+        #[arg(long)]
+        no_aligned_compaction: bool,
     },
     /// Drop a table and its data.
     DropTable {
@@ -252,9 +256,10 @@ fn run(cli: Cli) -> Result<(), CliError> {
     }
     let db = Db::open(cli.db.unwrap_or_else(|| PathBuf::from("./strata-data")), Options::default())?;
     match cli.cmd {
-        Cmd::CreateTable { name, schema, layout } => {
+        Cmd::CreateTable { name, schema, layout, no_aligned_compaction } => {
             let schema = schema_sql::parse_schema(&schema).map_err(|m| CliError::new("invalid_schema", m))?;
-            let options = layout.map_or_else(TableOptions::default, TableOptions::with_layout);
+            let options =
+                layout.map_or_else(TableOptions::default, TableOptions::with_layout).aligned(!no_aligned_compaction);
             let t = db.create_table(&name, schema, options)?;
             let layout = t.info().layout().spec(t.schema(), Options::default().num_levels);
             println!("created table {name}; layout {layout}");
@@ -397,6 +402,7 @@ fn stats_json(t: &TableStats) -> Json {
     json!({
         "name": t.name,
         "layout": t.layout,
+        "aligned_compaction": t.aligned_compaction,
         "ingested_bytes": t.ingested_bytes,
         "write_amplification": t.write_amplification,
         "memtable_workload": workload_json(&t.memtable_workload),
@@ -416,6 +422,9 @@ fn stats_json(t: &TableStats) -> Json {
 fn print_stats(t: &TableStats) {
     println!("table {} (write amplification {:.2} since open)", t.name, t.write_amplification);
     println!("  layout: {}", t.layout);
+    if !t.aligned_compaction {
+        println!("  aligned compaction: off");
+    }
     println!(
         "  {:<6} {:>6} {:>12} {:>10} {:>14} {:>14} {:>17}  groups",
         "level", "files", "bytes", "entries", "bytes written", "bytes read", "seq range"

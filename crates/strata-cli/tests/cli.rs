@@ -418,12 +418,25 @@ fn layouts_from_the_command_line_and_exec() {
             json!({"op":"create_table","table":"v","schema":schema,"layout":"L0: column"}),
             json!({"op":"create_table","table":"w","schema":schema,"layout":7}),
             json!({"op":"insert","table":"u","row":{"id":1,"a":2,"b":3,"s":"x"}}),
+            json!({"op":"create_table","table":"x","schema":schema,"aligned_compaction":false}),
+            json!({"op":"create_table","table":"y","schema":schema,"aligned_compaction":"no"}),
         ],
     );
     ok(&r[0]);
     assert_eq!(err_kind(&r[1]), "invalid_argument");
     assert_eq!(err_kind(&r[2]), "bad_request");
     ok(&r[3]);
+    ok(&r[4]);
+    assert_eq!(err_kind(&r[5]), "bad_request");
+    // The switch is stored with the table: it reads back after reopening.
+    assert!(run(&["create-table", "z", "--schema", schema, "--no-aligned-compaction"]).0);
+    for (name, aligned) in [("u", true), ("x", false), ("z", false)] {
+        let (_, out, _) = run(&["stats", name, "--json"]);
+        let st: Json = serde_json::from_str(&out).unwrap();
+        assert_eq!(st["tables"][0]["aligned_compaction"], json!(aligned), "{name}: {out}");
+    }
+    let (_, out, _) = run(&["stats", "z"]);
+    assert!(out.contains("aligned compaction: off"), "{out}");
     assert!(run(&["compact", "u"]).0);
     let (_, out, _) = run(&["stats", "u", "--json"]);
     let st: Json = serde_json::from_str(&out).unwrap();

@@ -1,7 +1,9 @@
 //! Randomized differential test: every operation is applied to strata and to a BTreeMap model,
 //! and every read is compared. Covers inserts, partial updates, deletes, atomic batches across
 //! tables, gets and range scans with projections, snapshots taken and released, flushes,
-//! compactions and close/reopen, on the in-memory and the real filesystem.
+//! compactions and close/reopen, on the in-memory and the real filesystem. A second test runs
+//! with aligned compaction off and on, holding a long-lived snapshot through thousands of
+//! operations (many flushes and compactions) and reading at it.
 //!
 //! `STRATA_SEEDS=..` picks seeds, `STRATA_MODEL_OPS=N` the operations per seed.
 
@@ -32,6 +34,12 @@ struct World {
     fs: Arc<dyn Fs>,
     deepest_level: usize,
     op: usize,
+    /// Keep `snaps[0]` alive for this many operations at least (0: no long-lived snapshot).
+    long_snapshot_ops: usize,
+    /// Operation at which `snaps[0]` became the long-lived snapshot, if it is one.
+    long_since: Option<usize>,
+    /// Files the snapshot filter passed over in earlier opens (statistics restart on open).
+    skipped_before: u64,
 }
 
 const DOMAIN: i64 = 300;
@@ -92,6 +100,11 @@ impl World {
     }
 
     fn step(&mut self) {
+        if self.long_snapshot_ops > 0 && self.long_since.is_none() {
+            let s = self.db().snapshot();
+            self.snaps.insert(0, (s, self.model.clone()));
+            self.long_since = Some(self.op);
+        }
         let t = self.rng.gen_range(0..self.tables.len());
         let dice = self.rng.gen_range(0..1000);
         match dice {
@@ -116,15 +129,17 @@ impl World {
             580..=779 => self.check_get(t),
             780..=839 => self.check_scan(t),
             840..=869 => {
-                if self.snaps.len() < 4 {
+                if self.snaps.len() < 4 + usize::from(self.long_since.is_some()) {
                     let s = self.db().snapshot();
                     self.snaps.push((s, self.model.clone()));
                 }
             }
             870..=899 => {
-                if !self.snaps.is_empty() {
-                    let i = self.rng.gen_range(0..self.snaps.len());
-                    self.snaps.swap_remove(i);
+                // The long-lived snapshot, first, is not released here.
+                let first = usize::from(self.long_since.is_some());
+                if self.snaps.len() > first {
+                    let i = self.rng.gen_range(first..self.snaps.len());
+                    self.snaps.remove(i);
                 }
             }
             900..=909 => self.db().flush().unwrap(),
@@ -137,7 +152,12 @@ impl World {
                 };
                 self.db().compact_range(&name, &range).unwrap();
             }
-            915..=916 => self.reopen(),
+            915..=916 => {
+                // A reopen ends every snapshot: the long-lived one must have lived long enough.
+                if self.long_since.is_none_or(|since| self.op - since >= self.long_snapshot_ops) {
+                    self.reopen();
+                }
+            }
             _ => self.check_get(t),
         }
         if self.op.is_multiple_of(500) {
@@ -240,13 +260,22 @@ impl World {
 
     fn reopen(&mut self) {
         self.snaps.clear();
+        self.long_since = None;
+        self.skipped_before += self.db().stats().files_skipped_by_snapshot;
         self.tables.clear();
         self.db.take().unwrap().close().unwrap();
         self.open();
     }
 }
 
-fn run(seed: u64, ops: usize, layout: &str) {
+/// How a run is set up beyond its seed and layout.
+#[derive(Clone, Copy)]
+struct Mode {
+    aligned: bool,
+    long_snapshot_ops: usize,
+}
+
+fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
     let tmp = tempfile::tempdir().unwrap();
     let fs: Arc<dyn Fs> = if seed.is_multiple_of(2) { Arc::new(FaultFs::new()) } else { Arc::new(OsFs) };
     let dir = if seed.is_multiple_of(2) { std::path::PathBuf::from("/model") } else { tmp.path().join("db") };
@@ -255,7 +284,8 @@ fn run(seed: u64, ops: usize, layout: &str) {
         let options = match layout_spec(layout, &schema) {
             Some(spec) => TableOptions::with_layout(spec),
             None => TableOptions::default(),
-        };
+        }
+        .aligned(mode.aligned);
         db.create_table(name, schema, options).unwrap();
     }
     drop(db);
@@ -269,11 +299,18 @@ fn run(seed: u64, ops: usize, layout: &str) {
         fs,
         deepest_level: 0,
         op: 0,
+        long_snapshot_ops: mode.long_snapshot_ops,
+        long_since: None,
+        skipped_before: 0,
     };
     w.open();
     for i in 0..ops {
         w.op = i;
         w.step();
+    }
+    if mode.long_snapshot_ops > 0 {
+        let skipped = w.skipped_before + w.db().stats().files_skipped_by_snapshot;
+        assert!(skipped > 0, "reads at the long-lived snapshot never passed over a newer file");
     }
     w.snaps.clear();
     for t in 0..w.tables.len() {
@@ -300,7 +337,22 @@ fn differential_against_btreemap_model() {
     for layout in LAYOUTS {
         for seed in seeds(&[1, 2, 3, 4]) {
             println!("layout {layout}, seed {seed}");
-            with_seed(seed, |s| run(s, ops, layout));
+            with_seed(seed, |s| run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0 }));
+        }
+    }
+}
+
+/// Aligned compaction changes only where files are cut: answers with it off and on must both
+/// match the model, also at a snapshot held while the tree is rewritten many times over.
+#[test]
+fn differential_with_aligned_compaction_off_and_on_and_long_lived_snapshots() {
+    let ops: usize = std::env::var("STRATA_MODEL_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(30_000);
+    for layout in LAYOUTS {
+        for seed in seeds(&[5, 6]) {
+            for aligned in [false, true] {
+                println!("layout {layout}, seed {seed}, aligned {aligned}");
+                with_seed(seed, |s| run(s, ops, layout, Mode { aligned, long_snapshot_ops: 5_000 }));
+            }
         }
     }
 }

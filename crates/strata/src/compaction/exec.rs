@@ -7,8 +7,13 @@
 //! are projected onto every output group — a whole row or a wider group's version covers it, a
 //! partial row counts only if it carries one of the group's columns — and each projection is
 //! collapsed on its own, so every column keeps the versions its chain needs.
+//!
+//! Where files are cut is a [`Cutter`]'s decision: by size, or aligned to the files of the level
+//! below the output (Kim et al. §IV, Algorithm 1), so that compacting an output file later takes
+//! whole files from below instead of neighbours it overlaps by a sliver.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::column_group::group_id;
 use crate::db::workload::{At, Op};
@@ -31,18 +36,72 @@ pub(crate) struct OutputSpec<'a> {
     pub table: &'a TableInfo,
     /// The level the files go to.
     pub level: usize,
-    /// The output column groups (value-column indices, ascending), each with the size at which
-    /// its files are cut (at a key boundary); they partition the columns the inputs cover.
-    pub groups: Vec<(Vec<usize>, u64)>,
+    /// The output column groups (value-column indices, ascending), each with where its files
+    /// are cut; they partition the columns the inputs cover.
+    pub groups: Vec<(Vec<usize>, Cutter)>,
     pub sst: SstOptions,
+}
+
+/// Decides, key by key, where the output files of one group end.
+///
+/// By size: a file is closed once it holds `target` bytes. Aligned (Kim et al. Algorithm 1):
+/// given the files of the level below the output, by key, a file is closed
+/// - where the keys pass the end of a file below, once it holds `target / variance` bytes;
+/// - in a key gap between files below (or past the last), once it holds `target` bytes;
+/// - anywhere, once it holds `target × variance` bytes.
+///
+/// So output files start and end where files below do, unless that would make them more than
+/// `variance` times off the target. With nothing below, aligned cutting is size cutting.
+#[derive(Debug, Clone)]
+pub(crate) struct Cutter {
+    target: u64,
+    min: u64,
+    max: u64,
+    /// Files of the level below the output, by smallest key (empty: cut by size).
+    below: Vec<Arc<FileMeta>>,
+    /// The first file of `below` whose end the keys have not passed.
+    next: usize,
+}
+
+impl Cutter {
+    /// Cuts at `target` bytes.
+    pub(crate) fn by_size(target: u64) -> Self {
+        Cutter { target, min: target, max: target, below: Vec::new(), next: 0 }
+    }
+
+    /// Cuts aligned to `below` (files by smallest key), `variance` ≥ 1 times off `target` at most.
+    pub(crate) fn aligned(target: u64, variance: f64, below: Vec<Arc<FileMeta>>) -> Self {
+        let min = (target as f64 / variance) as u64;
+        let max = (target as f64 * variance).min(u64::MAX as f64) as u64;
+        Cutter { target, min, max, below, next: 0 }
+    }
+
+    /// Whether to close the current file, holding `size` bytes, before writing `key` (each key
+    /// once, ascending).
+    pub(crate) fn cut_before(&mut self, size: u64, key: &[u8]) -> bool {
+        let start = self.next;
+        while self.below.get(self.next).is_some_and(|f| key > f.largest.as_slice()) {
+            self.next += 1;
+        }
+        if size == 0 {
+            return false;
+        }
+        if size >= self.max {
+            return true;
+        }
+        if self.next > start {
+            return size >= self.min;
+        }
+        let in_gap = self.below.get(self.next).is_none_or(|f| key <= f.smallest.as_slice());
+        in_gap && size >= self.target
+    }
 }
 
 /// The files of one output group.
 struct Outputs<'a> {
     spec: &'a OutputSpec<'a>,
     group: &'a [usize],
-    /// Cut a new file once this many bytes are written.
-    target_file_size: u64,
+    cutter: Cutter,
     /// The group is every value column: every version belongs to it unchanged.
     whole_row: bool,
     current: Option<(u64, SstBuilder)>,
@@ -92,9 +151,10 @@ impl Outputs<'_> {
         Ok(())
     }
 
-    /// Called between keys: closes the file if it reached the target size.
-    fn maybe_cut(&mut self) -> Result<()> {
-        if self.current.as_ref().is_some_and(|(_, b)| b.estimated_size() >= self.target_file_size) {
+    /// Called before each key: closes the file if the cutter says so.
+    fn maybe_cut(&mut self, key: &[u8]) -> Result<()> {
+        let size = self.current.as_ref().map_or(0, |(_, b)| b.estimated_size());
+        if self.cutter.cut_before(size, key) {
             self.finish_current()?;
         }
         Ok(())
@@ -127,10 +187,10 @@ pub(crate) fn write_merged(
     let mut outs: Vec<Outputs<'_>> = spec
         .groups
         .iter()
-        .map(|(g, size)| Outputs {
+        .map(|(g, cutter)| Outputs {
             spec,
             group: g,
-            target_file_size: *size,
+            cutter: cutter.clone(),
             whole_row: g.len() == nvals,
             current: None,
             done: Vec::new(),
@@ -138,8 +198,9 @@ pub(crate) fn write_merged(
         .collect();
     let mut group: Vec<Entry> = Vec::new();
     let emit = |group: &[Entry], outs: &mut [Outputs<'_>]| -> Result<()> {
+        let Some(key) = group.first().map(|e| e.key.as_slice()) else { return Ok(()) };
         for out in outs.iter_mut() {
-            out.maybe_cut()?;
+            out.maybe_cut(key)?;
             // Most keys have one version: write it through without decoding.
             if let [e] = group {
                 let keep = !bottommost || e.kind == Kind::Put;
@@ -178,4 +239,62 @@ pub(crate) fn write_merged(
         done.append(&mut out.done);
     }
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(lo: &str, hi: &str) -> Arc<FileMeta> {
+        Arc::new(FileMeta {
+            number: 1,
+            size: 1,
+            entries: 1,
+            min_seq: 0,
+            max_seq: 0,
+            smallest: lo.as_bytes().to_vec(),
+            largest: hi.as_bytes().to_vec(),
+            cg: 0,
+        })
+    }
+
+    /// Feeds one-letter keys of `bytes` each through `cutter`; returns each file's first key.
+    fn starts(mut cutter: Cutter, keys: &str, bytes: u64) -> String {
+        let mut size = 0;
+        let mut out = String::new();
+        for k in keys.chars() {
+            if cutter.cut_before(size, k.to_string().as_bytes()) || out.is_empty() {
+                out.push(k);
+                size = 0;
+            }
+            size += bytes;
+        }
+        out
+    }
+
+    #[test]
+    fn size_cutting_closes_files_at_the_target() {
+        assert_eq!(starts(Cutter::by_size(100), "abcdefghijklmn", 40), "adgjm");
+        // Aligned with nothing below is the same.
+        assert_eq!(starts(Cutter::aligned(100, 2.0, Vec::new()), "abcdefghijklmn", 40), "adgjm");
+    }
+
+    #[test]
+    fn aligned_cutting_follows_the_files_below() {
+        let below = vec![file("b", "d"), file("e", "h"), file("k", "m")];
+        // Files end where `d`, `h` and `m` end; in the gap i..j the target applies again (120
+        // bytes at `k` would be over it, but `k` is only reached with 80).
+        assert_eq!(starts(Cutter::aligned(100, 2.0, below), "abcdefghijklmn", 40), "aein");
+    }
+
+    #[test]
+    fn aligned_cutting_stays_within_the_variance() {
+        // One file below spans everything: cut at target × 2 anyway.
+        assert_eq!(starts(Cutter::aligned(100, 2.0, vec![file("a", "z")]), "abcdefghijklmn", 40), "afk");
+        // A boundary after every key: never cut below target / 2.
+        let tiny: Vec<_> = "abcdefgh".chars().map(|c| file(&c.to_string(), &c.to_string())).collect();
+        assert_eq!(starts(Cutter::aligned(100, 2.0, tiny.clone()), "abcdefgh", 40), "aceg");
+        // Variance 1 is size cutting.
+        assert_eq!(starts(Cutter::aligned(100, 1.0, tiny), "abcdefgh", 40), "adg");
+    }
 }

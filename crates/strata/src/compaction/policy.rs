@@ -245,6 +245,47 @@ pub fn task_for_level(
     })
 }
 
+/// The files that compaction output of `group` (a group of `level`) covering `[lo, hi]` should
+/// be cut to match (aligned compaction, Kim et al. §IV), by smallest key, none overlapping
+/// another:
+/// - the overlapping files of level `level + 1`, of the group there inside `group` that holds
+///   the most of their bytes (groups below are cut independently of each other, so the output
+///   aligns to one of them, the one whose rewrites cost most);
+/// - where level `level + 1` has no file, the files of the next deeper level that has one there,
+///   and so on. Output written into such a gap would otherwise be cut by size alone and, once
+///   moved down unchanged (a trivial move), straddle the files it lands on.
+///
+/// Empty when nothing below overlaps.
+pub fn alignment_files(t: &TableVersion, level: usize, group: &[usize], lo: &[u8], hi: &[u8]) -> Vec<Arc<FileMeta>> {
+    let mut chosen: Vec<Arc<FileMeta>> = Vec::new();
+    let mut add = |f: &Arc<FileMeta>| {
+        let i = chosen.partition_point(|c| c.largest < f.smallest);
+        if chosen.get(i).is_none_or(|c| c.smallest > f.largest) {
+            chosen.insert(i, f.clone());
+        }
+    };
+    let next = level + 1;
+    if let Some(lvl) = t.levels.get(next) {
+        let mut best: (u64, Vec<&Arc<FileMeta>>) = (0, Vec::new());
+        for child in t.info.layout.children(level, group_id(group)) {
+            let id = group_id(child);
+            let files: Vec<&Arc<FileMeta>> = lvl.files().filter(|f| f.cg == id && f.overlaps(lo, hi)).collect();
+            let bytes = files.iter().map(|f| f.size).sum();
+            if bytes > best.0 {
+                best = (bytes, files);
+            }
+        }
+        best.1.into_iter().for_each(&mut add);
+    }
+    // Deeper groups lie inside one group above, so a file's first column says whether it is
+    // inside `group`.
+    let inside = |cg: u32| group.len() == t.info.value_types.len() || group.contains(&(cg as usize));
+    for lvl in t.levels.iter().skip(next + 1) {
+        lvl.files().filter(|f| inside(f.cg) && f.overlaps(lo, hi)).for_each(&mut add);
+    }
+    chosen
+}
+
 /// Picks the most urgent compaction over all tables, avoiding files in `busy`.
 pub fn pick(v: &Version, busy: &HashSet<u64>, opts: &PolicyOptions) -> Option<CompactionTask> {
     let mut all: Vec<(f64, u32, usize)> = Vec::new();
@@ -391,6 +432,48 @@ mod tests {
         let tiny = PolicyOptions { l1_max_bytes: 64 << 10, ..opts };
         assert_eq!(output_file_size(&column, 1, &[2], &tiny, 2 << 20), MIN_FILE_SIZE);
         assert_eq!(output_file_size(&column, 1, &[2], &tiny, 8 << 10), 8 << 10);
+    }
+
+    #[test]
+    fn alignment_follows_the_next_level_and_deeper_levels_in_its_gaps() {
+        let cols = ["k", "a", "b", "c", "d"].iter().map(|n| Column::new(*n, ColumnType::Int)).collect();
+        let schema = Arc::new(Schema::new(cols, &["k"]).expect("schema"));
+        let info = TableInfo::new(1, "t".into(), schema, TableOptions::default()).unwrap();
+        let mut edit = VersionEdit::default();
+        edit.push(EditRecord::CreateTable(info));
+        let files =
+            [(2, "20:b-d:1@1 21:h-j:1@1"), (3, "30:a-c:1@1 31:e-f:1@1 32:i-k:1@1 33:m-n:1@1"), (4, "40:p-q:1@1")];
+        for (level, spec) in files {
+            for f in spec.split_whitespace() {
+                edit.push(EditRecord::AddFile { table: 1, level, file: parse_file(f) });
+            }
+        }
+        let v = Version::new(5).apply(&edit);
+        let t = v.tables.get(&1).unwrap();
+        let numbers = |lo: &str, hi: &str| -> Vec<u64> {
+            alignment_files(t, 1, &[0, 1, 2, 3], lo.as_bytes(), hi.as_bytes()).iter().map(|f| f.number).collect()
+        };
+        // Level 2's files, and level 3's where level 2 has none (31 and 33; 30 and 32 overlap
+        // level-2 files); level 4's file lies outside the range.
+        assert_eq!(numbers("a", "n"), vec![20, 31, 21, 33]);
+        assert_eq!(numbers("p", "z"), vec![40]);
+        assert_eq!(numbers("r", "z"), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn alignment_picks_the_group_below_holding_most_bytes() {
+        let cols = ["k", "a", "b", "c", "d"].iter().map(|n| Column::new(*n, ColumnType::Int)).collect();
+        let schema = Arc::new(Schema::new(cols, &["k"]).expect("schema"));
+        let info = TableInfo::new(1, "t".into(), schema, TableOptions::with_layout("L2-: (a,b) (c,d)")).unwrap();
+        let mut edit = VersionEdit::default();
+        edit.push(EditRecord::CreateTable(info));
+        for f in ["20:a-m:100@1/0", "22:a-f:80@1/2", "23:g-m:80@1/2"] {
+            edit.push(EditRecord::AddFile { table: 1, level: 2, file: parse_file(f) });
+        }
+        let v = Version::new(4).apply(&edit);
+        let t = v.tables.get(&1).unwrap();
+        let numbers: Vec<u64> = alignment_files(t, 1, &[0, 1, 2, 3], b"a", b"z").iter().map(|f| f.number).collect();
+        assert_eq!(numbers, vec![22, 23], "group (c,d) holds 160 bytes there, (a,b) 100");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::{BgState, DbInner, ReadView, TableInfo};
 use crate::column_group::group_id;
-use crate::compaction::exec::{write_merged, OutputSpec};
+use crate::compaction::exec::{write_merged, Cutter, OutputSpec};
 use crate::compaction::policy::{self, CompactionTask, PolicyOptions};
 use crate::error::{Error, Result};
 use crate::iter::merge::{MemSource, MergeIter, RunSource, Source};
@@ -107,7 +107,7 @@ impl DbInner {
             };
             let info = &t.info;
             let src = MemSource { cursor: MemCursor::new(mem.clone(), table_id, &[], None) };
-            let groups = info.layout.groups(0).to_vec();
+            let groups = info.layout.groups(0).iter().map(|g| (g.clone(), Vec::new())).collect();
             let files = self.write_files(info, 0, vec![Box::new(src)], groups, &snapshots, false)?;
             for f in files {
                 written.push((table_id, f.size));
@@ -123,21 +123,28 @@ impl DbInner {
         Ok(edit)
     }
 
+    /// Merges `sources` into files of `level`, one run per group of `groups`, each given with
+    /// the files below `level` its output aligns to (see [`policy::alignment_files`]).
     fn write_files(
         &self,
         info: &TableInfo,
         level: usize,
         sources: Vec<Box<dyn Source>>,
-        groups: Vec<Vec<usize>>,
+        groups: Vec<(Vec<usize>, Vec<Arc<FileMeta>>)>,
         snapshots: &[u64],
         bottommost: bool,
     ) -> Result<Vec<FileMeta>> {
         let opts = self.policy_options();
         let groups = groups
             .into_iter()
-            .map(|g| {
+            .map(|(g, below)| {
                 let size = policy::output_file_size(info, level, &g, &opts, self.opts.target_file_size);
-                (g, size)
+                let cutter = if info.options.aligned_compaction {
+                    Cutter::aligned(size, self.opts.alignment_variance, below)
+                } else {
+                    Cutter::by_size(size)
+                };
+                (g, cutter)
             })
             .collect();
         let path_of = |n: u64| self.tables.path(n);
@@ -196,9 +203,10 @@ impl DbInner {
         // The current version holds the inputs; keep it only while they are read, so the
         // cleanup after install can delete them.
         let version = self.view.read().version.clone();
-        let Some(info) = version.tables.get(&task.table).map(|t| t.info.clone()) else {
+        let Some(table) = version.tables.get(&task.table) else {
             return Ok(());
         };
+        let info = table.info.clone();
         let mut sources: Vec<Box<dyn Source>> = Vec::new();
         let run = |files: Vec<Arc<FileMeta>>| -> Box<dyn Source> {
             Box::new(RunSource::new(files, self.tables.clone(), &[], None, info.value_types.clone(), None, false))
@@ -227,6 +235,20 @@ impl DbInner {
                 sources.push(run(files));
             }
         }
+        // Aligned compaction: each output group's files are cut to match the files below it.
+        let range = task.all_inputs().map(|f| (&f.smallest, &f.largest)).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
+        let groups = groups
+            .into_iter()
+            .map(|g| {
+                let below = match range {
+                    Some((lo, hi)) if info.options.aligned_compaction => {
+                        policy::alignment_files(table, task.output_level, &g, lo, hi)
+                    }
+                    _ => Vec::new(),
+                };
+                (g, below)
+            })
+            .collect();
         let snapshots = self.snapshots.capture();
         let files = self.write_files(&info, task.output_level, sources, groups, &snapshots, task.bottommost)?;
         drop(version);

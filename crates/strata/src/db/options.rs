@@ -53,6 +53,11 @@ pub struct Options {
     /// is newer than the read's snapshot, by the file's smallest sequence number kept in memory.
     /// On by default; off only to measure what they save.
     pub snapshot_filter: bool,
+    /// How far aligned compaction (Kim et al.; [`TableOptions::aligned_compaction`]) may move a
+    /// file cut to meet a boundary of the level below: an output file is never cut below
+    /// `target / factor` to meet one, and always cut at `target × factor` (default 2; 1 turns
+    /// alignment into plain size cutting).
+    pub alignment_variance: f64,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
 }
@@ -78,6 +83,7 @@ impl Default for Options {
             scan_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             shared_scan_window: std::time::Duration::from_millis(2),
             snapshot_filter: true,
+            alignment_variance: 2.0,
             fs: Arc::new(OsFs),
         }
     }
@@ -100,6 +106,7 @@ impl std::fmt::Debug for Options {
             .field("scan_threads", &self.scan_threads)
             .field("shared_scan_window", &self.shared_scan_window)
             .field("snapshot_filter", &self.snapshot_filter)
+            .field("alignment_variance", &self.alignment_variance)
             .finish_non_exhaustive()
     }
 }
@@ -119,6 +126,9 @@ impl Options {
         {
             return Err("memtable_size, block_size, target_file_size and l1_max_bytes are too small".into());
         }
+        if self.alignment_variance.is_nan() || self.alignment_variance < 1.0 || self.alignment_variance.is_infinite() {
+            return Err(format!("alignment_variance must be a number >= 1, got {}", self.alignment_variance));
+        }
         if self.scan_threads == 0 {
             return Err("scan_threads must be at least 1".into());
         }
@@ -130,27 +140,48 @@ impl Options {
 }
 
 /// Per-table settings, stored with the table.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TableOptions {
     /// The column-group layout of each level, as layout text (see [`crate::column_group`]);
     /// `None` stores whole rows at every level.
     pub layout: Option<String>,
+    /// Aligned compaction (Kim et al. §IV, on by default): compaction output going to level
+    /// n+1 is cut where files of level n+2 begin and end, within
+    /// [`Options::alignment_variance`] of the target size, so a later compaction of an output
+    /// file does not drag in neighbours it barely overlaps. Off: files are cut by size alone.
+    pub aligned_compaction: bool,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions { layout: None, aligned_compaction: true }
+    }
 }
 
 /// Record tags inside the encoded table options.
 const TAG_LAYOUT: u64 = 1;
+const TAG_UNALIGNED: u64 = 2;
 
 impl TableOptions {
     /// Options with the given layout text, e.g. `"L1: (a,b) (c); L2-: column"`.
     pub fn with_layout(spec: impl Into<String>) -> Self {
-        TableOptions { layout: Some(spec.into()) }
+        TableOptions { layout: Some(spec.into()), ..TableOptions::default() }
+    }
+
+    /// These options with aligned compaction switched on or off.
+    pub fn aligned(self, on: bool) -> Self {
+        TableOptions { aligned_compaction: on, ..self }
     }
 
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         if let Some(l) = &self.layout {
             put_varint(out, TAG_LAYOUT);
             put_bytes(out, l.as_bytes());
+        }
+        // The default writes nothing, so tables of earlier builds read back unchanged.
+        if !self.aligned_compaction {
+            put_varint(out, TAG_UNALIGNED);
         }
     }
 
@@ -163,6 +194,7 @@ impl TableOptions {
                     let text = std::str::from_utf8(r.bytes()?).map_err(|_| DecodeError::new("layout is not UTF-8"))?;
                     o.layout = Some(text.to_owned());
                 }
+                TAG_UNALIGNED => o.aligned_compaction = false,
                 // Written by a newer build with options this one does not know.
                 _ => return Err(DecodeError::new("unknown table options")),
             }
@@ -184,4 +216,34 @@ pub struct WriteOptions {
 pub struct ReadOptions<'a> {
     /// Read at this snapshot; `None` reads the newest data.
     pub snapshot: Option<&'a Snapshot>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_options_round_trip_and_defaults_encode_to_nothing() {
+        let mut out = Vec::new();
+        TableOptions::default().encode(&mut out);
+        assert!(out.is_empty(), "default options must encode as earlier builds did");
+        for o in [
+            TableOptions::with_layout("L1-: column"),
+            TableOptions::default().aligned(false),
+            TableOptions::with_layout("L2-: (a) (b,c)").aligned(false),
+        ] {
+            let mut out = Vec::new();
+            o.encode(&mut out);
+            assert_eq!(TableOptions::decode(&out).unwrap(), o);
+        }
+    }
+
+    #[test]
+    fn alignment_variance_below_one_is_refused() {
+        for v in [0.5, f64::NAN, f64::INFINITY] {
+            let o = Options { alignment_variance: v, ..Options::default() };
+            assert!(o.validate().is_err(), "{v} accepted");
+        }
+        assert!(Options { alignment_variance: 1.0, ..Options::default() }.validate().is_ok());
+    }
 }

@@ -116,6 +116,8 @@ pub struct TableStats {
     pub name: String,
     /// The column-group layout, one clause per level.
     pub layout: String,
+    /// Whether compaction output is aligned to the files below ([`crate::TableOptions`]).
+    pub aligned_compaction: bool,
     /// Operations the memtable served since open.
     pub memtable_workload: WorkloadStats,
     /// Levels 0..num_levels.
@@ -188,6 +190,7 @@ impl DbInner {
             tables.push(TableStats {
                 name: t.info.name.clone(),
                 layout: t.info.layout.spec(&t.info.schema, t.levels.len()),
+                aligned_compaction: t.info.options.aligned_compaction,
                 memtable_workload: WorkloadStats::of(&t.info.workload, At::Memtable, &t.info),
                 levels,
                 ingested_bytes: ingested,
