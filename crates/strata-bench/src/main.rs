@@ -8,6 +8,8 @@
 //!   scan against projection size, for several column-group sizes (see `laser.rs`).
 //! - `snapshot-reads` measures snapshot filters: files searched per lookup at an old snapshot
 //!   (see `snapshot_reads.rs`).
+//! - `write-amp` measures aligned compaction: write amplification per level and in total, off
+//!   and on, with RocksDB's own figure beside it when built in (see `write_amp.rs`).
 //!
 //! strata beside its peers (RocksDB, PostgreSQL, DuckDB, SQLite, each behind a cargo feature; see
 //! `peers/`), one table of every metric with ratios, `results.json` and `chart.png`:
@@ -23,6 +25,7 @@ mod laser_hw;
 mod peers;
 mod snapshot_reads;
 mod tables;
+mod write_amp;
 mod ycsb;
 mod ycsb_sharp;
 
@@ -61,6 +64,9 @@ enum Cmd {
     /// Kim et al.: point lookups and scans at an old snapshot under a writer, snapshot filter and
     /// bloom filters off/on; files searched per lookup.
     SnapshotReads(snapshot_reads::SnapshotReadsArgs),
+    /// Kim et al.: write amplification of random overwrites per fanout and key skew, aligned
+    /// compaction off/on (and RocksDB's, when built in).
+    WriteAmp(write_amp::WriteAmpArgs),
 }
 
 #[derive(Parser)]
@@ -291,6 +297,7 @@ fn main() {
         Cmd::Ycsb(a) => ycsb::ycsb(a).map_err(strata::Error::InvalidArgument),
         Cmd::LaserHw(a) => laser_hw::laser_hw(a).map_err(strata::Error::InvalidArgument),
         Cmd::SnapshotReads(a) => snapshot_reads::snapshot_reads(a).map_err(strata::Error::InvalidArgument),
+        Cmd::WriteAmp(a) => write_amp::write_amp(a).map_err(strata::Error::InvalidArgument),
         Cmd::YcsbSharp(a) => {
             let root = std::env::temp_dir().join(format!("strata-bench-ycsb-sharp-{}", std::process::id()));
             let r = ycsb_sharp::ycsb_sharp(a, &root).map_err(strata::Error::InvalidArgument);

@@ -34,6 +34,7 @@ pub use db::{
 };
 pub use error::{Error, Result};
 pub use mvcc::snapshot::Snapshot;
+pub use sst::cache::{thread_io, ThreadIo};
 pub use sst::format::Compression;
 pub use types::{Column, ColumnType, Schema, Value};
 pub use write::batch::WriteBatch;

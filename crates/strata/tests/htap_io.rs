@@ -143,3 +143,44 @@ fn compaction_reads_are_counted_per_level() {
     let written_below: u64 = after.tables[0].levels[1..].iter().map(|l| l.bytes_written).sum();
     assert!(written_below > 0, "compaction output counted");
 }
+
+/// Per-query IO for callers: the block reads a point read or scan makes show in the calling
+/// thread's counters, and another thread's reads do not.
+#[test]
+fn thread_io_counts_the_calling_threads_block_reads() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let opts = Options { block_cache_size: 0, ..Options::default() };
+    let db = Db::open(dir.path(), opts).expect("open");
+    let schema =
+        Schema::new(vec![Column::not_null("k", ColumnType::BigInt), Column::new("v", ColumnType::Int)], &["k"])
+            .expect("schema");
+    let t = db.create_table("t", schema, TableOptions::default()).expect("create");
+    for k in 0..5_000 {
+        t.insert(&row(k, k as i32)).expect("insert");
+    }
+    db.flush().expect("flush");
+    db.wait_for_compactions().expect("settle");
+    let all = Projection::All;
+    let ro = ReadOptions::default();
+
+    let (stats0, io0) = (db.stats(), strata::thread_io());
+    assert_eq!(t.get(&[Value::BigInt(1234)], &all, &ro).expect("get"), Some(row(1234, 1234)));
+    let (stats1, io1) = (db.stats(), strata::thread_io());
+    let get = io1.since(io0);
+    assert_eq!(get.block_reads, 1, "an uncached point read reads one data block");
+    assert_eq!(get.block_reads, stats1.block_reads - stats0.block_reads);
+    assert_eq!(get.block_read_bytes, stats1.block_read_bytes - stats0.block_read_bytes);
+    assert!(get.block_read_bytes > 0);
+
+    let rows = t.scan(&KeyRange::all(), &all, &ro).expect("scan").count();
+    assert_eq!(rows, 5_000);
+    let scan = strata::thread_io().since(io1);
+    assert!(scan.block_reads > 1, "a full scan reads every block: {scan:?}");
+
+    let mine = strata::thread_io();
+    std::thread::scope(|s| {
+        s.spawn(|| t.get(&[Value::BigInt(7)], &all, &ro).expect("get"));
+    });
+    assert_eq!(strata::thread_io(), mine, "another thread's read counted on this one");
+    assert!(db.stats().block_reads > stats1.block_reads + scan.block_reads, "the other thread read a block");
+}

@@ -1,6 +1,8 @@
 //! The block cache shared by every SST of a database: decoded data blocks keyed by
-//! (file number, block offset), bounded by bytes. Also counts block reads from disk.
+//! (file number, block offset), bounded by bytes. Also counts block reads from disk, in total
+//! and per thread ([`thread_io`]).
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -52,5 +54,41 @@ impl BlockCache {
     pub(crate) fn count_read(&self, bytes: usize) {
         self.reads.fetch_add(1, Ordering::Relaxed);
         self.read_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        THREAD_IO.with(|c| {
+            let io = c.get();
+            c.set(ThreadIo { block_reads: io.block_reads + 1, block_read_bytes: io.block_read_bytes + bytes as u64 });
+        });
     }
+}
+
+thread_local! {
+    static THREAD_IO: Cell<ThreadIo> = const { Cell::new(ThreadIo { block_reads: 0, block_read_bytes: 0 }) };
+}
+
+/// Data blocks the calling thread has read from files (block-cache misses), over every database
+/// it used since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ThreadIo {
+    /// Blocks read.
+    pub block_reads: u64,
+    /// Bytes of those blocks as stored.
+    pub block_read_bytes: u64,
+}
+
+impl ThreadIo {
+    /// What was read between `earlier` and `self`.
+    pub fn since(self, earlier: ThreadIo) -> ThreadIo {
+        ThreadIo {
+            block_reads: self.block_reads.saturating_sub(earlier.block_reads),
+            block_read_bytes: self.block_read_bytes.saturating_sub(earlier.block_read_bytes),
+        }
+    }
+}
+
+/// The calling thread's block reads so far: the difference around a point read or a scan on
+/// one thread is that query's IO, apart from background work and other threads' queries (which
+/// [`crate::Stats::block_reads`] includes). Work a scan hands to the scan pool (partitioned and
+/// shared analytical scans) counts on the pool's threads, not the caller's.
+pub fn thread_io() -> ThreadIo {
+    THREAD_IO.with(Cell::get)
 }
