@@ -286,6 +286,7 @@ impl WriteAmpDb {
         use rocksdb::properties::{COMPACTION_PENDING, NUM_RUNNING_COMPACTIONS, NUM_RUNNING_FLUSHES};
         use rocksdb::statistics::Ticker;
         self.db.flush().map_err(err)?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1800);
         loop {
             let busy = [COMPACTION_PENDING, NUM_RUNNING_COMPACTIONS, NUM_RUNNING_FLUSHES]
                 .into_iter()
@@ -294,6 +295,9 @@ impl WriteAmpDb {
                 .map_err(err)?;
             if busy.iter().all(|&n| n == 0) {
                 break;
+            }
+            if std::time::Instant::now() > deadline {
+                return Err("rocksdb: compactions still pending after 30 minutes".into());
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }

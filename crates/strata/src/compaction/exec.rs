@@ -45,7 +45,9 @@ pub(crate) struct OutputSpec<'a> {
 /// Decides, key by key, where the output files of one group end.
 ///
 /// By size: a file is closed once it holds `target` bytes. Aligned (Kim et al. Algorithm 1):
-/// given the files of the level below the output, by key, a file is closed
+/// given non-overlapping files below the output level by key (those of the next level, and
+/// deeper ones in its gaps; see [`alignment_files`](super::policy::alignment_files)), a file is
+/// closed
 /// - where the keys pass the end of a file below, once it holds `target / variance` bytes;
 /// - in a key gap between files below (or past the last), once it holds `target` bytes;
 /// - anywhere, once it holds `target × variance` bytes.
@@ -57,7 +59,7 @@ pub(crate) struct Cutter {
     target: u64,
     min: u64,
     max: u64,
-    /// Files of the level below the output, by smallest key (empty: cut by size).
+    /// Files below the output level to align to, by smallest key (empty: cut by size).
     below: Vec<Arc<FileMeta>>,
     /// The first file of `below` whose end the keys have not passed.
     next: usize,

@@ -22,6 +22,8 @@
 //!   level is a trivial move (the file changes level, no IO). A group that splits is rewritten.
 //! - A task is bottommost when no deeper level holds a file of the task's columns overlapping its
 //!   key range.
+//! - Aligned compaction cuts a task's output where the files of the level below the output begin
+//!   and end; [`alignment_files`] says which files those are.
 
 use std::collections::HashSet;
 use std::sync::Arc;
