@@ -127,6 +127,31 @@ fn value_pool(seed: u64) -> Vec<u8> {
     (0..4 << 20).map(|_| rng.gen()).collect()
 }
 
+/// Performs the run's writes through `put(key, value)` with a progress line; returns writes per
+/// second.
+fn drive(
+    a: &WriteAmpArgs,
+    exponent: f64,
+    label: &str,
+    mut put: impl FnMut(i64, &[u8]) -> Result<(), String>,
+) -> Result<f64, String> {
+    let pool = value_pool(a.seed);
+    let mut keys = Keys::new(a, exponent)?;
+    let progress = Progress::new(label, a.writes);
+    let t0 = Instant::now();
+    for i in 0..a.writes {
+        let (k, off) = keys.next();
+        let off = off % (pool.len() - a.value_bytes);
+        put(k, &pool[off..off + a.value_bytes])?;
+        if i % 1024 == 0 {
+            progress.set(i);
+        }
+    }
+    let rate = a.writes as f64 / t0.elapsed().as_secs_f64();
+    progress.finish();
+    Ok(rate)
+}
+
 fn run_strata(a: &WriteAmpArgs, shape: &Shape, exponent: f64, aligned: bool) -> Result<(Written, f64), String> {
     let e = |e: strata::Error| e.to_string();
     let dir = a.out.join("data").join(format!("strata-{}-{exponent}-{aligned}", shape.fanout));
@@ -146,21 +171,8 @@ fn run_strata(a: &WriteAmpArgs, shape: &Shape, exponent: f64, aligned: bool) -> 
         Schema::new(vec![Column::not_null("k", ColumnType::BigInt), Column::new("v", ColumnType::Bytea)], &["k"])
             .map_err(e)?;
     let t = db.create_table("t", schema, TableOptions::default().aligned(aligned)).map_err(e)?;
-    let pool = value_pool(a.seed);
-    let mut keys = Keys::new(a, exponent)?;
     let label = format!("strata, fanout {}, zipf {exponent}, aligned {}", shape.fanout, on_off(aligned));
-    let progress = Progress::new(&label, a.writes);
-    let t0 = Instant::now();
-    for i in 0..a.writes {
-        let (k, off) = keys.next();
-        let off = off % (pool.len() - a.value_bytes);
-        t.insert(&[Value::BigInt(k), Value::Bytea(pool[off..off + a.value_bytes].to_vec())]).map_err(e)?;
-        if i % 1024 == 0 {
-            progress.set(i);
-        }
-    }
-    let rate = a.writes as f64 / t0.elapsed().as_secs_f64();
-    progress.finish();
+    let rate = drive(a, exponent, &label, |k, v| t.insert(&[Value::BigInt(k), Value::Bytea(v.to_vec())]).map_err(e))?;
     db.flush().map_err(e)?;
     db.wait_for_compactions().map_err(e)?;
     let stats = db.stats();
@@ -184,20 +196,7 @@ fn run_rocksdb(a: &WriteAmpArgs, shape: &Shape, exponent: f64) -> Result<(Writte
     let dir = a.out.join("data").join(format!("rocksdb-{}-{exponent}", shape.fanout));
     let _ = std::fs::remove_dir_all(&dir);
     let db = crate::peers::rocksdb::WriteAmpDb::open(&dir, shape)?;
-    let pool = value_pool(a.seed);
-    let mut keys = Keys::new(a, exponent)?;
-    let progress = Progress::new(&format!("rocksdb, fanout {}, zipf {exponent}", shape.fanout), a.writes);
-    let t0 = Instant::now();
-    for i in 0..a.writes {
-        let (k, off) = keys.next();
-        let off = off % (pool.len() - a.value_bytes);
-        db.put(k, &pool[off..off + a.value_bytes])?;
-        if i % 1024 == 0 {
-            progress.set(i);
-        }
-    }
-    let rate = a.writes as f64 / t0.elapsed().as_secs_f64();
-    progress.finish();
+    let rate = drive(a, exponent, &format!("rocksdb, fanout {}, zipf {exponent}", shape.fanout), |k, v| db.put(k, v))?;
     let written = db.finish()?;
     drop(db);
     let _ = std::fs::remove_dir_all(&dir);

@@ -87,7 +87,8 @@ impl CompactionTask {
     }
 }
 
-fn key_range<'a>(files: impl Iterator<Item = &'a Arc<FileMeta>>) -> Option<(Vec<u8>, Vec<u8>)> {
+/// The smallest and largest key of `files`, if any.
+pub(crate) fn key_range<'a>(files: impl Iterator<Item = &'a Arc<FileMeta>>) -> Option<(Vec<u8>, Vec<u8>)> {
     let mut r: Option<(Vec<u8>, Vec<u8>)> = None;
     for f in files {
         r = Some(match r {
@@ -266,24 +267,19 @@ pub fn alignment_files(t: &TableVersion, level: usize, group: &[usize], lo: &[u8
             chosen.insert(i, f.clone());
         }
     };
-    let next = level + 1;
-    if let Some(lvl) = t.levels.get(next) {
-        let mut best: (u64, Vec<&Arc<FileMeta>>) = (0, Vec::new());
-        for child in t.info.layout.children(level, group_id(group)) {
-            let id = group_id(child);
-            let files: Vec<&Arc<FileMeta>> = lvl.files().filter(|f| f.cg == id && f.overlaps(lo, hi)).collect();
-            let bytes = files.iter().map(|f| f.size).sum();
-            if bytes > best.0 {
-                best = (bytes, files);
-            }
+    let cg = group_id(group);
+    let mut best: (u64, Vec<Arc<FileMeta>>) = (0, Vec::new());
+    for child in t.info.layout.children(level, cg) {
+        let id = group_id(child);
+        let files = overlapping(t, level + 1, lo, hi, |f| f == id);
+        let bytes = files.iter().map(|f| f.size).sum();
+        if bytes > best.0 {
+            best = (bytes, files);
         }
-        best.1.into_iter().for_each(&mut add);
     }
-    // Deeper groups lie inside one group above, so a file's first column says whether it is
-    // inside `group`.
-    let inside = |cg: u32| group.len() == t.info.value_types.len() || group.contains(&(cg as usize));
-    for lvl in t.levels.iter().skip(next + 1) {
-        lvl.files().filter(|f| inside(f.cg) && f.overlaps(lo, hi)).for_each(&mut add);
+    best.1.iter().for_each(&mut add);
+    for deeper in level + 2..t.levels.len() {
+        overlapping(t, deeper, lo, hi, |f| inside(t, level, cg, f)).iter().for_each(&mut add);
     }
     chosen
 }

@@ -236,11 +236,11 @@ impl DbInner {
             }
         }
         // Aligned compaction: each output group's files are cut to match the files below it.
-        let range = task.all_inputs().map(|f| (&f.smallest, &f.largest)).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
+        let range = policy::key_range(task.all_inputs());
         let groups = groups
             .into_iter()
             .map(|g| {
-                let below = match range {
+                let below = match &range {
                     Some((lo, hi)) if info.options.aligned_compaction => {
                         policy::alignment_files(table, task.output_level, &g, lo, hi)
                     }

@@ -126,7 +126,7 @@ impl Options {
         {
             return Err("memtable_size, block_size, target_file_size and l1_max_bytes are too small".into());
         }
-        if self.alignment_variance.is_nan() || self.alignment_variance < 1.0 || self.alignment_variance.is_infinite() {
+        if !(1.0..f64::INFINITY).contains(&self.alignment_variance) {
             return Err(format!("alignment_variance must be a number >= 1, got {}", self.alignment_variance));
         }
         if self.scan_threads == 0 {
