@@ -15,9 +15,15 @@
 //! - A Level-0 task takes every Level-0 file (they overlap, and must move down oldest data
 //!   first) plus the overlapping files of every Level-1 group; only one Level-0 task runs per
 //!   table.
-//! - A task on group g of level i ≥ 1 takes g's file whose newest data is oldest (smallest max
-//!   sequence), so levels keep bands of data age, plus the overlapping files of the groups of
-//!   level i+1 that lie inside g (CG-local compaction: other groups are not touched).
+//! - A task on group g of level i ≥ 1 takes one file of g, plus the overlapping files of the
+//!   groups of level i+1 that lie inside g (CG-local compaction: other groups are not touched).
+//!   The file comes from the oldest quarter of g's files (by max sequence: the newest data they
+//!   hold), so levels keep bands of data age; within that quarter, the file that rewrites the
+//!   fewest bytes below per byte of its own goes first, oldest first on ties. Choosing by overlap
+//!   is what lets aligned compaction pay off: a file cut to match the level below rewrites only
+//!   what lies under it, while a file that a later compaction below left straddling its edges
+//!   waits, and often finds part of what lay under it moved further down by then (Kim et al. ran
+//!   RocksDB's min-overlapping-ratio priority; the age window bounds how far it reorders a level).
 //! - A task whose single input file has no overlap below and whose group is the same at the next
 //!   level is a trivial move (the file changes level, no IO). A group that splits is rewritten.
 //! - A task is bottommost when no deeper level holds a file of the task's columns overlapping its
@@ -220,6 +226,18 @@ pub fn task_over(
     })
 }
 
+/// A level's oldest files, one in `AGE_WINDOW` of a group's files, compete on their overlap below
+/// (see the module rules).
+const AGE_WINDOW: usize = 4;
+
+/// Bytes of the files below `f` (of group `cg` of `level`) that compacting it would rewrite, per
+/// byte of `f`, scaled by 2^16 to compare as an integer.
+fn overlap_per_byte(t: &TableVersion, level: usize, cg: u32, f: &FileMeta) -> u128 {
+    let below: u64 =
+        overlapping(t, level + 1, &f.smallest, &f.largest, |c| inside(t, level, cg, c)).iter().map(|g| g.size).sum();
+    (u128::from(below) << 16) / u128::from(f.size.max(1))
+}
+
 /// Forms the task for `level` of `t`, or `None` if every candidate touches a busy file.
 pub fn task_for_level(
     t: &TableVersion,
@@ -244,6 +262,8 @@ pub fn task_for_level(
         let mut candidates: Vec<&Arc<FileMeta>> =
             lvl.files().filter(|f| f.cg == cg && !busy.contains(&f.number)).collect();
         candidates.sort_by_key(|f| (f.max_seq, f.number));
+        let window = lvl.files().filter(|f| f.cg == cg).count().div_ceil(AGE_WINDOW).min(candidates.len());
+        candidates[..window].sort_by_cached_key(|f| (overlap_per_byte(t, level, cg, f), f.max_seq, f.number));
         candidates.into_iter().find_map(|f| task_over(t, level, cg, vec![f.clone()], busy, score))
     })
 }
