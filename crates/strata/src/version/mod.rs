@@ -40,13 +40,6 @@ pub struct FileMeta {
     pub cg: u32,
 }
 
-impl FileMeta {
-    /// Whether the file's key range intersects `[lo, hi]` (inclusive).
-    pub(crate) fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
-        self.smallest.as_slice() <= hi && self.largest.as_slice() >= lo
-    }
-}
-
 /// A sorted run: files ordered by key, non-overlapping.
 #[derive(Debug, Clone, Default)]
 pub struct Run {
