@@ -20,10 +20,9 @@
 //!   The file comes from the oldest quarter of g's files (by max sequence: the newest data they
 //!   hold), so levels keep bands of data age; within that quarter, the file that rewrites the
 //!   fewest bytes below per byte of its own goes first, oldest first on ties. Choosing by overlap
-//!   is what lets aligned compaction pay off: a file cut to match the level below rewrites only
-//!   what lies under it, while a file that a later compaction below left straddling its edges
-//!   waits, and often finds part of what lay under it moved further down by then (Kim et al. ran
-//!   RocksDB's min-overlapping-ratio priority; the age window bounds how far it reorders a level).
+//!   is what lets aligned compaction pay off: a file cut to match the level below, which rewrites
+//!   only what lies under it, goes before one that files below straddle (Kim et al. ran RocksDB's
+//!   min-overlapping-ratio priority; the age window bounds how far this reorders a level).
 //! - A task whose single input file has no overlap below and whose group is the same at the next
 //!   level is a trivial move (the file changes level, no IO). A group that splits is rewritten.
 //! - A task is bottommost when no deeper level holds a file of the task's columns overlapping its
@@ -490,7 +489,9 @@ mod tests {
                 overlapping(t, 1, lo.as_bytes(), hi.as_bytes(), keep).iter().map(|f| f.number).collect();
             let scanned: Vec<u64> = t.levels[1]
                 .files()
-                .filter(|f| keep(f.cg) && f.smallest <= hi.as_bytes().to_vec() && f.largest >= lo.as_bytes().to_vec())
+                .filter(|f| {
+                    keep(f.cg) && f.smallest.as_slice() <= hi.as_bytes() && f.largest.as_slice() >= lo.as_bytes()
+                })
                 .map(|f| f.number)
                 .collect();
             assert_eq!(found, scanned, "seed {seed}: [{lo}, {hi}]");
