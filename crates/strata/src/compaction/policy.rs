@@ -262,10 +262,11 @@ pub fn task_for_level(
     groups.retain(|&(_, s)| s >= 1.0);
     groups.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     groups.into_iter().find_map(|(cg, _)| {
-        let mut candidates: Vec<&Arc<FileMeta>> =
-            lvl.files().filter(|f| f.cg == cg && !busy.contains(&f.number)).collect();
+        let files: Vec<&Arc<FileMeta>> = lvl.files().filter(|f| f.cg == cg).collect();
+        let window = files.len().div_ceil(AGE_WINDOW);
+        let mut candidates: Vec<&Arc<FileMeta>> = files.into_iter().filter(|f| !busy.contains(&f.number)).collect();
         candidates.sort_by_key(|f| (f.max_seq, f.number));
-        let window = lvl.files().filter(|f| f.cg == cg).count().div_ceil(AGE_WINDOW).min(candidates.len());
+        let window = window.min(candidates.len());
         candidates[..window].sort_by_cached_key(|f| (overlap_per_byte(t, level, cg, f), f.max_seq, f.number));
         candidates.into_iter().find_map(|f| task_over(t, level, cg, vec![f.clone()], busy, score))
     })

@@ -124,7 +124,8 @@ impl DbInner {
     }
 
     /// Merges `sources` into files of `level`, one run per group of `groups`, each given with
-    /// the files below `level` its output aligns to (see [`policy::alignment_files`]).
+    /// the files below `level` its output aligns to (see [`policy::alignment_files`]; empty: cut
+    /// by size).
     fn write_files(
         &self,
         info: &TableInfo,
@@ -139,10 +140,10 @@ impl DbInner {
             .into_iter()
             .map(|(g, below)| {
                 let size = policy::output_file_size(info, level, &g, &opts, self.opts.target_file_size);
-                let cutter = if info.options.aligned_compaction {
-                    Cutter::aligned(size, self.opts.alignment_variance, below)
-                } else {
+                let cutter = if below.is_empty() {
                     Cutter::by_size(size)
+                } else {
+                    Cutter::aligned(size, self.opts.alignment_variance, below)
                 };
                 (g, cutter)
             })
