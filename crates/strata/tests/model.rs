@@ -160,6 +160,9 @@ impl World {
             }
             _ => self.check_get(t),
         }
+        if self.op.is_multiple_of(1000) {
+            self.db().check_supersede_marks().unwrap_or_else(|e| panic!("{}: supersede marks: {e}", self.ctx()));
+        }
         if self.op.is_multiple_of(500) {
             let st = self.db().stats();
             for ts in &st.tables {
@@ -324,6 +327,7 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
         assert_eq!(got, want, "final full scan of table {t}");
     }
     w.db().verify().unwrap();
+    w.db().check_supersede_marks().unwrap();
     assert!(
         w.deepest_level >= 2,
         "the run never reached level 2 (deepest {}), so it tested too little",

@@ -15,6 +15,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::supersede::Marker;
 use crate::column_group::group_id;
 use crate::db::workload::{At, Op};
 use crate::db::TableInfo;
@@ -26,6 +27,15 @@ use crate::sst::builder::{SstBuilder, SstOptions};
 use crate::types::row::carries;
 use crate::version::FileMeta;
 use crate::vfs::Fs;
+
+/// Which versions a merge must keep: those the live snapshots (ascending) can tell apart; with
+/// `bottommost` (nothing older lies below the output) tombstones and partial rows over nothing
+/// go (see [`collapse`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Keep<'a> {
+    pub snapshots: &'a [u64],
+    pub bottommost: bool,
+}
 
 /// Where and how output files are written.
 pub(crate) struct OutputSpec<'a> {
@@ -125,7 +135,8 @@ impl Outputs<'_> {
         in_cover && (e.kind != Kind::Update || self.group.iter().any(|&c| carries(&e.row, nvals, c)))
     }
 
-    fn add(&mut self, e: &Entry) -> Result<()> {
+    /// Writes `e`; returns the file number and the version's position in the file.
+    fn add(&mut self, e: &Entry) -> Result<(u64, u32)> {
         if self.current.is_none() {
             let number = (self.spec.alloc)();
             let path = (self.spec.path_of)(number);
@@ -142,13 +153,30 @@ impl Outputs<'_> {
             );
             self.current = Some((number, b));
         }
-        if let Some((_, b)) = &mut self.current {
+        let mut at = (0, 0);
+        if let Some((number, b)) = &mut self.current {
+            let row = u32::try_from(b.entries())
+                .map_err(|_| Error::InvalidArgument("an output file would hold over 2^32 versions".into()))?;
+            at = (*number, row);
             b.add(e)?;
         }
         if e.kind == Kind::Update {
             let nvals = self.spec.table.value_types.len();
             let cols = self.group.iter().copied().filter(|&c| carries(&e.row, nvals, c));
             self.spec.table.workload.record(At::Level(self.spec.level), Op::Update, cols);
+        }
+        Ok(at)
+    }
+
+    /// Writes one key's versions (newest first) and marks them.
+    fn add_key(&mut self, key: &[u8], versions: &[Entry], marker: &mut Marker<'_>) -> Result<()> {
+        let mut first = None;
+        for e in versions {
+            let at = self.add(e)?;
+            first.get_or_insert(at);
+        }
+        if let Some((number, row)) = first {
+            marker.written(key, self.group, versions, number, row)?;
         }
         Ok(())
     }
@@ -176,14 +204,14 @@ impl Outputs<'_> {
     }
 }
 
-/// Drains `iter` into new files, one run per output group. `snapshots` ascending; see
-/// [`collapse`] for `bottommost`. Output files are synced; the caller syncs the directory and
-/// installs them.
+/// Drains `iter` into new files, one run per output group, keeping what `keep` says. `marker` makes the supersede vectors on the way (and may leave
+/// out partial rows of rows that do not exist). Output files are synced; the caller syncs the
+/// directory and installs them.
 pub(crate) fn write_merged(
     mut iter: MergeIter,
-    snapshots: &[u64],
-    bottommost: bool,
+    Keep { snapshots, bottommost }: Keep<'_>,
     spec: &OutputSpec<'_>,
+    marker: &mut Marker<'_>,
 ) -> Result<Vec<FileMeta>> {
     let nvals = spec.table.value_types.len();
     let mut outs: Vec<Outputs<'_>> = spec
@@ -199,24 +227,27 @@ pub(crate) fn write_merged(
         })
         .collect();
     let mut group: Vec<Entry> = Vec::new();
-    let emit = |group: &[Entry], outs: &mut [Outputs<'_>]| -> Result<()> {
+    let mut emit = |group: &[Entry], outs: &mut [Outputs<'_>]| -> Result<()> {
         let Some(key) = group.first().map(|e| e.key.as_slice()) else { return Ok(()) };
         for out in outs.iter_mut() {
             out.maybe_cut(key)?;
             // Most keys have one version: write it through without decoding.
-            if let [e] = group {
+            let collapsed;
+            let versions: &[Entry] = if let [e] = group {
                 let keep = !bottommost || e.kind == Kind::Put;
                 if keep && out.covers(e) {
-                    out.add(e)?;
+                    std::slice::from_ref(e)
+                } else {
+                    &[]
                 }
-                continue;
-            }
-            let mine: Vec<Entry> = group.iter().filter(|e| out.covers(e)).cloned().collect();
-            let versions = collapse(mine, snapshots, bottommost, &spec.table.value_types)
-                .map_err(|d| Error::corruption("<compaction merge>", 0, d.0))?;
-            for e in versions {
-                out.add(&e)?;
-            }
+            } else {
+                let mine: Vec<Entry> = group.iter().filter(|e| out.covers(e)).cloned().collect();
+                collapsed = collapse(mine, snapshots, bottommost, &spec.table.value_types)
+                    .map_err(|d| Error::corruption("<compaction merge>", 0, d.0))?;
+                &collapsed
+            };
+            let keep = marker.before_write(key, versions)?;
+            out.add_key(key, &versions[..keep], marker)?;
         }
         Ok(())
     };

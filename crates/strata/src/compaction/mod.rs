@@ -3,3 +3,4 @@
 
 pub mod exec;
 pub mod policy;
+pub(crate) mod supersede;

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use super::{BgState, DbInner, ReadView, TableInfo};
 use crate::column_group::group_id;
-use crate::compaction::exec::{write_merged, Cutter, OutputSpec};
+use crate::compaction::exec::{write_merged, Cutter, Keep, OutputSpec};
 use crate::compaction::policy::{self, CompactionTask, PolicyOptions};
+use crate::compaction::supersede::{self, Made, Marker};
 use crate::error::{Error, Result};
 use crate::iter::merge::{MemSource, MergeIter, RunSource, Source};
 use crate::memtable::{MemCursor, Memtable};
@@ -22,6 +23,13 @@ use crate::version::{FileMeta, Version};
 enum Job {
     Flush,
     Compact(CompactionTask),
+}
+
+/// What a flush wrote for one table: its Level-0 files and the marks it made.
+pub(crate) struct Flushed {
+    table: u32,
+    files: Vec<u64>,
+    made: Made,
 }
 
 impl DbInner {
@@ -93,14 +101,16 @@ impl DbInner {
         }
     }
 
-    /// Writes one Level-0 file per table present in `mem` and returns the edit adding them.
-    pub(crate) fn write_level0(&self, mem: &Arc<Memtable>, version: &Version) -> Result<VersionEdit> {
+    /// Writes one Level-0 file per table present in `mem` and returns the edit adding them, with
+    /// the marks the flush made (see [`Self::install_flush`]).
+    pub(crate) fn write_level0(&self, mem: &Arc<Memtable>, version: &Version) -> Result<(VersionEdit, Vec<Flushed>)> {
         // From here on versions up to the memtable's newest may be merged: raise the floor before
         // capturing the snapshots, so no snapshot below it can be registered in between.
         self.snapshots.raise_floor(mem.max_seq());
         let snapshots = self.snapshots.capture();
         let mut edit = VersionEdit::default();
         let mut written = Vec::new();
+        let mut flushed = Vec::new();
         for table_id in mem.tables() {
             let Some(t) = version.tables.get(&table_id) else {
                 continue;
@@ -108,11 +118,21 @@ impl DbInner {
             let info = &t.info;
             let src = MemSource { cursor: MemCursor::new(mem.clone(), table_id, &[], None) };
             let groups = info.layout.groups(0).iter().map(|g| (g.clone(), Vec::new())).collect();
-            let files = self.write_files(info, 0, vec![Box::new(src)], groups, &snapshots, false)?;
+            let mut marker = Marker::flush(&self.tables, t);
+            let files = self.write_files(
+                info,
+                0,
+                vec![Box::new(src)],
+                groups,
+                Keep { snapshots: &snapshots, bottommost: false },
+                &mut marker,
+            )?;
+            let numbers = files.iter().map(|f| f.number).collect();
             for f in files {
                 written.push((table_id, f.size));
                 edit.push(EditRecord::AddFile { table: table_id, level: 0, file: f });
             }
+            flushed.push(Flushed { table: table_id, files: numbers, made: marker.made });
         }
         self.fs.sync_dir(&self.dir)?;
         let mut io = self.io.lock();
@@ -120,7 +140,34 @@ impl DbInner {
         for (t, b) in written {
             *io.written.entry((t, 0)).or_default() += b;
         }
-        Ok(edit)
+        Ok((edit, flushed))
+    }
+
+    /// Installs a flush's edit made on top of `base`, with its marks: under the version lock,
+    /// files that compactions installed since `base` are marked by the flushed versions too.
+    pub(crate) fn install_flush(
+        &self,
+        mut edit: VersionEdit,
+        flushed: Vec<Flushed>,
+        base: &Version,
+        mem: Option<&Arc<Memtable>>,
+    ) -> Result<()> {
+        #[cfg(test)]
+        self.fire_install_hook("flush");
+        let mut vs = self.versions.lock();
+        let current = vs.current().clone();
+        for mut f in flushed {
+            let before = supersede::file_numbers(base, f.table);
+            let res = supersede::catch_up_flush(&self.tables, &current, f.table, &before, &f.files, &mut f.made);
+            if let Err(e) = res {
+                self.poison(&e);
+                return Err(e);
+            }
+            let now = supersede::file_numbers(&current, f.table);
+            let live = |n: u64| now.contains(&n) || f.files.contains(&n);
+            edit.records.extend(supersede::records(f.table, f.made, &live));
+        }
+        self.install_locked(&mut vs, edit, mem)
     }
 
     /// Merges `sources` into files of `level`, one run per group of `groups`, each given with
@@ -132,8 +179,8 @@ impl DbInner {
         level: usize,
         sources: Vec<Box<dyn Source>>,
         groups: Vec<(Vec<usize>, Vec<Arc<FileMeta>>)>,
-        snapshots: &[u64],
-        bottommost: bool,
+        keep: Keep<'_>,
+        marker: &mut Marker<'_>,
     ) -> Result<Vec<FileMeta>> {
         let opts = self.policy_options();
         let groups = groups
@@ -159,7 +206,7 @@ impl DbInner {
             groups,
             sst: self.sst_options(),
         };
-        write_merged(MergeIter::new(sources), snapshots, bottommost, &spec)
+        write_merged(MergeIter::new(sources), keep, &spec, marker)
     }
 
     fn release_outputs(&self, files: impl Iterator<Item = u64>) {
@@ -177,10 +224,10 @@ impl DbInner {
             };
             (mem, view.version.clone())
         };
-        let edit = self.write_level0(&mem, &version)?;
-        drop(version);
+        let (edit, flushed) = self.write_level0(&mem, &version)?;
         let outputs: Vec<u64> = added(&edit).collect();
-        let res = self.install(edit, Some(&mem));
+        let res = self.install_flush(edit, flushed, &version, Some(&mem));
+        drop(version);
         self.release_outputs(outputs.into_iter());
         res?;
         self.delete_obsolete_files();
@@ -251,15 +298,27 @@ impl DbInner {
             })
             .collect();
         let snapshots = self.snapshots.capture();
-        let files = self.write_files(&info, task.output_level, sources, groups, &snapshots, task.bottommost)?;
+        let inputs = task.all_inputs().map(|f| f.number).collect();
+        let mut marker = Marker::compaction(&self.tables, table, task.output_level, &inputs);
+        let keep = Keep { snapshots: &snapshots, bottommost: task.bottommost };
+        let files = self.write_files(&info, task.output_level, sources, groups, keep, &mut marker)?;
+        let before = supersede::file_numbers(&version, task.table);
         drop(version);
         self.fs.sync_dir(&self.dir)?;
         let outputs: Vec<u64> = files.iter().map(|f| f.number).collect();
         let bytes: u64 = files.iter().map(|f| f.size).sum();
+        let layout = &info.layout;
+        let placed: Vec<(Arc<FileMeta>, Vec<usize>)> = files
+            .iter()
+            .map(|f| {
+                let cols = layout.groups(task.output_level).iter().find(|g| group_id(g) == f.cg).cloned();
+                (Arc::new(f.clone()), cols.unwrap_or_default())
+            })
+            .collect();
         for f in files {
             edit.push(EditRecord::AddFile { table: task.table, level: task.output_level, file: f });
         }
-        let res = self.install(edit, None);
+        let res = self.install_compaction(edit, task, &before, &placed, marker.made);
         self.release_outputs(outputs.into_iter());
         res?;
         {
@@ -272,6 +331,39 @@ impl DbInner {
         }
         self.delete_obsolete_files();
         Ok(())
+    }
+
+    /// Installs a compaction's edit with the marks of its outputs: under the version lock, files
+    /// that appeared above the output level since the compaction read `before` (the file numbers
+    /// of its version) mark the outputs too.
+    fn install_compaction(
+        &self,
+        mut edit: VersionEdit,
+        task: &CompactionTask,
+        before: &std::collections::HashSet<u64>,
+        outputs: &[(Arc<FileMeta>, Vec<usize>)],
+        mut made: Made,
+    ) -> Result<()> {
+        #[cfg(test)]
+        self.fire_install_hook("compaction");
+        let mut vs = self.versions.lock();
+        let current = vs.current().clone();
+        let res = supersede::catch_up_compaction(
+            &self.tables,
+            &current,
+            task.table,
+            before,
+            task.output_level,
+            outputs,
+            &mut made,
+        );
+        if let Err(e) = res {
+            self.poison(&e);
+            return Err(e);
+        }
+        let live = |n: u64| outputs.iter().any(|(f, _)| f.number == n);
+        edit.records.extend(supersede::records(task.table, made, &live));
+        self.install_locked(&mut vs, edit, None)
     }
 
     /// Waits until no memtable waits for flush and the policy has no compaction to run.

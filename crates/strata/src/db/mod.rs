@@ -8,6 +8,8 @@
 
 mod background;
 mod commit;
+#[cfg(test)]
+mod marks_tests;
 mod options;
 pub(crate) mod read;
 mod stats;
@@ -35,6 +37,7 @@ use crate::mvcc::snapshot::{Snapshot, SnapshotList};
 use crate::sst::cache::BlockCache;
 use crate::types::{ColumnType, Schema};
 use crate::version::edit::{EditRecord, VersionEdit};
+use crate::version::marks::WHOLE;
 use crate::version::set::VersionSet;
 use crate::version::Version;
 use crate::vfs::{DirLock, Fs};
@@ -128,6 +131,10 @@ pub(crate) struct IoCounters {
     pub stall_micros: u64,
 }
 
+/// A test's code to run before a flush or a compaction (as named) installs.
+#[cfg(test)]
+pub(crate) type InstallHook = (&'static str, Box<dyn FnOnce() + Send>);
+
 pub(crate) struct DbInner {
     pub dir: PathBuf,
     pub fs: Arc<dyn Fs>,
@@ -152,6 +159,10 @@ pub(crate) struct DbInner {
     pub shared_scans: crate::scan::shared::SharedScans,
     /// Runs scan partitions and shared scans; started on first use.
     pub scan_pool: std::sync::OnceLock<rayon::ThreadPool>,
+    /// Tests: runs once, on the thread of the first flush or compaction (as named) about to
+    /// take the version lock to install.
+    #[cfg(test)]
+    pub install_hook: Mutex<Option<InstallHook>>,
 }
 
 /// An open database. Dropping it stops background work; everything written stays in the WAL.
@@ -305,14 +316,19 @@ impl Db {
             scan_counters: Default::default(),
             scan_pool: std::sync::OnceLock::new(),
             shared_scans: Default::default(),
+            #[cfg(test)]
+            install_hook: Mutex::new(None),
         });
 
         // Persist what was replayed as Level-0 files, then retire the old logs.
-        let mut edit =
-            if replay.is_empty() { VersionEdit::default() } else { inner.write_level0(&replay, &current)? };
+        let (mut edit, flushed) = if replay.is_empty() {
+            (VersionEdit::default(), Vec::new())
+        } else {
+            inner.write_level0(&replay, &current)?
+        };
         edit.push(EditRecord::LogNumber(wal_number));
         edit.push(EditRecord::LastSequence(last_seq));
-        inner.install(edit, None)?;
+        inner.install_flush(edit, flushed, &current, None)?;
         inner.pending_outputs.lock().clear();
         inner.delete_obsolete_files();
 
@@ -464,11 +480,41 @@ impl Db {
                         ));
                     }
                     reader.verify()?;
+                    if let Some(marks) = t.marks_of(f.number) {
+                        let ncols = reader.columns().len();
+                        let merged = marks.merged();
+                        let stray = merged.marks().iter().find(|m| {
+                            u64::from(m.row) >= reader.entries() || (m.col != WHOLE && usize::from(m.col) >= ncols)
+                        });
+                        if let Some(m) = stray {
+                            return Err(Error::corruption(
+                                self.inner.versions.lock().manifest_path(),
+                                0,
+                                format!("supersede mark {m:?} of file {} names no version of it", f.number),
+                            ));
+                        }
+                    }
                     n += 1;
                 }
             }
         }
         Ok(n)
+    }
+
+    /// Recomputes the supersede vectors of every table from all its versions and compares them
+    /// with the stored ones at every live read point (the snapshots and the newest state).
+    /// Reads every version into memory: meant for tests.
+    #[doc(hidden)]
+    pub fn check_supersede_marks(&self) -> Result<()> {
+        let mut points = self.inner.snapshots.capture();
+        points.push(self.inner.snapshots.visible());
+        let version = self.inner.view.read().version.clone();
+        points.sort_unstable();
+        points.dedup();
+        for t in version.tables.values() {
+            crate::compaction::supersede::check(&self.inner.tables, t, &points)?;
+        }
+        Ok(())
     }
 
     /// Stops background work and releases the directory lock. Reports an earlier background
@@ -528,6 +574,22 @@ impl DbInner {
         }
         drop(g);
         self.bg_cv.notify_all();
+    }
+
+    /// Runs the install hook if it waits for `what` (tests only).
+    #[cfg(test)]
+    pub(crate) fn fire_install_hook(&self, what: &str) {
+        let hook = {
+            let mut h = self.install_hook.lock();
+            if h.as_ref().is_some_and(|(w, _)| *w == what) {
+                h.take()
+            } else {
+                None
+            }
+        };
+        if let Some((_, f)) = hook {
+            f();
+        }
     }
 
     /// Allocates a file number protected from cleanup until the output is installed.

@@ -140,6 +140,11 @@ impl SstBuilder {
         self.entries == 0
     }
 
+    /// Versions added so far.
+    pub(crate) fn entries(&self) -> u64 {
+        self.entries
+    }
+
     /// Adds the next version. `e.row` covers every value column; only the group's are stored.
     pub(crate) fn add(&mut self, e: &Entry) -> Result<()> {
         let new_key = self.entries == 0 || self.block.last_key() != e.key.as_slice();

@@ -66,6 +66,8 @@ pub(crate) struct SstReader {
     number: u64,
     meta: SstMeta,
     index: Vec<IndexEntry>,
+    /// Position in the file of each block's first version, and the file's version count last.
+    starts: Vec<u64>,
     filter: Vec<u8>,
     cache: Arc<BlockCache>,
 }
@@ -98,7 +100,13 @@ impl SstReader {
         if index.iter().map(|e| e.rows).sum::<u64>() != meta.entries {
             return Err(Error::corruption(path, meta.index.offset, "index row counts disagree with meta"));
         }
-        Ok(Arc::new(SstReader { file, path: path.to_owned(), number, meta, index, filter, cache }))
+        let starts = std::iter::once(0)
+            .chain(index.iter().scan(0u64, |n, e| {
+                *n += e.rows;
+                Some(*n)
+            }))
+            .collect();
+        Ok(Arc::new(SstReader { file, path: path.to_owned(), number, meta, index, starts, filter, cache }))
     }
 
     /// The index: one entry per data block, in key order.
@@ -108,6 +116,27 @@ impl SstReader {
 
     pub(crate) fn num_blocks(&self) -> usize {
         self.index.len()
+    }
+
+    /// Position in the file of block `i`'s first version (versions count from 0 across blocks;
+    /// `i == num_blocks()` gives the file's version count).
+    pub(crate) fn first_row(&self, i: usize) -> u64 {
+        self.starts.get(i).copied().unwrap_or(self.meta.entries)
+    }
+
+    /// Whether the bloom filter allows a key with hash `hash` (see [`bloom::key_hash`]).
+    pub(crate) fn may_contain(&self, hash: u64) -> bool {
+        bloom::may_contain(&self.filter, hash)
+    }
+
+    /// The file number.
+    pub(crate) fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The versions stored.
+    pub(crate) fn entries(&self) -> u64 {
+        self.meta.entries
     }
 
     /// Index of the first block whose last key is `>= key`.

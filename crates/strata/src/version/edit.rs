@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::marks::MarkChunk;
 use super::FileMeta;
 use crate::codec::{put_bytes, put_varint, DecodeError, DecodeResult, Reader};
 use crate::db::{TableInfo, TableOptions};
@@ -41,6 +42,15 @@ pub enum EditRecord {
     LastSequence(u64),
     /// The next unused table id.
     NextTableId(u32),
+    /// Rows of a file were superseded (supersede vectors, see [`super::marks`]).
+    Marks {
+        /// Table id.
+        table: u32,
+        /// File number.
+        number: u64,
+        /// The marks added.
+        chunk: Arc<MarkChunk>,
+    },
 }
 
 /// A group of records applied together.
@@ -58,6 +68,7 @@ const LOG: u8 = 5;
 const NEXT_FILE: u8 = 6;
 const LAST_SEQ: u8 = 7;
 const NEXT_TABLE: u8 = 8;
+const MARKS: u8 = 9;
 
 fn u32_of(v: u64) -> DecodeResult<u32> {
     u32::try_from(v).map_err(|_| DecodeError::new("value out of range"))
@@ -117,6 +128,14 @@ impl VersionEdit {
                     out.push(NEXT_TABLE);
                     put_varint(&mut out, u64::from(*n));
                 }
+                EditRecord::Marks { table, number, chunk } => {
+                    out.push(MARKS);
+                    put_varint(&mut out, u64::from(*table));
+                    put_varint(&mut out, *number);
+                    let mut b = Vec::new();
+                    chunk.encode(&mut b);
+                    put_bytes(&mut out, &b);
+                }
             }
         }
         out
@@ -168,6 +187,16 @@ impl VersionEdit {
                 NEXT_FILE => EditRecord::NextFileNumber(r.varint()?),
                 LAST_SEQ => EditRecord::LastSequence(r.varint()?),
                 NEXT_TABLE => EditRecord::NextTableId(u32_of(r.varint()?)?),
+                MARKS => {
+                    let table = u32_of(r.varint()?)?;
+                    let number = r.varint()?;
+                    let mut body = Reader::new(r.bytes()?);
+                    let chunk = MarkChunk::decode(&mut body)?;
+                    if !body.is_empty() {
+                        return Err(DecodeError::new("trailing bytes in marks"));
+                    }
+                    EditRecord::Marks { table, number, chunk: Arc::new(chunk) }
+                }
                 t => return Err(DecodeError::new(format!("unknown edit record type {t}"))),
             };
             records.push(rec);

@@ -11,6 +11,7 @@
 
 pub mod edit;
 pub mod manifest;
+pub mod marks;
 pub mod set;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,6 +19,7 @@ use std::sync::Arc;
 
 use crate::db::TableInfo;
 use edit::{EditRecord, VersionEdit};
+use marks::Marks;
 
 /// One SST as the version knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +91,15 @@ pub struct TableVersion {
     pub info: Arc<TableInfo>,
     /// Levels 0..num_levels.
     pub levels: Vec<Level>,
+    /// Supersede vectors of the files that have any, by file number.
+    pub marks: BTreeMap<u64, Arc<Marks>>,
+}
+
+impl TableVersion {
+    /// The marks of file `number` (empty when it has none).
+    pub fn marks_of(&self, number: u64) -> Option<&Arc<Marks>> {
+        self.marks.get(&number)
+    }
 }
 
 /// The files of every table at one point in time.
@@ -123,7 +134,8 @@ impl Version {
             match r {
                 EditRecord::CreateTable(info) => {
                     let levels = vec![Level::default(); self.num_levels];
-                    tables.insert(info.id, Arc::new(TableVersion { info: Arc::new(info.clone()), levels }));
+                    let info = Arc::new(info.clone());
+                    tables.insert(info.id, Arc::new(TableVersion { info, levels, marks: BTreeMap::new() }));
                 }
                 EditRecord::DropTable(id) => {
                     tables.remove(id);
@@ -148,6 +160,15 @@ impl Version {
                         changed.insert(*table);
                     }
                 }
+                EditRecord::Marks { table, number, chunk } => {
+                    if let Some(t) = tables.get_mut(table) {
+                        let t = Arc::make_mut(t);
+                        let next =
+                            t.marks.get(number).map_or_else(Marks::default, |m| (**m).clone()).with(chunk.clone());
+                        t.marks.insert(*number, Arc::new(next));
+                        changed.insert(*table);
+                    }
+                }
                 EditRecord::LogNumber(_)
                 | EditRecord::NextFileNumber(_)
                 | EditRecord::LastSequence(_)
@@ -156,7 +177,12 @@ impl Version {
         }
         for id in changed {
             let Some(t) = tables.get_mut(&id) else { continue };
-            for (li, l) in Arc::make_mut(t).levels.iter_mut().enumerate() {
+            let t = Arc::make_mut(t);
+            // Marks go with their file: a file moved to another level keeps them, a deleted one
+            // takes them along.
+            let live: BTreeSet<u64> = t.levels.iter().flat_map(|l| l.files().map(|f| f.number)).collect();
+            t.marks.retain(|n, _| live.contains(n));
+            for (li, l) in t.levels.iter_mut().enumerate() {
                 if li == 0 {
                     l.runs.sort_by(|a, b| {
                         let (x, y) = (&a.files[0], &b.files[0]);

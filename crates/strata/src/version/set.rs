@@ -43,6 +43,10 @@ fn snapshot_edit(v: &Version, c: &Counters) -> VersionEdit {
                 e.push(EditRecord::AddFile { table: t.info.id, level: li, file: (**f).clone() });
             }
         }
+        for (&number, marks) in &t.marks {
+            let chunk = Arc::new(marks.merged());
+            e.push(EditRecord::Marks { table: t.info.id, number, chunk });
+        }
     }
     e.push(EditRecord::LogNumber(c.log_number));
     e.push(EditRecord::NextFileNumber(c.next_file));
@@ -99,6 +103,11 @@ impl VersionSet {
 
     pub(crate) fn manifest_number(&self) -> u64 {
         self.manifest.number
+    }
+
+    /// The live manifest's path.
+    pub(crate) fn manifest_path(&self) -> PathBuf {
+        self.dir.join(super::manifest::manifest_name(self.manifest.number))
     }
 
     /// Logs `edit` (with the current counters appended) durably, then makes it current.

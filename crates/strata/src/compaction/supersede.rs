@@ -1,0 +1,589 @@
+//! Making supersede vectors ([`marks`](crate::version::marks)): merge-on-write, done by flush
+//! and compaction in the background, never by a writer.
+//!
+//! Rule: a version `o` of key `k` in an SST is superseded for column `c` from sequence number
+//! `m` on, where `m` is the smallest sequence number of a newer version of `k` in the SSTs that
+//! covers `c` — a full row or tombstone (which supersedes the whole row), or a partial row
+//! carrying `c`. A read at `S` sees `o`'s `c` exactly when `o.seq <= S < m`. Versions in
+//! memtables mark nothing; readers look at memtables themselves.
+//!
+//! Who marks what:
+//! - A flush probes, for every key it writes, the older runs holding the key's columns (bloom
+//!   filter, then fence keys, then the block; keys ascending, so each run is walked forward
+//!   once) and marks the versions found. The same probe tells whether the row exists below the
+//!   flushed versions: partial rows over no row (or over a tombstone) are invisible at every read
+//!   point, so the flush drops them, and every partial row in an SST has a full row below it.
+//! - A compaction gives its output versions fresh marks: those among themselves, and those from
+//!   the runs above the output level (probed the same way, walking each run through the
+//!   compaction's key range). Marks of versions below the output stay valid: they name sequence
+//!   numbers, and compaction changes no read at any live read point.
+//! - Both finish under the version lock ([`catch_up_flush`], [`catch_up_compaction`]): files that
+//!   appeared since they read their version (a compaction's outputs during a flush, a flush's
+//!   file during a compaction) are probed then, so no mark is lost to a race.
+//!
+//! [`check`] recomputes every mark from scratch and compares, for the tests.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::db::read::run_cover;
+use crate::db::table_cache::TableCache;
+use crate::db::TableInfo;
+use crate::error::{Error, Result};
+use crate::mvcc::{Entry, Kind};
+use crate::sst::block::Block;
+use crate::sst::bloom;
+use crate::sst::reader::SstReader;
+use crate::types::row::{carried, carries, RawCell};
+use crate::version::edit::EditRecord;
+use crate::version::marks::{Mark, MarkChunk, Marks, WHOLE};
+use crate::version::{FileMeta, TableVersion, Version};
+
+/// A newer version as marking sees it.
+#[derive(Debug, Clone)]
+struct Sup {
+    seq: u64,
+    kind: Kind,
+    /// The value columns a partial row carries (empty otherwise).
+    cols: Vec<usize>,
+}
+
+impl Sup {
+    fn of_entry(e: &Entry, nvals: usize) -> Sup {
+        let cols = if e.kind == Kind::Update { carried(&e.row, nvals).collect() } else { Vec::new() };
+        Sup { seq: e.seq, kind: e.kind, cols }
+    }
+
+    fn of_row(b: &Block, i: usize, columns: &[usize]) -> Sup {
+        let kind = b.kind(i);
+        let cols = if kind == Kind::Update {
+            columns.iter().enumerate().filter(|&(j, _)| b.raw_cell(i, j) != RawCell::Absent).map(|(_, &c)| c).collect()
+        } else {
+            Vec::new()
+        };
+        Sup { seq: b.seq(i), kind, cols }
+    }
+}
+
+/// A version being marked: its position in its file, and the group columns it carries.
+struct Target {
+    row: u32,
+    seq: u64,
+    kind: Kind,
+    /// Positions in the group.
+    carried: Vec<usize>,
+}
+
+impl Target {
+    fn of_row(b: &Block, i: usize, row: u64, ncols: usize) -> Result<Target> {
+        let kind = b.kind(i);
+        let carried = match kind {
+            Kind::Delete => Vec::new(),
+            Kind::Put => (0..ncols).collect(),
+            Kind::Update => (0..ncols).filter(|&j| b.raw_cell(i, j) != RawCell::Absent).collect(),
+        };
+        let row = u32::try_from(row).map_err(|_| Error::InvalidArgument("file holds over 2^32 versions".into()))?;
+        Ok(Target { row, seq: b.seq(i), kind, carried })
+    }
+
+    fn of_entry(e: &Entry, row: u32, group: &[usize], nvals: usize) -> Target {
+        let carried = match e.kind {
+            Kind::Delete => Vec::new(),
+            Kind::Put => (0..group.len()).collect(),
+            Kind::Update => (0..group.len()).filter(|&j| carries(&e.row, nvals, group[j])).collect(),
+        };
+        Target { row, seq: e.seq, kind: e.kind, carried }
+    }
+}
+
+/// Adds the marks `sups` put on `t` (a version of the same key in a file of `group`) that
+/// `existing` does not already imply.
+fn mark(t: &Target, group: &[usize], sups: &[Sup], existing: Option<&Marks>, out: &mut Vec<Mark>) {
+    let newer = || sups.iter().filter(|s| s.seq > t.seq);
+    let whole = newer().filter(|s| s.kind != Kind::Update).map(|s| s.seq).min();
+    if let Some(w) = whole {
+        if existing.and_then(|m| m.whole_at(t.row)).is_none_or(|e| e > w) {
+            out.push(Mark { row: t.row, col: WHOLE, seq: w });
+        }
+    }
+    if t.kind == Kind::Delete {
+        return;
+    }
+    for &j in &t.carried {
+        let c = group[j];
+        let Some(m) = newer().filter(|s| s.kind == Kind::Update && s.cols.contains(&c)).map(|s| s.seq).min() else {
+            continue;
+        };
+        let Ok(col) = u16::try_from(j) else { continue };
+        if whole.is_none_or(|w| m < w) && existing.and_then(|e| e.superseded_at(t.row, j)).is_none_or(|e| e > m) {
+            out.push(Mark { row: t.row, col, seq: m });
+        }
+    }
+}
+
+/// A key's versions found in one file: the block and the rows.
+struct Hit {
+    reader: Arc<SstReader>,
+    block: Arc<Block>,
+    bi: usize,
+    rows: Range<usize>,
+}
+
+impl Hit {
+    fn file_row(&self, i: usize) -> u64 {
+        self.reader.first_row(self.bi) + i as u64
+    }
+}
+
+/// A forward-only probe of one sorted run by ascending keys.
+pub(crate) struct RunProbe {
+    files: Vec<Arc<FileMeta>>,
+    /// The value columns of the run's group, ascending.
+    columns: Vec<usize>,
+    fi: usize,
+    reader: Option<Arc<SstReader>>,
+    block: Option<(usize, Arc<Block>)>,
+}
+
+impl RunProbe {
+    pub(crate) fn new(files: Vec<Arc<FileMeta>>, columns: Vec<usize>) -> Self {
+        RunProbe { files, columns, fi: 0, reader: None, block: None }
+    }
+
+    fn holds_any(&self, cols: &[bool]) -> bool {
+        self.columns.iter().any(|&c| cols.get(c).copied().unwrap_or(false))
+    }
+
+    /// The versions of `key` in the run. Keys must not decrease from call to call. With
+    /// `hash` the file's bloom filter is asked before any block is read.
+    fn find(&mut self, tables: &TableCache, key: &[u8], hash: Option<u64>) -> Result<Option<Hit>> {
+        if let (Some(r), Some((bi, b))) = (&self.reader, &self.block) {
+            if r.index().get(*bi).is_some_and(|e| key <= e.last_key.as_slice()) {
+                return Ok(hit_in(r, b, *bi, key));
+            }
+        }
+        while self.files.get(self.fi).is_some_and(|f| f.largest.as_slice() < key) {
+            self.fi += 1;
+            self.reader = None;
+            self.block = None;
+        }
+        let Some(f) = self.files.get(self.fi) else { return Ok(None) };
+        if key < f.smallest.as_slice() {
+            return Ok(None);
+        }
+        let r = match &self.reader {
+            Some(r) => r.clone(),
+            None => {
+                let r = tables.get(f.number)?;
+                self.reader = Some(r.clone());
+                r
+            }
+        };
+        if hash.is_some_and(|h| !r.may_contain(h)) {
+            return Ok(None);
+        }
+        let from = self.block.as_ref().map_or(0, |(bi, _)| *bi);
+        let bi = from + r.index()[from.min(r.num_blocks())..].partition_point(|e| e.last_key.as_slice() < key);
+        if bi >= r.num_blocks() {
+            return Ok(None);
+        }
+        let b = r.block(bi, true)?;
+        let hit = hit_in(&r, &b, bi, key);
+        self.block = Some((bi, b));
+        Ok(hit)
+    }
+}
+
+fn hit_in(r: &Arc<SstReader>, b: &Arc<Block>, bi: usize, key: &[u8]) -> Option<Hit> {
+    let start = b.seek(key);
+    let mut end = start;
+    while end < b.len() && b.key(end) == key {
+        end += 1;
+    }
+    (end > start).then(|| Hit { reader: r.clone(), block: b.clone(), bi, rows: start..end })
+}
+
+/// The value columns of a run at `level` (all of them for whole rows).
+fn run_columns(info: &TableInfo, level: usize, run: &crate::version::Run) -> Vec<usize> {
+    run_cover(info, level, run).map_or_else(|| (0..info.value_types.len()).collect(), <[usize]>::to_vec)
+}
+
+/// Marks made by one flush or compaction, by file number.
+pub(crate) type Made = BTreeMap<u64, Vec<Mark>>;
+
+/// Marks versions while a flush or compaction writes one table's files (see the module doc).
+pub(crate) struct Marker<'a> {
+    tables: &'a TableCache,
+    nvals: usize,
+    /// Flush: the runs below the new file.
+    older: Vec<RunProbe>,
+    /// Compaction: the runs above the output level.
+    newer: Vec<RunProbe>,
+    /// The version the runs come from, for the marks files have already.
+    base: Option<Arc<TableVersion>>,
+    /// Marks made so far.
+    pub(crate) made: Made,
+}
+
+impl<'a> Marker<'a> {
+    /// A flush of `info`'s versions on top of `t` (every run of `t` is older).
+    pub(crate) fn flush(tables: &'a TableCache, t: &Arc<TableVersion>) -> Self {
+        let info = &t.info;
+        let mut older = Vec::new();
+        for (level, l) in t.levels.iter().enumerate() {
+            for r in &l.runs {
+                older.push(RunProbe::new(r.files.clone(), run_columns(info, level, r)));
+            }
+        }
+        let nvals = info.value_types.len();
+        Marker { tables, nvals, older, newer: Vec::new(), base: Some(t.clone()), made: Made::new() }
+    }
+
+    /// A compaction writing into `output_level` of `t`, reading `inputs`: the runs above the
+    /// output level, without the inputs, supersede the output.
+    pub(crate) fn compaction(
+        tables: &'a TableCache,
+        t: &TableVersion,
+        output_level: usize,
+        inputs: &HashSet<u64>,
+    ) -> Self {
+        let info = &t.info;
+        let mut newer = Vec::new();
+        for (level, l) in t.levels.iter().enumerate().take(output_level) {
+            for r in &l.runs {
+                let files: Vec<Arc<FileMeta>> =
+                    r.files.iter().filter(|f| !inputs.contains(&f.number)).cloned().collect();
+                if !files.is_empty() {
+                    newer.push(RunProbe::new(files, run_columns(info, level, r)));
+                }
+            }
+        }
+        let nvals = info.value_types.len();
+        Marker { tables, nvals, older: Vec::new(), newer, base: None, made: Made::new() }
+    }
+
+    /// Before a flush writes `versions` (one key's, newest first, whole rows): marks what they
+    /// supersede in the older runs, and returns how many of them to write — partial rows at the
+    /// bottom are left out when no row exists below them.
+    pub(crate) fn before_write(&mut self, key: &[u8], versions: &[Entry]) -> Result<usize> {
+        if versions.is_empty() || self.older.is_empty() {
+            return Ok(versions.len());
+        }
+        let hash = bloom::key_hash(key);
+        let whole = versions.iter().any(|v| v.kind != Kind::Update);
+        let mut touched = vec![whole; self.nvals];
+        for v in versions {
+            for c in carried(&v.row, self.nvals) {
+                touched[c] = true;
+            }
+        }
+        let mut found: Vec<(usize, Hit)> = Vec::new();
+        for (pi, p) in self.older.iter_mut().enumerate() {
+            if whole || p.holds_any(&touched) {
+                if let Some(h) = p.find(self.tables, key, Some(hash))? {
+                    found.push((pi, h));
+                }
+            }
+        }
+        // The newest full row or tombstone below settles whether the row exists there (every
+        // chain probed agrees; a partial row's own columns' chains were all probed).
+        let settled = found
+            .iter()
+            .flat_map(|(_, h)| h.rows.clone().map(move |i| (h.block.seq(i), h.block.kind(i))))
+            .filter(|(_, k)| *k != Kind::Update)
+            .max_by_key(|(s, _)| *s);
+        let mut keep = versions.len();
+        if !matches!(settled, Some((_, Kind::Put))) {
+            while keep > 0 && versions[keep - 1].kind == Kind::Update {
+                keep -= 1;
+            }
+        }
+        let sups: Vec<Sup> = versions[..keep].iter().map(|v| Sup::of_entry(v, self.nvals)).collect();
+        if sups.is_empty() {
+            return Ok(0);
+        }
+        for (pi, h) in found {
+            let columns = &self.older[pi].columns;
+            let number = h.reader.number();
+            let existing = self.base.as_ref().and_then(|t| t.marks_of(number)).map(|m| &**m);
+            let out = self.made.entry(number).or_default();
+            for i in h.rows.clone() {
+                let t = Target::of_row(&h.block, i, h.file_row(i), columns.len())?;
+                mark(&t, columns, &sups, existing, out);
+            }
+        }
+        Ok(keep)
+    }
+
+    /// After `versions` (one key's, newest first) were written to rows `first_row..` of file
+    /// `number` of output `group`: marks them by each other and by the newer runs.
+    pub(crate) fn written(
+        &mut self,
+        key: &[u8],
+        group: &[usize],
+        versions: &[Entry],
+        number: u64,
+        first_row: u32,
+    ) -> Result<()> {
+        let mut in_group = vec![false; self.nvals];
+        for &c in group {
+            in_group[c] = true;
+        }
+        let mut sups: Vec<Sup> = Vec::new();
+        for p in self.newer.iter_mut().filter(|p| p.holds_any(&in_group)) {
+            if let Some(h) = p.find(self.tables, key, None)? {
+                sups.extend(h.rows.clone().map(|i| Sup::of_row(&h.block, i, &p.columns)));
+            }
+        }
+        if sups.is_empty() && versions.len() < 2 {
+            return Ok(());
+        }
+        let out = self.made.entry(number).or_default();
+        for (i, v) in versions.iter().enumerate() {
+            if i > 0 {
+                sups.push(Sup::of_entry(&versions[i - 1], self.nvals));
+            }
+            let t = Target::of_entry(v, first_row + i as u32, group, self.nvals);
+            mark(&t, group, &sups, None, out);
+        }
+        Ok(())
+    }
+}
+
+/// Marks that `source`'s versions with keys in `range` put on the versions of `targets`
+/// (runs, each with its value columns), adding them to `made`. `existing` gives marks the
+/// targets' files already have.
+fn mark_from_file(
+    tables: &TableCache,
+    source: &Arc<SstReader>,
+    range: Option<(&[u8], &[u8])>,
+    targets: &mut [RunProbe],
+    existing: &dyn Fn(u64) -> Option<Arc<Marks>>,
+    made: &mut Made,
+) -> Result<()> {
+    let columns = source.columns().to_vec();
+    let start = range.map_or(0, |(lo, _)| source.find_block(lo));
+    for bi in start..source.num_blocks() {
+        let b = source.block(bi, true)?;
+        let mut i = range.map_or(0, |(lo, _)| b.seek(lo));
+        while i < b.len() {
+            let key = b.key(i);
+            if range.is_some_and(|(_, hi)| key > hi) {
+                return Ok(());
+            }
+            let mut end = i + 1;
+            while end < b.len() && b.key(end) == key {
+                end += 1;
+            }
+            let sups: Vec<Sup> = (i..end).map(|j| Sup::of_row(&b, j, &columns)).collect();
+            let hash = bloom::key_hash(key);
+            let shares = |t: &RunProbe| columns.is_empty() || t.columns.iter().any(|c| columns.contains(c));
+            for t in targets.iter_mut().filter(|t| shares(t)) {
+                let Some(h) = t.find(tables, key, Some(hash))? else { continue };
+                let number = h.reader.number();
+                let ex = existing(number);
+                let out = made.entry(number).or_default();
+                for r in h.rows.clone() {
+                    let tg = Target::of_row(&h.block, r, h.file_row(r), t.columns.len())?;
+                    mark(&tg, &t.columns, &sups, ex.as_deref(), out);
+                }
+            }
+            i = end;
+        }
+    }
+    Ok(())
+}
+
+/// Turns marks into version-edit records, leaving out files not in `live` and empty lists.
+pub(crate) fn records(table: u32, made: Made, live: &dyn Fn(u64) -> bool) -> Vec<EditRecord> {
+    made.into_iter()
+        .filter(|(n, m)| !m.is_empty() && live(*n))
+        .map(|(number, m)| EditRecord::Marks { table, number, chunk: Arc::new(MarkChunk::new(m)) })
+        .collect()
+}
+
+/// The files of table `table` in `v`, by number.
+pub(crate) fn file_numbers(v: &Version, table: u32) -> HashSet<u64> {
+    v.tables
+        .get(&table)
+        .map(|t| t.levels.iter().flat_map(|l| l.files().map(|f| f.number)).collect())
+        .unwrap_or_default()
+}
+
+/// Under the version lock, before a flush installs `flushed` (its new Level-0 files of
+/// `table`), made on top of `base`: the files `current` has that `base` did not (outputs of
+/// compactions that installed meanwhile) are marked by the flushed versions.
+pub(crate) fn catch_up_flush(
+    tables: &TableCache,
+    current: &Version,
+    table: u32,
+    base: &HashSet<u64>,
+    flushed: &[u64],
+    made: &mut Made,
+) -> Result<()> {
+    let Some(t) = current.tables.get(&table) else { return Ok(()) };
+    let mut targets = Vec::new();
+    for (level, l) in t.levels.iter().enumerate() {
+        for r in &l.runs {
+            let columns = run_columns(&t.info, level, r);
+            for f in r.files.iter().filter(|f| !base.contains(&f.number)) {
+                targets.push(RunProbe::new(vec![f.clone()], columns.clone()));
+            }
+        }
+    }
+    if targets.is_empty() {
+        return Ok(());
+    }
+    let existing = |n: u64| t.marks_of(n).cloned();
+    for &n in flushed {
+        let source = tables.get(n)?;
+        let mut probes: Vec<RunProbe> =
+            targets.iter().map(|p| RunProbe::new(p.files.clone(), p.columns.clone())).collect();
+        mark_from_file(tables, &source, None, &mut probes, &existing, made)?;
+    }
+    Ok(())
+}
+
+/// Under the version lock, before a compaction of `table` installs `outputs` (files of
+/// `output_level`, with the value columns of their groups): versions in files that appeared
+/// above the output level since the compaction read `base` (flushes, other compactions) mark
+/// the outputs.
+pub(crate) fn catch_up_compaction(
+    tables: &TableCache,
+    current: &Version,
+    table: u32,
+    base: &HashSet<u64>,
+    output_level: usize,
+    outputs: &[(Arc<FileMeta>, Vec<usize>)],
+    made: &mut Made,
+) -> Result<()> {
+    let Some(t) = current.tables.get(&table) else { return Ok(()) };
+    let (Some(lo), Some(hi)) = (
+        outputs.iter().map(|(f, _)| f.smallest.as_slice()).min(),
+        outputs.iter().map(|(f, _)| f.largest.as_slice()).max(),
+    ) else {
+        return Ok(());
+    };
+    let fresh: Vec<Arc<FileMeta>> = t
+        .levels
+        .iter()
+        .take(output_level)
+        .flat_map(|l| l.files())
+        .filter(|f| !base.contains(&f.number) && f.smallest.as_slice() <= hi && f.largest.as_slice() >= lo)
+        .cloned()
+        .collect();
+    if fresh.is_empty() {
+        return Ok(());
+    }
+    // One run per output group, files by key.
+    let mut groups: BTreeMap<Vec<usize>, Vec<Arc<FileMeta>>> = BTreeMap::new();
+    for (f, cols) in outputs {
+        groups.entry(cols.clone()).or_default().push(f.clone());
+    }
+    let none = |_: u64| None;
+    for f in fresh {
+        let source = tables.get(f.number)?;
+        let mut targets: Vec<RunProbe> = groups
+            .iter()
+            .map(|(cols, files)| {
+                let mut files = files.clone();
+                files.sort_by(|a, b| a.smallest.cmp(&b.smallest));
+                RunProbe::new(files, cols.clone())
+            })
+            .collect();
+        mark_from_file(tables, &source, Some((lo, hi)), &mut targets, &none, made)?;
+    }
+    Ok(())
+}
+
+/// Checks every file's marks of `t` against marks recomputed from all its versions, at each of
+/// `read_points`: a version's column is superseded at `S` by its marks exactly when a newer
+/// version at or below `S` covers it. Also checks that every partial row has a full row below.
+/// Loads every version of the table: for tests.
+pub(crate) fn check(tables: &TableCache, t: &TableVersion, read_points: &[u64]) -> Result<()> {
+    struct V {
+        seq: u64,
+        kind: Kind,
+        /// Value columns carried (all of the group's for a full row).
+        cols: BTreeSet<usize>,
+        /// File, position, and the value columns of the file's group.
+        at: (u64, u32, Vec<usize>),
+    }
+    let info = &t.info;
+    let mut keys: BTreeMap<Vec<u8>, Vec<V>> = BTreeMap::new();
+    for (level, l) in t.levels.iter().enumerate() {
+        for r in &l.runs {
+            let columns = run_columns(info, level, r);
+            for f in &r.files {
+                let reader = tables.get(f.number)?;
+                for bi in 0..reader.num_blocks() {
+                    let b = reader.block(bi, false)?;
+                    for i in 0..b.len() {
+                        let kind = b.kind(i);
+                        let cols = match kind {
+                            Kind::Put => columns.iter().copied().collect(),
+                            _ => Sup::of_row(&b, i, &columns).cols.into_iter().collect(),
+                        };
+                        let row = u32::try_from(reader.first_row(bi) + i as u64).unwrap_or(u32::MAX);
+                        let at = (f.number, row, columns.clone());
+                        keys.entry(b.key(i).to_vec()).or_default().push(V { seq: b.seq(i), kind, cols, at });
+                    }
+                }
+            }
+        }
+    }
+    let bad = |n: u64, msg: String| Err(Error::corruption(tables.path(n), 0, msg));
+    for (key, mut vs) in keys {
+        vs.sort_by_key(|v| std::cmp::Reverse(v.seq));
+        for (i, v) in vs.iter().enumerate() {
+            let (number, row, columns) = &v.at;
+            if v.kind == Kind::Update {
+                let below = vs[i + 1..].iter().find(|o| o.kind != Kind::Update).map(|o| o.kind);
+                if below != Some(Kind::Put) {
+                    return bad(*number, format!("partial row {key:?}@{} has no full row below", v.seq));
+                }
+            }
+            let marks = t.marks_of(*number);
+            for &s in read_points.iter().filter(|&&s| s >= v.seq) {
+                // Versions on the same chains: files whose groups share a column with this one's
+                // (groups of upper levels contain those below, so sharing one means covering all).
+                let newer = || {
+                    vs[..i].iter().filter(|o| {
+                        o.seq <= s
+                            && o.seq > v.seq
+                            && (columns.is_empty() || o.at.2.iter().any(|c| columns.contains(c)))
+                    })
+                };
+                let whole = newer().any(|o| o.kind != Kind::Update);
+                let stored_whole = marks.and_then(|m| m.whole_at(*row)).is_some_and(|m| m <= s);
+                if whole != stored_whole {
+                    return bad(
+                        *number,
+                        format!(
+                            "row {row} ({key:?}@{}) whole-row mark at {s}: want {whole}, have {stored_whole}",
+                            v.seq
+                        ),
+                    );
+                }
+                if v.kind == Kind::Delete {
+                    continue;
+                }
+                for (j, c) in columns.iter().enumerate().filter(|(_, c)| v.cols.contains(c)) {
+                    let want = whole || newer().any(|o| o.cols.contains(c));
+                    let have = marks.and_then(|m| m.superseded_at(*row, j)).is_some_and(|m| m <= s);
+                    if want != have {
+                        return bad(
+                            *number,
+                            format!(
+                                "row {row} ({key:?}@{}) column {c} at {s}: want superseded {want}, have {have}",
+                                v.seq
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
