@@ -146,6 +146,12 @@ impl Resolver {
         self.state[c] = SETTLED;
     }
 
+    /// Whether the row exists (`None`: no full row or tombstone was reached) and the wanted
+    /// columns' values found so far.
+    pub(crate) fn into_parts(self) -> (Option<bool>, Cells) {
+        (self.exists, self.acc)
+    }
+
     /// The visible row (wanted columns filled): `Some` only if a full row was reached.
     pub(crate) fn finish(self) -> Option<Cells> {
         match self.exists {

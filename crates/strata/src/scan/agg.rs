@@ -178,6 +178,29 @@ impl AggState {
         }
     }
 
+    /// Whether a min or max (`spec`) already holds a value no value of a block with zone map
+    /// `z` can beat.
+    pub(crate) fn beats_zone(&self, spec: &AggSpec, z: &ZoneMap) -> bool {
+        let bound = match spec.func {
+            AggFunc::Max => &z.max,
+            AggFunc::Min => &z.min,
+            _ => return false,
+        };
+        match (bound, &self.best) {
+            (Some(b), Some(best)) => {
+                let ord = compare(best, b);
+                if spec.func == AggFunc::Max {
+                    ord != Ordering::Less
+                } else {
+                    ord != Ordering::Greater
+                }
+            }
+            // Without bounds only a block of NULLs is known to add nothing.
+            (None, _) => z.min.is_none() && z.max.is_none() && z.nulls >= z.carried,
+            (Some(_), None) => false,
+        }
+    }
+
     /// Folds in another partition's state.
     pub(crate) fn merge(&mut self, spec: &AggSpec, other: AggState) {
         self.count += other.count;

@@ -22,6 +22,7 @@ use super::agg::{finish_batch, AggSpec, AggState};
 use super::arrow::{row_schema, ValuesBuilder};
 use super::chunk::{BulkChunk, Chunk, RowsChunk};
 use super::cnf::Filter;
+use super::columns;
 use super::driver::{driver, overlaps, successor, Candidate, Driver, Other};
 use super::eval::{clause_verdict, Verdict};
 use super::{AggFunc, ScanRequest, ScanStats};
@@ -38,10 +39,12 @@ pub(crate) struct ScanCounters {
     pub(crate) passes: AtomicU64,
     pub(super) blocks_read: AtomicU64,
     bulk_blocks: AtomicU64,
-    blocks_skipped: AtomicU64,
-    blocks_from_stats: AtomicU64,
+    pub(super) blocks_skipped: AtomicU64,
+    pub(super) blocks_from_stats: AtomicU64,
     merged_rows: AtomicU64,
-    patched_keys: AtomicU64,
+    pub(super) patched_keys: AtomicU64,
+    pub(super) run_blocks: AtomicU64,
+    pub(super) run_rows: AtomicU64,
 }
 
 impl ScanCounters {
@@ -56,6 +59,8 @@ impl ScanCounters {
             blocks_from_stats: g(&self.blocks_from_stats),
             merged_rows: g(&self.merged_rows),
             patched_keys: g(&self.patched_keys),
+            run_blocks: g(&self.run_blocks),
+            run_rows: g(&self.run_rows),
         }
     }
 
@@ -371,6 +376,8 @@ pub(crate) struct Partition {
     merge: Option<(ScanIter, Vec<ValuesBuilder>)>,
     driver_done: bool,
     done: bool,
+    /// The pass aggregates column by column, run by run ([`super::columns`]).
+    columnwise: bool,
 }
 
 impl Partition {
@@ -384,7 +391,11 @@ impl Partition {
         upper: Option<Vec<u8>>,
     ) -> Result<Partition> {
         let done = consumers.iter().all(|c| c.done);
-        let driver = if done { None } else { driver(&pass, &rp, &lower)? };
+        let columnwise = match consumers.as_slice() {
+            [c] => Arc::ptr_eq(&c.plan, &pass) && c.lower == lower && c.upper == upper && columns::applies(&pass),
+            _ => false,
+        };
+        let driver = if done || columnwise { None } else { driver(&pass, &rp, &lower)? };
         // Rows carry their keys when some consumer wants less than the whole pass.
         let ranged = consumers.iter().any(|c| {
             c.lower > lower
@@ -408,6 +419,7 @@ impl Partition {
             merge: None,
             driver_done: false,
             done,
+            columnwise,
         })
     }
 
@@ -440,6 +452,9 @@ impl Partition {
 
     /// Runs to the end and returns the first consumer's aggregate states.
     pub(crate) fn into_states(self) -> Result<Vec<AggState>> {
+        if self.columnwise && !self.done {
+            return columns::aggregate(&self.pass, &self.rp, &self.pos, self.upper.as_deref(), &self.counters);
+        }
         match self.run()?.into_iter().next().map(|c| c.sink) {
             Some(Sink::Aggs(s)) => Ok(s),
             _ => Ok(Vec::new()),

@@ -45,9 +45,12 @@ mod agg;
 pub(crate) mod arrow;
 mod chunk;
 mod cnf;
+mod columns;
 mod driver;
 mod eval;
 mod exec;
+mod live;
+mod overlay;
 mod run;
 pub(crate) mod shared;
 
@@ -363,7 +366,12 @@ pub struct ScanStats {
     pub blocks_from_stats: u64,
     /// Rows produced by the per-row merge path.
     pub merged_rows: u64,
-    /// Keys that memtables hold inside otherwise bulk blocks, resolved one by one (aggregating
-    /// scans only).
+    /// Keys that memtables hold inside otherwise bulk blocks, resolved one by one, or laid over
+    /// the runs of a run-by-run scan.
     pub patched_keys: u64,
+    /// Blocks whose rows a scan took run by run, selected by visibility and the supersede
+    /// vectors instead of merged.
+    pub run_blocks: u64,
+    /// Rows those blocks contributed.
+    pub run_rows: u64,
 }

@@ -523,6 +523,16 @@ impl Block {
         &self.keys[self.key_ends[range.start] as usize..self.key_ends[range.end] as usize]
     }
 
+    /// Whether version `i` carries column `c` (index within the group).
+    #[inline]
+    pub(crate) fn carries(&self, i: usize, c: usize) -> bool {
+        match self.cols.get(c) {
+            Some(ColView { presence: Some(p), .. }) => get_bit(&self.body[*p..*p + self.n.div_ceil(8)], i),
+            Some(_) => true,
+            None => false,
+        }
+    }
+
     /// Column `c` (index within the group) of version `i`: `None` when not carried.
     #[inline]
     pub(crate) fn cell(&self, i: usize, c: usize) -> Option<Value> {

@@ -129,6 +129,11 @@ impl SstReader {
         bloom::may_contain(&self.filter, hash)
     }
 
+    /// The file's smallest key.
+    pub(crate) fn smallest(&self) -> &[u8] {
+        &self.meta.smallest
+    }
+
     /// The file number.
     pub(crate) fn number(&self) -> u64 {
         self.number

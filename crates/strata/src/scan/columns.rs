@@ -1,0 +1,349 @@
+//! Aggregates column by column, without a merge (the run-by-run path for aggregating scans
+//! whose filter is only the key range).
+//!
+//! Each aggregate reads one column's chain: every run holding the column (each Level-0 file,
+//! the group run holding it at each deeper level), file by file, block by block. Of each block
+//! it takes the versions live for the column ([`live`](super::live)); each live key has exactly
+//! one such version across all runs, so the per-run partial results simply add up. `count(*)`
+//! and aggregates of key columns read the first value column's chain, which holds one live
+//! version per existing key.
+//!
+//! The memtables ([`Overlay`]) replace what they rewrite: a deleted or rewritten key's versions
+//! are left out (a rewritten row counts once, from the memtable), and a partial row's value of
+//! the column replaces the live version's value — where there is a live version, since a
+//! partial row over no row changes nothing.
+//!
+//! A block none of whose versions is superseded, invisible or left out by the memtables is a
+//! plain columnar block: its zone maps answer count, min and max without reading it, and a min
+//! or max the block cannot improve skips its values (keys the memtables update there are still
+//! looked up in it).
+
+use std::collections::BTreeMap;
+
+use arrow_array::ArrayRef;
+use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder};
+
+use super::agg::{AggSpec, AggState};
+use super::arrow::ValuesBuilder;
+use super::chunk::{BulkChunk, Chunk};
+use super::exec::{Plan, ReadPoint, ScanCounters};
+use super::live::Rows;
+use super::overlay::{Outcome, Overlay};
+use super::AggFunc;
+use crate::db::read::run_cover;
+use crate::error::{Error, Result};
+use crate::sst::block::Block;
+use crate::sst::builder::IndexEntry;
+use crate::types::key::decode_key;
+use crate::types::Value;
+
+/// Whether `plan` can run column by column: it aggregates, and filters nothing but the range.
+pub(super) fn applies(plan: &Plan) -> bool {
+    !plan.aggs.is_empty() && plan.filter.clauses().is_empty() && !plan.filter.is_false()
+}
+
+/// The aggregates reading one column's chain.
+struct Chain {
+    /// Value column (`None`: the table has none; existence alone).
+    col: Option<usize>,
+    /// Indices into the plan's aggregates.
+    aggs: Vec<usize>,
+    /// Values the memtables' partial rows give the column, for keys live below.
+    patches: Vec<(Vec<u8>, Value)>,
+}
+
+/// Runs the aggregates of `plan` over `[lower, upper)` at `rp`, returning their states.
+pub(super) fn aggregate(
+    plan: &Plan,
+    rp: &ReadPoint,
+    lower: &[u8],
+    upper: Option<&[u8]>,
+    counters: &ScanCounters,
+) -> Result<Vec<AggState>> {
+    let info = &plan.info;
+    let schema = &info.schema;
+    let nvals = info.value_types.len();
+    let existence = (nvals > 0).then_some(0);
+    let mut chains: BTreeMap<Option<usize>, Chain> = BTreeMap::new();
+    for (ai, a) in plan.aggs.iter().enumerate() {
+        let col = match a.column {
+            Some((c, _)) => schema.value_index(c).or(existence),
+            None => existence,
+        };
+        chains.entry(col).or_insert_with(|| Chain { col, aggs: Vec::new(), patches: Vec::new() }).aggs.push(ai);
+    }
+    let mut wanted = vec![false; nvals];
+    for c in chains.keys().flatten() {
+        wanted[*c] = true;
+    }
+    let overlay = Overlay::build(&rp.view, info.id, lower, upper, rp.seq, &info.value_types, &wanted)?;
+    ScanCounters::add(&counters.patched_keys, overlay.len() as u64);
+    let mut states = vec![AggState::default(); plan.aggs.len()];
+    for chain in chains.values_mut() {
+        for (level, l) in rp.t.levels.iter().enumerate() {
+            for run in &l.runs {
+                let cover = run_cover(info, level, run);
+                // The column's position in the run's group.
+                let j = match (cover, chain.col) {
+                    (None, c) => c,
+                    (Some(cols), Some(c)) => match cols.iter().position(|&x| x == c) {
+                        Some(j) => Some(j),
+                        None => continue,
+                    },
+                    (Some(_), None) => continue,
+                };
+                for f in &run.files {
+                    if f.largest.as_slice() < lower || upper.is_some_and(|u| f.smallest.as_slice() >= u) {
+                        continue;
+                    }
+                    // The snapshot filter: nothing in the file is visible.
+                    if f.min_seq > rp.seq {
+                        continue;
+                    }
+                    let reader = rp.db.tables.get(f.number)?;
+                    let marks = rp.t.marks_of(f.number).map(|m| &**m);
+                    let mut scan = FileScan { plan, rp, overlay: &overlay, counters, chain, j, lower, upper };
+                    scan.file(&reader, marks, &mut states)?;
+                }
+            }
+        }
+    }
+    // The memtables' values: partial rows over live versions, and whole rows.
+    for chain in chains.values() {
+        if chain.patches.is_empty() {
+            continue;
+        }
+        for &ai in &chain.aggs {
+            let a = &plan.aggs[ai];
+            let values = agg_values(plan, a, chain.patches.iter().map(|(k, v)| (k.as_slice(), Some(v))))?;
+            states[ai].update(a, chain.patches.len(), values.as_ref());
+        }
+    }
+    let rows: Vec<(&[u8], &crate::types::row::Cells)> = (0..overlay.len())
+        .filter_map(|i| match overlay.outcome(i) {
+            Outcome::Row(cells) => Some((overlay.key(i), cells)),
+            _ => None,
+        })
+        .collect();
+    if !rows.is_empty() {
+        for (ai, a) in plan.aggs.iter().enumerate() {
+            let vi = a.column.and_then(|(c, _)| schema.value_index(c));
+            let values = agg_values(plan, a, rows.iter().map(|(k, cells)| (*k, vi.and_then(|v| cells[v].as_ref()))))?;
+            states[ai].update(a, rows.len(), values.as_ref());
+        }
+    }
+    Ok(states)
+}
+
+/// The values aggregate `a` reads from rows given as (key, value of its column if a value
+/// column): `None` for `count(*)`.
+fn agg_values<'v>(
+    plan: &Plan,
+    a: &AggSpec,
+    rows: impl Iterator<Item = (&'v [u8], Option<&'v Value>)>,
+) -> Result<Option<ArrayRef>> {
+    let Some((col, ty)) = a.column else { return Ok(None) };
+    let info = &plan.info;
+    let mut b = ValuesBuilder::new(ty);
+    let key_pos = info.schema.primary_key().iter().position(|&k| k == col);
+    for (key, v) in rows {
+        match key_pos {
+            Some(ki) => {
+                let vals = decode_key(&info.key_types, key).map_err(|e| Error::corruption("<key>", 0, e.0))?;
+                b.push(vals.get(ki).unwrap_or(&Value::Null));
+            }
+            None => b.push(v.unwrap_or(&Value::Null)),
+        }
+    }
+    Ok(Some(b.finish()))
+}
+
+/// One file of one chain's run.
+struct FileScan<'a> {
+    plan: &'a Plan,
+    rp: &'a ReadPoint,
+    overlay: &'a Overlay,
+    counters: &'a ScanCounters,
+    chain: &'a mut Chain,
+    /// The chain's column in the file's group (`None`: existence).
+    j: Option<usize>,
+    lower: &'a [u8],
+    upper: Option<&'a [u8]>,
+}
+
+impl FileScan<'_> {
+    fn file(
+        &mut self,
+        reader: &crate::sst::reader::SstReader,
+        marks: Option<&crate::version::marks::Marks>,
+        states: &mut [AggState],
+    ) -> Result<()> {
+        let index = reader.index();
+        let overlay_col = self.chain.col.unwrap_or(usize::MAX);
+        let mut bi = reader.find_block(self.lower);
+        while bi < index.len() {
+            let e = &index[bi];
+            // The block's keys lie in (previous fence, its fence]; the first block's from the
+            // file's smallest key.
+            let prev = bi.checked_sub(1).map(|p| index[p].last_key.as_slice());
+            if let (Some(p), Some(u)) = (prev, self.upper) {
+                if p >= u {
+                    break;
+                }
+            }
+            let first_inside = match prev {
+                Some(p) => p >= self.lower,
+                None => reader.smallest() >= self.lower,
+            };
+            let whole = first_inside && self.upper.is_none_or(|u| e.last_key.as_slice() < u);
+            // Memtable keys in the block's range that change this column.
+            let touched: Vec<usize> = self
+                .overlay
+                .between(self.lower, &e.last_key)
+                .filter(|&i| {
+                    let k = self.overlay.key(i);
+                    prev.is_none_or(|p| k > p)
+                        && self.upper.is_none_or(|u| k < u)
+                        && self.overlay.replaces(i, overlay_col)
+                })
+                .collect();
+            let first_row = reader.first_row(bi);
+            let unmarked = marks.is_none_or(|m| {
+                let (a, b) = (first_row, reader.first_row(bi + 1));
+                let (a, b) = (u32::try_from(a).unwrap_or(u32::MAX), u32::try_from(b).unwrap_or(u32::MAX));
+                m.in_rows(a..b).all(|m| m.seq > self.rp.seq)
+            });
+            let plain = whole && touched.is_empty() && unmarked && e.max_seq <= self.rp.seq && self.all_carry(e);
+            if plain && self.plan.block_stats && self.answer_from_stats(e, states) {
+                ScanCounters::add(&self.counters.blocks_from_stats, 1);
+                bi += 1;
+                continue;
+            }
+            let skip_values = self.plan.block_stats && self.cannot_improve(e, states);
+            let block = reader.block(bi, true)?;
+            ScanCounters::add(&self.counters.blocks_read, 1);
+            let start = if first_inside { 0 } else { block.seek(self.lower) };
+            let end = match self.upper {
+                Some(u) if !whole => block.seek(u),
+                _ => block.len(),
+            };
+            if start < end {
+                let rows = Rows { block: &block, rows: start..end, first_row, marks };
+                let live = rows.live(self.j, self.rp.seq);
+                let live = self.apply_overlay(&block, start, live, &touched);
+                if skip_values {
+                    ScanCounters::add(&self.counters.blocks_skipped, 1);
+                } else {
+                    self.consume(&block, start..end, live, states)?;
+                }
+            }
+            bi += 1;
+        }
+        Ok(())
+    }
+
+    /// Whether every version of the block carries the chain's column.
+    fn all_carry(&self, e: &IndexEntry) -> bool {
+        match self.j {
+            Some(j) => e.zones.get(j).is_some_and(|z| z.carried == e.rows),
+            None => e.clean,
+        }
+    }
+
+    /// Answers the chain's aggregates from the zone maps of a plain block, if they can.
+    fn answer_from_stats(&self, e: &IndexEntry, states: &mut [AggState]) -> bool {
+        let zone_of = |a: &AggSpec| match (a.column, self.j) {
+            (Some((c, _)), Some(j)) if self.plan.info.schema.value_index(c).is_some() => e.zones.get(j),
+            _ => None,
+        };
+        let aggs = &self.plan.aggs;
+        if !self.chain.aggs.iter().all(|&ai| AggState::zone_answers(&aggs[ai], zone_of(&aggs[ai]), e.rows)) {
+            return false;
+        }
+        for &ai in &self.chain.aggs {
+            states[ai].update_from_zone(&aggs[ai], zone_of(&aggs[ai]), e.rows);
+        }
+        true
+    }
+
+    /// Whether no value of the block can change the chain's aggregates: all are min or max of
+    /// the column, which the block's bounds cannot beat.
+    fn cannot_improve(&self, e: &IndexEntry, states: &[AggState]) -> bool {
+        let Some(z) = self.j.and_then(|j| e.zones.get(j)) else { return false };
+        let aggs = &self.plan.aggs;
+        self.chain.aggs.iter().all(|&ai| {
+            let a = &aggs[ai];
+            let own = a.column.is_some_and(|(c, _)| self.plan.info.schema.value_index(c) == self.chain.col);
+            own && matches!(a.func, AggFunc::Min | AggFunc::Max) && states[ai].beats_zone(a, z)
+        })
+    }
+
+    /// Leaves the memtables' keys out of `live` (rows from `start` of the block); where a
+    /// partial row replaces the value of a live version, keeps its value for later.
+    fn apply_overlay(&mut self, block: &Block, start: usize, live: BooleanBuffer, touched: &[usize]) -> BooleanBuffer {
+        if touched.is_empty() {
+            return live;
+        }
+        let n = live.len();
+        let mut bits = BooleanBufferBuilder::new(n);
+        bits.append_buffer(&live);
+        let mut r = 0;
+        for &i in touched {
+            let key = self.overlay.key(i);
+            while r < n && block.key(start + r) < key {
+                r += 1;
+            }
+            while r < n && block.key(start + r) == key {
+                if live.value(r) {
+                    bits.set_bit(r, false);
+                    if let (Outcome::Partial(cells), Some(c)) = (self.overlay.outcome(i), self.chain.col) {
+                        if let Some(Some(v)) = cells.get(c) {
+                            self.chain.patches.push((key.to_vec(), v.clone()));
+                        }
+                    }
+                }
+                r += 1;
+            }
+        }
+        bits.finish()
+    }
+
+    /// Feeds the live rows of `block[range]` to the chain's aggregates.
+    fn consume(
+        &mut self,
+        block: &std::sync::Arc<Block>,
+        range: std::ops::Range<usize>,
+        live: BooleanBuffer,
+        states: &mut [AggState],
+    ) -> Result<()> {
+        let n = live.count_set_bits();
+        if n == 0 {
+            return Ok(());
+        }
+        ScanCounters::add(&self.counters.run_blocks, 1);
+        ScanCounters::add(&self.counters.run_rows, n as u64);
+        let info = &self.plan.info;
+        let mut at = std::collections::HashMap::new();
+        if let (Some(c), Some(j)) = (self.chain.col, self.j) {
+            at.insert(info.schema.value_columns()[c], (0, j));
+        }
+        let rows = range.len();
+        let mut chunk = BulkChunk {
+            plan: self.plan,
+            rows,
+            groups: vec![vec![(block.clone(), range)]],
+            at: &at,
+            full: Default::default(),
+        };
+        let sel = (n < rows).then_some(live);
+        for &ai in &self.chain.aggs {
+            let a = &self.plan.aggs[ai];
+            let values = match a.column {
+                Some((col, _)) => Some(chunk.array(col, sel.as_ref())?),
+                None => None,
+            };
+            states[ai].update(a, n, values.as_ref());
+        }
+        Ok(())
+    }
+}
