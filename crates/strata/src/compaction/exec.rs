@@ -20,7 +20,7 @@ use crate::column_group::group_id;
 use crate::db::workload::{At, Op};
 use crate::db::TableInfo;
 use crate::error::{Error, Result};
-use crate::iter::merge::MergeIter;
+use crate::iter::merge::{MergeIter, Origin};
 use crate::mvcc::chain::collapse;
 use crate::mvcc::{Entry, Kind};
 use crate::sst::builder::{SstBuilder, SstOptions};
@@ -169,14 +169,14 @@ impl Outputs<'_> {
     }
 
     /// Writes one key's versions (newest first) and marks them.
-    fn add_key(&mut self, key: &[u8], versions: &[Entry], marker: &mut Marker<'_>) -> Result<()> {
+    fn add_key(&mut self, versions: &[Entry], marker: &mut Marker<'_>) -> Result<()> {
         let mut first = None;
         for e in versions {
             let at = self.add(e)?;
             first.get_or_insert(at);
         }
         if let Some((number, row)) = first {
-            marker.written(key, self.group, versions, number, row)?;
+            marker.written(self.group, versions, number, row)?;
         }
         Ok(())
     }
@@ -227,8 +227,9 @@ pub(crate) fn write_merged(
         })
         .collect();
     let mut group: Vec<Entry> = Vec::new();
-    let mut emit = |group: &[Entry], outs: &mut [Outputs<'_>]| -> Result<()> {
+    let mut emit = |group: &[Entry], origins: &[Option<Origin>], outs: &mut [Outputs<'_>]| -> Result<()> {
         let Some(key) = group.first().map(|e| e.key.as_slice()) else { return Ok(()) };
+        marker.read(group, origins);
         for out in outs.iter_mut() {
             out.maybe_cut(key)?;
             // Most keys have one version: write it through without decoding.
@@ -247,24 +248,27 @@ pub(crate) fn write_merged(
                 &collapsed
             };
             let keep = marker.before_write(key, versions)?;
-            out.add_key(key, &versions[..keep], marker)?;
+            out.add_key(&versions[..keep], marker)?;
         }
         Ok(())
     };
-    while let Some(e) = iter.next_entry()? {
+    let mut origins: Vec<Option<Origin>> = Vec::new();
+    while let Some((e, origin)) = iter.next_with_origin()? {
         if let Some(last) = group.last() {
             if last.key != e.key {
-                emit(&group, &mut outs)?;
+                emit(&group, &origins, &mut outs)?;
                 group.clear();
+                origins.clear();
             } else if last.seq == e.seq && last.cover == e.cover {
                 // The same version twice (a memtable and the Level-0 file it was flushed to).
                 continue;
             }
         }
         group.push(e);
+        origins.push(origin);
     }
     if !group.is_empty() {
-        emit(&group, &mut outs)?;
+        emit(&group, &origins, &mut outs)?;
     }
     let mut done = Vec::new();
     for mut out in outs {

@@ -13,17 +13,18 @@
 //!   once) and marks the versions found. The same probe tells whether the row exists below the
 //!   flushed versions: partial rows over no row (or over a tombstone) are invisible at every read
 //!   point, so the flush drops them, and every partial row in an SST has a full row below it.
-//! - A compaction gives its output versions fresh marks: those among themselves, and those from
-//!   the runs above the output level (probed the same way, walking each run through the
-//!   compaction's key range). Marks of versions below the output stay valid: they name sequence
-//!   numbers, and compaction changes no read at any live read point.
+//! - A compaction marks its output versions among themselves as it writes them (it may have
+//!   merged versions), and carries over the marks its inputs had from versions above the
+//!   compaction (those newer than every input version of the key). Marks of versions below the
+//!   output stay valid: they name sequence numbers, and compaction changes no read at any live
+//!   read point.
 //! - Both finish under the version lock ([`catch_up_flush`], [`catch_up_compaction`]): files that
 //!   appeared since they read their version (a compaction's outputs during a flush, a flush's
 //!   file during a compaction) are probed then, so no mark is lost to a race.
 //!
 //! [`check`] recomputes every mark from scratch and compares, for the tests.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -31,6 +32,7 @@ use crate::db::read::run_cover;
 use crate::db::table_cache::TableCache;
 use crate::db::TableInfo;
 use crate::error::{Error, Result};
+use crate::iter::merge::Origin;
 use crate::mvcc::{Entry, Kind};
 use crate::sst::block::Block;
 use crate::sst::bloom;
@@ -97,11 +99,12 @@ impl Target {
     }
 }
 
-/// Adds the marks `sups` put on `t` (a version of the same key in a file of `group`) that
-/// `existing` does not already imply.
-fn mark(t: &Target, group: &[usize], sups: &[Sup], existing: Option<&Marks>, out: &mut Vec<Mark>) {
+/// Adds the marks `sups` (and `ext`, marks from above a compaction) put on `t` (a version of
+/// the same key in a file of `group`) that `existing` does not already imply.
+fn mark(t: &Target, group: &[usize], sups: &[Sup], ext: &Ext, existing: Option<&Marks>, out: &mut Vec<Mark>) {
     let newer = || sups.iter().filter(|s| s.seq > t.seq);
-    let whole = newer().filter(|s| s.kind != Kind::Update).map(|s| s.seq).min();
+    let min = |a: Option<u64>, b: Option<u64>| a.into_iter().chain(b).min();
+    let whole = min(newer().filter(|s| s.kind != Kind::Update).map(|s| s.seq).min(), ext.whole);
     if let Some(w) = whole {
         if existing.and_then(|m| m.whole_at(t.row)).is_none_or(|e| e > w) {
             out.push(Mark { row: t.row, col: WHOLE, seq: w });
@@ -112,7 +115,9 @@ fn mark(t: &Target, group: &[usize], sups: &[Sup], existing: Option<&Marks>, out
     }
     for &j in &t.carried {
         let c = group[j];
-        let Some(m) = newer().filter(|s| s.kind == Kind::Update && s.cols.contains(&c)).map(|s| s.seq).min() else {
+        let Some(m) =
+            min(newer().filter(|s| s.kind == Kind::Update && s.cols.contains(&c)).map(|s| s.seq).min(), ext.col(c))
+        else {
             continue;
         };
         let Ok(col) = u16::try_from(j) else { continue };
@@ -136,7 +141,8 @@ impl Hit {
     }
 }
 
-/// A forward-only probe of one sorted run by ascending keys.
+/// A forward-only probe of one sorted run by ascending keys: it keeps its place (file, block,
+/// row), so probing keys that lie close together walks the run once.
 pub(crate) struct RunProbe {
     files: Vec<Arc<FileMeta>>,
     /// The value columns of the run's group, ascending.
@@ -144,15 +150,13 @@ pub(crate) struct RunProbe {
     fi: usize,
     reader: Option<Arc<SstReader>>,
     block: Option<(usize, Arc<Block>)>,
+    /// Every version of the block before this one has a key below the last key probed.
+    row: usize,
 }
 
 impl RunProbe {
     pub(crate) fn new(files: Vec<Arc<FileMeta>>, columns: Vec<usize>) -> Self {
-        RunProbe { files, columns, fi: 0, reader: None, block: None }
-    }
-
-    fn holds_any(&self, cols: &[bool]) -> bool {
-        self.columns.iter().any(|&c| cols.get(c).copied().unwrap_or(false))
+        RunProbe { files, columns, fi: 0, reader: None, block: None, row: 0 }
     }
 
     /// The versions of `key` in the run. Keys must not decrease from call to call. With
@@ -160,7 +164,8 @@ impl RunProbe {
     fn find(&mut self, tables: &TableCache, key: &[u8], hash: Option<u64>) -> Result<Option<Hit>> {
         if let (Some(r), Some((bi, b))) = (&self.reader, &self.block) {
             if r.index().get(*bi).is_some_and(|e| key <= e.last_key.as_slice()) {
-                return Ok(hit_in(r, b, *bi, key));
+                self.row = seek_from(b, self.row, key);
+                return Ok(hit_at(r, b, *bi, self.row, key));
             }
         }
         while self.files.get(self.fi).is_some_and(|f| f.largest.as_slice() < key) {
@@ -189,14 +194,39 @@ impl RunProbe {
             return Ok(None);
         }
         let b = r.block(bi, true)?;
-        let hit = hit_in(&r, &b, bi, key);
+        self.row = b.seek(key);
+        let hit = hit_at(&r, &b, bi, self.row, key);
         self.block = Some((bi, b));
         Ok(hit)
     }
 }
 
-fn hit_in(r: &Arc<SstReader>, b: &Arc<Block>, bi: usize, key: &[u8]) -> Option<Hit> {
-    let start = b.seek(key);
+/// The first version at or after `from` whose key is `>= key` (galloping: close keys are found
+/// in a few steps, far ones by binary search).
+fn seek_from(b: &Block, from: usize, key: &[u8]) -> usize {
+    let n = b.len();
+    if from >= n || b.key(from) >= key {
+        return from.min(n);
+    }
+    let (mut lo, mut step) = (from, 1);
+    while lo + step < n && b.key(lo + step) < key {
+        lo += step;
+        step *= 2;
+    }
+    // key(lo) < key <= key(hi) (or hi = n).
+    let mut hi = (lo + step).min(n);
+    while lo + 1 < hi {
+        let mid = (lo + hi) / 2;
+        if b.key(mid) < key {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
+}
+
+fn hit_at(r: &Arc<SstReader>, b: &Arc<Block>, bi: usize, start: usize, key: &[u8]) -> Option<Hit> {
     let mut end = start;
     while end < b.len() && b.key(end) == key {
         end += 1;
@@ -218,12 +248,19 @@ pub(crate) struct Marker<'a> {
     nvals: usize,
     /// Flush: the runs below the new file.
     older: Vec<RunProbe>,
-    /// Compaction: the runs above the output level.
-    newer: Vec<RunProbe>,
+    /// Compaction: each input file's marks and the value columns of its group, by number.
+    inputs: HashMap<u64, (Option<Arc<Marks>>, Vec<usize>)>,
+    /// The marks of the key being written that newer versions above the compaction made.
+    ext: Ext,
     /// The version the runs come from, for the marks files have already.
     base: Option<Arc<TableVersion>>,
     /// Marks made so far.
     pub(crate) made: Made,
+    /// Scratch: value columns (flush: touched by the key's versions; settled by a full row or
+    /// tombstone found below).
+    touched: Vec<bool>,
+    settled: Vec<bool>,
+    sups: Vec<Sup>,
 }
 
 impl<'a> Marker<'a> {
@@ -236,31 +273,38 @@ impl<'a> Marker<'a> {
                 older.push(RunProbe::new(r.files.clone(), run_columns(info, level, r)));
             }
         }
-        let nvals = info.value_types.len();
-        Marker { tables, nvals, older, newer: Vec::new(), base: Some(t.clone()), made: Made::new() }
+        Marker { base: Some(t.clone()), older, ..Marker::empty(tables, info.value_types.len()) }
     }
 
-    /// A compaction writing into `output_level` of `t`, reading `inputs`: the runs above the
-    /// output level, without the inputs, supersede the output.
-    pub(crate) fn compaction(
-        tables: &'a TableCache,
-        t: &TableVersion,
-        output_level: usize,
-        inputs: &HashSet<u64>,
-    ) -> Self {
+    /// A compaction of `t` reading `inputs`. Its output versions carry the marks the inputs had
+    /// from versions above the compaction (see [`Self::read`]); those among themselves are
+    /// made as they are written.
+    pub(crate) fn compaction(tables: &'a TableCache, t: &TableVersion, inputs: &HashSet<u64>) -> Self {
         let info = &t.info;
-        let mut newer = Vec::new();
-        for (level, l) in t.levels.iter().enumerate().take(output_level) {
+        let mut m = Marker::empty(tables, info.value_types.len());
+        for (level, l) in t.levels.iter().enumerate() {
             for r in &l.runs {
-                let files: Vec<Arc<FileMeta>> =
-                    r.files.iter().filter(|f| !inputs.contains(&f.number)).cloned().collect();
-                if !files.is_empty() {
-                    newer.push(RunProbe::new(files, run_columns(info, level, r)));
+                for f in r.files.iter().filter(|f| inputs.contains(&f.number)) {
+                    m.inputs.insert(f.number, (t.marks_of(f.number).cloned(), run_columns(info, level, r)));
                 }
             }
         }
-        let nvals = info.value_types.len();
-        Marker { tables, nvals, older: Vec::new(), newer, base: None, made: Made::new() }
+        m
+    }
+
+    fn empty(tables: &'a TableCache, nvals: usize) -> Self {
+        Marker {
+            tables,
+            nvals,
+            older: Vec::new(),
+            inputs: HashMap::new(),
+            ext: Ext::default(),
+            base: None,
+            made: Made::new(),
+            touched: vec![false; nvals],
+            settled: vec![false; nvals],
+            sups: Vec::new(),
+        }
     }
 
     /// Before a flush writes `versions` (one key's, newest first, whole rows): marks what they
@@ -272,19 +316,30 @@ impl<'a> Marker<'a> {
         }
         let hash = bloom::key_hash(key);
         let whole = versions.iter().any(|v| v.kind != Kind::Update);
-        let mut touched = vec![whole; self.nvals];
+        self.touched.fill(whole);
         for v in versions {
             for c in carried(&v.row, self.nvals) {
-                touched[c] = true;
+                self.touched[c] = true;
             }
         }
+        // Runs are newest first. Below a full row or tombstone of the key, every older version
+        // of its columns is marked already (by that version): stop probing those chains there.
+        self.settled.fill(false);
+        let mut all_settled = false;
         let mut found: Vec<(usize, Hit)> = Vec::new();
         for (pi, p) in self.older.iter_mut().enumerate() {
-            if whole || p.holds_any(&touched) {
-                if let Some(h) = p.find(self.tables, key, Some(hash))? {
-                    found.push((pi, h));
-                }
+            let open = |c: &usize| self.touched[*c] && !self.settled[*c];
+            if all_settled || !(p.columns.iter().any(open) || whole && p.columns.is_empty()) {
+                continue;
             }
+            let Some(h) = p.find(self.tables, key, Some(hash))? else { continue };
+            if h.rows.clone().any(|i| h.block.kind(i) != Kind::Update) {
+                for &c in &p.columns {
+                    self.settled[c] = true;
+                }
+                all_settled |= p.columns.is_empty();
+            }
+            found.push((pi, h));
         }
         // The newest full row or tombstone below settles whether the row exists there (every
         // chain probed agrees; a partial row's own columns' chains were all probed).
@@ -299,10 +354,10 @@ impl<'a> Marker<'a> {
                 keep -= 1;
             }
         }
-        let sups: Vec<Sup> = versions[..keep].iter().map(|v| Sup::of_entry(v, self.nvals)).collect();
-        if sups.is_empty() {
-            return Ok(0);
+        if found.is_empty() || keep == 0 {
+            return Ok(keep);
         }
+        let sups: Vec<Sup> = versions[..keep].iter().map(|v| Sup::of_entry(v, self.nvals)).collect();
         for (pi, h) in found {
             let columns = &self.older[pi].columns;
             let number = h.reader.number();
@@ -310,7 +365,7 @@ impl<'a> Marker<'a> {
             let out = self.made.entry(number).or_default();
             for i in h.rows.clone() {
                 let t = Target::of_row(&h.block, i, h.file_row(i), columns.len())?;
-                mark(&t, columns, &sups, existing, out);
+                mark(&t, columns, &sups, &Ext::default(), existing, out);
             }
         }
         Ok(keep)
@@ -318,36 +373,67 @@ impl<'a> Marker<'a> {
 
     /// After `versions` (one key's, newest first) were written to rows `first_row..` of file
     /// `number` of output `group`: marks them by each other and by the newer runs.
-    pub(crate) fn written(
-        &mut self,
-        key: &[u8],
-        group: &[usize],
-        versions: &[Entry],
-        number: u64,
-        first_row: u32,
-    ) -> Result<()> {
-        let mut in_group = vec![false; self.nvals];
-        for &c in group {
-            in_group[c] = true;
+    /// Before a compaction writes a key: its input `versions` (newest first) and where each is
+    /// stored. Marks on them by versions newer than every input version came from above the
+    /// compaction; the output versions inherit them. (Marks among the inputs are made again
+    /// among the outputs, which may have merged versions.)
+    pub(crate) fn read(&mut self, versions: &[Entry], origins: &[Option<Origin>]) {
+        self.ext = Ext::default();
+        if self.inputs.is_empty() {
+            return;
         }
-        let mut sups: Vec<Sup> = Vec::new();
-        for p in self.newer.iter_mut().filter(|p| p.holds_any(&in_group)) {
-            if let Some(h) = p.find(self.tables, key, None)? {
-                sups.extend(h.rows.clone().map(|i| Sup::of_row(&h.block, i, &p.columns)));
+        let newest = versions.iter().map(|v| v.seq).max().unwrap_or(0);
+        for &(number, row) in origins.iter().flatten() {
+            let Some((Some(marks), columns)) = self.inputs.get(&number) else { continue };
+            let Ok(row) = u32::try_from(row) else { continue };
+            for m in marks.in_rows(row..row + 1).filter(|m| m.seq > newest) {
+                if m.col == WHOLE {
+                    self.ext.whole = Some(self.ext.whole.map_or(m.seq, |w| w.min(m.seq)));
+                } else if let Some(&c) = columns.get(usize::from(m.col)) {
+                    match self.ext.cols.iter_mut().find(|(x, _)| *x == c) {
+                        Some((_, s)) => *s = (*s).min(m.seq),
+                        None => self.ext.cols.push((c, m.seq)),
+                    }
+                }
             }
         }
-        if sups.is_empty() && versions.len() < 2 {
+    }
+
+    /// After `versions` (one key's, newest first) were written to rows `first_row..` of file
+    /// `number` of output `group`: marks them by each other and with the marks the inputs had
+    /// from above (see [`Self::read`]).
+    pub(crate) fn written(&mut self, group: &[usize], versions: &[Entry], number: u64, first_row: u32) -> Result<()> {
+        if self.ext.is_empty() && versions.len() < 2 {
             return Ok(());
         }
+        self.sups.clear();
         let out = self.made.entry(number).or_default();
         for (i, v) in versions.iter().enumerate() {
             if i > 0 {
-                sups.push(Sup::of_entry(&versions[i - 1], self.nvals));
+                self.sups.push(Sup::of_entry(&versions[i - 1], self.nvals));
             }
             let t = Target::of_entry(v, first_row + i as u32, group, self.nvals);
-            mark(&t, group, &sups, None, out);
+            mark(&t, group, &self.sups, &self.ext, None, out);
         }
         Ok(())
+    }
+}
+
+/// Marks a key's versions got from versions above a compaction: whole row, and per value
+/// column, the smallest sequence number.
+#[derive(Debug, Default)]
+struct Ext {
+    whole: Option<u64>,
+    cols: Vec<(usize, u64)>,
+}
+
+impl Ext {
+    fn is_empty(&self) -> bool {
+        self.whole.is_none() && self.cols.is_empty()
+    }
+
+    fn col(&self, c: usize) -> Option<u64> {
+        self.cols.iter().find(|(x, _)| *x == c).map(|(_, s)| *s)
     }
 }
 
@@ -386,7 +472,7 @@ fn mark_from_file(
                 let out = made.entry(number).or_default();
                 for r in h.rows.clone() {
                     let tg = Target::of_row(&h.block, r, h.file_row(r), t.columns.len())?;
-                    mark(&tg, &t.columns, &sups, ex.as_deref(), out);
+                    mark(&tg, &t.columns, &sups, &Ext::default(), ex.as_deref(), out);
                 }
             }
             i = end;

@@ -299,7 +299,7 @@ impl DbInner {
             .collect();
         let snapshots = self.snapshots.capture();
         let inputs = task.all_inputs().map(|f| f.number).collect();
-        let mut marker = Marker::compaction(&self.tables, table, task.output_level, &inputs);
+        let mut marker = Marker::compaction(&self.tables, table, &inputs);
         let keep = Keep { snapshots: &snapshots, bottommost: task.bottommost };
         let files = self.write_files(&info, task.output_level, sources, groups, keep, &mut marker)?;
         let before = supersede::file_numbers(&version, task.table);

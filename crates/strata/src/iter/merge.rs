@@ -17,8 +17,17 @@ use crate::types::ColumnType;
 use crate::version::FileMeta;
 
 /// A stream of versions in (key asc, seq desc) order.
+/// Where a version is stored: (file number, position in the file).
+pub(crate) type Origin = (u64, u64);
+
 pub(crate) trait Source: Send {
     fn next_entry(&mut self) -> Result<Option<Entry>>;
+
+    /// Where the entry last returned is stored: (file number, position in the file), for
+    /// sources reading SSTs.
+    fn origin(&self) -> Option<Origin> {
+        None
+    }
 }
 
 /// One table's entries of one memtable.
@@ -83,6 +92,10 @@ impl RunSource {
 }
 
 impl Source for RunSource {
+    fn origin(&self) -> Option<Origin> {
+        self.cursor.as_ref().and_then(SstCursor::origin)
+    }
+
     fn next_entry(&mut self) -> Result<Option<Entry>> {
         loop {
             if let Some(c) = &mut self.cursor {
@@ -117,6 +130,7 @@ impl Source for RunSource {
 struct Head {
     entry: Entry,
     src: usize,
+    origin: Option<Origin>,
 }
 
 impl PartialEq for Head {
@@ -153,7 +167,7 @@ impl MergeIter {
         self.started = true;
         for (src, s) in self.sources.iter_mut().enumerate() {
             if let Some(entry) = s.next_entry()? {
-                self.heap.push(Head { entry, src });
+                self.heap.push(Head { entry, src, origin: s.origin() });
             }
         }
         Ok(())
@@ -161,16 +175,22 @@ impl MergeIter {
 
     /// The next version overall.
     pub(crate) fn next_entry(&mut self) -> Result<Option<Entry>> {
+        Ok(self.next_with_origin()?.map(|(e, _)| e))
+    }
+
+    /// The next version overall and where it is stored (see [`Source::origin`]).
+    pub(crate) fn next_with_origin(&mut self) -> Result<Option<(Entry, Option<Origin>)>> {
         if !self.started {
             self.start()?;
         }
-        let Some(Head { entry, src }) = self.heap.pop() else {
+        let Some(Head { entry, src, origin }) = self.heap.pop() else {
             return Ok(None);
         };
-        if let Some(next) = self.sources[src].next_entry()? {
-            self.heap.push(Head { entry: next, src });
+        let s = &mut self.sources[src];
+        if let Some(next) = s.next_entry()? {
+            self.heap.push(Head { entry: next, src, origin: s.origin() });
         }
-        Ok(Some(entry))
+        Ok(Some((entry, origin)))
     }
 }
 

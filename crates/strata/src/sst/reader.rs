@@ -320,6 +320,13 @@ impl SstCursor {
         Ok(c)
     }
 
+    /// (file number, position in the file) of the version last returned.
+    pub(crate) fn origin(&self) -> Option<(u64, u64)> {
+        let row = self.row.checked_sub(1)?;
+        self.block.as_ref()?;
+        Some((self.reader.number(), self.reader.first_row(self.block_idx) + row as u64))
+    }
+
     /// The next version, or `None` at the end of the file.
     pub(crate) fn next_entry(&mut self) -> Result<Option<Entry>> {
         loop {
