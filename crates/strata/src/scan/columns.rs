@@ -197,14 +197,21 @@ impl FileScan<'_> {
             };
             let whole = first_inside && self.upper.is_none_or(|u| e.last_key.as_slice() < u);
             // Memtable keys in the block's range that change this column.
+            let lo = match prev {
+                Some(p) if p > self.lower => p,
+                _ => self.lower,
+            };
             let touched: Vec<usize> = self
                 .overlay
-                .between(self.lower, &e.last_key)
+                .between(lo, &e.last_key)
                 .filter(|&i| {
                     let k = self.overlay.key(i);
                     prev.is_none_or(|p| k > p)
                         && self.upper.is_none_or(|u| k < u)
                         && self.overlay.replaces(i, overlay_col)
+                        // Most memtable keys are not in a given file (fresh inserts, or kept in
+                        // another level): its bloom filter says so without reading the block.
+                        && reader.may_contain(self.overlay.hash(i))
                 })
                 .collect();
             let first_row = reader.first_row(bi);
@@ -220,6 +227,11 @@ impl FileScan<'_> {
                 continue;
             }
             let skip_values = self.plan.block_stats && self.cannot_improve(e, states);
+            if skip_values && touched.is_empty() {
+                ScanCounters::add(&self.counters.blocks_skipped, 1);
+                bi += 1;
+                continue;
+            }
             let block = reader.block(bi, true)?;
             ScanCounters::add(&self.counters.blocks_read, 1);
             let start = if first_inside { 0 } else { block.seek(self.lower) };

@@ -12,6 +12,7 @@ use crate::iter::merge::{MemSource, MergeIter, Source};
 use crate::memtable::MemCursor;
 use crate::mvcc::chain::Resolver;
 use crate::mvcc::Kind;
+use crate::sst::bloom;
 use crate::types::row::{decode_row, Cells};
 use crate::types::ColumnType;
 
@@ -31,6 +32,8 @@ pub(super) enum Outcome {
 #[derive(Debug, Default)]
 pub(super) struct Overlay {
     keys: Vec<Vec<u8>>,
+    /// The keys' bloom-filter hashes, to ask files whether they may hold them.
+    hashes: Vec<u64>,
     outcomes: Vec<Outcome>,
 }
 
@@ -68,6 +71,7 @@ impl Overlay {
                     Outcome::Partial(cells)
                 }
             };
+            out.hashes.push(bloom::key_hash(&key));
             out.keys.push(key);
             out.outcomes.push(outcome);
         };
@@ -103,6 +107,10 @@ impl Overlay {
 
     pub(super) fn key(&self, i: usize) -> &[u8] {
         &self.keys[i]
+    }
+
+    pub(super) fn hash(&self, i: usize) -> u64 {
+        self.hashes[i]
     }
 
     pub(super) fn outcome(&self, i: usize) -> &Outcome {
