@@ -324,22 +324,38 @@ impl<'a> Marker<'a> {
         }
         // Runs are newest first. Below a full row or tombstone of the key, every older version
         // of its columns is marked already (by that version): stop probing those chains there.
+        //
+        // The first value column's chain goes first. Where it holds no version of the key, no
+        // version of it is live anywhere: every chain holds the key's full rows and tombstones,
+        // and a chain loses them only when compaction drops a tombstone with everything below
+        // it, so what other chains keep then is that tombstone and versions it superseded (and
+        // marked), and partial rows are never written over no row. Most flushed keys are new,
+        // and this spares probing the other groups' runs for them.
         self.settled.fill(false);
         let mut all_settled = false;
         let mut found: Vec<(usize, Hit)> = Vec::new();
-        for (pi, p) in self.older.iter_mut().enumerate() {
-            let open = |c: &usize| self.touched[*c] && !self.settled[*c];
-            if all_settled || !(p.columns.iter().any(open) || whole && p.columns.is_empty()) {
-                continue;
-            }
-            let Some(h) = p.find(self.tables, key, Some(hash))? else { continue };
-            if h.rows.clone().any(|i| h.block.kind(i) != Kind::Update) {
-                for &c in &p.columns {
-                    self.settled[c] = true;
+        let anchored = |p: &RunProbe| p.columns.first() == Some(&0) || p.columns.is_empty();
+        for anchor_pass in [true, false] {
+            for (pi, p) in self.older.iter_mut().enumerate() {
+                if anchored(p) != anchor_pass {
+                    continue;
                 }
-                all_settled |= p.columns.is_empty();
+                let open = |c: &usize| (self.touched[*c] || anchor_pass && *c == 0) && !self.settled[*c];
+                if all_settled || !(p.columns.iter().any(open) || whole && p.columns.is_empty()) {
+                    continue;
+                }
+                let Some(h) = p.find(self.tables, key, Some(hash))? else { continue };
+                if h.rows.clone().any(|i| h.block.kind(i) != Kind::Update) {
+                    for &c in &p.columns {
+                        self.settled[c] = true;
+                    }
+                    all_settled |= p.columns.is_empty();
+                }
+                found.push((pi, h));
             }
-            found.push((pi, h));
+            if found.is_empty() {
+                break;
+            }
         }
         // The newest full row or tombstone below settles whether the row exists there (every
         // chain probed agrees; a partial row's own columns' chains were all probed).
@@ -643,7 +659,10 @@ pub(crate) fn check(tables: &TableCache, t: &TableVersion, read_points: &[u64]) 
                 };
                 let whole = newer().any(|o| o.kind != Kind::Update);
                 let stored_whole = marks.and_then(|m| m.whole_at(*row)).is_some_and(|m| m <= s);
-                if whole != stored_whole {
+                // A tombstone is never read, so one that a newer version supersedes need not be
+                // marked (flushes skip chains where the key has no live version).
+                let tombstone_unmarked = v.kind == Kind::Delete && whole && !stored_whole;
+                if whole != stored_whole && !tombstone_unmarked {
                     return bad(
                         *number,
                         format!(

@@ -154,10 +154,19 @@ impl DbInner {
     ) -> Result<()> {
         #[cfg(test)]
         self.fire_install_hook("flush");
+        // Catch up outside the version lock first (installs of others go on meanwhile), then
+        // under it with whatever appeared since.
+        let mut flushed = flushed;
+        let mut seen: Vec<std::collections::HashSet<u64>> =
+            flushed.iter().map(|f| supersede::file_numbers(base, f.table)).collect();
+        let early = self.view.read().version.clone();
+        for (f, before) in flushed.iter_mut().zip(seen.iter_mut()) {
+            supersede::catch_up_flush(&self.tables, &early, f.table, before, &f.files, &mut f.made)?;
+            before.extend(supersede::file_numbers(&early, f.table));
+        }
         let mut vs = self.versions.lock();
         let current = vs.current().clone();
-        for mut f in flushed {
-            let before = supersede::file_numbers(base, f.table);
+        for (mut f, before) in flushed.into_iter().zip(seen) {
             let res = supersede::catch_up_flush(&self.tables, &current, f.table, &before, &f.files, &mut f.made);
             if let Err(e) = res {
                 self.poison(&e);
@@ -346,13 +355,27 @@ impl DbInner {
     ) -> Result<()> {
         #[cfg(test)]
         self.fire_install_hook("compaction");
+        // Catch up outside the version lock first, then under it with whatever appeared since.
+        let early = self.view.read().version.clone();
+        supersede::catch_up_compaction(
+            &self.tables,
+            &early,
+            task.table,
+            before,
+            task.output_level,
+            outputs,
+            &mut made,
+        )?;
+        let mut seen = before.clone();
+        seen.extend(supersede::file_numbers(&early, task.table));
+        drop(early);
         let mut vs = self.versions.lock();
         let current = vs.current().clone();
         let res = supersede::catch_up_compaction(
             &self.tables,
             &current,
             task.table,
-            before,
+            &seen,
             task.output_level,
             outputs,
             &mut made,
