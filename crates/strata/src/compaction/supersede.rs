@@ -18,9 +18,10 @@
 //!   compaction (those newer than every input version of the key). Marks of versions below the
 //!   output stay valid: they name sequence numbers, and compaction changes no read at any live
 //!   read point.
-//! - Both finish under the version lock ([`catch_up_flush`], [`catch_up_compaction`]): files that
+//! - Both catch up before installing ([`catch_up_flush`], [`catch_up_compaction`]): files that
 //!   appeared since they read their version (a compaction's outputs during a flush, a flush's
-//!   file during a compaction) are probed then, so no mark is lost to a race.
+//!   file during a compaction) are probed, once before taking the version lock and once more
+//!   under it for what appeared meanwhile, so no mark is lost to a race.
 //!
 //! [`check`] recomputes every mark from scratch and compares, for the tests.
 
@@ -37,7 +38,7 @@ use crate::mvcc::{Entry, Kind};
 use crate::sst::block::Block;
 use crate::sst::bloom;
 use crate::sst::reader::SstReader;
-use crate::types::row::{carried, carries, RawCell};
+use crate::types::row::{carried, carries};
 use crate::version::edit::EditRecord;
 use crate::version::marks::{Mark, MarkChunk, Marks, WHOLE};
 use crate::version::{FileMeta, TableVersion, Version};
@@ -60,7 +61,7 @@ impl Sup {
     fn of_row(b: &Block, i: usize, columns: &[usize]) -> Sup {
         let kind = b.kind(i);
         let cols = if kind == Kind::Update {
-            columns.iter().enumerate().filter(|&(j, _)| b.raw_cell(i, j) != RawCell::Absent).map(|(_, &c)| c).collect()
+            columns.iter().enumerate().filter(|&(j, _)| b.carries(i, j)).map(|(_, &c)| c).collect()
         } else {
             Vec::new()
         };
@@ -83,7 +84,7 @@ impl Target {
         let carried = match kind {
             Kind::Delete => Vec::new(),
             Kind::Put => (0..ncols).collect(),
-            Kind::Update => (0..ncols).filter(|&j| b.raw_cell(i, j) != RawCell::Absent).collect(),
+            Kind::Update => (0..ncols).filter(|&j| b.carries(i, j)).collect(),
         };
         let row = u32::try_from(row).map_err(|_| Error::InvalidArgument("file holds over 2^32 versions".into()))?;
         Ok(Target { row, seq: b.seq(i), kind, carried })
@@ -387,8 +388,6 @@ impl<'a> Marker<'a> {
         Ok(keep)
     }
 
-    /// After `versions` (one key's, newest first) were written to rows `first_row..` of file
-    /// `number` of output `group`: marks them by each other and by the newer runs.
     /// Before a compaction writes a key: its input `versions` (newest first) and where each is
     /// stored. Marks on them by versions newer than every input version came from above the
     /// compaction; the output versions inherit them. (Marks among the inputs are made again
@@ -401,8 +400,7 @@ impl<'a> Marker<'a> {
         let newest = versions.iter().map(|v| v.seq).max().unwrap_or(0);
         for &(number, row) in origins.iter().flatten() {
             let Some((Some(marks), columns)) = self.inputs.get(&number) else { continue };
-            let Ok(row) = u32::try_from(row) else { continue };
-            for m in marks.in_rows(row..row + 1).filter(|m| m.seq > newest) {
+            for m in marks.in_positions(row..row + 1).filter(|m| m.seq > newest) {
                 if m.col == WHOLE {
                     self.ext.whole = Some(self.ext.whole.map_or(m.seq, |w| w.min(m.seq)));
                 } else if let Some(&c) = columns.get(usize::from(m.col)) {
@@ -513,7 +511,7 @@ pub(crate) fn file_numbers(v: &Version, table: u32) -> HashSet<u64> {
         .unwrap_or_default()
 }
 
-/// Under the version lock, before a flush installs `flushed` (its new Level-0 files of
+/// Before a flush installs `flushed` (its new Level-0 files of
 /// `table`), made on top of `base`: the files `current` has that `base` did not (outputs of
 /// compactions that installed meanwhile) are marked by the flushed versions.
 pub(crate) fn catch_up_flush(
@@ -547,7 +545,7 @@ pub(crate) fn catch_up_flush(
     Ok(())
 }
 
-/// Under the version lock, before a compaction of `table` installs `outputs` (files of
+/// Before a compaction of `table` installs `outputs` (files of
 /// `output_level`, with the value columns of their groups): versions in files that appeared
 /// above the output level since the compaction read `base` (flushes, other compactions) mark
 /// the outputs.

@@ -143,12 +143,12 @@ impl DbInner {
         Ok((edit, flushed))
     }
 
-    /// Installs a flush's edit made on top of `base`, with its marks: under the version lock,
-    /// files that compactions installed since `base` are marked by the flushed versions too.
+    /// Installs a flush's edit made on top of `base`, with its marks: files that compactions
+    /// installed since `base` are marked by the flushed versions too (see `supersede::catch_up_flush`).
     pub(crate) fn install_flush(
         &self,
         mut edit: VersionEdit,
-        flushed: Vec<Flushed>,
+        mut flushed: Vec<Flushed>,
         base: &Version,
         mem: Option<&Arc<Memtable>>,
     ) -> Result<()> {
@@ -156,7 +156,6 @@ impl DbInner {
         self.fire_install_hook("flush");
         // Catch up outside the version lock first (installs of others go on meanwhile), then
         // under it with whatever appeared since.
-        let mut flushed = flushed;
         let mut seen: Vec<std::collections::HashSet<u64>> =
             flushed.iter().map(|f| supersede::file_numbers(base, f.table)).collect();
         let early = self.view.read().version.clone();
@@ -342,9 +341,9 @@ impl DbInner {
         Ok(())
     }
 
-    /// Installs a compaction's edit with the marks of its outputs: under the version lock, files
+    /// Installs a compaction's edit with the marks of its outputs: files
     /// that appeared above the output level since the compaction read `before` (the file numbers
-    /// of its version) mark the outputs too.
+    /// of its version) mark the outputs too (see `supersede::catch_up_compaction`).
     fn install_compaction(
         &self,
         mut edit: VersionEdit,

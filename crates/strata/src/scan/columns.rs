@@ -215,11 +215,7 @@ impl FileScan<'_> {
                 })
                 .collect();
             let first_row = reader.first_row(bi);
-            let unmarked = marks.is_none_or(|m| {
-                let (a, b) = (first_row, reader.first_row(bi + 1));
-                let (a, b) = (u32::try_from(a).unwrap_or(u32::MAX), u32::try_from(b).unwrap_or(u32::MAX));
-                m.in_rows(a..b).all(|m| m.seq > self.rp.seq)
-            });
+            let unmarked = marks.is_none_or(|m| !m.any_at_or_below(first_row..reader.first_row(bi + 1), self.rp.seq));
             let plain = whole && touched.is_empty() && unmarked && e.max_seq <= self.rp.seq && self.all_carry(e);
             if plain && self.plan.block_stats && self.answer_from_stats(e, states) {
                 ScanCounters::add(&self.counters.blocks_from_stats, 1);

@@ -38,11 +38,9 @@ impl Rows<'_> {
     fn marked_at(&self, seq: u64) -> impl Iterator<Item = (usize, u16)> + '_ {
         let start = self.first_row + self.rows.start as u64;
         let end = self.first_row + self.rows.end as u64;
-        let lo = u32::try_from(start).unwrap_or(u32::MAX);
-        let hi = u32::try_from(end).unwrap_or(u32::MAX);
         self.marks
             .into_iter()
-            .flat_map(move |m| m.in_rows(lo..hi))
+            .flat_map(move |m| m.in_positions(start..end))
             .filter(move |m| m.seq <= seq)
             .map(move |m| ((u64::from(m.row) - start) as usize, m.col))
     }

@@ -173,6 +173,17 @@ impl Marks {
         self.chunks.iter().flat_map(move |c| c.in_rows(rows.clone()).iter())
     }
 
+    /// The marks of the versions at file positions `rows` (positions beyond `u32` hold none).
+    pub fn in_positions(&self, rows: Range<u64>) -> impl Iterator<Item = &Mark> + '_ {
+        let clamp = |p: u64| u32::try_from(p).unwrap_or(u32::MAX);
+        self.in_rows(clamp(rows.start)..clamp(rows.end))
+    }
+
+    /// Whether some version at file positions `rows` has a mark at or below `seq`.
+    pub fn any_at_or_below(&self, rows: Range<u64>, seq: u64) -> bool {
+        self.in_positions(rows).any(|m| m.seq <= seq)
+    }
+
     /// From which sequence number on column `col` of row `row` is superseded (by a mark on the
     /// column or on the whole row), if it is.
     pub fn superseded_at(&self, row: u32, col: usize) -> Option<u64> {
