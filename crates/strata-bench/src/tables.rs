@@ -455,10 +455,15 @@ impl Tables for StrataTables {
 
     fn counters(&self) -> Vec<(&'static str, f64, &'static str)> {
         let s = self.db.scan_stats();
+        let st = self.db.stats();
         vec![
             ("scans: rows through the per-row merge", s.merged_rows as f64, "rows"),
             ("scans: blocks passed on whole", s.bulk_blocks as f64, "blocks"),
             ("scans: blocks answered from statistics", s.blocks_from_stats as f64, "blocks"),
+            ("write amplification", st.tables.iter().map(|t| t.write_amplification).fold(0.0, f64::max), "x"),
+            ("flushes", st.flushes as f64, "flushes"),
+            ("compactions", st.compactions as f64, "compactions"),
+            ("write stalls", st.write_stall_micros as f64 / 1e6, "s"),
         ]
     }
 }

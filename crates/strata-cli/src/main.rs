@@ -329,6 +329,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     "tables": tj,
                     "memtable_bytes": st.memtable_bytes,
                     "block_cache_bytes": st.block_cache_bytes,
+                    "key_set_bytes": st.key_set_bytes,
                     "block_reads": st.block_reads,
                     "block_read_bytes": st.block_read_bytes,
                     "flushes": st.flushes,

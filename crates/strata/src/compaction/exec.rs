@@ -50,6 +50,8 @@ pub(crate) struct OutputSpec<'a> {
     /// are cut; they partition the columns the inputs cover.
     pub groups: Vec<(Vec<usize>, Cutter)>,
     pub sst: SstOptions,
+    /// Given, it receives each finished file's key hashes (see [`crate::sst::keyset`]).
+    pub key_hashes: Option<&'a dyn Fn(u64, Vec<u64>)>,
 }
 
 /// Decides, key by key, where the output files of one group end.
@@ -198,7 +200,11 @@ impl Outputs<'_> {
                 self.spec.fs.remove(&path)?;
                 return Ok(());
             }
+            let hashes = self.spec.key_hashes.map(|_| b.key_hashes().to_vec());
             self.done.push(b.finish(number)?);
+            if let (Some(keep), Some(hashes)) = (self.spec.key_hashes, hashes) {
+                keep(number, hashes);
+            }
         }
         Ok(())
     }

@@ -37,6 +37,7 @@ use crate::iter::merge::Origin;
 use crate::mvcc::{Entry, Kind};
 use crate::sst::block::Block;
 use crate::sst::bloom;
+use crate::sst::keyset::KeySet;
 use crate::sst::reader::SstReader;
 use crate::types::row::{carried, carries};
 use crate::version::edit::EditRecord;
@@ -150,6 +151,10 @@ pub(crate) struct RunProbe {
     columns: Vec<usize>,
     fi: usize,
     reader: Option<Arc<SstReader>>,
+    /// Whether [`Marker::flush`] screened the run by exact key sets.
+    screened: bool,
+    /// The current file's exact key set, if one is kept.
+    keys: Option<Arc<KeySet>>,
     block: Option<(usize, Arc<Block>)>,
     /// Every version of the block before this one has a key below the last key probed.
     row: usize,
@@ -157,36 +162,40 @@ pub(crate) struct RunProbe {
 
 impl RunProbe {
     pub(crate) fn new(files: Vec<Arc<FileMeta>>, columns: Vec<usize>) -> Self {
-        RunProbe { files, columns, fi: 0, reader: None, block: None, row: 0 }
+        RunProbe { files, columns, fi: 0, reader: None, screened: false, keys: None, block: None, row: 0 }
     }
 
     /// The versions of `key` in the run. Keys must not decrease from call to call. With
-    /// `hash` the file's bloom filter is asked before any block is read.
+    /// `hash` the file's exact key set (Level-0 files a flush wrote since open) or else its bloom
+    /// filter is asked before any block is read.
     fn find(&mut self, tables: &TableCache, key: &[u8], hash: Option<u64>) -> Result<Option<Hit>> {
-        if let (Some(r), Some((bi, b))) = (&self.reader, &self.block) {
-            if r.index().get(*bi).is_some_and(|e| key <= e.last_key.as_slice()) {
-                self.row = seek_from(b, self.row, key);
-                return Ok(hit_at(r, b, *bi, self.row, key));
-            }
-        }
         while self.files.get(self.fi).is_some_and(|f| f.largest.as_slice() < key) {
             self.fi += 1;
             self.reader = None;
+            self.keys = None;
             self.block = None;
         }
         let Some(f) = self.files.get(self.fi) else { return Ok(None) };
         if key < f.smallest.as_slice() {
             return Ok(None);
         }
-        let r = match &self.reader {
-            Some(r) => r.clone(),
-            None => {
-                let r = tables.get(f.number)?;
-                self.reader = Some(r.clone());
-                r
+        if self.reader.is_none() {
+            self.reader = Some(tables.get(f.number)?);
+            self.keys = tables.key_set(f.number);
+        }
+        let Some(r) = &self.reader else { return Ok(None) };
+        if let (Some(h), Some(keys)) = (hash, &self.keys) {
+            if !keys.contains(h) {
+                return Ok(None);
             }
-        };
-        if hash.is_some_and(|h| !r.may_contain(h)) {
+        }
+        if let Some((bi, b)) = &self.block {
+            if r.index().get(*bi).is_some_and(|e| key <= e.last_key.as_slice()) {
+                self.row = seek_from(b, self.row, key);
+                return Ok(hit_at(r, b, *bi, self.row, key));
+            }
+        }
+        if self.keys.is_none() && hash.is_some_and(|h| !r.may_contain(h)) {
             return Ok(None);
         }
         let from = self.block.as_ref().map_or(0, |(bi, _)| *bi);
@@ -196,10 +205,29 @@ impl RunProbe {
         }
         let b = r.block(bi, true)?;
         self.row = b.seek(key);
-        let hit = hit_at(&r, &b, bi, self.row, key);
+        let hit = hit_at(r, &b, bi, self.row, key);
         self.block = Some((bi, b));
         Ok(hit)
     }
+}
+
+/// The values in both ascending slices.
+fn sorted_common<'s>(a: &'s [u64], b: &'s [u64]) -> impl Iterator<Item = u64> + 's {
+    let (mut i, mut j) = (0, 0);
+    std::iter::from_fn(move || {
+        while i < a.len() && j < b.len() {
+            match a[i].cmp(&b[j]) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    i += 1;
+                    j += 1;
+                    return Some(a[i - 1]);
+                }
+            }
+        }
+        None
+    })
 }
 
 /// The first version at or after `from` whose key is `>= key` (galloping: close keys are found
@@ -249,6 +277,9 @@ pub(crate) struct Marker<'a> {
     nvals: usize,
     /// Flush: the runs below the new file.
     older: Vec<RunProbe>,
+    /// Flush: for the flushed keys' hashes that runs with exact key sets hold, which of those
+    /// runs (bit `i`: `older[i]`); such runs are probed for no other key.
+    screen: HashMap<u64, u64>,
     /// Compaction: each input file's marks and the value columns of its group, by number.
     inputs: HashMap<u64, (Option<Arc<Marks>>, Vec<usize>)>,
     /// The marks of the key being written that newer versions above the compaction made.
@@ -265,8 +296,10 @@ pub(crate) struct Marker<'a> {
 }
 
 impl<'a> Marker<'a> {
-    /// A flush of `info`'s versions on top of `t` (every run of `t` is older).
-    pub(crate) fn flush(tables: &'a TableCache, t: &Arc<TableVersion>) -> Self {
+    /// A flush of `info`'s versions on top of `t` (every run of `t` is older); `flushed`: the
+    /// hashes of the keys it writes. Runs whose files all have exact key sets (Level-0 files
+    /// flushed since open) are screened here, in one sorted pass each, instead of per key.
+    pub(crate) fn flush(tables: &'a TableCache, t: &Arc<TableVersion>, mut flushed: Vec<u64>) -> Self {
         let info = &t.info;
         let mut older = Vec::new();
         for (level, l) in t.levels.iter().enumerate() {
@@ -274,7 +307,20 @@ impl<'a> Marker<'a> {
                 older.push(RunProbe::new(r.files.clone(), run_columns(info, level, r)));
             }
         }
-        Marker { base: Some(t.clone()), older, ..Marker::empty(tables, info.value_types.len()) }
+        flushed.sort_unstable();
+        flushed.dedup();
+        let mut screen: HashMap<u64, u64> = HashMap::new();
+        for (i, p) in older.iter_mut().enumerate().take(64) {
+            let sets: Option<Vec<_>> = p.files.iter().map(|f| tables.key_set(f.number)).collect();
+            let Some(sets) = sets else { continue };
+            p.screened = true;
+            for set in sets {
+                for h in sorted_common(&flushed, set.hashes()) {
+                    *screen.entry(h).or_default() |= 1 << i;
+                }
+            }
+        }
+        Marker { base: Some(t.clone()), older, screen, ..Marker::empty(tables, info.value_types.len()) }
     }
 
     /// A compaction of `t` reading `inputs`. Its output versions carry the marks the inputs had
@@ -298,6 +344,7 @@ impl<'a> Marker<'a> {
             tables,
             nvals,
             older: Vec::new(),
+            screen: HashMap::new(),
             inputs: HashMap::new(),
             ext: Ext::default(),
             base: None,
@@ -336,9 +383,10 @@ impl<'a> Marker<'a> {
         let mut all_settled = false;
         let mut found: Vec<(usize, Hit)> = Vec::new();
         let anchored = |p: &RunProbe| p.columns.first() == Some(&0) || p.columns.is_empty();
+        let screen = if self.screen.is_empty() { 0 } else { self.screen.get(&hash).copied().unwrap_or(0) };
         for anchor_pass in [true, false] {
             for (pi, p) in self.older.iter_mut().enumerate() {
-                if anchored(p) != anchor_pass {
+                if anchored(p) != anchor_pass || p.screened && (screen >> pi) & 1 == 0 {
                     continue;
                 }
                 let open = |c: &usize| (self.touched[*c] || anchor_pass && *c == 0) && !self.settled[*c];

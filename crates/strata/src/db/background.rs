@@ -118,7 +118,7 @@ impl DbInner {
             let info = &t.info;
             let src = MemSource { cursor: MemCursor::new(mem.clone(), table_id, &[], None) };
             let groups = info.layout.groups(0).iter().map(|g| (g.clone(), Vec::new())).collect();
-            let mut marker = Marker::flush(&self.tables, t);
+            let mut marker = Marker::flush(&self.tables, t, mem.key_hashes(table_id));
             let files = self.write_files(
                 info,
                 0,
@@ -205,6 +205,7 @@ impl DbInner {
             .collect();
         let path_of = |n: u64| self.tables.path(n);
         let alloc = || self.alloc_output();
+        let keep_hashes = |number: u64, hashes: Vec<u64>| self.tables.set_key_set(number, hashes);
         let spec = OutputSpec {
             fs: self.fs.as_ref(),
             path_of: &path_of,
@@ -213,6 +214,8 @@ impl DbInner {
             level,
             groups,
             sst: self.sst_options(),
+            // Flushes probe every Level-0 file for each key they write.
+            key_hashes: (level == 0).then_some(&keep_hashes as &dyn Fn(u64, Vec<u64>)),
         };
         write_merged(MergeIter::new(sources), keep, &spec, marker)
     }

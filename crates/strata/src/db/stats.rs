@@ -139,6 +139,9 @@ pub struct Stats {
     pub immutable_memtables: usize,
     /// Bytes of decoded blocks held by the block cache.
     pub block_cache_bytes: u64,
+    /// Bytes of the exact key sets kept in memory for Level-0 files (8 per key), which flushes
+    /// probe instead of those files' bloom filters.
+    pub key_set_bytes: usize,
     /// Data blocks read from files (block cache misses) since open.
     pub block_reads: u64,
     /// Bytes of those reads.
@@ -204,6 +207,7 @@ impl DbInner {
                 + view.imm.iter().map(|m| m.approximate_bytes()).sum::<usize>(),
             immutable_memtables: view.imm.len(),
             block_cache_bytes: self.tables.blocks.charged(),
+            key_set_bytes: self.tables.key_set_bytes(),
             block_reads: self.tables.blocks.reads.load(Ordering::Relaxed),
             block_read_bytes: self.tables.blocks.read_bytes.load(Ordering::Relaxed),
             flushes: io.flushes,

@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 
 use crate::error::Result;
 use crate::sst::cache::BlockCache;
+use crate::sst::keyset::KeySet;
 use crate::sst::reader::SstReader;
 use crate::vfs::Fs;
 
@@ -48,6 +49,8 @@ pub(crate) struct TableCache {
     pub(crate) blocks: Arc<BlockCache>,
     pub(crate) probes: ProbeCounters,
     open: Mutex<HashMap<u64, Arc<SstReader>>>,
+    /// Exact key sets of the Level-0 files written since open.
+    key_sets: Mutex<HashMap<u64, Arc<KeySet>>>,
 }
 
 impl TableCache {
@@ -58,6 +61,7 @@ impl TableCache {
             blocks,
             probes: ProbeCounters::default(),
             open: Mutex::new(HashMap::new()),
+            key_sets: Mutex::new(HashMap::new()),
         }
     }
 
@@ -74,8 +78,26 @@ impl TableCache {
         Ok(self.open.lock().entry(number).or_insert(r).clone())
     }
 
+    /// Keeps the exact key set of file `number`, made from its key `hashes`.
+    pub(crate) fn set_key_set(&self, number: u64, hashes: Vec<u64>) {
+        if let Some(set) = KeySet::new(hashes) {
+            self.key_sets.lock().insert(number, Arc::new(set));
+        }
+    }
+
+    /// The exact key set of file `number`, if one is kept.
+    pub(crate) fn key_set(&self, number: u64) -> Option<Arc<KeySet>> {
+        self.key_sets.lock().get(&number).cloned()
+    }
+
+    /// Bytes held by key sets.
+    pub(crate) fn key_set_bytes(&self) -> usize {
+        self.key_sets.lock().values().map(|s| s.bytes()).sum()
+    }
+
     /// Forgets a deleted file.
     pub(crate) fn evict(&self, number: u64) {
+        self.key_sets.lock().remove(&number);
         self.open.lock().remove(&number);
     }
 }

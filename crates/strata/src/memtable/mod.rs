@@ -165,6 +165,27 @@ impl Memtable {
         }
     }
 
+    /// The [`key_hash`](crate::sst::bloom::key_hash)es of table `table_id`'s distinct keys, in key
+    /// order.
+    pub(crate) fn key_hashes(&self, table_id: u32) -> Vec<u64> {
+        let lo = table_id.to_be_bytes();
+        let mut out = Vec::new();
+        let mut last: Option<Vec<u8>> = None;
+        for e in self.map.range::<[u8], _>((Bound::Included(&lo[..]), Bound::Unbounded)) {
+            let (t, k, _) = split(e.key());
+            if t != table_id {
+                break;
+            }
+            if last.as_deref() != Some(k) {
+                out.push(crate::sst::bloom::key_hash(k));
+                let l = last.get_or_insert_with(Vec::new);
+                l.clear();
+                l.extend_from_slice(k);
+            }
+        }
+        out
+    }
+
     /// Table ids with at least one entry, ascending.
     pub(crate) fn tables(&self) -> Vec<u32> {
         let mut out = Vec::new();

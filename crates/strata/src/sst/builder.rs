@@ -204,6 +204,11 @@ impl SstBuilder {
         Ok(handle)
     }
 
+    /// The hashes of the distinct keys added so far (see [`bloom::key_hash`]).
+    pub(crate) fn key_hashes(&self) -> &[u64] {
+        &self.hashes
+    }
+
     /// Writes filter, index, meta and footer, then syncs the file. Returns the file's manifest
     /// entry under file number `number`.
     pub(crate) fn finish(mut self, number: u64) -> Result<FileMeta> {

@@ -4,6 +4,7 @@
 //! - [`format`]: block framing (compression + CRC32C), block handles, the footer.
 //! - [`block`]: the PAX data block (keys, seqs, kinds, then one section per column).
 //! - [`bloom`]: the key filter.
+//! - [`keyset`]: exact key-hash sets kept in memory for Level-0 files.
 //! - [`builder`]: writes a file from entries in (key asc, seq desc) order.
 //! - [`reader`]: opens a file, answers point lookups and iterates it.
 //! - [`cache`]: the shared block cache.
@@ -13,6 +14,7 @@ pub mod bloom;
 pub mod builder;
 pub mod cache;
 pub mod format;
+pub mod keyset;
 pub mod reader;
 pub mod zone;
 
