@@ -165,3 +165,41 @@ fn damaged_current_fails_open() {
     let err = Db::open("/db", opts(&fs)).err().expect("open must fail");
     assert!(err.to_string().contains("CURRENT") || err.to_string().contains("MANIFEST"), "{err}");
 }
+
+/// Supersede marks live in the manifest, in the version edit of the flush that made them: flip
+/// bits inside that edit and open must fail naming the manifest (never drop the marks and let
+/// superseded versions come back).
+#[test]
+fn flipped_bits_in_supersede_marks_fail_open_naming_the_manifest() {
+    let seed = 11;
+    let mut rng = StdRng::seed_from_u64(seed);
+    for round in 0..40 {
+        let fs = FaultFs::new();
+        let db = Db::open("/db", opts(&fs)).unwrap();
+        let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+        for i in 0..200 {
+            t.insert(&row(i)).unwrap();
+        }
+        db.flush().unwrap();
+        let manifest = files(&fs, "MANIFEST-");
+        assert_eq!(manifest.len(), 1, "{manifest:?}");
+        let manifest = &manifest[0];
+        let before = fs.file_len(manifest).unwrap();
+        for i in (0..200).step_by(2) {
+            t.update(&[Value::BigInt(i)], &[("a", Value::Int(-1))]).unwrap();
+        }
+        db.flush().unwrap();
+        let after = fs.file_len(manifest).unwrap();
+        // The second flush's edit: its new files and the marks on the first flush's files.
+        assert!(after - before > 200, "the marks of 100 updates take more room: {before}..{after}");
+        drop(t);
+        db.close().unwrap();
+        let off = rng.gen_range(before..after);
+        let bit = rng.gen_range(0..8);
+        fs.flip_bit(manifest, off, bit).unwrap();
+        match Db::open("/db", opts(&fs)) {
+            Err(e) => assert_names(&e, manifest),
+            Ok(_) => panic!("seed {seed} round {round}: open accepted the manifest flipped at {off} bit {bit}"),
+        }
+    }
+}

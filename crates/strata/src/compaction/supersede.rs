@@ -357,9 +357,11 @@ impl<'a> Marker<'a> {
 
     /// Before a flush writes `versions` (one key's, newest first, whole rows): marks what they
     /// supersede in the older runs, and returns how many of them to write — partial rows at the
-    /// bottom are left out when no row exists below them.
+    /// bottom are left out when no row exists below them (also when nothing is below: the first
+    /// flush of a table). A compaction's marker writes every version.
     pub(crate) fn before_write(&mut self, key: &[u8], versions: &[Entry]) -> Result<usize> {
-        if versions.is_empty() || self.older.is_empty() {
+        if self.base.is_none() {
+            // A compaction: what lies below its output is not probed (see `collapse`).
             return Ok(versions.len());
         }
         let hash = bloom::key_hash(key);
@@ -689,7 +691,12 @@ pub(crate) fn check(tables: &TableCache, t: &TableVersion, read_points: &[u64]) 
             if v.kind == Kind::Update {
                 let below = vs[i + 1..].iter().find(|o| o.kind != Kind::Update).map(|o| o.kind);
                 if below != Some(Kind::Put) {
-                    return bad(*number, format!("partial row {key:?}@{} has no full row below", v.seq));
+                    let all: Vec<String> =
+                        vs.iter().map(|o| format!("{:?}@{} in {:06}", o.kind, o.seq, o.at.0)).collect();
+                    return bad(
+                        *number,
+                        format!("partial row {key:?}@{} has no full row below (versions: {all:?})", v.seq),
+                    );
                 }
             }
             let marks = t.marks_of(*number);

@@ -129,3 +129,22 @@ fn a_compaction_while_a_flush_marks_its_inputs_gets_the_flushs_marks() {
         db.check_supersede_marks().unwrap_or_else(|e| panic!("{layout} after reopening: {e}"));
     }
 }
+
+/// Updates of keys that were never inserted change nothing (updates are blind); the first flush
+/// of a table, with no run below it, must leave them out like every later flush does.
+#[test]
+fn a_first_flush_drops_partial_rows_over_no_row() {
+    let fs: Arc<dyn Fs> = Arc::new(FaultFs::new());
+    let db = Db::open("/db", options(fs)).unwrap();
+    let schema =
+        Schema::new(vec![Column::new("id", ColumnType::BigInt), Column::new("a", ColumnType::Int)], &["id"]).unwrap();
+    let t = db.create_table("t", schema, TableOptions::default()).unwrap();
+    t.update(&[Value::BigInt(7)], &[("a", Value::Int(1))]).unwrap();
+    t.insert(&[Value::BigInt(8), Value::Int(2)]).unwrap();
+    db.flush().unwrap();
+    db.check_supersede_marks().unwrap();
+    let rows: Vec<Vec<Value>> =
+        t.scan(&KeyRange::all(), &Projection::All, &ReadOptions::default()).unwrap().map(Result::unwrap).collect();
+    assert_eq!(rows, vec![vec![Value::BigInt(8), Value::Int(2)]]);
+    assert_eq!(db.stats().tables[0].levels[0].entries, 1, "the partial row of key 7 was written");
+}
