@@ -254,8 +254,8 @@ fn power_loss_during_flush_and_compaction_keeps_supersede_marks() {
                 round(&fs, dir, &parts, seed * 100 + r, None, None);
             }
             let db = Db::open(dir, tiny_options(Arc::new(fs.clone()))).unwrap();
-            let marked = db.stats().tables.iter().flat_map(|t| &t.levels).count();
-            assert!(marked > 1, "seed {seed}: the data never left Level 0");
+            let below = db.stats().tables.iter().flat_map(|t| t.levels.iter().skip(1)).map(|l| l.files).sum::<usize>();
+            assert!(below > 0, "seed {seed}: the data never left Level 0, so no compaction ran");
             db.close().unwrap();
         });
     }
