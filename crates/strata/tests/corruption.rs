@@ -10,7 +10,7 @@ use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata::vfs::FaultFs;
-use strata::{Column, ColumnType, Db, KeyRange, Options, Projection, ReadOptions, Schema, TableOptions, Value};
+use strata::{Column, ColumnType, Db, KeyRange, Options, Projection, ReadOptions, Schema, Table, TableOptions, Value};
 
 fn schema() -> Schema {
     Schema::new(
@@ -105,15 +105,21 @@ fn flipped_sst_bits_are_reported_never_wrong_data() {
     }
 }
 
-/// A fresh database whose last 300 rows live only in the WAL (dropped without flush).
-fn unflushed_db() -> FaultFs {
-    let fs = FaultFs::new();
-    let db = Db::open("/db", opts(&fs)).unwrap();
+/// A fresh database on `fs` with table `t` holding rows `0..200`, flushed.
+fn flushed_db(fs: &FaultFs) -> (Db, Table) {
+    let db = Db::open("/db", opts(fs)).unwrap();
     let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
     for i in 0..200 {
         t.insert(&row(i)).unwrap();
     }
     db.flush().unwrap();
+    (db, t)
+}
+
+/// A fresh database whose last 300 rows live only in the WAL (dropped without flush).
+fn unflushed_db() -> FaultFs {
+    let fs = FaultFs::new();
+    let (db, t) = flushed_db(&fs);
     for i in 200..500 {
         t.insert(&row(i)).unwrap();
     }
@@ -175,12 +181,7 @@ fn flipped_bits_in_supersede_marks_fail_open_naming_the_manifest() {
     let mut rng = StdRng::seed_from_u64(seed);
     for round in 0..40 {
         let fs = FaultFs::new();
-        let db = Db::open("/db", opts(&fs)).unwrap();
-        let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
-        for i in 0..200 {
-            t.insert(&row(i)).unwrap();
-        }
-        db.flush().unwrap();
+        let (db, t) = flushed_db(&fs);
         let manifest = files(&fs, "MANIFEST-");
         assert_eq!(manifest.len(), 1, "{manifest:?}");
         let manifest = &manifest[0];
