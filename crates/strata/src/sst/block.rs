@@ -123,6 +123,17 @@ impl ColBuf {
             + self.var.len()
     }
 
+    /// The block's zone map of the column (`n` rows).
+    fn zone(&mut self, n: usize) -> ZoneMap {
+        if self.ty.fixed_width().is_some() {
+            let nb = n.div_ceil(8);
+            let present = self.any_absent.then_some(&self.presence[..self.presence.len().min(nb)]);
+            let nulls = self.any_null.then_some(&self.nulls[..self.nulls.len().min(nb)]);
+            self.zone.bound_fixed(&self.fixed, present, nulls);
+        }
+        self.zone.finish()
+    }
+
     fn finish(&self, n: usize, out: &mut Vec<u8>) {
         let nb = n.div_ceil(8);
         out.push(u8::from(self.any_absent) | (u8::from(self.any_null) << 1));
@@ -267,7 +278,7 @@ impl BlockBuilder {
         for (i, o) in offs.iter().enumerate() {
             out[table + 4 * i..table + 4 * i + 4].copy_from_slice(&(*o as u32).to_le_bytes());
         }
-        let zones = self.cols.iter().map(|c| c.zone.finish()).collect();
+        let zones = self.cols.iter_mut().map(|c| c.zone(n)).collect();
         let summary = BlockSummary { zones, rows: n, min_seq: self.min_seq, max_seq: self.max_seq, clean: self.clean };
         self.reset();
         (out, summary)

@@ -290,6 +290,8 @@ pub(crate) struct SstCursor {
     wanted: Option<Arc<[bool]>>,
     fill_cache: bool,
     cover: Cover,
+    /// The length of the row last encoded: the next one is allocated that large up front.
+    row_hint: usize,
 }
 
 impl SstCursor {
@@ -310,8 +312,18 @@ impl SstCursor {
             }
         }
         let cover = reader.cover(value_types.len()).map(Arc::from);
-        let mut c =
-            SstCursor { reader, block_idx, block: None, row: 0, value_types, group_of, wanted, fill_cache, cover };
+        let mut c = SstCursor {
+            reader,
+            block_idx,
+            block: None,
+            row: 0,
+            value_types,
+            group_of,
+            wanted,
+            fill_cache,
+            cover,
+            row_hint: 0,
+        };
         if c.block_idx < c.reader.num_blocks() {
             let b = c.reader.block(c.block_idx, fill_cache)?;
             c.row = b.seek(lower);
@@ -339,12 +351,14 @@ impl SstCursor {
                 let kind = b.kind(i);
                 let mut row = Vec::new();
                 if kind != Kind::Delete {
+                    row.reserve(self.row_hint);
                     let wanted = self.wanted.as_deref();
                     let cell = |vi: usize| match self.group_of[vi] {
                         Some(c) if wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false)) => b.raw_cell(i, c),
                         _ => RawCell::Absent,
                     };
                     encode_raw_row(&self.value_types, cell, &mut row);
+                    self.row_hint = row.len();
                 }
                 let cover = self.cover.clone();
                 return Ok(Some(Entry { key: b.key(i).to_vec(), seq: b.seq(i), kind, row, cover }));
