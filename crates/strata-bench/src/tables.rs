@@ -456,7 +456,7 @@ impl Tables for StrataTables {
     fn counters(&self) -> Vec<(&'static str, f64, &'static str)> {
         let s = self.db.scan_stats();
         let st = self.db.stats();
-        vec![
+        let mut out = vec![
             ("scans: rows through the per-row merge", s.merged_rows as f64, "rows"),
             ("scans: blocks passed on whole", s.bulk_blocks as f64, "blocks"),
             ("scans: blocks answered from statistics", s.blocks_from_stats as f64, "blocks"),
@@ -464,7 +464,19 @@ impl Tables for StrataTables {
             ("flushes", st.flushes as f64, "flushes"),
             ("compactions", st.compactions as f64, "compactions"),
             ("write stalls", st.write_stall_micros as f64 / 1e6, "s"),
-        ]
+        ];
+        const LEVELS: [&str; 5] = [
+            "bytes written into level 0",
+            "bytes written into level 1",
+            "bytes written into level 2",
+            "bytes written into level 3",
+            "bytes written into level 4",
+        ];
+        for (name, i) in LEVELS.iter().zip(0..) {
+            let bytes: u64 = st.tables.iter().filter_map(|t| t.levels.get(i)).map(|l| l.bytes_written).sum();
+            out.push((name, bytes as f64 / 1e6, "MB"));
+        }
+        out
     }
 }
 

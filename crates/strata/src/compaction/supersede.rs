@@ -288,6 +288,9 @@ pub(crate) struct Marker<'a> {
     base: Option<Arc<TableVersion>>,
     /// Marks made so far.
     pub(crate) made: Made,
+    /// Flush: the hashes of the keys written that have versions in the older runs (every key
+    /// whose versions a later compaction's output can hold; see [`catch_up_compaction`]).
+    pub(crate) older_keys: Vec<u64>,
     /// Scratch: value columns (flush: touched by the key's versions; settled by a full row or
     /// tombstone found below).
     touched: Vec<bool>,
@@ -349,6 +352,7 @@ impl<'a> Marker<'a> {
             ext: Ext::default(),
             base: None,
             made: Made::new(),
+            older_keys: Vec::new(),
             touched: vec![false; nvals],
             settled: vec![false; nvals],
             sups: Vec::new(),
@@ -415,6 +419,9 @@ impl<'a> Marker<'a> {
             .flat_map(|(_, h)| h.rows.clone().map(move |i| (h.block.seq(i), h.block.kind(i))))
             .filter(|(_, k)| *k != Kind::Update)
             .max_by_key(|(s, _)| *s);
+        if !found.is_empty() {
+            self.older_keys.push(hash);
+        }
         let mut keep = versions.len();
         if !matches!(settled, Some((_, Kind::Put))) {
             while keep > 0 && versions[keep - 1].kind == Kind::Update {
@@ -503,11 +510,12 @@ impl Ext {
 
 /// Marks that `source`'s versions with keys in `range` put on the versions of `targets`
 /// (runs, each with its value columns), adding them to `made`. `existing` gives marks the
-/// targets' files already have.
+/// targets' files already have. With `only`, keys whose hashes it lacks are passed over.
 fn mark_from_file(
     tables: &TableCache,
     source: &Arc<SstReader>,
     range: Option<(&[u8], &[u8])>,
+    only: Option<&KeySet>,
     targets: &mut [RunProbe],
     existing: &dyn Fn(u64) -> Option<Arc<Marks>>,
     made: &mut Made,
@@ -526,8 +534,12 @@ fn mark_from_file(
             while end < b.len() && b.key(end) == key {
                 end += 1;
             }
-            let sups: Vec<Sup> = (i..end).map(|j| Sup::of_row(&b, j, &columns)).collect();
             let hash = bloom::key_hash(key);
+            if only.is_some_and(|o| !o.contains(hash)) {
+                i = end;
+                continue;
+            }
+            let sups: Vec<Sup> = (i..end).map(|j| Sup::of_row(&b, j, &columns)).collect();
             let shares = |t: &RunProbe| columns.is_empty() || t.columns.iter().any(|c| columns.contains(c));
             for t in targets.iter_mut().filter(|t| shares(t)) {
                 let Some(h) = t.find(tables, key, Some(hash))? else { continue };
@@ -564,12 +576,17 @@ pub(crate) fn file_numbers(v: &Version, table: u32) -> HashSet<u64> {
 /// Before a flush installs `flushed` (its new Level-0 files of
 /// `table`), made on top of `base`: the files `current` has that `base` did not (outputs of
 /// compactions that installed meanwhile) are marked by the flushed versions.
+///
+/// Only keys in `older` (those the flush found versions of in `base`) are probed: flushes run
+/// one at a time, so every version in a compaction's output comes from files in `base`, and
+/// a key found nowhere there has none (or only dead ones, as in [`Marker::before_write`]).
 pub(crate) fn catch_up_flush(
     tables: &TableCache,
     current: &Version,
     table: u32,
     base: &HashSet<u64>,
     flushed: &[u64],
+    older: Option<&KeySet>,
     made: &mut Made,
 ) -> Result<()> {
     let Some(t) = current.tables.get(&table) else { return Ok(()) };
@@ -590,7 +607,7 @@ pub(crate) fn catch_up_flush(
         let source = tables.get(n)?;
         let mut probes: Vec<RunProbe> =
             targets.iter().map(|p| RunProbe::new(p.files.clone(), p.columns.clone())).collect();
-        mark_from_file(tables, &source, None, &mut probes, &existing, made)?;
+        mark_from_file(tables, &source, None, older, &mut probes, &existing, made)?;
     }
     Ok(())
 }
@@ -599,6 +616,11 @@ pub(crate) fn catch_up_flush(
 /// `output_level`, with the value columns of their groups): versions in files that appeared
 /// above the output level since the compaction read `base` (flushes, other compactions) mark
 /// the outputs.
+///
+/// Of a Level-0 file flushed since open, only the keys that had versions in older files when
+/// it was flushed are probed ([`TableCache::older_keys`]): the compaction's inputs existed
+/// while that flush ran, and their versions come from files the flush saw (see
+/// [`catch_up_flush`]).
 pub(crate) fn catch_up_compaction(
     tables: &TableCache,
     current: &Version,
@@ -642,7 +664,8 @@ pub(crate) fn catch_up_compaction(
                 RunProbe::new(files, cols.clone())
             })
             .collect();
-        mark_from_file(tables, &source, Some((lo, hi)), &mut targets, &none, made)?;
+        let older = tables.older_keys(f.number);
+        mark_from_file(tables, &source, Some((lo, hi)), older.as_deref(), &mut targets, &none, made)?;
     }
     Ok(())
 }

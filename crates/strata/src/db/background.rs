@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::iter::merge::{MemSource, MergeIter, RunSource, Source};
 use crate::memtable::{MemCursor, Memtable};
 use crate::sst::builder::SstOptions;
+use crate::sst::keyset::KeySet;
 use crate::version::edit::{EditRecord, VersionEdit};
 use crate::version::{FileMeta, Version};
 
@@ -30,6 +31,8 @@ pub(crate) struct Flushed {
     table: u32,
     files: Vec<u64>,
     made: Made,
+    /// The hashes of the flushed keys that have versions in older files.
+    older: Option<Arc<KeySet>>,
 }
 
 impl DbInner {
@@ -132,7 +135,13 @@ impl DbInner {
                 written.push((table_id, f.size));
                 edit.push(EditRecord::AddFile { table: table_id, level: 0, file: f });
             }
-            flushed.push(Flushed { table: table_id, files: numbers, made: marker.made });
+            let older = KeySet::new(marker.older_keys).map(Arc::new);
+            if let Some(o) = &older {
+                for &n in &numbers {
+                    self.tables.set_older_keys(n, o.clone());
+                }
+            }
+            flushed.push(Flushed { table: table_id, files: numbers, made: marker.made, older });
         }
         self.fs.sync_dir(&self.dir)?;
         let mut io = self.io.lock();
@@ -160,13 +169,22 @@ impl DbInner {
             flushed.iter().map(|f| supersede::file_numbers(base, f.table)).collect();
         let early = self.view.read().version.clone();
         for (f, before) in flushed.iter_mut().zip(seen.iter_mut()) {
-            supersede::catch_up_flush(&self.tables, &early, f.table, before, &f.files, &mut f.made)?;
+            supersede::catch_up_flush(
+                &self.tables,
+                &early,
+                f.table,
+                before,
+                &f.files,
+                f.older.as_deref(),
+                &mut f.made,
+            )?;
             before.extend(supersede::file_numbers(&early, f.table));
         }
         let mut vs = self.versions.lock();
         let current = vs.current().clone();
         for (mut f, before) in flushed.into_iter().zip(seen) {
-            let res = supersede::catch_up_flush(&self.tables, &current, f.table, &before, &f.files, &mut f.made);
+            let older = f.older.as_deref();
+            let res = supersede::catch_up_flush(&self.tables, &current, f.table, &before, &f.files, older, &mut f.made);
             if let Err(e) = res {
                 self.poison(&e);
                 return Err(e);

@@ -51,6 +51,9 @@ pub(crate) struct TableCache {
     open: Mutex<HashMap<u64, Arc<SstReader>>>,
     /// Exact key sets of the Level-0 files written since open.
     key_sets: Mutex<HashMap<u64, Arc<KeySet>>>,
+    /// For Level-0 files flushed since open: the hashes of their keys that had versions in
+    /// older files when flushed (see `compaction::supersede::catch_up_compaction`).
+    older_keys: Mutex<HashMap<u64, Arc<KeySet>>>,
 }
 
 impl TableCache {
@@ -62,6 +65,7 @@ impl TableCache {
             probes: ProbeCounters::default(),
             open: Mutex::new(HashMap::new()),
             key_sets: Mutex::new(HashMap::new()),
+            older_keys: Mutex::new(HashMap::new()),
         }
     }
 
@@ -90,14 +94,30 @@ impl TableCache {
         self.key_sets.lock().get(&number).cloned()
     }
 
-    /// Bytes held by key sets.
+    /// Keeps, for Level-0 file `number`, which of its keys had versions in older files.
+    pub(crate) fn set_older_keys(&self, number: u64, set: Arc<KeySet>) {
+        self.older_keys.lock().insert(number, set);
+    }
+
+    /// Which keys of file `number` had versions in older files when it was flushed, if kept.
+    pub(crate) fn older_keys(&self, number: u64) -> Option<Arc<KeySet>> {
+        self.older_keys.lock().get(&number).cloned()
+    }
+
+    /// Bytes held by key sets (each shared set counted once).
     pub(crate) fn key_set_bytes(&self) -> usize {
-        self.key_sets.lock().values().map(|s| s.bytes()).sum()
+        let older = self.older_keys.lock();
+        let mut shared: Vec<&Arc<KeySet>> = older.values().collect();
+        shared.sort_by_key(|s| Arc::as_ptr(s));
+        shared.dedup_by_key(|s| Arc::as_ptr(s));
+        self.key_sets.lock().values().map(|s| s.bytes()).sum::<usize>()
+            + shared.iter().map(|s| s.bytes()).sum::<usize>()
     }
 
     /// Forgets a deleted file.
     pub(crate) fn evict(&self, number: u64) {
         self.key_sets.lock().remove(&number);
+        self.older_keys.lock().remove(&number);
         self.open.lock().remove(&number);
     }
 }
