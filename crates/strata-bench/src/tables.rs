@@ -462,6 +462,7 @@ impl Tables for StrataTables {
             ("scans: blocks answered from statistics", s.blocks_from_stats as f64, "blocks"),
             ("write amplification", st.tables.iter().map(|t| t.write_amplification).fold(0.0, f64::max), "x"),
             ("flushes", st.flushes as f64, "flushes"),
+            ("flush time", st.flush_micros as f64 / 1e6, "s"),
             ("compactions", st.compactions as f64, "compactions"),
             ("write stalls", st.write_stall_micros as f64 / 1e6, "s"),
         ];

@@ -333,6 +333,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     "block_reads": st.block_reads,
                     "block_read_bytes": st.block_read_bytes,
                     "flushes": st.flushes,
+                    "flush_micros": st.flush_micros,
                     "compactions": st.compactions,
                     "last_sequence": st.last_sequence,
                     "write_stall_micros": st.write_stall_micros,

@@ -288,9 +288,10 @@ pub(crate) struct Marker<'a> {
     base: Option<Arc<TableVersion>>,
     /// Marks made so far.
     pub(crate) made: Made,
-    /// Flush: the hashes of the keys written that have versions in the older runs (every key
-    /// whose versions a later compaction's output can hold; see [`catch_up_compaction`]).
-    pub(crate) older_keys: Vec<u64>,
+    /// Flush: the keys written that have versions in the older runs (every key whose versions
+    /// a compaction's output can hold; see [`catch_up_flush`]), ascending, and their hashes.
+    pub(crate) older_keys: Vec<Vec<u8>>,
+    pub(crate) older_hashes: Vec<u64>,
     /// Scratch: value columns (flush: touched by the key's versions; settled by a full row or
     /// tombstone found below).
     touched: Vec<bool>,
@@ -353,6 +354,7 @@ impl<'a> Marker<'a> {
             base: None,
             made: Made::new(),
             older_keys: Vec::new(),
+            older_hashes: Vec::new(),
             touched: vec![false; nvals],
             settled: vec![false; nvals],
             sups: Vec::new(),
@@ -419,8 +421,9 @@ impl<'a> Marker<'a> {
             .flat_map(|(_, h)| h.rows.clone().map(move |i| (h.block.seq(i), h.block.kind(i))))
             .filter(|(_, k)| *k != Kind::Update)
             .max_by_key(|(s, _)| *s);
-        if !found.is_empty() {
-            self.older_keys.push(hash);
+        if !found.is_empty() && self.older_keys.last().is_none_or(|k| k.as_slice() != key) {
+            self.older_keys.push(key.to_vec());
+            self.older_hashes.push(hash);
         }
         let mut keep = versions.len();
         if !matches!(settled, Some((_, Kind::Put))) {
@@ -508,53 +511,98 @@ impl Ext {
     }
 }
 
-/// Marks that `source`'s versions with keys in `range` put on the versions of `targets`
-/// (runs, each with its value columns), adding them to `made`. `existing` gives marks the
-/// targets' files already have. With `only`, keys whose hashes it lacks are passed over.
-fn mark_from_file(
-    tables: &TableCache,
-    source: &Arc<SstReader>,
-    range: Option<(&[u8], &[u8])>,
-    only: Option<&KeySet>,
-    targets: &mut [RunProbe],
-    existing: &dyn Fn(u64) -> Option<Arc<Marks>>,
-    made: &mut Made,
-) -> Result<()> {
-    let columns = source.columns().to_vec();
-    let start = range.map_or(0, |(lo, _)| source.find_block(lo));
-    for bi in start..source.num_blocks() {
-        let b = source.block(bi, true)?;
-        let mut i = range.map_or(0, |(lo, _)| b.seek(lo));
-        while i < b.len() {
-            let key = b.key(i);
-            if range.is_some_and(|(_, hi)| key > hi) {
-                return Ok(());
+/// Runs marked, after the fact, by versions of files they did not see (see the catch-ups).
+struct CatchUp<'c> {
+    tables: &'c TableCache,
+    /// The runs, each with its value columns; forward-only, so one source file per `CatchUp`.
+    targets: Vec<RunProbe>,
+    /// The marks the targets' files already have.
+    existing: &'c dyn Fn(u64) -> Option<Arc<Marks>>,
+}
+
+impl CatchUp<'_> {
+    /// Marks by one key's versions: `rows` of block `b`, of a file holding value `columns`.
+    fn key(&mut self, b: &Block, rows: Range<usize>, columns: &[usize], made: &mut Made) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let key = b.key(rows.start);
+        let hash = bloom::key_hash(key);
+        let sups: Vec<Sup> = rows.map(|j| Sup::of_row(b, j, columns)).collect();
+        let shares = |t: &RunProbe| columns.is_empty() || t.columns.iter().any(|c| columns.contains(c));
+        for t in self.targets.iter_mut().filter(|t| shares(t)) {
+            let Some(h) = t.find(self.tables, key, Some(hash))? else { continue };
+            let number = h.reader.number();
+            let ex = (self.existing)(number);
+            let out = made.entry(number).or_default();
+            for r in h.rows.clone() {
+                let tg = Target::of_row(&h.block, r, h.file_row(r), t.columns.len())?;
+                mark(&tg, &t.columns, &sups, &Ext::default(), ex.as_deref(), out);
             }
-            let mut end = i + 1;
-            while end < b.len() && b.key(end) == key {
+        }
+        Ok(())
+    }
+
+    /// Marks by `source`'s versions with keys in `range`; with `only`, keys whose hashes it
+    /// lacks are passed over.
+    fn file(
+        &mut self,
+        source: &SstReader,
+        range: Option<(&[u8], &[u8])>,
+        only: Option<&KeySet>,
+        made: &mut Made,
+    ) -> Result<()> {
+        let columns = source.columns().to_vec();
+        let start = range.map_or(0, |(lo, _)| source.find_block(lo));
+        for bi in start..source.num_blocks() {
+            let b = source.block(bi, true)?;
+            let mut i = range.map_or(0, |(lo, _)| b.seek(lo));
+            while i < b.len() {
+                let key = b.key(i);
+                if range.is_some_and(|(_, hi)| key > hi) {
+                    return Ok(());
+                }
+                let mut end = i + 1;
+                while end < b.len() && b.key(end) == key {
+                    end += 1;
+                }
+                if only.is_none_or(|o| o.contains(bloom::key_hash(key))) {
+                    self.key(&b, i..end, &columns, made)?;
+                }
+                i = end;
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks by `source`'s versions of `keys` (ascending), looked up one by one.
+    fn keys(&mut self, source: &SstReader, keys: &[Vec<u8>], made: &mut Made) -> Result<()> {
+        let columns = source.columns().to_vec();
+        let mut block: Option<(usize, Arc<Block>)> = None;
+        for key in keys {
+            let bi = source.find_block(key);
+            if bi >= source.num_blocks() {
+                break;
+            }
+            let b = match &block {
+                Some((i, b)) if *i == bi => b.clone(),
+                _ => {
+                    let b = source.block(bi, true)?;
+                    block = Some((bi, b.clone()));
+                    b
+                }
+            };
+            let start = b.seek(key);
+            let mut end = start;
+            while end < b.len() && b.key(end) == key.as_slice() {
                 end += 1;
             }
-            let hash = bloom::key_hash(key);
-            if only.is_some_and(|o| !o.contains(hash)) {
-                i = end;
-                continue;
+            if end > start {
+                self.key(&b, start..end, &columns, made)?;
             }
-            let sups: Vec<Sup> = (i..end).map(|j| Sup::of_row(&b, j, &columns)).collect();
-            let shares = |t: &RunProbe| columns.is_empty() || t.columns.iter().any(|c| columns.contains(c));
-            for t in targets.iter_mut().filter(|t| shares(t)) {
-                let Some(h) = t.find(tables, key, Some(hash))? else { continue };
-                let number = h.reader.number();
-                let ex = existing(number);
-                let out = made.entry(number).or_default();
-                for r in h.rows.clone() {
-                    let tg = Target::of_row(&h.block, r, h.file_row(r), t.columns.len())?;
-                    mark(&tg, &t.columns, &sups, &Ext::default(), ex.as_deref(), out);
-                }
-            }
-            i = end;
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Turns marks into version-edit records, leaving out files not in `live` and empty lists.
@@ -577,7 +625,8 @@ pub(crate) fn file_numbers(v: &Version, table: u32) -> HashSet<u64> {
 /// `table`), made on top of `base`: the files `current` has that `base` did not (outputs of
 /// compactions that installed meanwhile) are marked by the flushed versions.
 ///
-/// Only keys in `older` (those the flush found versions of in `base`) are probed: flushes run
+/// Only the keys in `older` (ascending: those the flush found versions of in `base`) are
+/// probed: flushes run
 /// one at a time, so every version in a compaction's output comes from files in `base`, and
 /// a key found nowhere there has none (or only dead ones, as in [`Marker::before_write`]).
 pub(crate) fn catch_up_flush(
@@ -586,7 +635,7 @@ pub(crate) fn catch_up_flush(
     table: u32,
     base: &HashSet<u64>,
     flushed: &[u64],
-    older: Option<&KeySet>,
+    older: &[Vec<u8>],
     made: &mut Made,
 ) -> Result<()> {
     let Some(t) = current.tables.get(&table) else { return Ok(()) };
@@ -599,15 +648,14 @@ pub(crate) fn catch_up_flush(
             }
         }
     }
-    if targets.is_empty() {
+    if targets.is_empty() || older.is_empty() {
         return Ok(());
     }
     let existing = |n: u64| t.marks_of(n).cloned();
     for &n in flushed {
         let source = tables.get(n)?;
-        let mut probes: Vec<RunProbe> =
-            targets.iter().map(|p| RunProbe::new(p.files.clone(), p.columns.clone())).collect();
-        mark_from_file(tables, &source, None, older, &mut probes, &existing, made)?;
+        let targets = targets.iter().map(|p| RunProbe::new(p.files.clone(), p.columns.clone())).collect();
+        CatchUp { tables, targets, existing: &existing }.keys(&source, older, made)?;
     }
     Ok(())
 }
@@ -656,7 +704,7 @@ pub(crate) fn catch_up_compaction(
     let none = |_: u64| None;
     for f in fresh {
         let source = tables.get(f.number)?;
-        let mut targets: Vec<RunProbe> = groups
+        let targets: Vec<RunProbe> = groups
             .iter()
             .map(|(cols, files)| {
                 let mut files = files.clone();
@@ -665,7 +713,7 @@ pub(crate) fn catch_up_compaction(
             })
             .collect();
         let older = tables.older_keys(f.number);
-        mark_from_file(tables, &source, Some((lo, hi)), older.as_deref(), &mut targets, &none, made)?;
+        CatchUp { tables, targets, existing: &none }.file(&source, Some((lo, hi)), older.as_deref(), made)?;
     }
     Ok(())
 }

@@ -31,8 +31,8 @@ pub(crate) struct Flushed {
     table: u32,
     files: Vec<u64>,
     made: Made,
-    /// The hashes of the flushed keys that have versions in older files.
-    older: Option<Arc<KeySet>>,
+    /// The flushed keys that have versions in older files, ascending.
+    older: Vec<Vec<u8>>,
 }
 
 impl DbInner {
@@ -135,13 +135,12 @@ impl DbInner {
                 written.push((table_id, f.size));
                 edit.push(EditRecord::AddFile { table: table_id, level: 0, file: f });
             }
-            let older = KeySet::new(marker.older_keys).map(Arc::new);
-            if let Some(o) = &older {
+            if let Some(o) = KeySet::new(marker.older_hashes).map(Arc::new) {
                 for &n in &numbers {
                     self.tables.set_older_keys(n, o.clone());
                 }
             }
-            flushed.push(Flushed { table: table_id, files: numbers, made: marker.made, older });
+            flushed.push(Flushed { table: table_id, files: numbers, made: marker.made, older: marker.older_keys });
         }
         self.fs.sync_dir(&self.dir)?;
         let mut io = self.io.lock();
@@ -169,22 +168,14 @@ impl DbInner {
             flushed.iter().map(|f| supersede::file_numbers(base, f.table)).collect();
         let early = self.view.read().version.clone();
         for (f, before) in flushed.iter_mut().zip(seen.iter_mut()) {
-            supersede::catch_up_flush(
-                &self.tables,
-                &early,
-                f.table,
-                before,
-                &f.files,
-                f.older.as_deref(),
-                &mut f.made,
-            )?;
+            supersede::catch_up_flush(&self.tables, &early, f.table, before, &f.files, &f.older, &mut f.made)?;
             before.extend(supersede::file_numbers(&early, f.table));
         }
         let mut vs = self.versions.lock();
         let current = vs.current().clone();
         for (mut f, before) in flushed.into_iter().zip(seen) {
-            let older = f.older.as_deref();
-            let res = supersede::catch_up_flush(&self.tables, &current, f.table, &before, &f.files, older, &mut f.made);
+            let res =
+                supersede::catch_up_flush(&self.tables, &current, f.table, &before, &f.files, &f.older, &mut f.made);
             if let Err(e) = res {
                 self.poison(&e);
                 return Err(e);
@@ -246,6 +237,7 @@ impl DbInner {
     }
 
     fn flush_oldest(&self) -> Result<()> {
+        let start = std::time::Instant::now();
         let (mem, version) = {
             let view = self.view.read();
             let Some(mem) = view.imm.last().cloned() else {
@@ -259,6 +251,7 @@ impl DbInner {
         drop(version);
         self.release_outputs(outputs.into_iter());
         res?;
+        self.io.lock().flush_micros += start.elapsed().as_micros() as u64;
         self.delete_obsolete_files();
         Ok(())
     }

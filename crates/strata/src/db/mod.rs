@@ -128,6 +128,8 @@ pub(crate) struct IoCounters {
     pub read: HashMap<(u32, usize), u64>,
     pub compactions: u64,
     pub flushes: u64,
+    /// Wall time of flushes, from reading the memtable to installing the files.
+    pub flush_micros: u64,
     pub stall_micros: u64,
 }
 

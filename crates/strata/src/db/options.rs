@@ -37,7 +37,9 @@ pub struct Options {
     pub block_size: usize,
     /// Block compression (default LZ4).
     pub compression: Compression,
-    /// Bloom filter bits per key; 0 disables filters (default 10).
+    /// Bloom filter bits per key; 0 disables filters (default 14: a flush probes the older
+    /// runs for every key it writes, to mark what it supersedes, and each false positive costs
+    /// a block read; 14 bits make them about 0.1%, against about 0.8% at 10).
     pub bloom_bits_per_key: usize,
     /// Bytes of decoded blocks to cache (default 64 MiB).
     pub block_cache_size: usize,
@@ -77,7 +79,7 @@ impl Default for Options {
             target_file_size: 8 << 20,
             block_size: 16 << 10,
             compression: Compression::Lz4,
-            bloom_bits_per_key: 10,
+            bloom_bits_per_key: 14,
             block_cache_size: 64 << 20,
             compaction_threads: 2,
             scan_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),

@@ -148,6 +148,9 @@ pub struct Stats {
     pub block_read_bytes: u64,
     /// Flushes since open.
     pub flushes: u64,
+    /// Microseconds flushes took, from reading the memtable to installing the files (marking
+    /// included), since open.
+    pub flush_micros: u64,
     /// Compactions (not counting trivial moves) since open.
     pub compactions: u64,
     /// Last sequence number visible to readers.
@@ -211,6 +214,7 @@ impl DbInner {
             block_reads: self.tables.blocks.reads.load(Ordering::Relaxed),
             block_read_bytes: self.tables.blocks.read_bytes.load(Ordering::Relaxed),
             flushes: io.flushes,
+            flush_micros: io.flush_micros,
             compactions: io.compactions,
             last_sequence: self.snapshots.visible(),
             write_stall_micros: io.stall_micros,
