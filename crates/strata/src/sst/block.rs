@@ -74,17 +74,33 @@ impl ColBuf {
         }
     }
 
+    /// Adds row `row`'s cell. The presence bitmap is kept only from the first row that does not
+    /// carry the column on (rows before it are marked present then): most blocks hold full
+    /// rows and never build one.
     fn push(&mut self, row: usize, v: RawCell<'_>) {
         match v {
-            RawCell::Absent => self.any_absent = true,
+            RawCell::Absent => {
+                if !self.any_absent {
+                    self.any_absent = true;
+                    self.presence.clear();
+                    self.presence.resize(row / 8, 0xff);
+                    if row % 8 != 0 {
+                        self.presence.push((1u8 << (row % 8)) - 1);
+                    }
+                }
+            }
             RawCell::Null => {
-                set_bit(&mut self.presence, row);
+                if self.any_absent {
+                    set_bit(&mut self.presence, row);
+                }
                 self.zone.add(v);
                 self.any_null = true;
                 set_bit(&mut self.nulls, row);
             }
             RawCell::Bytes(_) => {
-                set_bit(&mut self.presence, row);
+                if self.any_absent {
+                    set_bit(&mut self.presence, row);
+                }
                 self.zone.add(v);
             }
         }
@@ -625,6 +641,54 @@ mod tests {
         assert_eq!(blk.seek(b"zzz"), 300);
         for cut in [0, 5, body.len() / 2, body.len() - 1] {
             assert!(Block::decode(body[..cut].to_vec(), &types).is_err());
+        }
+    }
+
+    #[test]
+    fn cells_round_trip_wherever_the_first_absent_cell_falls() {
+        use rand::{Rng, SeedableRng};
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let types = [ColumnType::BigInt, ColumnType::Text];
+        for first_absent in [None, Some(0), Some(1), Some(7), Some(8), Some(9), Some(63), Some(64), Some(99)] {
+            let n = 100;
+            let rows: Vec<Vec<Option<Value>>> = (0..n)
+                .map(|i| {
+                    let absent_ok = first_absent.is_some_and(|f| i >= f);
+                    (0..2)
+                        .map(|c| {
+                            let pick =
+                                if Some(i) == first_absent { 0 } else { rng.gen_range(u32::from(!absent_ok)..4) };
+                            match (pick, c) {
+                                (0, _) => None,
+                                (1, _) => Some(Value::Null),
+                                (_, 0) => Some(Value::BigInt(rng.gen())),
+                                _ => Some(Value::Text(format!("{:x}", rng.gen::<u16>()))),
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut b = BlockBuilder::new(&types);
+            for (i, cells) in rows.iter().enumerate() {
+                let mut row = Vec::new();
+                encode_row(&types, cells, &mut row);
+                let kind = if cells.iter().all(Option::is_some) { Kind::Put } else { Kind::Update };
+                b.add(format!("k{i:04}").as_bytes(), 5, kind, RowIter::new(&types, &row).unwrap().map(Result::unwrap));
+            }
+            let (body, summary) = b.finish();
+            let blk = Block::decode(body, &types).unwrap();
+            for (i, cells) in rows.iter().enumerate() {
+                for (c, cell) in cells.iter().enumerate() {
+                    assert_eq!(&blk.cell(i, c), cell, "seed {seed} first absent {first_absent:?} row {i} col {c}");
+                    assert_eq!(blk.carries(i, c), cell.is_some(), "seed {seed} row {i} col {c}");
+                }
+            }
+            for (c, z) in summary.zones.iter().enumerate() {
+                let carried = rows.iter().filter(|r| r[c].is_some()).count() as u64;
+                let nulls = rows.iter().filter(|r| r[c] == Some(Value::Null)).count() as u64;
+                assert_eq!((z.carried, z.nulls), (carried, nulls), "seed {seed} col {c}");
+            }
         }
     }
 }
