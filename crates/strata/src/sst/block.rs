@@ -84,7 +84,7 @@ impl ColBuf {
                     self.any_absent = true;
                     self.presence.clear();
                     self.presence.resize(row / 8, 0xff);
-                    if row % 8 != 0 {
+                    if !row.is_multiple_of(8) {
                         self.presence.push((1u8 << (row % 8)) - 1);
                     }
                 }
