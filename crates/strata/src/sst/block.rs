@@ -37,10 +37,16 @@ fn get_bit(bm: &[u8], i: usize) -> bool {
 
 struct ColBuf {
     ty: ColumnType,
+    /// `ty.fixed_width()`.
+    width: Option<usize>,
     presence: Vec<u8>,
     nulls: Vec<u8>,
     any_absent: bool,
     any_null: bool,
+    /// Fixed-width columns: cells not carried and NULL cells, for the zone map's counts (the
+    /// zone builder sees only TEXT/BYTEA cells).
+    absent: u64,
+    null_cells: u64,
     fixed: Vec<u8>,
     offsets: Vec<u32>,
     prefixes: Vec<u32>,
@@ -62,10 +68,13 @@ impl ColBuf {
     fn new(ty: ColumnType) -> Self {
         ColBuf {
             ty,
+            width: ty.fixed_width(),
             presence: Vec::new(),
             nulls: Vec::new(),
             any_absent: false,
             any_null: false,
+            absent: 0,
+            null_cells: 0,
             fixed: Vec::new(),
             offsets: vec![0],
             prefixes: Vec::new(),
@@ -78,8 +87,10 @@ impl ColBuf {
     /// carry the column on (rows before it are marked present then): most blocks hold full
     /// rows and never build one.
     fn push(&mut self, row: usize, v: RawCell<'_>) {
+        let fixed = self.width.is_some();
         match v {
             RawCell::Absent => {
+                self.absent += 1;
                 if !self.any_absent {
                     self.any_absent = true;
                     self.presence.clear();
@@ -93,7 +104,10 @@ impl ColBuf {
                 if self.any_absent {
                     set_bit(&mut self.presence, row);
                 }
-                self.zone.add(v);
+                self.null_cells += 1;
+                if !fixed {
+                    self.zone.add(v);
+                }
                 self.any_null = true;
                 set_bit(&mut self.nulls, row);
             }
@@ -101,12 +115,19 @@ impl ColBuf {
                 if self.any_absent {
                     set_bit(&mut self.presence, row);
                 }
-                self.zone.add(v);
+                if !fixed {
+                    self.zone.add(v);
+                }
             }
         }
-        match self.ty.fixed_width() {
+        match self.width {
             Some(w) => match v {
-                RawCell::Bytes(b) => self.fixed.extend_from_slice(b),
+                // Constant-size copies for the common widths (a call to memcpy otherwise).
+                RawCell::Bytes(b) => match b.len() {
+                    8 => self.fixed.extend_from_slice(&<[u8; 8]>::try_from(b).unwrap_or_default()),
+                    4 => self.fixed.extend_from_slice(&<[u8; 4]>::try_from(b).unwrap_or_default()),
+                    _ => self.fixed.extend_from_slice(b),
+                },
                 _ => self.fixed.extend(std::iter::repeat_n(0u8, w)),
             },
             None => {
@@ -118,25 +139,29 @@ impl ColBuf {
         }
     }
 
+    /// Bytes a cell adds to the column's data (bitmaps not counted).
+    #[inline]
+    fn cell_bytes(&self, v: RawCell<'_>) -> usize {
+        match (self.width, v) {
+            (Some(w), _) => w,
+            (None, RawCell::Bytes(b)) => b.len() + 8,
+            (None, _) => 8,
+        }
+    }
+
     fn reset(&mut self) {
         self.presence.clear();
         self.nulls.clear();
         self.any_absent = false;
         self.any_null = false;
+        self.absent = 0;
+        self.null_cells = 0;
         self.fixed.clear();
         self.offsets.clear();
         self.offsets.push(0);
         self.prefixes.clear();
         self.var.clear();
         self.zone = ZoneBuilder::new(self.ty);
-    }
-
-    fn size(&self) -> usize {
-        self.presence.len()
-            + self.nulls.len()
-            + self.fixed.len()
-            + (self.offsets.len() + self.prefixes.len()) * 4
-            + self.var.len()
     }
 
     /// The block's zone map of the column (`n` rows).
@@ -146,6 +171,7 @@ impl ColBuf {
             let present = self.any_absent.then_some(&self.presence[..self.presence.len().min(nb)]);
             let nulls = self.any_null.then_some(&self.nulls[..self.nulls.len().min(nb)]);
             self.zone.bound_fixed(&self.fixed, present, nulls);
+            self.zone.set_counts(n as u64 - self.absent, self.null_cells);
         }
         self.zone.finish()
     }
@@ -183,6 +209,8 @@ pub(crate) struct BlockBuilder {
     seqs: Vec<u64>,
     kinds: Vec<u8>,
     cols: Vec<ColBuf>,
+    /// Bytes of column data so far (bitmaps aside), for [`Self::size`].
+    cell_bytes: usize,
     min_seq: u64,
     max_seq: u64,
     /// Every version so far is a full row of a distinct key.
@@ -208,6 +236,7 @@ impl BlockBuilder {
             seqs: Vec::new(),
             kinds: Vec::new(),
             cols: types.iter().map(|&t| ColBuf::new(t)).collect(),
+            cell_bytes: 0,
             min_seq: u64::MAX,
             max_seq: 0,
             clean: true,
@@ -225,6 +254,7 @@ impl BlockBuilder {
         self.last_key.clear();
         self.seqs.clear();
         self.kinds.clear();
+        self.cell_bytes = 0;
         self.min_seq = u64::MAX;
         self.max_seq = 0;
         self.clean = true;
@@ -237,9 +267,10 @@ impl BlockBuilder {
         &self.last_key
     }
 
-    /// Approximate encoded size so far.
+    /// Approximate encoded size so far (bitmaps counted as full from their column's first
+    /// absent or NULL cell); constant time, as it is asked at every key.
     pub(crate) fn size(&self) -> usize {
-        self.keys.len() + 4 * self.seqs.len() + self.kinds.len() + self.cols.iter().map(ColBuf::size).sum::<usize>()
+        self.keys.len() + 4 * self.seqs.len() + self.kinds.len() + self.cell_bytes
     }
 
     /// Adds a version; `cells` yields the group's columns in order (exactly one per column).
@@ -258,7 +289,12 @@ impl BlockBuilder {
         let row = self.n;
         let mut cells = cells;
         for c in self.cols.iter_mut() {
-            c.push(row, cells.next().unwrap_or(RawCell::Absent));
+            let v = cells.next().unwrap_or(RawCell::Absent);
+            // A bitmap's bytes: one per 8 rows from the first absent or NULL cell.
+            let bitmaps =
+                usize::from(c.any_absent || v == RawCell::Absent) + usize::from(c.any_null || v == RawCell::Null);
+            self.cell_bytes += c.cell_bytes(v) + if row % 8 == 0 { bitmaps } else { 0 };
+            c.push(row, v);
         }
         self.n += 1;
     }

@@ -30,10 +30,19 @@ pub struct ZoneMap {
 /// key encoding read as a big-endian number), so bounds compare without decoding.
 #[inline(always)]
 fn sort_key(ty: ColumnType, b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    let n = b.len().min(8);
-    a[..n].copy_from_slice(&b[..n]);
-    let raw = u64::from_le_bytes(a);
+    // Constant-size reads for each width (a variable-length copy is a call to memcpy).
+    let raw = match b.len() {
+        8 => u64::from_le_bytes(<[u8; 8]>::try_from(b).unwrap_or_default()),
+        4 => u64::from(u32::from_le_bytes(<[u8; 4]>::try_from(b).unwrap_or_default())),
+        2 => u64::from(u16::from_le_bytes(<[u8; 2]>::try_from(b).unwrap_or_default())),
+        1 => u64::from(b[0]),
+        _ => {
+            let mut a = [0u8; 8];
+            let n = b.len().min(8);
+            a[..n].copy_from_slice(&b[..n]);
+            u64::from_le_bytes(a)
+        }
+    };
     match ty {
         ColumnType::BigInt => raw ^ (1 << 63),
         ColumnType::Int => (raw as u32 ^ (1 << 31)) as u64,
@@ -125,8 +134,8 @@ impl ZoneBuilder {
         ZoneBuilder { ty, nulls: 0, carried: 0, bounded: true, fixed: None, var: None }
     }
 
-    /// Adds a cell of a TEXT/BYTEA column, or counts one of a fixed-width column, whose bounds
-    /// [`Self::bound_fixed`] takes from the whole block at once.
+    /// Adds a cell of a TEXT/BYTEA column. (Fixed-width columns are bounded and counted per
+    /// block: [`Self::bound_fixed`], [`Self::set_counts`].)
     pub(crate) fn add(&mut self, c: RawCell<'_>) {
         let b = match c {
             RawCell::Absent => return,
@@ -159,6 +168,12 @@ impl ZoneBuilder {
                 }
             }
         }
+    }
+
+    /// Sets the counts of cells carried and of NULLs.
+    pub(crate) fn set_counts(&mut self, carried: u64, nulls: u64) {
+        self.carried = carried;
+        self.nulls = nulls;
     }
 
     /// The bounds of a fixed-width column's block: `fixed` holds one value per row, of which

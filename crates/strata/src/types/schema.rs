@@ -32,6 +32,7 @@ pub enum ColumnType {
 
 impl ColumnType {
     /// Width in bytes of a fixed-width type, `None` for TEXT and BYTEA.
+    #[inline]
     pub fn fixed_width(self) -> Option<usize> {
         match self {
             ColumnType::BigInt | ColumnType::Double => Some(8),
