@@ -293,7 +293,7 @@ impl BlockBuilder {
             // A bitmap's bytes: one per 8 rows from the first absent or NULL cell.
             let bitmaps =
                 usize::from(c.any_absent || v == RawCell::Absent) + usize::from(c.any_null || v == RawCell::Null);
-            self.cell_bytes += c.cell_bytes(v) + if row % 8 == 0 { bitmaps } else { 0 };
+            self.cell_bytes += c.cell_bytes(v) + if row.is_multiple_of(8) { bitmaps } else { 0 };
             c.push(row, v);
         }
         self.n += 1;
