@@ -519,7 +519,7 @@ fn run_concurrent(seed: u64, layout: &str) {
         for r in 0..2u64 {
             let checked = &checked;
             sc.spawn(move || {
-                let mut rng = StdRng::seed_from_u64(seed ^ (r + 1) * 0x9e37_79b9);
+                let mut rng = StdRng::seed_from_u64(seed ^ ((r + 1) * 0x9e37_79b9));
                 let mut round = 0;
                 while !done.load(std::sync::atomic::Ordering::SeqCst) || round < 4 {
                     round += 1;
