@@ -306,7 +306,17 @@ fn demo_runs_and_prints_a_summary() {
     let out = strata(&dir.path().join("demo")).args(["demo", "--rows", "20000"]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    for want in ["insert (batches of 1000)", "point read", "scan MAX", "scan SUM", "tree of `narrow`"] {
+    for want in [
+        "layout: L0-1: row; L2: (c1..c15) (c16..c30); L3-: column",
+        "insert (batches of 1000)",
+        "update of c1",
+        "point read",
+        "scan MAX",
+        "scan SUM",
+        "scan paths",
+        "0 rows through the per-row merge",
+        "tree of `narrow`",
+    ] {
         assert!(stdout.contains(want), "summary lacks `{want}`:\n{stdout}");
     }
 }
