@@ -699,3 +699,49 @@ fn composite_keys_come_back_from_bulk_blocks() {
     assert_eq!(got, want);
     assert!(db.scan_stats().bulk_blocks > before.bulk_blocks);
 }
+
+/// A min or max that a block's bounds cannot improve passes over the block, but not over a
+/// memtable partial row patching a live version there with a value the aggregate takes.
+#[test]
+fn min_and_max_pass_over_blocks_but_not_over_patches_that_beat_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options { block_size: 512, ..common::tiny_options(Arc::new(OsFs)) };
+    let db = Db::open(tmp.path(), opts).unwrap();
+    let s = Schema::new(vec![Column::new("id", ColumnType::BigInt), Column::new("v", ColumnType::BigInt)], &["id"])
+        .unwrap();
+    let t = db.create_table("m", s, TableOptions::with_layout("L1-: column")).unwrap();
+    // The extremes sit in the first block (key 0), so every later block cannot improve them.
+    for i in 0..2000i64 {
+        t.insert(&[Value::BigInt(i), Value::BigInt(if i == 0 { 5000 } else { 1000 + i % 100 })]).unwrap();
+    }
+    t.insert(&[Value::BigInt(1), Value::BigInt(-5000)]).unwrap();
+    db.compact_range("m", &KeyRange::all()).unwrap();
+    let req = || {
+        ScanRequest::new()
+            .with_aggregate(Aggregate::new(AggFunc::Max, "v"))
+            .with_aggregate(Aggregate::new(AggFunc::Min, "v"))
+    };
+    let run = |want: [i64; 2], what: &str| {
+        let before = db.scan_stats();
+        let got = answer(&t, &req(), None).unwrap();
+        assert_eq!(got, vec![vec![Value::BigInt(want[0]), Value::BigInt(want[1])]], "{what}");
+        let after = db.scan_stats();
+        assert_eq!(after.merged_rows, before.merged_rows, "{what}: rows went through the merge");
+        after.blocks_read - before.blocks_read
+    };
+    // Nothing newer: later blocks are answered from their zone maps.
+    run([5000, -5000], "compacted");
+    // Patches inside later blocks that cannot beat the extremes: those blocks are still passed
+    // over.
+    t.update(&[Value::BigInt(1500)], &[("v", Value::BigInt(1200))]).unwrap();
+    t.update(&[Value::BigInt(1700)], &[("v", Value::BigInt(900))]).unwrap();
+    assert_eq!(run([5000, -5000], "patches that change nothing"), 0, "blocks were read");
+    // Patches that beat them must be read (their keys have live versions there).
+    t.update(&[Value::BigInt(1600)], &[("v", Value::BigInt(9000))]).unwrap();
+    assert!(run([9000, -5000], "a patch beating the max") > 0, "the patched block was not read");
+    t.update(&[Value::BigInt(1800)], &[("v", Value::BigInt(-9000))]).unwrap();
+    run([9000, -9000], "a patch beating the min");
+    // A partial row over a key with no row changes nothing, even with a value that would win.
+    t.update(&[Value::BigInt(5000)], &[("v", Value::BigInt(99_999))]).unwrap();
+    run([9000, -9000], "a patch over no row");
+}

@@ -178,6 +178,19 @@ impl AggState {
         }
     }
 
+    /// Whether offering `v` to a min or max (`spec`) could change it (states only get better,
+    /// so a value it cannot take now it never takes).
+    pub(crate) fn could_take(&self, spec: &AggSpec, v: &Value) -> bool {
+        if v.is_null() {
+            return false;
+        }
+        match (&self.best, spec.func) {
+            (Some(b), AggFunc::Max) => compare(v, b) == Ordering::Greater,
+            (Some(b), AggFunc::Min) => compare(v, b) == Ordering::Less,
+            _ => true,
+        }
+    }
+
     /// Whether a min or max (`spec`) already holds a value no value of a block with zone map
     /// `z` can beat.
     pub(crate) fn beats_zone(&self, spec: &AggSpec, z: &ZoneMap) -> bool {

@@ -15,8 +15,10 @@
 //!
 //! A block none of whose versions is superseded, invisible or left out by the memtables is a
 //! plain columnar block: its zone maps answer count, min and max without reading it, and a min
-//! or max the block cannot improve skips its values (keys the memtables update there are still
-//! looked up in it).
+//! or max the block cannot improve skips its values. Such a block is still read for memtable
+//! partial rows patching the column there with a value the min or max could take (the patch
+//! counts only where a live version exists); other patches, deletes and rewrites cannot change
+//! it.
 
 use std::collections::BTreeMap;
 
@@ -223,7 +225,10 @@ impl FileScan<'_> {
                 continue;
             }
             let skip_values = self.plan.block_stats && self.cannot_improve(e, states);
-            if skip_values && touched.is_empty() {
+            // A block whose values cannot change a min or max is still read for the memtable
+            // keys that patch the column there (whether a live version exists decides whether a
+            // patch counts), unless no patch can change it either.
+            if skip_values && !self.patches_matter(&touched, states) {
                 ScanCounters::add(&self.counters.blocks_skipped, 1);
                 bi += 1;
                 continue;
@@ -248,6 +253,21 @@ impl FileScan<'_> {
             bi += 1;
         }
         Ok(())
+    }
+
+    /// Whether a partial row among the memtable entries `touched` carries a value of the
+    /// chain's column that one of its aggregates could take (see [`AggState::could_take`]);
+    /// deletes and rewrites only take values away, which a min or max the block cannot improve
+    /// does not notice.
+    fn patches_matter(&self, touched: &[usize], states: &[AggState]) -> bool {
+        let Some(c) = self.chain.col else { return !touched.is_empty() };
+        touched.iter().any(|&i| match self.overlay.outcome(i) {
+            Outcome::Partial(cells) => match cells.get(c) {
+                Some(Some(v)) => self.chain.aggs.iter().any(|&ai| states[ai].could_take(&self.plan.aggs[ai], v)),
+                _ => false,
+            },
+            Outcome::Gone | Outcome::Row(_) => false,
+        })
     }
 
     /// Whether every version of the block carries the chain's column.
