@@ -51,7 +51,7 @@ def main():
     print("| " + " | ".join(head) + " |")
     print("| --- | --- | " + " | ".join("---:" for _ in head[2:]) + " |")
     for metric, unit in metrics:
-        row = [metric, unit.replace("us", "µs")]
+        row = [metric, "µs" if unit == "us" else unit]
         row += [number(cell[(c, metric)]) if (c, metric) in cell else "-" for c in shown]
         for p in peers if ours else []:
             o, t = cell.get((ours, metric)), cell.get((p, metric))
