@@ -5,8 +5,8 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::catalog::TableOptions;
 use crate::codec::Reader;
-use crate::db::TableOptions;
 use crate::mvcc::Kind;
 use crate::sst::block::{Block, BlockBuilder};
 use crate::types::key::{decode_key, encode_key};
@@ -83,7 +83,7 @@ fn damaged_encodings_never_panic() {
         Schema::new(vec![Column::new("k", ColumnType::Text), Column::new("v", ColumnType::Double)], &["k"]).unwrap();
     let mut edit = VersionEdit::default();
     edit.push(EditRecord::CreateTable(
-        crate::db::TableInfo::new(
+        crate::catalog::TableInfo::new(
             7,
             "t".into(),
             std::sync::Arc::new(schema.clone()),

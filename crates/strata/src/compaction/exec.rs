@@ -16,9 +16,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::supersede::Marker;
+use crate::catalog::workload::{At, Op};
+use crate::catalog::TableInfo;
 use crate::column_group::group_id;
-use crate::db::workload::{At, Op};
-use crate::db::TableInfo;
 use crate::error::{Error, Result};
 use crate::iter::merge::{MergeIter, Origin};
 use crate::mvcc::chain::collapse;

@@ -33,8 +33,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use crate::catalog::TableInfo;
 use crate::column_group::group_id;
-use crate::db::TableInfo;
 use crate::types::ColumnType;
 use crate::version::{FileMeta, TableVersion, Version};
 
@@ -342,7 +342,7 @@ mod tests {
     //! Run with `STRATA_REWRITE=1` to regenerate the expected outputs after a deliberate change.
 
     use super::*;
-    use crate::db::{TableInfo, TableOptions};
+    use crate::catalog::{TableInfo, TableOptions};
     use crate::types::{Column, ColumnType, Schema};
     use crate::version::edit::{EditRecord, VersionEdit};
     use std::fmt::Write;

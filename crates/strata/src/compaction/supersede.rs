@@ -29,9 +29,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::db::read::run_cover;
+use crate::catalog::TableInfo;
 use crate::db::table_cache::TableCache;
-use crate::db::TableInfo;
 use crate::error::{Error, Result};
 use crate::iter::merge::Origin;
 use crate::mvcc::{Entry, Kind};
@@ -265,7 +264,7 @@ fn hit_at(r: &Arc<SstReader>, b: &Arc<Block>, bi: usize, start: usize, key: &[u8
 
 /// The value columns of a run at `level` (all of them for whole rows).
 fn run_columns(info: &TableInfo, level: usize, run: &crate::version::Run) -> Vec<usize> {
-    run_cover(info, level, run).map_or_else(|| (0..info.value_types.len()).collect(), <[usize]>::to_vec)
+    run.cover(info, level).map_or_else(|| (0..info.value_types.len()).collect(), <[usize]>::to_vec)
 }
 
 /// Marks made by one flush or compaction, by file number.

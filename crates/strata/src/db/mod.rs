@@ -15,12 +15,13 @@ pub(crate) mod read;
 mod stats;
 mod table;
 pub(crate) mod table_cache;
-pub(crate) mod workload;
 
-pub use options::{Options, ReadOptions, TableOptions, WriteOptions};
+pub(crate) use crate::catalog::workload;
+pub use crate::catalog::{KeyRange, Projection, TableInfo, TableOptions};
+pub use options::{Options, ReadOptions, WriteOptions};
 pub use read::ScanIter;
 pub use stats::{ColumnWorkload, GroupStats, LevelStats, Stats, TableStats, WorkloadStats};
-pub use table::{KeyRange, Projection, Table};
+pub use table::Table;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -30,12 +31,12 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::column_group::{group_id, Layout, MAX_LEVELS};
+use crate::column_group::{group_id, Layout};
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::mvcc::snapshot::{Snapshot, SnapshotList};
 use crate::sst::cache::BlockCache;
-use crate::types::{ColumnType, Schema};
+use crate::types::Schema;
 use crate::version::edit::{EditRecord, VersionEdit};
 use crate::version::marks::WHOLE;
 use crate::version::set::VersionSet;
@@ -44,54 +45,6 @@ use crate::vfs::{DirLock, Fs};
 use crate::write::batch::WriteBatch;
 use crate::write::wal::{read_log, Tail, WalWriter, WAL_MAGIC};
 use table_cache::TableCache;
-use workload::Workload;
-
-/// A table's definition as stored in the manifest.
-#[derive(Debug, Clone)]
-pub struct TableInfo {
-    /// Table id, never reused.
-    pub id: u32,
-    /// Table name.
-    pub name: String,
-    /// Columns and primary key.
-    pub schema: Arc<Schema>,
-    /// Table options.
-    pub options: TableOptions,
-    pub(crate) key_types: Arc<[ColumnType]>,
-    pub(crate) value_types: Arc<[ColumnType]>,
-    pub(crate) all_columns: Arc<[usize]>,
-    /// The column groups of every level (row everywhere without a layout option).
-    pub(crate) layout: Arc<Layout>,
-    /// Per-level workload counters (shared by every copy of the definition).
-    pub(crate) workload: Arc<Workload>,
-}
-
-impl PartialEq for TableInfo {
-    fn eq(&self, o: &Self) -> bool {
-        self.id == o.id && self.name == o.name && self.schema == o.schema && self.options == o.options
-    }
-}
-
-impl TableInfo {
-    /// Builds the definition, parsing the layout option (over [`MAX_LEVELS`] levels; creating a
-    /// table also checks it against the database's level count).
-    pub(crate) fn new(id: u32, name: String, schema: Arc<Schema>, options: TableOptions) -> Result<Self> {
-        let key_types = schema.key_types().into();
-        let value_types = schema.value_types().into();
-        let all_columns = (0..schema.columns().len()).collect();
-        let layout = Arc::new(match &options.layout {
-            Some(spec) => Layout::parse(spec, &schema, MAX_LEVELS)?,
-            None => Layout::row(&schema, 1),
-        });
-        let workload = Arc::new(Workload::new(schema.value_columns().len()));
-        Ok(TableInfo { id, name, schema, options, key_types, value_types, all_columns, layout, workload })
-    }
-
-    /// The column-group layout of the table.
-    pub fn layout(&self) -> &Layout {
-        &self.layout
-    }
-}
 
 /// What readers read: the memtables and the version, swapped as one.
 pub(crate) struct ReadView {

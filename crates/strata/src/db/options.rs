@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use crate::codec::{put_bytes, put_varint, DecodeError, DecodeResult, Reader};
 use crate::mvcc::snapshot::Snapshot;
 use crate::sst::format::Compression;
 use crate::vfs::{Fs, OsFs};
@@ -55,7 +54,7 @@ pub struct Options {
     /// is newer than the read's snapshot, by the file's smallest sequence number kept in memory.
     /// On by default; off only to measure what they save.
     pub snapshot_filter: bool,
-    /// How far aligned compaction (Kim et al.; [`TableOptions::aligned_compaction`]) may move a
+    /// How far aligned compaction (Kim et al.; [`TableOptions::aligned_compaction`](crate::TableOptions::aligned_compaction)) may move a
     /// file cut to meet a boundary of the level below: an output file is never cut below
     /// `target / factor` to meet one, and always cut at `target × factor` (default 2; 1 turns
     /// alignment into plain size cutting).
@@ -141,70 +140,6 @@ impl Options {
     }
 }
 
-/// Per-table settings, stored with the table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct TableOptions {
-    /// The column-group layout of each level, as layout text (see [`crate::column_group`]);
-    /// `None` stores whole rows at every level.
-    pub layout: Option<String>,
-    /// Aligned compaction (Kim et al. §IV, on by default): compaction output going to level
-    /// n+1 is cut where files of level n+2 begin and end, within
-    /// [`Options::alignment_variance`] of the target size, so a later compaction of an output
-    /// file does not drag in neighbours it barely overlaps. Off: files are cut by size alone.
-    pub aligned_compaction: bool,
-}
-
-impl Default for TableOptions {
-    fn default() -> Self {
-        TableOptions { layout: None, aligned_compaction: true }
-    }
-}
-
-/// Record tags inside the encoded table options.
-const TAG_LAYOUT: u64 = 1;
-const TAG_UNALIGNED: u64 = 2;
-
-impl TableOptions {
-    /// Options with the given layout text, e.g. `"L1: (a,b) (c); L2-: column"`.
-    pub fn with_layout(spec: impl Into<String>) -> Self {
-        TableOptions { layout: Some(spec.into()), ..TableOptions::default() }
-    }
-
-    /// These options with aligned compaction switched on or off.
-    pub fn aligned(self, on: bool) -> Self {
-        TableOptions { aligned_compaction: on, ..self }
-    }
-
-    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
-        if let Some(l) = &self.layout {
-            put_varint(out, TAG_LAYOUT);
-            put_bytes(out, l.as_bytes());
-        }
-        // The default writes nothing, so tables of earlier builds read back unchanged.
-        if !self.aligned_compaction {
-            put_varint(out, TAG_UNALIGNED);
-        }
-    }
-
-    pub(crate) fn decode(b: &[u8]) -> DecodeResult<Self> {
-        let mut r = Reader::new(b);
-        let mut o = TableOptions::default();
-        while !r.is_empty() {
-            match r.varint()? {
-                TAG_LAYOUT => {
-                    let text = std::str::from_utf8(r.bytes()?).map_err(|_| DecodeError::new("layout is not UTF-8"))?;
-                    o.layout = Some(text.to_owned());
-                }
-                TAG_UNALIGNED => o.aligned_compaction = false,
-                // Written by a newer build with options this one does not know.
-                _ => return Err(DecodeError::new("unknown table options")),
-            }
-        }
-        Ok(o)
-    }
-}
-
 /// Durability of one write.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteOptions {
@@ -223,22 +158,6 @@ pub struct ReadOptions<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn table_options_round_trip_and_defaults_encode_to_nothing() {
-        let mut out = Vec::new();
-        TableOptions::default().encode(&mut out);
-        assert!(out.is_empty(), "default options must encode as earlier builds did");
-        for o in [
-            TableOptions::with_layout("L1-: column"),
-            TableOptions::default().aligned(false),
-            TableOptions::with_layout("L2-: (a) (b,c)").aligned(false),
-        ] {
-            let mut out = Vec::new();
-            o.encode(&mut out);
-            assert_eq!(TableOptions::decode(&out).unwrap(), o);
-        }
-    }
 
     #[test]
     fn alignment_variance_below_one_is_refused() {

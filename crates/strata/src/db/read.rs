@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use super::table::Projection;
 use super::workload::{wanted_columns, At, Op};
 use super::{DbInner, ReadOptions, ReadView, TableInfo};
+use crate::catalog::Projection;
 use crate::error::{Error, Result};
 use crate::iter::merge::{ColumnMerge, MemSource, MergeIter, RunSource, Source};
 use crate::memtable::MemCursor;
@@ -18,7 +18,7 @@ use crate::sst::reader::Lookup;
 use crate::types::key::decode_key;
 use crate::types::row::{decode_row, Cells};
 use crate::types::Value;
-use crate::version::{Run, TableVersion};
+use crate::version::TableVersion;
 
 impl DbInner {
     /// The sequence number to read at and a view holding everything at or below it. With no
@@ -105,7 +105,7 @@ impl DbInner {
             let mut found = false;
             for run in &level.runs {
                 // Only the groups holding columns the read still needs (LASER §4.3).
-                if !res.wants(run_cover(info, li, run)) {
+                if !res.wants(run.cover(info, li)) {
                     continue;
                 }
                 let Some(f) = run.file_for(key) else { continue };
@@ -180,7 +180,7 @@ impl DbInner {
             // its column groups, stitched by one column-merging source per level (LASER Fig. 5).
             let mut groups: Vec<Box<dyn Source>> = Vec::new();
             for run in &level.runs {
-                if !fresh.wants(run_cover(info, li, run)) {
+                if !fresh.wants(run.cover(info, li)) {
                     continue;
                 }
                 // The run source skips the files below `lower` itself.
@@ -324,15 +324,6 @@ impl Iterator for ScanIter {
             }
         }
     }
-}
-
-/// The columns of a run's group (`None`: whole rows). Level-0 always holds whole rows.
-pub(crate) fn run_cover<'a>(info: &'a TableInfo, level: usize, run: &Run) -> Option<&'a [usize]> {
-    if level == 0 {
-        return None;
-    }
-    let cg = run.files.first()?.cg;
-    info.layout.cover(level, cg).map(|c| &c[..])
 }
 
 /// Builds the output row: the projected columns, key columns decoded from the key.

@@ -35,7 +35,7 @@ pub struct ColumnWorkload {
     pub updates: u64,
 }
 
-/// What one level (or the memtable) served since open; see `db/workload.rs` for what counts.
+/// What one level (or the memtable) served since open; see `catalog/workload.rs` for what counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkloadStats {
     /// Point reads that found a version of their key here.

@@ -5,68 +5,13 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::read::{project, ScanIter};
-use super::{DbInner, ReadOptions, TableInfo, WriteOptions};
+use super::{DbInner, KeyRange, Projection, ReadOptions, TableInfo, WriteOptions};
 use crate::error::{Error, Result};
 use crate::mvcc::Kind;
 use crate::types::key::encode_key;
 use crate::types::row::{encode_row, encode_row_with, Cells};
 use crate::types::{Schema, Value};
 use crate::write::batch::{BatchOp, WriteBatch};
-
-/// Which columns a read returns, in which order. Build with [`Table::projection`] or use
-/// [`Projection::All`] (every column in schema order).
-#[derive(Debug, Clone, Default)]
-pub enum Projection {
-    /// Every column, in schema order.
-    #[default]
-    All,
-    /// Named columns, resolved to schema indices.
-    Columns {
-        /// Schema indices, in output order.
-        cols: Arc<[usize]>,
-        /// For each value column, whether it is needed.
-        wanted: Arc<[bool]>,
-    },
-}
-
-impl Projection {
-    pub(crate) fn columns<'a>(&'a self, info: &'a TableInfo) -> &'a [usize] {
-        match self {
-            Projection::All => &info.all_columns,
-            Projection::Columns { cols, .. } => cols,
-        }
-    }
-
-    /// For each value column, whether it is needed (`None`: all are).
-    pub(crate) fn wanted(&self) -> Option<&Arc<[bool]>> {
-        match self {
-            Projection::All => None,
-            Projection::Columns { wanted, .. } => Some(wanted),
-        }
-    }
-}
-
-/// A range of primary keys. Bounds may name a prefix of the key columns: `start: Included([5])`
-/// on a key `(a, b)` starts at the first key with `a = 5`.
-#[derive(Debug, Clone)]
-pub struct KeyRange {
-    /// Lower bound.
-    pub start: Bound<Vec<Value>>,
-    /// Upper bound.
-    pub end: Bound<Vec<Value>>,
-}
-
-impl KeyRange {
-    /// Every key.
-    pub fn all() -> Self {
-        KeyRange { start: Bound::Unbounded, end: Bound::Unbounded }
-    }
-
-    /// `start <= key < end`.
-    pub fn half_open(start: Vec<Value>, end: Vec<Value>) -> Self {
-        KeyRange { start: Bound::Included(start), end: Bound::Excluded(end) }
-    }
-}
 
 /// The smallest byte string greater than every string that starts with `p`; `None` if none.
 fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {

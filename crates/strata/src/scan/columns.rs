@@ -32,7 +32,6 @@ use super::exec::{Plan, ReadPoint, ScanCounters};
 use super::live::Rows;
 use super::overlay::{Outcome, Overlay};
 use super::AggFunc;
-use crate::db::read::run_cover;
 use crate::error::{Error, Result};
 use crate::sst::block::Block;
 use crate::sst::builder::IndexEntry;
@@ -84,7 +83,7 @@ pub(super) fn aggregate(
     for chain in chains.values_mut() {
         for (level, l) in rp.t.levels.iter().enumerate() {
             for run in &l.runs {
-                let cover = run_cover(info, level, run);
+                let cover = run.cover(info, level);
                 // The column's position in the run's group.
                 let j = match (cover, chain.col) {
                     (None, c) => c,

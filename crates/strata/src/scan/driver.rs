@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use super::chunk::Segment;
 use super::exec::{Plan, ReadPoint, ScanCounters};
-use crate::db::read::run_cover;
 use crate::error::Result;
 use crate::memtable::Memtable;
 use crate::mvcc::chain::Resolver;
@@ -189,15 +188,15 @@ pub(super) fn driver(plan: &Plan, rp: &ReadPoint, lower: &[u8]) -> Result<Option
     let wanted = plan.wanted();
     let fresh = Resolver::new(info.value_types.len(), Some(wanted));
     let levels = &rp.t.levels;
-    let Some(dl) = (1..levels.len()).rev().find(|&l| levels[l].runs.iter().any(|r| fresh.wants(run_cover(info, l, r))))
+    let Some(dl) = (1..levels.len()).rev().find(|&l| levels[l].runs.iter().any(|r| fresh.wants(r.cover(info, l))))
     else {
         return Ok(None);
     };
     // The driving level's runs of needed groups; the driver is the one holding the first filter
     // column (or the first needed column).
-    let runs: Vec<_> = levels[dl].runs.iter().filter(|r| fresh.wants(run_cover(info, dl, r))).collect();
+    let runs: Vec<_> = levels[dl].runs.iter().filter(|r| fresh.wants(r.cover(info, dl))).collect();
     let cover_of = |r: &&crate::version::Run| {
-        run_cover(info, dl, r).map(|c| c.to_vec()).unwrap_or_else(|| (0..info.value_types.len()).collect())
+        r.cover(info, dl).map(|c| c.to_vec()).unwrap_or_else(|| (0..info.value_types.len()).collect())
     };
     let first = plan.filter.columns().chain(plan.needed.iter().copied()).find_map(|c| info.schema.value_index(c));
     let driver_idx = match first {
@@ -226,7 +225,7 @@ pub(super) fn driver(plan: &Plan, rp: &ReadPoint, lower: &[u8]) -> Result<Option
             continue;
         }
         for r in &level.runs {
-            if r.files.is_empty() || !fresh.wants(run_cover(info, l, r)) {
+            if r.files.is_empty() || !fresh.wants(r.cover(info, l)) {
                 continue;
             }
             // The snapshot filter: files the read cannot see a version of do not stand in the

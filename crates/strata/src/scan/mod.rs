@@ -62,7 +62,7 @@ pub use self::cnf::{Atom, Filter, Test};
 pub(crate) use self::exec::ScanCounters;
 pub(crate) use self::run::run_scan;
 pub use self::run::BatchIter;
-use crate::db::KeyRange;
+use crate::catalog::KeyRange;
 use crate::types::Value;
 
 /// A comparison operator.

@@ -10,8 +10,9 @@ use super::agg::{finish_batch, AggState};
 use super::driver::split;
 use super::exec::{Consumer, Partition, Plan, ReadPoint, ScanCounters};
 use super::ScanRequest;
+use crate::catalog::TableInfo;
 use crate::db::read::record_scan;
-use crate::db::{DbInner, ReadOptions, TableInfo};
+use crate::db::{DbInner, ReadOptions};
 use crate::error::{Error, Result};
 
 /// The scan pool (`scan_threads` threads), started on first use.

@@ -12,8 +12,9 @@ use parking_lot::Mutex;
 
 use super::exec::{Consumer, Partition, Plan, ReadPoint, ScanCounters};
 use super::run::pool;
+use crate::catalog::TableInfo;
 use crate::db::read::record_scan;
-use crate::db::{DbInner, ReadOptions, TableInfo};
+use crate::db::{DbInner, ReadOptions};
 use crate::error::{Error, Result};
 
 /// A scan waiting for its shared pass.

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::marks::MarkChunk;
 use super::FileMeta;
+use crate::catalog::{TableInfo, TableOptions};
 use crate::codec::{put_bytes, put_varint, DecodeError, DecodeResult, Reader};
-use crate::db::{TableInfo, TableOptions};
 use crate::types::Schema;
 
 /// One change to the set of tables and files.

@@ -17,7 +17,7 @@ pub mod set;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::db::TableInfo;
+use crate::catalog::TableInfo;
 use edit::{EditRecord, VersionEdit};
 use marks::Marks;
 
@@ -50,6 +50,16 @@ pub struct Run {
 }
 
 impl Run {
+    /// The value columns of the run's group in `info`'s layout at `level` (`None`: whole
+    /// rows). Level-0 always holds whole rows.
+    pub(crate) fn cover<'a>(&self, info: &'a TableInfo, level: usize) -> Option<&'a [usize]> {
+        if level == 0 {
+            return None;
+        }
+        let cg = self.files.first()?.cg;
+        info.layout.cover(level, cg).map(|c| &c[..])
+    }
+
     /// The file that may hold `key`.
     pub(crate) fn file_for(&self, key: &[u8]) -> Option<&Arc<FileMeta>> {
         let i = self.files.partition_point(|f| f.largest.as_slice() < key);
