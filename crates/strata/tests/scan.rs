@@ -424,6 +424,13 @@ fn random_op(rng: &mut StdRng, t: &Table, s: &Schema, model: &mut Model) {
     }
 }
 
+/// `n` random writes (see [`random_op`]).
+fn churn(rng: &mut StdRng, t: &Table, s: &Schema, model: &mut Model, n: usize) {
+    for _ in 0..n {
+        random_op(rng, t, s, model);
+    }
+}
+
 fn run(seed: u64, layout: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let opts = Options { block_size: 1024, ..common::tiny_options(Arc::new(OsFs)) };
@@ -437,16 +444,11 @@ fn run(seed: u64, layout: &str) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut model = Model::new();
     let mut snaps: Vec<(Snapshot, Model)> = Vec::new();
-    let churn = |rng: &mut StdRng, model: &mut Model, n: usize| {
-        for _ in 0..n {
-            random_op(rng, &t, &s, model);
-        }
-    };
-    churn(&mut rng, &mut model, 3000);
+    churn(&mut rng, &t, &s, &mut model, 3000);
     snaps.push((db.snapshot(), model.clone()));
-    churn(&mut rng, &mut model, 3000);
+    churn(&mut rng, &t, &s, &mut model, 3000);
     snaps.push((db.snapshot(), model.clone()));
-    churn(&mut rng, &mut model, 3000);
+    churn(&mut rng, &t, &s, &mut model, 3000);
     check(&t, &model, None, &mut rng, "churning");
     check_columnwise(&db, &t, &model, None, &mut rng, "churning");
     for (snap, m) in &snaps {
@@ -460,15 +462,10 @@ fn run(seed: u64, layout: &str) {
     db.close().unwrap();
     let db = Db::open(tmp.path(), opts).unwrap();
     let t = db.table("t").unwrap();
-    let churn = |rng: &mut StdRng, model: &mut Model, n: usize| {
-        for _ in 0..n {
-            random_op(rng, &t, &s, model);
-        }
-    };
     check_columnwise(&db, &t, &model, None, &mut rng, "reopened");
-    churn(&mut rng, &mut model, 2000);
+    churn(&mut rng, &t, &s, &mut model, 2000);
     snaps.push((db.snapshot(), model.clone()));
-    churn(&mut rng, &mut model, 2000);
+    churn(&mut rng, &t, &s, &mut model, 2000);
     check(&t, &model, None, &mut rng, "churning after a restart");
     check_columnwise(&db, &t, &model, None, &mut rng, "churning after a restart");
     for (snap, m) in &snaps {
@@ -488,7 +485,7 @@ fn run(seed: u64, layout: &str) {
     );
     snaps.push((db.snapshot(), model.clone()));
     // Few enough to stay in the memtable (16 KiB): those keys are patched into bulk blocks.
-    churn(&mut rng, &mut model, 60);
+    churn(&mut rng, &t, &s, &mut model, 60);
     let before = db.scan_stats();
     check(&t, &model, None, &mut rng, "compacted, then updated");
     check_columnwise(&db, &t, &model, None, &mut rng, "compacted, then updated");
@@ -517,9 +514,7 @@ fn run_concurrent(seed: u64, layout: &str) {
     let t = db.create_table("t", s.clone(), topts).unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut model = Model::new();
-    for _ in 0..3000 {
-        random_op(&mut rng, &t, &s, &mut model);
-    }
+    churn(&mut rng, &t, &s, &mut model, 3000);
     let (stats0, scans0) = (db.stats(), db.scan_stats());
     type Published = Arc<(Snapshot, Model)>;
     let published: std::sync::Mutex<Vec<Published>> =
@@ -530,9 +525,7 @@ fn run_concurrent(seed: u64, layout: &str) {
         let (t, s, db, published, done) = (&t, &s, &db, &published, &done);
         sc.spawn(move || {
             for _ in 0..12 {
-                for _ in 0..400 {
-                    random_op(&mut rng, t, s, &mut model);
-                }
+                churn(&mut rng, t, s, &mut model, 400);
                 let mut p = published.lock().unwrap();
                 p.push(Arc::new((db.snapshot(), model.clone())));
                 if p.len() > 4 {

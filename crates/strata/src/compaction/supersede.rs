@@ -288,9 +288,8 @@ pub(crate) struct Marker<'a> {
     /// Marks made so far.
     pub(crate) made: Made,
     /// Flush: the keys written that have versions in the older runs (every key whose versions
-    /// a compaction's output can hold; see [`catch_up_flush`]), ascending, and their hashes.
+    /// a compaction's output can hold; see [`catch_up_flush`]), ascending.
     pub(crate) older_keys: Vec<Vec<u8>>,
-    pub(crate) older_hashes: Vec<u64>,
     /// Scratch: value columns (flush: touched by the key's versions; settled by a full row or
     /// tombstone found below).
     touched: Vec<bool>,
@@ -353,7 +352,6 @@ impl<'a> Marker<'a> {
             base: None,
             made: Made::new(),
             older_keys: Vec::new(),
-            older_hashes: Vec::new(),
             touched: vec![false; nvals],
             settled: vec![false; nvals],
             sups: Vec::new(),
@@ -422,7 +420,6 @@ impl<'a> Marker<'a> {
             .max_by_key(|(s, _)| *s);
         if !found.is_empty() && self.older_keys.last().is_none_or(|k| k.as_slice() != key) {
             self.older_keys.push(key.to_vec());
-            self.older_hashes.push(hash);
         }
         let mut keep = versions.len();
         if !matches!(settled, Some((_, Kind::Put))) {
@@ -575,7 +572,7 @@ impl CatchUp<'_> {
     }
 
     /// Marks by `source`'s versions of `keys` (ascending), looked up one by one.
-    fn keys(&mut self, source: &SstReader, keys: &[Vec<u8>], made: &mut Made) -> Result<()> {
+    fn keys(&mut self, source: &Arc<SstReader>, keys: &[Vec<u8>], made: &mut Made) -> Result<()> {
         let columns = source.columns().to_vec();
         let mut block: Option<(usize, Arc<Block>)> = None;
         for key in keys {
@@ -591,13 +588,8 @@ impl CatchUp<'_> {
                     b
                 }
             };
-            let start = b.seek(key);
-            let mut end = start;
-            while end < b.len() && b.key(end) == key.as_slice() {
-                end += 1;
-            }
-            if end > start {
-                self.key(&b, start..end, &columns, made)?;
+            if let Some(h) = hit_at(source, &b, bi, b.seek(key), key) {
+                self.key(&b, h.rows, &columns, made)?;
             }
         }
         Ok(())

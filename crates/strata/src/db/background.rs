@@ -16,6 +16,7 @@ use crate::compaction::supersede::{self, Made, Marker};
 use crate::error::{Error, Result};
 use crate::iter::merge::{MemSource, MergeIter, RunSource, Source};
 use crate::memtable::{MemCursor, Memtable};
+use crate::sst::bloom::key_hash;
 use crate::sst::builder::SstOptions;
 use crate::sst::keyset::KeySet;
 use crate::version::edit::{EditRecord, VersionEdit};
@@ -135,7 +136,8 @@ impl DbInner {
                 written.push((table_id, f.size));
                 edit.push(EditRecord::AddFile { table: table_id, level: 0, file: f });
             }
-            if let Some(o) = KeySet::new(marker.older_hashes).map(Arc::new) {
+            let older_hashes = marker.older_keys.iter().map(|k| key_hash(k)).collect();
+            if let Some(o) = KeySet::new(older_hashes).map(Arc::new) {
                 for &n in &numbers {
                     self.tables.set_older_keys(n, o.clone());
                 }

@@ -202,17 +202,22 @@ impl FileScan<'_> {
                 Some(p) if p > self.lower => p,
                 _ => self.lower,
             };
-            let in_block = |i: &usize| {
-                let k = self.overlay.key(*i);
-                prev.is_none_or(|p| k > p) && self.upper.is_none_or(|u| k < u) && self.overlay.replaces(*i, overlay_col)
-            };
-            let mut candidates = self.overlay.between(lo, &e.last_key).filter(in_block).peekable();
+            let candidates: Vec<usize> = self
+                .overlay
+                .between(lo, &e.last_key)
+                .filter(|&i| {
+                    let k = self.overlay.key(i);
+                    prev.is_none_or(|p| k > p)
+                        && self.upper.is_none_or(|u| k < u)
+                        && self.overlay.replaces(i, overlay_col)
+                })
+                .collect();
             // A min or max the block cannot improve, with memtable keys in its range none of
             // whose values it could take either: passed over before any bloom probe.
-            if candidates.peek().is_some()
+            if !candidates.is_empty()
                 && self.plan.block_stats
                 && self.cannot_improve(e, states)
-                && !self.patches_matter(candidates, states)
+                && !self.patches_matter(&candidates, states)
             {
                 ScanCounters::add(&self.counters.blocks_skipped, 1);
                 bi += 1;
@@ -220,11 +225,8 @@ impl FileScan<'_> {
             }
             // Most memtable keys are not in a given file (fresh inserts, or kept in another
             // level): its bloom filter says so without reading the block.
-            let touched: Vec<usize> = self
-                .overlay
-                .between(lo, &e.last_key)
-                .filter(|i| in_block(i) && reader.may_contain(self.overlay.hash(*i)))
-                .collect();
+            let touched: Vec<usize> =
+                candidates.into_iter().filter(|&i| reader.may_contain(self.overlay.hash(i))).collect();
             let first_row = reader.first_row(bi);
             let unmarked = marks.is_none_or(|m| !m.any_at_or_below(first_row..reader.first_row(bi + 1), self.rp.seq));
             let plain = whole && touched.is_empty() && unmarked && e.max_seq <= self.rp.seq && self.all_carry(e);
@@ -237,7 +239,7 @@ impl FileScan<'_> {
             // A block whose values cannot change a min or max is still read for the memtable
             // keys that patch the column there (whether a live version exists decides whether a
             // patch counts), unless no patch can change it either.
-            if skip_values && !self.patches_matter(touched.iter().copied(), states) {
+            if skip_values && !self.patches_matter(&touched, states) {
                 ScanCounters::add(&self.counters.blocks_skipped, 1);
                 bi += 1;
                 continue;
@@ -268,10 +270,9 @@ impl FileScan<'_> {
     /// chain's column that one of its aggregates could take (see [`AggState::could_take`]);
     /// deletes and rewrites only take values away, which a min or max the block cannot improve
     /// does not notice.
-    fn patches_matter(&self, touched: impl IntoIterator<Item = usize>, states: &[AggState]) -> bool {
-        let mut touched = touched.into_iter();
-        let Some(c) = self.chain.col else { return touched.next().is_some() };
-        touched.any(|i| match self.overlay.outcome(i) {
+    fn patches_matter(&self, touched: &[usize], states: &[AggState]) -> bool {
+        let Some(c) = self.chain.col else { return !touched.is_empty() };
+        touched.iter().any(|&i| match self.overlay.outcome(i) {
             Outcome::Partial(cells) => match cells.get(c) {
                 Some(Some(v)) => self.chain.aggs.iter().any(|&ai| states[ai].could_take(&self.plan.aggs[ai], v)),
                 _ => false,

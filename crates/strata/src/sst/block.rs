@@ -43,8 +43,7 @@ struct ColBuf {
     nulls: Vec<u8>,
     any_absent: bool,
     any_null: bool,
-    /// Fixed-width columns: cells not carried and NULL cells, for the zone map's counts (the
-    /// zone builder sees only TEXT/BYTEA cells).
+    /// Cells not carried and NULL cells, for the zone map's counts.
     absent: u64,
     null_cells: u64,
     fixed: Vec<u8>,
@@ -87,7 +86,6 @@ impl ColBuf {
     /// carry the column on (rows before it are marked present then): most blocks hold full
     /// rows and never build one.
     fn push(&mut self, row: usize, v: RawCell<'_>) {
-        let fixed = self.width.is_some();
         match v {
             RawCell::Absent => {
                 self.absent += 1;
@@ -105,18 +103,15 @@ impl ColBuf {
                     set_bit(&mut self.presence, row);
                 }
                 self.null_cells += 1;
-                if !fixed {
-                    self.zone.add(v);
-                }
                 self.any_null = true;
                 set_bit(&mut self.nulls, row);
             }
-            RawCell::Bytes(_) => {
+            RawCell::Bytes(b) => {
                 if self.any_absent {
                     set_bit(&mut self.presence, row);
                 }
-                if !fixed {
-                    self.zone.add(v);
+                if self.width.is_none() {
+                    self.zone.add_var(b);
                 }
             }
         }
@@ -171,8 +166,8 @@ impl ColBuf {
             let present = self.any_absent.then_some(&self.presence[..self.presence.len().min(nb)]);
             let nulls = self.any_null.then_some(&self.nulls[..self.nulls.len().min(nb)]);
             self.zone.bound_fixed(&self.fixed, present, nulls);
-            self.zone.set_counts(n as u64 - self.absent, self.null_cells);
         }
+        self.zone.set_counts(n as u64 - self.absent, self.null_cells);
         self.zone.finish()
     }
 

@@ -6,7 +6,6 @@
 //! and BYTEA. Var-width values longer than [`MAX_VAR_BOUND`] bytes disable min/max for the block.
 
 use crate::codec::{put_bytes, put_varint, DecodeError, DecodeResult, Reader};
-use crate::types::row::RawCell;
 use crate::types::{ColumnType, Value};
 
 /// Longest TEXT/BYTEA value kept as a zone-map bound.
@@ -82,31 +81,22 @@ fn bounds(
 ) -> Option<(FixedBound, FixedBound)> {
     let counts = |i: usize| present.is_none_or(|p| bit(p, i)) && nulls.is_none_or(|n| !bit(n, i));
     let mut best: Option<(u64, usize, u64, usize)> = None;
+    let mut take = |i: usize, k: u64| {
+        best = Some(match best {
+            None => (k, i, k, i),
+            Some((lo, li, hi, hj)) => {
+                let (lo, li) = if k < lo { (k, i) } else { (lo, li) };
+                let (hi, hj) = if k > hi { (k, i) } else { (hi, hj) };
+                (lo, li, hi, hj)
+            }
+        });
+    };
     let values = fixed.chunks_exact(w).enumerate();
+    // Without bitmaps every value counts: no per-value check.
     if present.is_none() && nulls.is_none() {
-        for (i, v) in values {
-            let k = key(v);
-            best = Some(match best {
-                None => (k, i, k, i),
-                Some((lo, li, hi, hj)) => {
-                    let (lo, li) = if k < lo { (k, i) } else { (lo, li) };
-                    let (hi, hj) = if k > hi { (k, i) } else { (hi, hj) };
-                    (lo, li, hi, hj)
-                }
-            });
-        }
+        values.for_each(|(i, v)| take(i, key(v)));
     } else {
-        for (i, v) in values.filter(|(i, _)| counts(*i)) {
-            let k = key(v);
-            best = Some(match best {
-                None => (k, i, k, i),
-                Some((lo, li, hi, hj)) => {
-                    let (lo, li) = if k < lo { (k, i) } else { (lo, li) };
-                    let (hi, hj) = if k > hi { (k, i) } else { (hi, hj) };
-                    (lo, li, hi, hj)
-                }
-            });
-        }
+        values.filter(|(i, _)| counts(*i)).for_each(|(i, v)| take(i, key(v)));
     }
     let raw = |i: usize| {
         let mut r = [0u8; 8];
@@ -134,20 +124,10 @@ impl ZoneBuilder {
         ZoneBuilder { ty, nulls: 0, carried: 0, bounded: true, fixed: None, var: None }
     }
 
-    /// Adds a cell of a TEXT/BYTEA column. (Fixed-width columns are bounded and counted per
-    /// block: [`Self::bound_fixed`], [`Self::set_counts`].)
-    pub(crate) fn add(&mut self, c: RawCell<'_>) {
-        let b = match c {
-            RawCell::Absent => return,
-            RawCell::Null => {
-                self.carried += 1;
-                self.nulls += 1;
-                return;
-            }
-            RawCell::Bytes(b) => b,
-        };
-        self.carried += 1;
-        if !self.bounded || self.ty.fixed_width().is_some() {
+    /// Takes a TEXT/BYTEA value into the bounds. (Counts are set per block,
+    /// [`Self::set_counts`]; fixed-width bounds too, [`Self::bound_fixed`].)
+    pub(crate) fn add_var(&mut self, b: &[u8]) {
+        if !self.bounded {
             return;
         }
         if b.len() > MAX_VAR_BOUND {
@@ -238,6 +218,7 @@ impl ZoneMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::row::RawCell;
     use rand::{Rng, SeedableRng};
 
     fn raw(v: &Value) -> Vec<u8> {
