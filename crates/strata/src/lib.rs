@@ -22,6 +22,7 @@ mod error;
 mod iter;
 mod memtable;
 pub mod mvcc;
+mod read;
 pub mod scan;
 pub mod sst;
 pub mod types;

@@ -30,7 +30,6 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::catalog::TableInfo;
-use crate::db::table_cache::TableCache;
 use crate::error::{Error, Result};
 use crate::iter::merge::Origin;
 use crate::mvcc::{Entry, Kind};
@@ -38,6 +37,7 @@ use crate::sst::block::Block;
 use crate::sst::bloom;
 use crate::sst::keyset::KeySet;
 use crate::sst::reader::SstReader;
+use crate::sst::table_cache::TableCache;
 use crate::types::row::{carried, carries};
 use crate::version::edit::EditRecord;
 use crate::version::marks::{Mark, MarkChunk, Marks, WHOLE};

@@ -1,7 +1,6 @@
 //! The database: opening and recovering, the catalog of tables, and the shared state every
 //! thread works on. The work itself lives in submodules: [`commit`] (group commit and memtable
-//! rotation), [`background`] (flush, compaction, obsolete-file cleanup), [`read`] (point reads
-//! and scans) and [`table`] (the per-table API).
+//! rotation), [`background`] (flush, compaction, obsolete-file cleanup), [`read`] (read points) and [`table`] (the per-table API).
 //!
 //! Lock order, outermost first: commit queue → background state → version set → read view. No
 //! lock is held across a WAL or SST write except the version-set lock around manifest appends.
@@ -14,12 +13,12 @@ mod options;
 pub(crate) mod read;
 mod stats;
 mod table;
-pub(crate) mod table_cache;
 
 pub(crate) use crate::catalog::workload;
 pub use crate::catalog::{KeyRange, Projection, TableInfo, TableOptions};
+pub(crate) use crate::read::ReadView;
+pub use crate::read::ScanIter;
 pub use options::{Options, ReadOptions, WriteOptions};
-pub use read::ScanIter;
 pub use stats::{ColumnWorkload, GroupStats, LevelStats, Stats, TableStats, WorkloadStats};
 pub use table::Table;
 
@@ -36,6 +35,7 @@ use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::mvcc::snapshot::{Snapshot, SnapshotList};
 use crate::sst::cache::BlockCache;
+use crate::sst::table_cache::TableCache;
 use crate::types::Schema;
 use crate::version::edit::{EditRecord, VersionEdit};
 use crate::version::marks::WHOLE;
@@ -44,15 +44,6 @@ use crate::version::Version;
 use crate::vfs::{DirLock, Fs};
 use crate::write::batch::WriteBatch;
 use crate::write::wal::{read_log, Tail, WalWriter, WAL_MAGIC};
-use table_cache::TableCache;
-
-/// What readers read: the memtables and the version, swapped as one.
-pub(crate) struct ReadView {
-    pub mem: Arc<Memtable>,
-    /// Frozen memtables, newest first.
-    pub imm: Vec<Arc<Memtable>>,
-    pub version: Arc<Version>,
-}
 
 #[derive(Default)]
 pub(crate) struct BgState {
@@ -110,10 +101,8 @@ pub(crate) struct DbInner {
     pub live_versions: Mutex<Vec<Weak<Version>>>,
     pub io: Mutex<IoCounters>,
     pub closed: AtomicBool,
-    pub scan_counters: Arc<crate::scan::ScanCounters>,
-    pub shared_scans: crate::scan::shared::SharedScans,
-    /// Runs scan partitions and shared scans; started on first use.
-    pub scan_pool: std::sync::OnceLock<rayon::ThreadPool>,
+    /// The scan engine's counters, shared-pass registry and thread pool.
+    pub scans: crate::scan::Scans,
     /// Tests: runs once, on the thread of the first flush or compaction (as named) about to
     /// take the version lock to install.
     #[cfg(test)]
@@ -268,9 +257,7 @@ impl Db {
             live_versions: Mutex::new(vec![Arc::downgrade(&current)]),
             io: Mutex::new(IoCounters::default()),
             closed: AtomicBool::new(false),
-            scan_counters: Default::default(),
-            scan_pool: std::sync::OnceLock::new(),
-            shared_scans: Default::default(),
+            scans: crate::scan::Scans::new(opts.scan_threads, opts.shared_scan_window),
             #[cfg(test)]
             install_hook: Mutex::new(None),
         });
@@ -407,7 +394,7 @@ impl Db {
 
     /// Counters of the analytical scan engine since open (blocks read, skipped, passed in bulk).
     pub fn scan_stats(&self) -> crate::scan::ScanStats {
-        self.inner.scan_counters.stats()
+        self.inner.scans.counters.stats()
     }
 
     /// Per table and level: files, bytes, entries, bytes written, write amplification.

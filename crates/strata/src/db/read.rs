@@ -1,24 +1,14 @@
-//! Point reads and scans. Both take a sequence number and a read view together (see
-//! [`DbInner::read_point`]) and walk sources newest first: the memtable, frozen memtables, then
-//! each level's runs. A point read stops at the first full row or tombstone; a scan merges all
-//! sources and resolves each key's versions as it goes.
+//! Handing out read points: a sequence number and the read view holding everything at or below
+//! it, taken together (see [`DbInner::read_point`]). The reading itself lives in [`crate::read`]
+//! and [`crate::scan`].
 
 use std::sync::Arc;
 
-use super::workload::{wanted_columns, At, Op};
 use super::{DbInner, ReadOptions, ReadView, TableInfo};
 use crate::catalog::Projection;
 use crate::error::{Error, Result};
-use crate::iter::merge::{ColumnMerge, MemSource, MergeIter, RunSource, Source};
-use crate::memtable::MemCursor;
-use crate::mvcc::chain::Resolver;
-use crate::mvcc::{Entry, Kind};
-use crate::sst::bloom;
-use crate::sst::reader::Lookup;
-use crate::types::key::decode_key;
-use crate::types::row::{decode_row, Cells};
-use crate::types::Value;
-use crate::version::TableVersion;
+use crate::read::{record_scan, ReadPoint, ScanIter};
+use crate::types::row::Cells;
 
 impl DbInner {
     /// The sequence number to read at and a view holding everything at or below it. With no
@@ -34,8 +24,12 @@ impl DbInner {
         }
     }
 
-    fn table_in<'v>(&self, view: &'v ReadView, info: &TableInfo) -> Result<&'v Arc<TableVersion>> {
-        view.version.tables.get(&info.id).ok_or_else(|| Error::UnknownTable(info.name.clone()))
+    /// A read point of table `info` (the database must be open).
+    pub(crate) fn read_point_of(&self, info: &TableInfo, ropts: &ReadOptions<'_>) -> Result<ReadPoint> {
+        self.check_open()?;
+        let (seq, view) = self.read_point(ropts)?;
+        let t = view.version.tables.get(&info.id).cloned().ok_or_else(|| Error::UnknownTable(info.name.clone()))?;
+        Ok(ReadPoint { tables: self.tables.clone(), snapshot_filter: self.opts.snapshot_filter, view, t, seq })
     }
 
     pub(crate) fn get_cells(
@@ -45,91 +39,7 @@ impl DbInner {
         wanted: Option<&[bool]>,
         ropts: &ReadOptions<'_>,
     ) -> Result<Option<Cells>> {
-        self.check_open()?;
-        let (seq, view) = self.read_point(ropts)?;
-        let t = self.table_in(&view, info)?;
-        self.get_cells_at(info, t, &view, seq, key, wanted, true)
-    }
-
-    /// The cells of `key` at `seq` over `view`; `record` counts the read in the workload
-    /// statistics.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn get_cells_at(
-        &self,
-        info: &TableInfo,
-        t: &TableVersion,
-        view: &ReadView,
-        seq: u64,
-        key: &[u8],
-        wanted: Option<&[bool]>,
-        record: bool,
-    ) -> Result<Option<Cells>> {
-        let types = &info.value_types;
-        let nvals = types.len();
-        let served = |at: At| {
-            if record {
-                info.workload.record(at, Op::PointRead, wanted_columns(wanted, nvals))
-            }
-        };
-        let mut res = Resolver::new(nvals, wanted);
-        let mut found = false;
-        for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
-            let mut bad = None;
-            mem.get(info.id, key, seq, |kind, row| {
-                found = true;
-                let cells = if kind == Kind::Delete { Ok(Vec::new()) } else { decode_row(types, row, wanted) };
-                match cells {
-                    Ok(c) => res.push(kind, c, None),
-                    Err(e) => bad = Some(e),
-                }
-                bad.is_none() && !res.is_settled()
-            });
-            if let Some(e) = bad {
-                return Err(Error::corruption("<memtable>", 0, e.0));
-            }
-            if res.is_settled() {
-                break;
-            }
-        }
-        if found {
-            served(At::Memtable);
-        }
-        let hash = bloom::key_hash(key);
-        // Files left out by the snapshot filter, ruled out by bloom filters, and searched; added
-        // to the shared counters once per read.
-        let (mut by_snapshot, mut by_bloom, mut probed) = (0u64, 0u64, 0u64);
-        for (li, level) in t.levels.iter().enumerate() {
-            if res.is_settled() {
-                break;
-            }
-            let mut found = false;
-            for run in &level.runs {
-                // Only the groups holding columns the read still needs (LASER §4.3).
-                if !res.wants(run.cover(info, li)) {
-                    continue;
-                }
-                let Some(f) = run.file_for(key) else { continue };
-                // Snapshot filter (Kim et al. §IV): after the fence-pointer search and before the
-                // bloom filter, a file whose every version is newer than the read is left out.
-                if self.opts.snapshot_filter && f.min_seq > seq {
-                    by_snapshot += 1;
-                    continue;
-                }
-                match self.tables.get(f.number)?.get(key, hash, seq, nvals, wanted, &mut res)? {
-                    Lookup::Outside => {}
-                    Lookup::Filtered => by_bloom += 1,
-                    Lookup::Probed(hit) => {
-                        probed += 1;
-                        found |= hit;
-                    }
-                }
-            }
-            if found {
-                served(At::Level(li));
-            }
-        }
-        self.tables.probes.add(by_snapshot, by_bloom, probed);
-        Ok(res.finish())
+        self.read_point_of(info, ropts)?.get_cells(info, key, wanted, true)
     }
 
     pub(crate) fn scan(
@@ -140,209 +50,8 @@ impl DbInner {
         projection: &Projection,
         ropts: &ReadOptions<'_>,
     ) -> Result<ScanIter> {
-        self.check_open()?;
-        let (seq, view) = self.read_point(ropts)?;
-        let t = self.table_in(&view, info)?.clone();
-        record_scan(info, &t, &lower, upper.as_deref(), projection.wanted().map(|w| &w[..]));
-        Ok(self.scan_at(info, &t, view, seq, lower, upper, projection))
+        let rp = self.read_point_of(info, ropts)?;
+        record_scan(info, &rp.t, &lower, upper.as_deref(), projection.wanted().map(|w| &w[..]));
+        Ok(rp.rows(info, lower, upper, projection))
     }
-
-    /// The table's version in a read view.
-    pub(crate) fn table_at(&self, view: &ReadView, info: &TableInfo) -> Result<Arc<TableVersion>> {
-        self.table_in(view, info).cloned()
-    }
-
-    /// A scan of `[lower, upper)` at `seq` over `view` (which must hold everything at or below
-    /// `seq`), counting nothing in the workload statistics.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn scan_at(
-        &self,
-        info: &Arc<TableInfo>,
-        t: &TableVersion,
-        view: Arc<ReadView>,
-        seq: u64,
-        lower: Vec<u8>,
-        upper: Option<Vec<u8>>,
-        projection: &Projection,
-    ) -> ScanIter {
-        let wanted: Option<Arc<[bool]>> = projection.wanted().cloned();
-        // A fresh resolver wants exactly the groups whose chains the scan must read (with only key
-        // columns projected, the first value column's chain tells whether a row exists).
-        let nvals = info.value_types.len();
-        let fresh = Resolver::new(nvals, wanted.as_deref());
-        let mut sources: Vec<Box<dyn Source>> = Vec::new();
-        for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
-            let cursor = MemCursor::new(mem.clone(), info.id, &lower, upper.as_deref());
-            sources.push(Box::new(MemSource { cursor }));
-        }
-        for (li, level) in t.levels.iter().enumerate() {
-            // Level-0 runs overlap in key and are merged like levels; a deeper level's runs are
-            // its column groups, stitched by one column-merging source per level (LASER Fig. 5).
-            let mut groups: Vec<Box<dyn Source>> = Vec::new();
-            for run in &level.runs {
-                if !fresh.wants(run.cover(info, li)) {
-                    continue;
-                }
-                // The run source skips the files below `lower` itself.
-                let mut src = RunSource::new(
-                    run.files.clone(),
-                    self.tables.clone(),
-                    &lower,
-                    upper.as_deref(),
-                    info.value_types.clone(),
-                    wanted.clone(),
-                    true,
-                );
-                if self.opts.snapshot_filter {
-                    src = src.skip_newer_than(seq);
-                }
-                let src = Box::new(src);
-                if li == 0 {
-                    sources.push(src);
-                } else {
-                    groups.push(src);
-                }
-            }
-            match groups.len() {
-                0 => {}
-                1 => sources.extend(groups),
-                _ => sources.push(Box::new(ColumnMerge::new(groups))),
-            }
-        }
-        ScanIter {
-            merge: MergeIter::new(sources),
-            seq,
-            upper,
-            info: info.clone(),
-            projection: projection.clone(),
-            wanted,
-            pending: None,
-            done: false,
-            last_key: Vec::new(),
-            _view: view,
-        }
-    }
-}
-
-/// Counts a scan of `[lower, upper)` reading the `wanted` value columns in the workload statistics
-/// of the memtable and of every level it overlaps.
-pub(crate) fn record_scan(
-    info: &TableInfo,
-    t: &TableVersion,
-    lower: &[u8],
-    upper: Option<&[u8]>,
-    wanted: Option<&[bool]>,
-) {
-    let nvals = info.value_types.len();
-    info.workload.record(At::Memtable, Op::Scan, wanted_columns(wanted, nvals));
-    for (li, level) in t.levels.iter().enumerate() {
-        if level.runs.iter().any(|r| r.overlaps(lower, upper)) {
-            info.workload.record(At::Level(li), Op::Scan, wanted_columns(wanted, nvals));
-        }
-    }
-}
-
-/// Rows of a scan, in key order, as `Result<Vec<Value>>` in projection order. Holds the files and
-/// memtables it reads alive until dropped; sees exactly the data at its sequence number.
-pub struct ScanIter {
-    merge: MergeIter,
-    seq: u64,
-    upper: Option<Vec<u8>>,
-    info: Arc<TableInfo>,
-    projection: Projection,
-    wanted: Option<Arc<[bool]>>,
-    pending: Option<Entry>,
-    done: bool,
-    /// The key of the row returned last.
-    last_key: Vec<u8>,
-    _view: Arc<ReadView>,
-}
-
-impl ScanIter {
-    /// The encoded key of the row [`Iterator::next`] returned last.
-    pub(crate) fn last_key(&self) -> &[u8] {
-        &self.last_key
-    }
-
-    /// The projected columns of a version.
-    fn cells(&self, e: &Entry) -> Result<Cells> {
-        decode_row(&self.info.value_types, &e.row, self.wanted.as_deref())
-            .map_err(|d| Error::corruption("<scan>", e.seq, format!("bad row: {}", d.0)))
-    }
-
-    fn next_row(&mut self) -> Result<Option<Vec<Value>>> {
-        while !self.done {
-            let first = match self.pending.take() {
-                Some(e) => e,
-                None => match self.merge.next_entry()? {
-                    Some(e) => e,
-                    None => {
-                        self.done = true;
-                        return Ok(None);
-                    }
-                },
-            };
-            if self.upper.as_ref().is_some_and(|u| first.key >= *u) {
-                self.done = true;
-                return Ok(None);
-            }
-            let key = first.key.clone();
-            let mut res = Resolver::new(self.info.value_types.len(), self.wanted.as_deref());
-            if first.seq <= self.seq {
-                res.push(first.kind, self.cells(&first)?, first.cover.as_deref());
-            }
-            // Versions of one key arrive newest first per chain; a repeat (a memtable and the
-            // Level-0 file it is being flushed to) changes nothing the resolver already holds.
-            while let Some(e) = self.merge.next_entry()? {
-                if e.key != key {
-                    self.pending = Some(e);
-                    break;
-                }
-                if e.seq <= self.seq && !res.is_settled() {
-                    res.push(e.kind, self.cells(&e)?, e.cover.as_deref());
-                }
-            }
-            if let Some(cells) = res.finish() {
-                let row = project(&self.info, &key, cells, &self.projection)?;
-                self.last_key = key;
-                return Ok(Some(row));
-            }
-        }
-        Ok(None)
-    }
-}
-
-impl Iterator for ScanIter {
-    type Item = Result<Vec<Value>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        match self.next_row() {
-            Ok(r) => r.map(Ok),
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
-    }
-}
-
-/// Builds the output row: the projected columns, key columns decoded from the key.
-pub(crate) fn project(info: &TableInfo, key: &[u8], cells: Cells, projection: &Projection) -> Result<Vec<Value>> {
-    let schema = &info.schema;
-    let cols = projection.columns(info);
-    let mut key_vals: Option<Vec<Value>> = None;
-    let mut out = Vec::with_capacity(cols.len());
-    for &c in cols.iter() {
-        match schema.value_index(c) {
-            Some(vi) => out.push(cells.get(vi).cloned().flatten().unwrap_or(Value::Null)),
-            None => {
-                if key_vals.is_none() {
-                    key_vals = Some(decode_key(&info.key_types, key).map_err(|e| Error::corruption("<key>", 0, e.0))?);
-                }
-                let ki = schema.primary_key().iter().position(|&k| k == c).unwrap_or(0);
-                out.push(key_vals.as_ref().and_then(|k| k.get(ki).cloned()).unwrap_or(Value::Null));
-            }
-        }
-    }
-    Ok(out)
 }

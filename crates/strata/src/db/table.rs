@@ -4,10 +4,10 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::read::{project, ScanIter};
 use super::{DbInner, KeyRange, Projection, ReadOptions, TableInfo, WriteOptions};
 use crate::error::{Error, Result};
 use crate::mvcc::Kind;
+use crate::read::{project, ScanIter};
 use crate::types::key::encode_key;
 use crate::types::row::{encode_row, encode_row_with, Cells};
 use crate::types::{Schema, Value};
@@ -232,7 +232,10 @@ impl Table {
         ropts: &ReadOptions<'_>,
     ) -> Result<crate::scan::BatchIter> {
         let (lo, hi) = self.encode_range(&req.range)?;
-        crate::scan::run_scan(&self.db, &self.info, lo, hi, req, ropts)
+        self.db.check_open()?;
+        let point = || self.db.read_point_of(&self.info, ropts);
+        let at = crate::scan::ReadAt { snapshot: ropts.snapshot.map(|s| s.seq()), point: &point };
+        crate::scan::run_scan(&self.db.scans, &self.info, lo, hi, req, &at)
     }
 
     /// The rows in `range`, in key order, projected.

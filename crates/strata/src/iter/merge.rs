@@ -8,11 +8,11 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
-use crate::db::table_cache::TableCache;
 use crate::error::Result;
 use crate::memtable::MemCursor;
 use crate::mvcc::Entry;
 use crate::sst::reader::SstCursor;
+use crate::sst::table_cache::TableCache;
 use crate::types::ColumnType;
 use crate::version::FileMeta;
 

@@ -273,3 +273,8 @@ pub(crate) fn repeat(ty: ColumnType, v: &Value, n: usize) -> ArrayRef {
     }
     b.finish()
 }
+
+/// A scan error from an arrow error.
+pub(super) fn arrow_err(e: arrow_schema::ArrowError) -> Error {
+    Error::InvalidArgument(format!("scan: {e}"))
+}

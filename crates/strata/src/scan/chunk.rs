@@ -9,10 +9,11 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, BooleanArray};
 use arrow_buffer::BooleanBuffer;
 
+use super::arrow::arrow_err;
 use super::arrow::{block_array, prefixes, ValuesBuilder};
 use super::cnf::{Atom, Test};
 use super::eval::{atom_on_array, literal_bytes, text_atom_on_block};
-use super::exec::{arrow_err, Plan};
+use super::plan::Plan;
 use crate::error::{Error, Result};
 use crate::sst::block::Block;
 use crate::types::key::decode_key;

@@ -28,11 +28,13 @@ use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder};
 use super::agg::{AggSpec, AggState};
 use super::arrow::ValuesBuilder;
 use super::chunk::{BulkChunk, Chunk};
-use super::exec::{Plan, ReadPoint, ScanCounters};
 use super::live::Rows;
 use super::overlay::{Outcome, Overlay};
+use super::plan::Plan;
+use super::state::ScanCounters;
 use super::AggFunc;
 use crate::error::{Error, Result};
+use crate::read::ReadPoint;
 use crate::sst::block::Block;
 use crate::sst::builder::IndexEntry;
 use crate::types::key::decode_key;
@@ -101,7 +103,7 @@ pub(super) fn aggregate(
                     if f.min_seq > rp.seq {
                         continue;
                     }
-                    let reader = rp.db.tables.get(f.number)?;
+                    let reader = rp.tables.get(f.number)?;
                     let marks = rp.t.marks_of(f.number).map(|m| &**m);
                     let mut scan = FileScan { plan, rp, overlay: &overlay, counters, chain, j, lower, upper };
                     scan.file(&reader, marks, &mut states)?;

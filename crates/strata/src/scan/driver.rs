@@ -6,10 +6,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::chunk::Segment;
-use super::exec::{Plan, ReadPoint, ScanCounters};
+use super::plan::Plan;
+use super::state::ScanCounters;
 use crate::error::Result;
 use crate::memtable::Memtable;
 use crate::mvcc::chain::Resolver;
+use crate::read::ReadPoint;
 use crate::sst::block::Block;
 use crate::sst::reader::SstReader;
 use crate::version::FileMeta;
@@ -52,7 +54,7 @@ impl GroupCursor {
             self.block = None;
             return Ok(());
         }
-        let reader = rp.db.tables.get(self.files[fi].number)?;
+        let reader = rp.tables.get(self.files[fi].number)?;
         let bi = reader.find_block(lo);
         self.fi = fi;
         self.bi = bi;
@@ -85,7 +87,7 @@ impl GroupCursor {
                 self.reader = None;
                 return Ok(());
             }
-            self.reader = Some(rp.db.tables.get(self.files[self.fi].number)?);
+            self.reader = Some(rp.tables.get(self.files[self.fi].number)?);
         }
     }
 
@@ -168,7 +170,7 @@ pub(super) fn overlaps(o: &Other, rp: &ReadPoint, table: u32, lo: &[u8], hi: &[u
             if f.smallest.as_slice() >= lo {
                 return Ok(true);
             }
-            let r = rp.db.tables.get(f.number)?;
+            let r = rp.tables.get(f.number)?;
             let bi = r.find_block(lo);
             let Some(e) = r.index().get(bi) else { return Ok(false) };
             if e.last_key.as_slice() < hi {
@@ -230,7 +232,7 @@ pub(super) fn driver(plan: &Plan, rp: &ReadPoint, lower: &[u8]) -> Result<Option
             }
             // The snapshot filter: files the read cannot see a version of do not stand in the
             // way of the bulk path.
-            let files: Vec<Arc<FileMeta>> = if rp.db.opts.snapshot_filter {
+            let files: Vec<Arc<FileMeta>> = if rp.snapshot_filter {
                 r.files.iter().filter(|f| f.min_seq <= rp.seq).cloned().collect()
             } else {
                 r.files.clone()
@@ -265,7 +267,7 @@ pub(super) fn split(plan: &Plan, rp: &ReadPoint, lower: &[u8], upper: Option<&[u
                 if upper.is_some_and(|u| f.smallest.as_slice() >= u) {
                     break;
                 }
-                let r = rp.db.tables.get(f.number)?;
+                let r = rp.tables.get(f.number)?;
                 fences.extend(
                     r.index()
                         .iter()

@@ -46,22 +46,25 @@ pub(crate) mod arrow;
 mod chunk;
 mod cnf;
 mod columns;
+mod consumer;
 mod driver;
 mod eval;
-mod exec;
 mod live;
 mod overlay;
+mod partition;
+mod plan;
 mod run;
-pub(crate) mod shared;
+mod shared;
+mod state;
 
 pub use arrow_array::RecordBatch;
 pub use arrow_schema::SchemaRef;
 
 pub use self::arrow::{batch_rows, value_at};
 pub use self::cnf::{Atom, Filter, Test};
-pub(crate) use self::exec::ScanCounters;
-pub(crate) use self::run::run_scan;
 pub use self::run::BatchIter;
+pub(crate) use self::run::{run_scan, ReadAt};
+pub(crate) use self::state::Scans;
 use crate::catalog::KeyRange;
 use crate::types::Value;
 

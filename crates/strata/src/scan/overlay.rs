@@ -6,12 +6,12 @@
 
 use std::ops::Range;
 
-use crate::db::ReadView;
 use crate::error::{Error, Result};
 use crate::iter::merge::{MemSource, MergeIter, Source};
 use crate::memtable::MemCursor;
 use crate::mvcc::chain::Resolver;
 use crate::mvcc::Kind;
+use crate::read::ReadView;
 use crate::sst::bloom;
 use crate::types::row::{decode_row, Cells};
 use crate::types::ColumnType;

@@ -7,25 +7,22 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
 use super::agg::{finish_batch, AggState};
+use super::consumer::Consumer;
 use super::driver::split;
-use super::exec::{Consumer, Partition, Plan, ReadPoint, ScanCounters};
+use super::partition::Partition;
+use super::plan::Plan;
+use super::state::{ScanCounters, Scans};
 use super::ScanRequest;
 use crate::catalog::TableInfo;
-use crate::db::read::record_scan;
-use crate::db::{DbInner, ReadOptions};
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::read::{record_scan, ReadPoint};
 
-/// The scan pool (`scan_threads` threads), started on first use.
-pub(crate) fn pool(db: &DbInner) -> Result<&rayon::ThreadPool> {
-    if let Some(p) = db.scan_pool.get() {
-        return Ok(p);
-    }
-    let p = rayon::ThreadPoolBuilder::new()
-        .num_threads(db.opts.scan_threads)
-        .thread_name(|i| format!("strata-scan-{i}"))
-        .build()
-        .map_err(|e| Error::io(&db.dir, std::io::Error::other(format!("cannot start scan threads: {e}"))))?;
-    Ok(db.scan_pool.get_or_init(|| p))
+/// Where a scan reads: its read point, taken when the scan starts reading (a shared pass takes
+/// it after its members have gathered), and the snapshot the request names, if any (scans
+/// naming the same snapshot, or none, may share a pass).
+pub(crate) struct ReadAt<'a> {
+    pub snapshot: Option<u64>,
+    pub point: &'a dyn Fn() -> Result<ReadPoint>,
 }
 
 /// The batches of a scan, in key order (one batch for aggregates).
@@ -92,26 +89,22 @@ impl Iterator for BatchIter {
 
 /// Runs `req` over the keys `[lower, upper)` of a table.
 pub(crate) fn run_scan(
-    db: &Arc<DbInner>,
+    scans: &Scans,
     info: &Arc<TableInfo>,
     lower: Vec<u8>,
     upper: Option<Vec<u8>>,
     req: &ScanRequest,
-    ropts: &ReadOptions<'_>,
+    at: &ReadAt<'_>,
 ) -> Result<BatchIter> {
-    db.check_open()?;
     let plan = Arc::new(Plan::new(info, req)?);
     if req.shared {
         let schema = plan.schema.clone();
-        let batches = super::shared::join(db, info, plan, lower, upper, ropts)?;
+        let batches = super::shared::join(scans, info, plan, lower, upper, at)?;
         return Ok(BatchIter { schema, inner: Inner::Ready(batches.into_iter()) });
     }
-    let (seq, view) = db.read_point(ropts)?;
-    let t = db.table_at(&view, info)?;
-    let wanted = plan.wanted();
-    record_scan(info, &t, &lower, upper.as_deref(), Some(wanted));
-    let rp = Arc::new(ReadPoint { db: db.clone(), view, t, seq });
-    let counters = db.scan_counters.clone();
+    let rp = Arc::new((at.point)()?);
+    record_scan(info, &rp.t, &lower, upper.as_deref(), Some(plan.wanted()));
+    let counters = scans.counters.clone();
     ScanCounters::add(&counters.scans, 1);
     ScanCounters::add(&counters.passes, 1);
     let schema = plan.schema.clone();
@@ -134,7 +127,7 @@ pub(crate) fn run_scan(
             parts.into_iter().map(Partition::into_states).collect()
         } else {
             use rayon::prelude::*;
-            pool(db)?.install(|| parts.into_par_iter().map(Partition::into_states).collect())
+            scans.pool()?.install(|| parts.into_par_iter().map(Partition::into_states).collect())
         };
         let mut total = vec![AggState::default(); plan.aggs.len()];
         for st in states {
@@ -152,7 +145,7 @@ pub(crate) fn run_scan(
         // Each partition streams into its own small channel; partitions start in key order on
         // the pool, and the reader drains them in that order, so the oldest running partition is
         // always being read and progress is guaranteed.
-        let pool = pool(db)?;
+        let pool = scans.pool()?;
         let mut rxs = std::collections::VecDeque::with_capacity(parts.len());
         for mut p in parts {
             let (tx, rx) = std::sync::mpsc::sync_channel(2);

@@ -10,12 +10,14 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use parking_lot::Mutex;
 
-use super::exec::{Consumer, Partition, Plan, ReadPoint, ScanCounters};
-use super::run::pool;
+use super::consumer::Consumer;
+use super::partition::Partition;
+use super::plan::Plan;
+use super::run::ReadAt;
+use super::state::{ScanCounters, Scans};
 use crate::catalog::TableInfo;
-use crate::db::read::record_scan;
-use crate::db::{DbInner, ReadOptions};
 use crate::error::{Error, Result};
+use crate::read::record_scan;
 
 /// A scan waiting for its shared pass.
 struct Member {
@@ -46,26 +48,26 @@ fn copy_error(e: &Error) -> Error {
 
 /// Joins (or leads) the shared pass for `plan` over `[lower, upper)` and returns its result.
 pub(crate) fn join(
-    db: &Arc<DbInner>,
+    scans: &Scans,
     info: &Arc<TableInfo>,
     plan: Arc<Plan>,
     lower: Vec<u8>,
     upper: Option<Vec<u8>>,
-    ropts: &ReadOptions<'_>,
+    at: &ReadAt<'_>,
 ) -> Result<Vec<RecordBatch>> {
-    let key = (info.id, ropts.snapshot.map(|s| s.seq()));
+    let key = (info.id, at.snapshot);
     let (tx, rx) = mpsc::channel();
     let leader = {
-        let mut g = db.shared_scans.gathering.lock();
+        let mut g = scans.shared.gathering.lock();
         let list = g.entry(key).or_default();
         list.push(Member { plan, lower, upper, reply: tx });
         list.len() == 1
     };
     if leader {
-        std::thread::sleep(db.opts.shared_scan_window);
-        let members = db.shared_scans.gathering.lock().remove(&key).unwrap_or_default();
+        std::thread::sleep(scans.window);
+        let members = scans.shared.gathering.lock().remove(&key).unwrap_or_default();
         let replies: Vec<_> = members.iter().map(|m| m.reply.clone()).collect();
-        match pass(db, info, members, ropts) {
+        match pass(scans, info, members, at) {
             Ok(results) => {
                 for (r, res) in replies.iter().zip(results) {
                     let _ = r.send(Ok(res));
@@ -82,12 +84,7 @@ pub(crate) fn join(
 }
 
 /// One pass serving `members`, on the scan pool. Results in member order.
-fn pass(
-    db: &Arc<DbInner>,
-    info: &Arc<TableInfo>,
-    members: Vec<Member>,
-    ropts: &ReadOptions<'_>,
-) -> Result<Vec<Vec<RecordBatch>>> {
+fn pass(scans: &Scans, info: &Arc<TableInfo>, members: Vec<Member>, at: &ReadAt<'_>) -> Result<Vec<Vec<RecordBatch>>> {
     let plans: Vec<Arc<Plan>> = members.iter().map(|m| m.plan.clone()).collect();
     let pass_plan = Arc::new(Plan::pass(info, &plans));
     let lower = members.iter().map(|m| m.lower.clone()).min().unwrap_or_default();
@@ -96,17 +93,15 @@ fn pass(
     } else {
         members.iter().filter_map(|m| m.upper.clone()).max()
     };
-    let (seq, view) = db.read_point(ropts)?;
-    let t = db.table_at(&view, info)?;
+    let rp = Arc::new((at.point)()?);
     for m in &members {
-        record_scan(info, &t, &m.lower, m.upper.as_deref(), Some(m.plan.wanted()));
+        record_scan(info, &rp.t, &m.lower, m.upper.as_deref(), Some(m.plan.wanted()));
     }
-    let counters = db.scan_counters.clone();
+    let counters = scans.counters.clone();
     ScanCounters::add(&counters.scans, members.len() as u64);
     ScanCounters::add(&counters.passes, 1);
-    let rp = Arc::new(ReadPoint { db: db.clone(), view, t, seq });
     let consumers = members.into_iter().map(|m| Consumer::new(m.plan, m.lower, m.upper)).collect();
     let part = Partition::new(pass_plan, consumers, rp, counters, lower, upper)?;
-    let done = pool(db)?.install(|| part.run())?;
+    let done = scans.pool()?.install(|| part.run())?;
     done.into_iter().map(Consumer::finish).collect()
 }

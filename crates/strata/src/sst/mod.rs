@@ -8,6 +8,7 @@
 //! - [`builder`]: writes a file from entries in (key asc, seq desc) order.
 //! - [`reader`]: opens a file, answers point lookups and iterates it.
 //! - [`cache`]: the shared block cache.
+//! - [`table_cache`]: open readers by file number.
 
 pub mod block;
 pub mod bloom;
@@ -16,6 +17,7 @@ pub mod cache;
 pub mod format;
 pub mod keyset;
 pub mod reader;
+pub(crate) mod table_cache;
 pub mod zone;
 
 /// Version of the SST file format written by this build (stored in every footer).

@@ -1,4 +1,4 @@
-//! Running a scan over one key range (a partition).
+//! Running a pass over one key range (a partition of a scan, or a shared pass).
 //!
 //! The deepest level holding the scan's columns drives: its blocks are visited in key order by
 //! their index entries. A block is passed on in bulk when its index says it is *clean* (one full
@@ -10,353 +10,22 @@
 //! sources ([`ScanIter`]), a batch of rows at a time, and evaluated the same way.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::RecordBatch;
 use arrow_buffer::BooleanBuffer;
-use arrow_schema::SchemaRef;
-use arrow_select::coalesce::BatchCoalescer;
 
-use super::agg::{finish_batch, AggSpec, AggState};
-use super::arrow::{row_schema, ValuesBuilder};
-use super::chunk::{BulkChunk, Chunk, RowsChunk};
-use super::cnf::Filter;
+use super::agg::{AggSpec, AggState};
+use super::arrow::{arrow_err, ValuesBuilder};
+use super::chunk::BulkChunk;
 use super::columns;
+use super::consumer::{feed_rows, Consumer, Sink};
 use super::driver::{driver, overlaps, successor, Candidate, Driver, Other};
 use super::eval::{clause_verdict, Verdict};
-use super::{AggFunc, ScanRequest, ScanStats};
-use crate::catalog::{Projection, TableInfo};
-use crate::db::read::project;
-use crate::db::{DbInner, ReadView, ScanIter};
-use crate::error::{Error, Result};
-use crate::types::ColumnType;
-use crate::version::TableVersion;
-
-/// Counters of the scan engine (see [`ScanStats`]).
-#[derive(Debug, Default)]
-pub(crate) struct ScanCounters {
-    pub(crate) scans: AtomicU64,
-    pub(crate) passes: AtomicU64,
-    pub(super) blocks_read: AtomicU64,
-    bulk_blocks: AtomicU64,
-    pub(super) blocks_skipped: AtomicU64,
-    pub(super) blocks_from_stats: AtomicU64,
-    merged_rows: AtomicU64,
-    pub(super) patched_keys: AtomicU64,
-    pub(super) run_blocks: AtomicU64,
-    pub(super) run_rows: AtomicU64,
-}
-
-impl ScanCounters {
-    pub(crate) fn stats(&self) -> ScanStats {
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        ScanStats {
-            scans: g(&self.scans),
-            passes: g(&self.passes),
-            blocks_read: g(&self.blocks_read),
-            bulk_blocks: g(&self.bulk_blocks),
-            blocks_skipped: g(&self.blocks_skipped),
-            blocks_from_stats: g(&self.blocks_from_stats),
-            merged_rows: g(&self.merged_rows),
-            patched_keys: g(&self.patched_keys),
-            run_blocks: g(&self.run_blocks),
-            run_rows: g(&self.run_rows),
-        }
-    }
-
-    pub(crate) fn add(a: &AtomicU64, n: u64) {
-        a.fetch_add(n, Ordering::Relaxed);
-    }
-}
-
-pub(super) fn arrow_err(e: arrow_schema::ArrowError) -> Error {
-    Error::InvalidArgument(format!("scan: {e}"))
-}
-
-/// A scan request resolved against a table.
-pub(crate) struct Plan {
-    pub info: Arc<TableInfo>,
-    /// Output columns (schema indices) when returning rows.
-    pub out_cols: Vec<usize>,
-    /// The schema of the batches returned.
-    pub schema: SchemaRef,
-    pub filter: Filter,
-    pub aggs: Vec<AggSpec>,
-    /// Every column read (filter, output, aggregates), schema indices ascending.
-    pub needed: Vec<usize>,
-    pub limit: Option<usize>,
-    pub batch_rows: usize,
-    pub block_stats: bool,
-    /// For each value column, whether it is in `needed`.
-    wanted: Arc<[bool]>,
-}
-
-fn wanted_of(info: &TableInfo, needed: &[usize]) -> Arc<[bool]> {
-    let mut w = vec![false; info.value_types.len()];
-    for &c in needed {
-        if let Some(vi) = info.schema.value_index(c) {
-            w[vi] = true;
-        }
-    }
-    w.into()
-}
-
-impl Plan {
-    pub(crate) fn new(info: &Arc<TableInfo>, req: &ScanRequest) -> Result<Plan> {
-        let schema = &info.schema;
-        let col = |name: &str| {
-            schema
-                .column_index(name)
-                .ok_or_else(|| Error::UnknownColumn { table: info.name.clone(), column: name.to_string() })
-        };
-        let out_cols = match &req.columns {
-            None => info.all_columns.to_vec(),
-            Some(names) => names.iter().map(|n| col(n)).collect::<Result<Vec<_>>>()?,
-        };
-        let filter = match &req.filter {
-            None => Filter::all(),
-            Some(e) => Filter::new(&info.name, schema, e)?,
-        };
-        let mut aggs = Vec::with_capacity(req.aggregates.len());
-        for a in &req.aggregates {
-            let column = match &a.column {
-                None if a.func == AggFunc::Count => None,
-                None => {
-                    return Err(Error::InvalidArgument(format!(
-                        "{}(*) is not an aggregate; name a column",
-                        a.func.name()
-                    )))
-                }
-                Some(n) => {
-                    let c = col(n)?;
-                    let ty = schema.columns()[c].ty;
-                    let numeric = !matches!(ty, ColumnType::Text | ColumnType::Bytea | ColumnType::Boolean);
-                    if matches!(a.func, AggFunc::Sum | AggFunc::Avg) && !numeric {
-                        return Err(Error::TypeMismatch {
-                            table: info.name.clone(),
-                            column: n.clone(),
-                            message: format!("{} needs a numeric column, not {}", a.func.name(), ty.name()),
-                        });
-                    }
-                    Some((c, ty))
-                }
-            };
-            aggs.push(AggSpec { func: a.func, column, name: a.output_name() });
-        }
-        if req.batch_rows == 0 {
-            return Err(Error::InvalidArgument("batch_rows must be at least 1".into()));
-        }
-        let mut needed: Vec<usize> = filter.columns().collect();
-        if aggs.is_empty() {
-            needed.extend(&out_cols);
-        }
-        needed.extend(aggs.iter().filter_map(|a| a.column.map(|(c, _)| c)));
-        needed.sort_unstable();
-        needed.dedup();
-        let schema_ref = if aggs.is_empty() { row_schema(schema, &out_cols) } else { super::agg::schema(&aggs) };
-        Ok(Plan {
-            wanted: wanted_of(info, &needed),
-            info: info.clone(),
-            out_cols,
-            schema: schema_ref,
-            filter,
-            aggs,
-            needed,
-            limit: if req.aggregates.is_empty() { req.limit } else { None },
-            batch_rows: req.batch_rows,
-            block_stats: req.block_stats,
-        })
-    }
-
-    /// The plan of a shared pass: reads every column `plans` need, filters nothing.
-    pub(crate) fn pass(info: &Arc<TableInfo>, plans: &[Arc<Plan>]) -> Plan {
-        let mut needed: Vec<usize> = plans.iter().flat_map(|p| p.needed.iter().copied()).collect();
-        needed.sort_unstable();
-        needed.dedup();
-        Plan {
-            wanted: wanted_of(info, &needed),
-            info: info.clone(),
-            out_cols: needed.clone(),
-            schema: row_schema(&info.schema, &needed),
-            filter: Filter::all(),
-            aggs: Vec::new(),
-            needed,
-            limit: None,
-            batch_rows: plans.iter().map(|p| p.batch_rows).max().unwrap_or(8192),
-            block_stats: false,
-        }
-    }
-
-    /// The projection onto `needed`, as the merge and point-read paths take it.
-    fn projection(&self) -> Projection {
-        Projection::Columns { cols: self.needed.clone().into(), wanted: self.wanted.clone() }
-    }
-
-    /// For each value column, whether the scan reads it.
-    pub(crate) fn wanted(&self) -> &Arc<[bool]> {
-        &self.wanted
-    }
-
-    pub(super) fn ty(&self, col: usize) -> ColumnType {
-        self.info.schema.columns()[col].ty
-    }
-}
-
-/// Everything a scan reads, pinned at one sequence number.
-pub(crate) struct ReadPoint {
-    pub db: Arc<DbInner>,
-    pub view: Arc<ReadView>,
-    pub t: Arc<TableVersion>,
-    pub seq: u64,
-}
-
-/// Rows (or aggregate states) produced so far.
-enum Sink {
-    Rows { coalescer: BatchCoalescer, emitted: usize },
-    Aggs(Vec<AggState>),
-}
-
-/// One request served by a pass: its plan, key range and output so far.
-pub(crate) struct Consumer {
-    plan: Arc<Plan>,
-    lower: Vec<u8>,
-    upper: Option<Vec<u8>>,
-    sink: Sink,
-    done: bool,
-}
-
-impl Consumer {
-    pub(crate) fn new(plan: Arc<Plan>, lower: Vec<u8>, upper: Option<Vec<u8>>) -> Consumer {
-        let sink = if plan.aggs.is_empty() {
-            Sink::Rows { coalescer: BatchCoalescer::new(plan.schema.clone(), plan.batch_rows), emitted: 0 }
-        } else {
-            Sink::Aggs(vec![AggState::default(); plan.aggs.len()])
-        };
-        let done = plan.filter.is_false() || plan.limit == Some(0);
-        Consumer { plan, lower, upper, sink, done }
-    }
-
-    /// Where `[lo, hi)` lies against this consumer's range: `Some(true)` inside, `Some(false)`
-    /// outside, `None` partly.
-    fn covers(&self, lo: &[u8], hi: &[u8]) -> Option<bool> {
-        let after_start = lo >= self.lower.as_slice();
-        let before_end = self.upper.as_deref().is_none_or(|u| hi <= u);
-        if after_start && before_end {
-            Some(true)
-        } else if hi <= self.lower.as_slice() || self.upper.as_deref().is_some_and(|u| lo >= u) {
-            Some(false)
-        } else {
-            None
-        }
-    }
-
-    fn in_range(&self, key: &[u8]) -> bool {
-        key >= self.lower.as_slice() && self.upper.as_deref().is_none_or(|u| key < u)
-    }
-
-    /// What the consumer produced: its batches, or its one aggregate batch.
-    pub(crate) fn finish(self) -> Result<Vec<RecordBatch>> {
-        match self.sink {
-            Sink::Aggs(states) => Ok(vec![finish_batch(&self.plan.aggs, &states)?]),
-            Sink::Rows { mut coalescer, .. } => {
-                coalescer.finish_buffered_batch().map_err(arrow_err)?;
-                Ok(std::iter::from_fn(|| coalescer.next_completed_batch()).collect())
-            }
-        }
-    }
-
-    /// Filters a chunk (only the rows of `range_mask` when given) and feeds what passes to the
-    /// sink. `verdicts` (per clause, from zone maps; empty when unknown) lets clauses true on
-    /// every row go unevaluated.
-    fn consume(
-        &mut self,
-        chunk: &mut dyn Chunk,
-        verdicts: &[Verdict],
-        range_mask: Option<BooleanBuffer>,
-    ) -> Result<()> {
-        let rows = chunk.rows();
-        if rows == 0 || self.done {
-            return Ok(());
-        }
-        let mut mask = range_mask;
-        for (i, clause) in self.plan.filter.clauses().iter().enumerate() {
-            if verdicts.get(i) == Some(&Verdict::Always) {
-                continue;
-            }
-            let mut any: Option<BooleanBuffer> = None;
-            for atom in clause {
-                let m = chunk.atom_mask(atom)?;
-                any = Some(match any {
-                    None => m,
-                    Some(a) => &a | &m,
-                });
-            }
-            let m = any.unwrap_or_else(|| BooleanBuffer::new_unset(rows));
-            let m = match mask {
-                None => m,
-                Some(prev) => &prev & &m,
-            };
-            if m.count_set_bits() == 0 {
-                return Ok(());
-            }
-            mask = Some(m);
-        }
-        let passing = mask.as_ref().map_or(rows, BooleanBuffer::count_set_bits);
-        if passing == 0 {
-            return Ok(());
-        }
-        let sel = mask.filter(|_| passing < rows);
-        match &mut self.sink {
-            Sink::Aggs(states) => {
-                for (a, st) in self.plan.aggs.iter().zip(states.iter_mut()) {
-                    let values = match a.column {
-                        Some((col, _)) => Some(chunk.array(col, sel.as_ref())?),
-                        None => None,
-                    };
-                    st.update(a, passing, values.as_ref());
-                }
-            }
-            Sink::Rows { coalescer, emitted } => {
-                let arrays =
-                    self.plan.out_cols.iter().map(|&c| chunk.array(c, sel.as_ref())).collect::<Result<Vec<_>>>()?;
-                let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(passing));
-                let mut batch =
-                    RecordBatch::try_new_with_options(self.plan.schema.clone(), arrays, &options).map_err(arrow_err)?;
-                if let Some(limit) = self.plan.limit {
-                    let left = limit.saturating_sub(*emitted);
-                    if batch.num_rows() >= left {
-                        batch = batch.slice(0, left);
-                        self.done = true;
-                    }
-                }
-                *emitted += batch.num_rows();
-                coalescer.push_batch(batch).map_err(arrow_err)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Feeds the `n` rows pushed into `builders` (one per column `pass` needs) to every consumer;
-/// when the pass is `ranged`, each consumer sees only the rows whose `keys` lie in its range.
-fn feed_rows<K: AsRef<[u8]>>(
-    pass: &Plan,
-    consumers: &mut [Consumer],
-    ranged: bool,
-    builders: &mut [ValuesBuilder],
-    n: usize,
-    keys: &[K],
-) -> Result<()> {
-    let arrays: HashMap<usize, ArrayRef> =
-        pass.needed.iter().copied().zip(builders.iter_mut().map(ValuesBuilder::finish)).collect();
-    let mut chunk = RowsChunk { plan: pass, rows: n, arrays };
-    for c in consumers {
-        let mask = ranged.then(|| keys.iter().map(|k| c.in_range(k.as_ref())).collect::<BooleanBuffer>());
-        c.consume(&mut chunk, &[], mask)?;
-    }
-    Ok(())
-}
+use super::plan::Plan;
+use super::state::ScanCounters;
+use crate::error::Result;
+use crate::read::{project, ReadPoint, ScanIter};
 
 /// One pass over a key range (a partition of a scan, or a shared pass serving several scans).
 pub(crate) struct Partition {
@@ -540,7 +209,7 @@ impl Partition {
         let info = &self.pass.info;
         let projection = self.pass.projection();
         let rp = &self.rp;
-        let iter = rp.db.scan_at(info, &rp.t, rp.view.clone(), rp.seq, lower, upper, &projection);
+        let iter = rp.rows(info, lower, upper, &projection);
         let builders = self.pass.needed.iter().map(|&c| ValuesBuilder::new(self.pass.ty(c))).collect();
         self.merge = Some((iter, builders));
     }
@@ -552,7 +221,7 @@ impl Partition {
                 if d.fi >= d.files.len() {
                     return Ok(None);
                 }
-                let r = self.rp.db.tables.get(d.files[d.fi].number)?;
+                let r = self.rp.tables.get(d.files[d.fi].number)?;
                 d.bi = r.find_block(&d.next_lo);
                 d.reader = Some(r);
                 continue;
@@ -637,8 +306,7 @@ impl Partition {
         let mut present: Vec<&[u8]> = Vec::with_capacity(keys.len());
         let rp = &self.rp;
         for k in keys {
-            let cells =
-                rp.db.get_cells_at(info, &rp.t, &rp.view, rp.seq, k, projection.wanted().map(|w| &w[..]), false)?;
+            let cells = rp.get_cells(info, k, projection.wanted().map(|w| &w[..]), false)?;
             if let Some(cells) = cells {
                 for (b, v) in builders.iter_mut().zip(&project(info, k, cells, &projection)?) {
                     b.push(v);

@@ -1,0 +1,92 @@
+//! Point reads: the memtables newest first, then each level's runs holding the columns still
+//! needed, until the key's row is settled (a full row or a tombstone).
+
+use super::ReadPoint;
+use crate::catalog::workload::{wanted_columns, At, Op};
+use crate::catalog::TableInfo;
+use crate::error::{Error, Result};
+use crate::mvcc::chain::Resolver;
+use crate::mvcc::Kind;
+use crate::sst::bloom;
+use crate::sst::reader::Lookup;
+use crate::types::row::{decode_row, Cells};
+
+impl ReadPoint {
+    /// The cells of `key` (the `wanted` value columns; all with `None`); `record` counts the
+    /// read in the table's workload statistics.
+    pub(crate) fn get_cells(
+        &self,
+        info: &TableInfo,
+        key: &[u8],
+        wanted: Option<&[bool]>,
+        record: bool,
+    ) -> Result<Option<Cells>> {
+        let (t, view, seq) = (&self.t, &self.view, self.seq);
+        let types = &info.value_types;
+        let nvals = types.len();
+        let served = |at: At| {
+            if record {
+                info.workload.record(at, Op::PointRead, wanted_columns(wanted, nvals))
+            }
+        };
+        let mut res = Resolver::new(nvals, wanted);
+        let mut found = false;
+        for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
+            let mut bad = None;
+            mem.get(info.id, key, seq, |kind, row| {
+                found = true;
+                let cells = if kind == Kind::Delete { Ok(Vec::new()) } else { decode_row(types, row, wanted) };
+                match cells {
+                    Ok(c) => res.push(kind, c, None),
+                    Err(e) => bad = Some(e),
+                }
+                bad.is_none() && !res.is_settled()
+            });
+            if let Some(e) = bad {
+                return Err(Error::corruption("<memtable>", 0, e.0));
+            }
+            if res.is_settled() {
+                break;
+            }
+        }
+        if found {
+            served(At::Memtable);
+        }
+        let hash = bloom::key_hash(key);
+        // Files left out by the snapshot filter, ruled out by bloom filters, and searched; added
+        // to the shared counters once per read.
+        let (mut by_snapshot, mut by_bloom, mut probed) = (0u64, 0u64, 0u64);
+        for (li, level) in t.levels.iter().enumerate() {
+            if res.is_settled() {
+                break;
+            }
+            let mut found = false;
+            for run in &level.runs {
+                // Only the groups holding columns the read still needs (LASER §4.3).
+                if !res.wants(run.cover(info, li)) {
+                    continue;
+                }
+                let Some(f) = run.file_for(key) else { continue };
+                // Snapshot filter (Kim et al. §IV): after the fence-pointer search and before the
+                // bloom filter, a file whose every version is newer than the read is left out.
+                if self.snapshot_filter && f.min_seq > seq {
+                    by_snapshot += 1;
+                    continue;
+                }
+                match self.tables.get(f.number)?.get(key, hash, seq, nvals, wanted, &mut res)? {
+                    Lookup::Outside => {}
+                    Lookup::Filtered => by_bloom += 1,
+                    Lookup::Probed(hit) => {
+                        probed += 1;
+                        found |= hit;
+                    }
+                }
+            }
+            if found {
+                served(At::Level(li));
+            }
+        }
+        self.tables.probes.add(by_snapshot, by_bloom, probed);
+        Ok(res.finish())
+    }
+}

@@ -1,0 +1,40 @@
+//! Reading at a read point: the layer between the database, which hands out read points, and
+//! the readers (point reads here, the row merge here, the scan engine in [`crate::scan`]).
+//!
+//! A [`ReadPoint`] is a value: a sequence number, the memtables and version that hold
+//! everything at or below it, the table's version, and the open files. Whoever holds one reads
+//! exactly the data at its sequence number, and holds the memtables and files alive meanwhile.
+
+mod get;
+mod rows;
+
+pub use rows::ScanIter;
+pub(crate) use rows::{project, record_scan};
+
+use std::sync::Arc;
+
+use crate::memtable::Memtable;
+use crate::sst::table_cache::TableCache;
+use crate::version::{TableVersion, Version};
+
+/// What readers read: the memtables and the version, swapped as one.
+pub(crate) struct ReadView {
+    pub mem: Arc<Memtable>,
+    /// Frozen memtables, newest first.
+    pub imm: Vec<Arc<Memtable>>,
+    pub version: Arc<Version>,
+}
+
+/// One table's data at one sequence number.
+pub(crate) struct ReadPoint {
+    /// Open SST readers.
+    pub tables: Arc<TableCache>,
+    /// Whether files whose every version is newer than `seq` are left out before their bloom
+    /// filters are asked (Kim et al. §IV).
+    pub snapshot_filter: bool,
+    /// Memtables and version holding everything at or below `seq`.
+    pub view: Arc<ReadView>,
+    /// The table's version in `view`.
+    pub t: Arc<TableVersion>,
+    pub seq: u64,
+}
