@@ -37,6 +37,7 @@ use crate::sst::block::Block;
 use crate::sst::bloom;
 use crate::sst::keyset::KeySet;
 use crate::sst::reader::SstReader;
+use crate::sst::run::RunCursor;
 use crate::sst::table_cache::TableCache;
 use crate::types::row::{carried, carries};
 use crate::version::edit::EditRecord;
@@ -145,68 +146,47 @@ impl Hit {
 /// A forward-only probe of one sorted run by ascending keys: it keeps its place (file, block,
 /// row), so probing keys that lie close together walks the run once.
 pub(crate) struct RunProbe {
-    files: Vec<Arc<FileMeta>>,
+    cursor: RunCursor,
     /// The value columns of the run's group, ascending.
     columns: Vec<usize>,
-    fi: usize,
-    reader: Option<Arc<SstReader>>,
     /// Whether [`Marker::flush`] screened the run by exact key sets.
     screened: bool,
-    /// The current file's exact key set, if one is kept.
-    keys: Option<Arc<KeySet>>,
-    block: Option<(usize, Arc<Block>)>,
-    /// Every version of the block before this one has a key below the last key probed.
-    row: usize,
+    /// The open file's number and its exact key set, if one is kept.
+    keys: Option<(u64, Option<Arc<KeySet>>)>,
 }
 
 impl RunProbe {
     pub(crate) fn new(files: Vec<Arc<FileMeta>>, columns: Vec<usize>) -> Self {
-        RunProbe { files, columns, fi: 0, reader: None, screened: false, keys: None, block: None, row: 0 }
+        RunProbe { cursor: RunCursor::new(files, true), columns, screened: false, keys: None }
     }
 
     /// The versions of `key` in the run. Keys must not decrease from call to call. With
     /// `hash` the file's exact key set (Level-0 files a flush wrote since open) or else its bloom
     /// filter is asked before any block is read.
     fn find(&mut self, tables: &TableCache, key: &[u8], hash: Option<u64>) -> Result<Option<Hit>> {
-        while self.files.get(self.fi).is_some_and(|f| f.largest.as_slice() < key) {
-            self.fi += 1;
-            self.reader = None;
-            self.keys = None;
-            self.block = None;
+        if !self.cursor.open_file_for(tables, key)? {
+            return Ok(None);
         }
-        let Some(f) = self.files.get(self.fi) else { return Ok(None) };
+        let (Some(f), Some(r)) = (self.cursor.file(), self.cursor.reader()) else { return Ok(None) };
         if key < f.smallest.as_slice() {
             return Ok(None);
         }
-        if self.reader.is_none() {
-            self.reader = Some(tables.get(f.number)?);
-            self.keys = tables.key_set(f.number);
+        if self.keys.as_ref().is_none_or(|(n, _)| *n != f.number) {
+            self.keys = Some((f.number, tables.key_set(f.number)));
         }
-        let Some(r) = &self.reader else { return Ok(None) };
-        if let (Some(h), Some(keys)) = (hash, &self.keys) {
+        let keys = self.keys.as_ref().and_then(|(_, k)| k.as_ref());
+        if let (Some(h), Some(keys)) = (hash, keys) {
             if !keys.contains(h) {
                 return Ok(None);
             }
         }
-        if let Some((bi, b)) = &self.block {
-            if r.index().get(*bi).is_some_and(|e| key <= e.last_key.as_slice()) {
-                self.row = seek_from(b, self.row, key);
-                return Ok(hit_at(r, b, *bi, self.row, key));
-            }
-        }
-        if self.keys.is_none() && hash.is_some_and(|h| !r.may_contain(h)) {
+        // Within the block already read, the key is looked for without asking the filter.
+        if !self.cursor.block_reaches(key) && keys.is_none() && hash.is_some_and(|h| !r.may_contain(h)) {
             return Ok(None);
         }
-        let from = self.block.as_ref().map_or(0, |(bi, _)| *bi);
-        let bi = from + r.index()[from.min(r.num_blocks())..].partition_point(|e| e.last_key.as_slice() < key);
-        if bi >= r.num_blocks() {
-            return Ok(None);
-        }
-        let b = r.block(bi, true)?;
-        self.row = b.seek(key);
-        let hit = hit_at(r, &b, bi, self.row, key);
-        self.block = Some((bi, b));
-        Ok(hit)
+        self.cursor.seek(tables, key)?;
+        let (Some(r), Some(b)) = (self.cursor.reader(), self.cursor.block()) else { return Ok(None) };
+        Ok(hit_at(r, b, self.cursor.block_index(), self.cursor.row(), key))
     }
 }
 
@@ -227,31 +207,6 @@ fn sorted_common<'s>(a: &'s [u64], b: &'s [u64]) -> impl Iterator<Item = u64> + 
         }
         None
     })
-}
-
-/// The first version at or after `from` whose key is `>= key` (galloping: close keys are found
-/// in a few steps, far ones by binary search).
-fn seek_from(b: &Block, from: usize, key: &[u8]) -> usize {
-    let n = b.len();
-    if from >= n || b.key(from) >= key {
-        return from.min(n);
-    }
-    let (mut lo, mut step) = (from, 1);
-    while lo + step < n && b.key(lo + step) < key {
-        lo += step;
-        step *= 2;
-    }
-    // key(lo) < key <= key(hi) (or hi = n).
-    let mut hi = (lo + step).min(n);
-    while lo + 1 < hi {
-        let mid = (lo + hi) / 2;
-        if b.key(mid) < key {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    hi
 }
 
 fn hit_at(r: &Arc<SstReader>, b: &Arc<Block>, bi: usize, start: usize, key: &[u8]) -> Option<Hit> {
@@ -313,7 +268,7 @@ impl<'a> Marker<'a> {
         flushed.dedup();
         let mut screen: HashMap<u64, u64> = HashMap::new();
         for (i, p) in older.iter_mut().enumerate().take(64) {
-            let sets: Option<Vec<_>> = p.files.iter().map(|f| tables.key_set(f.number)).collect();
+            let sets: Option<Vec<_>> = p.cursor.files().iter().map(|f| tables.key_set(f.number)).collect();
             let Some(sets) = sets else { continue };
             p.screened = true;
             for set in sets {
@@ -645,7 +600,7 @@ pub(crate) fn catch_up_flush(
     let existing = |n: u64| t.marks_of(n).cloned();
     for &n in flushed {
         let source = tables.get(n)?;
-        let targets = targets.iter().map(|p| RunProbe::new(p.files.clone(), p.columns.clone())).collect();
+        let targets = targets.iter().map(|p| RunProbe::new(p.cursor.files().to_vec(), p.columns.clone())).collect();
         CatchUp { tables, targets, existing: &existing }.keys(&source, older, made)?;
     }
     Ok(())

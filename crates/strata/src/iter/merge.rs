@@ -11,7 +11,8 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::memtable::MemCursor;
 use crate::mvcc::Entry;
-use crate::sst::reader::SstCursor;
+use crate::sst::reader::RowEncoder;
+use crate::sst::run::RunCursor;
 use crate::sst::table_cache::TableCache;
 use crate::types::ColumnType;
 use crate::version::FileMeta;
@@ -43,17 +44,14 @@ impl Source for MemSource {
 
 /// A sorted run: its files one after another, opened lazily, stopping past `upper`.
 pub(crate) struct RunSource {
-    files: Vec<Arc<FileMeta>>,
-    next_file: usize,
-    cursor: Option<SstCursor>,
+    cursor: RunCursor,
     tables: Arc<TableCache>,
-    lower: Vec<u8>,
-    upper: Option<Vec<u8>>,
+    /// Where the walk starts; `None` once it has.
+    lower: Option<Vec<u8>>,
     value_types: Arc<[ColumnType]>,
     wanted: Option<Arc<[bool]>>,
-    fill_cache: bool,
-    /// Files whose every version is above this sequence number are passed over.
-    snapshot: u64,
+    /// The open file's number and its row encoder.
+    encoder: Option<(u64, RowEncoder)>,
 }
 
 impl RunSource {
@@ -68,61 +66,50 @@ impl RunSource {
         wanted: Option<Arc<[bool]>>,
         fill_cache: bool,
     ) -> Self {
-        let next_file = files.partition_point(|f| f.largest.as_slice() < lower);
         RunSource {
-            files,
-            next_file,
-            cursor: None,
+            cursor: RunCursor::new(files, fill_cache).until(upper),
             tables,
-            lower: lower.to_vec(),
-            upper: upper.map(<[u8]>::to_vec),
+            lower: Some(lower.to_vec()),
             value_types,
             wanted,
-            fill_cache,
-            snapshot: u64::MAX,
+            encoder: None,
         }
     }
 
     /// Passes over the files a read at `seq` cannot see any version of (the snapshot filter),
     /// when seeking and when moving from file to file.
     pub(crate) fn skip_newer_than(mut self, seq: u64) -> Self {
-        self.snapshot = seq;
+        self.cursor = self.cursor.skip_newer_than(seq);
         self
     }
 }
 
 impl Source for RunSource {
     fn origin(&self) -> Option<Origin> {
-        self.cursor.as_ref().and_then(SstCursor::origin)
+        let row = self.cursor.row().checked_sub(1)?;
+        self.cursor.block()?;
+        let r = self.cursor.reader()?;
+        Some((r.number(), r.first_row(self.cursor.block_index()) + row as u64))
     }
 
     fn next_entry(&mut self) -> Result<Option<Entry>> {
+        if let Some(lower) = self.lower.take() {
+            self.cursor.seek(&self.tables, &lower)?;
+        }
         loop {
-            if let Some(c) = &mut self.cursor {
-                if let Some(e) = c.next_entry()? {
-                    return Ok(Some(e));
+            let (Some(r), Some(b)) = (self.cursor.reader(), self.cursor.block()) else { return Ok(None) };
+            let i = self.cursor.row();
+            if i < b.len() {
+                if self.encoder.as_ref().is_none_or(|(n, _)| *n != r.number()) {
+                    self.encoder =
+                        Some((r.number(), RowEncoder::new(r, self.value_types.clone(), self.wanted.clone())));
                 }
-                self.cursor = None;
+                let Some((_, enc)) = &mut self.encoder else { return Ok(None) };
+                let e = enc.entry(b, i);
+                self.cursor.set_row(i + 1);
+                return Ok(Some(e));
             }
-            let Some(f) = self.files.get(self.next_file) else {
-                return Ok(None);
-            };
-            if self.upper.as_deref().is_some_and(|u| f.smallest.as_slice() >= u) {
-                return Ok(None);
-            }
-            self.next_file += 1;
-            if f.min_seq > self.snapshot {
-                self.tables.probes.add(1, 0, 0);
-                continue;
-            }
-            let reader = self.tables.get(f.number)?;
-            self.cursor = Some(SstCursor::new(
-                reader,
-                &self.lower,
-                self.value_types.clone(),
-                self.wanted.clone(),
-                self.fill_cache,
-            )?);
+            self.cursor.next_block(&self.tables)?;
         }
     }
 }

@@ -12,8 +12,8 @@ use crate::error::Result;
 use crate::memtable::Memtable;
 use crate::mvcc::chain::Resolver;
 use crate::read::ReadPoint;
-use crate::sst::block::Block;
 use crate::sst::reader::SstReader;
+use crate::sst::run::{seek_from, RunCursor};
 use crate::version::FileMeta;
 
 /// A source other than the driving level's groups, checked for keys in a block's range.
@@ -23,75 +23,14 @@ pub(super) enum Other {
 }
 
 /// A cursor over one group's run at the driving level, handing out the segments of a key range.
-pub(super) struct GroupCursor {
-    pub(super) files: Vec<Arc<FileMeta>>,
-    pub(super) fi: usize,
-    pub(super) reader: Option<Arc<SstReader>>,
-    pub(super) bi: usize,
-    pub(super) block: Option<Arc<Block>>,
-    pub(super) row: usize,
-}
+pub(super) struct GroupCursor(RunCursor);
 
 impl GroupCursor {
     pub(super) fn new(files: Vec<Arc<FileMeta>>) -> Self {
-        GroupCursor { files, fi: 0, reader: None, bi: 0, block: None, row: 0 }
+        GroupCursor(RunCursor::new(files, true))
     }
 
-    /// Moves to the first version with key `>= lo` (never backwards).
-    pub(super) fn seek(&mut self, rp: &ReadPoint, lo: &[u8], counters: &ScanCounters) -> Result<()> {
-        if let Some(b) = &self.block {
-            if self.row < b.len() && b.key(self.row) >= lo {
-                return Ok(());
-            }
-            if b.len() > 0 && b.key(b.len() - 1) >= lo {
-                self.row = self.row.max(b.seek(lo));
-                return Ok(());
-            }
-        }
-        let fi = self.files.partition_point(|f| f.largest.as_slice() < lo);
-        if fi >= self.files.len() {
-            self.fi = fi;
-            self.block = None;
-            return Ok(());
-        }
-        let reader = rp.tables.get(self.files[fi].number)?;
-        let bi = reader.find_block(lo);
-        self.fi = fi;
-        self.bi = bi;
-        self.block = if bi < reader.num_blocks() {
-            ScanCounters::add(&counters.blocks_read, 1);
-            Some(reader.block(bi, true)?)
-        } else {
-            None
-        };
-        self.reader = Some(reader);
-        self.row = self.block.as_ref().map_or(0, |b| b.seek(lo));
-        Ok(())
-    }
-
-    pub(super) fn advance_block(&mut self, rp: &ReadPoint, counters: &ScanCounters) -> Result<()> {
-        self.row = 0;
-        self.bi += 1;
-        loop {
-            if let Some(r) = &self.reader {
-                if self.bi < r.num_blocks() {
-                    ScanCounters::add(&counters.blocks_read, 1);
-                    self.block = Some(r.block(self.bi, true)?);
-                    return Ok(());
-                }
-            }
-            self.fi += 1;
-            self.bi = 0;
-            if self.fi >= self.files.len() {
-                self.block = None;
-                self.reader = None;
-                return Ok(());
-            }
-            self.reader = Some(rp.tables.get(self.files[self.fi].number)?);
-        }
-    }
-
-    /// The versions with `lo <= key < hi`, as segments.
+    /// The versions with `lo <= key < hi`, as segments. Ranges asked for must not go backwards.
     pub(super) fn take(
         &mut self,
         rp: &ReadPoint,
@@ -99,19 +38,23 @@ impl GroupCursor {
         hi: &[u8],
         counters: &ScanCounters,
     ) -> Result<Vec<Segment>> {
-        self.seek(rp, lo, counters)?;
+        let c = &mut self.0;
+        let loaded = c.blocks_loaded();
+        c.seek(&rp.tables, lo)?;
         let mut out = Vec::new();
-        while let Some(b) = self.block.clone() {
-            let end = b.seek(hi);
-            if self.row < end {
-                out.push((b.clone(), self.row..end));
-                self.row = end;
+        while let Some(b) = c.block().cloned() {
+            let row = c.row();
+            let end = seek_from(&b, row, hi);
+            if row < end {
+                out.push((b.clone(), row..end));
+                c.set_row(end);
             }
             if end < b.len() {
                 break;
             }
-            self.advance_block(rp, counters)?;
+            c.next_block(&rp.tables)?;
         }
+        ScanCounters::add(&counters.blocks_read, c.blocks_loaded() - loaded);
         Ok(out)
     }
 }
@@ -142,10 +85,9 @@ pub(super) fn successor(k: &[u8]) -> Vec<u8> {
 /// The driving level: its needed groups and where the walk over the driver's blocks is.
 pub(super) struct Driver {
     /// The driver group's files.
-    pub(super) files: Vec<Arc<FileMeta>>,
-    pub(super) fi: usize,
-    pub(super) reader: Option<Arc<SstReader>>,
-    pub(super) bi: usize,
+    pub(super) walk: RunCursor,
+    /// Whether the walk has been positioned at the partition's start.
+    pub(super) started: bool,
     /// Start of the next block's range.
     pub(super) next_lo: Vec<u8>,
     /// The other needed groups of the level.
@@ -242,13 +184,9 @@ pub(super) fn driver(plan: &Plan, rp: &ReadPoint, lower: &[u8]) -> Result<Option
             }
         }
     }
-    let files = ordered[0].files.clone();
-    let fi = files.partition_point(|f| f.largest.as_slice() < lower);
     Ok(Some(Driver {
-        files,
-        fi,
-        reader: None,
-        bi: 0,
+        walk: RunCursor::new(ordered[0].files.clone(), true),
+        started: false,
         next_lo: lower.to_vec(),
         groups: ordered[1..].iter().map(|r| GroupCursor::new(r.files.clone())).collect(),
         at,
@@ -263,7 +201,9 @@ pub(super) fn split(plan: &Plan, rp: &ReadPoint, lower: &[u8], upper: Option<&[u
     if n > 1 {
         if let Some(d) = driver(plan, rp, lower)? {
             let mut fences: Vec<Vec<u8>> = Vec::new();
-            for f in &d.files[d.fi..] {
+            let files = d.walk.files();
+            let fi = files.partition_point(|f| f.largest.as_slice() < lower);
+            for f in &files[fi..] {
                 if upper.is_some_and(|u| f.smallest.as_slice() >= u) {
                     break;
                 }

@@ -216,46 +216,29 @@ impl Partition {
 
     fn next_candidate(&mut self) -> Result<Option<Candidate>> {
         let Some(d) = &mut self.driver else { return Ok(None) };
-        loop {
-            let Some(reader) = d.reader.clone() else {
-                if d.fi >= d.files.len() {
-                    return Ok(None);
-                }
-                let r = self.rp.tables.get(d.files[d.fi].number)?;
-                d.bi = r.find_block(&d.next_lo);
-                d.reader = Some(r);
-                continue;
-            };
-            if d.bi >= reader.num_blocks() {
-                d.fi += 1;
-                d.reader = None;
-                continue;
-            }
-            if self.upper.as_ref().is_some_and(|u| d.next_lo >= *u) {
-                return Ok(None);
-            }
-            let e = &reader.index()[d.bi];
-            let last_succ = successor(&e.last_key);
-            let (hi, whole_end) = match &self.upper {
-                Some(u) if *u < last_succ => (u.clone(), false),
-                _ => (last_succ, true),
-            };
-            let whole_start = match d.bi.checked_sub(1) {
-                None => d.files[d.fi].smallest.as_slice() >= d.next_lo.as_slice(),
-                Some(p) => d.next_lo <= successor(&reader.index()[p].last_key),
-            };
-            let lo = std::mem::replace(&mut d.next_lo, hi.clone());
-            let c = Candidate {
-                reader: reader.clone(),
-                block: d.bi,
-                lo,
-                hi,
-                whole: whole_start && whole_end,
-                patch: false,
-            };
-            d.bi += 1;
-            return Ok(Some(c));
+        let tables = &self.rp.tables;
+        if !d.started {
+            d.walk.seek_block(tables, &d.next_lo)?;
+            d.started = true;
         }
+        let (Some(f), Some(reader)) = (d.walk.file().cloned(), d.walk.reader().cloned()) else { return Ok(None) };
+        if self.upper.as_ref().is_some_and(|u| d.next_lo >= *u) {
+            return Ok(None);
+        }
+        let bi = d.walk.block_index();
+        let e = &reader.index()[bi];
+        let last_succ = successor(&e.last_key);
+        let (hi, whole_end) = match &self.upper {
+            Some(u) if *u < last_succ => (u.clone(), false),
+            _ => (last_succ, true),
+        };
+        let whole_start = match bi.checked_sub(1) {
+            None => f.smallest.as_slice() >= d.next_lo.as_slice(),
+            Some(p) => d.next_lo <= successor(&reader.index()[p].last_key),
+        };
+        let lo = std::mem::replace(&mut d.next_lo, hi.clone());
+        d.walk.skip_block(tables)?;
+        Ok(Some(Candidate { reader, block: bi, lo, hi, whole: whole_start && whole_end, patch: false }))
     }
 
     /// Whether a block can be passed on in bulk, by its index entry and the other sources:

@@ -7,6 +7,7 @@
 //! - [`keyset`]: exact key-hash sets kept in memory for Level-0 files.
 //! - [`builder`]: writes a file from entries in (key asc, seq desc) order.
 //! - [`reader`]: opens a file, answers point lookups and iterates it.
+//! - [`run`]: a forward cursor over a sorted run (file, block, row).
 //! - [`cache`]: the shared block cache.
 //! - [`table_cache`]: open readers by file number.
 
@@ -17,6 +18,7 @@ pub mod cache;
 pub mod format;
 pub mod keyset;
 pub mod reader;
+pub(crate) mod run;
 pub(crate) mod table_cache;
 pub mod zone;
 

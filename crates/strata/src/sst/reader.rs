@@ -278,33 +278,22 @@ fn decode_index(b: &[u8], types: &[ColumnType]) -> DecodeResult<Vec<IndexEntry>>
     Ok(out)
 }
 
-/// A forward cursor over the versions of one file from a lower bound.
-pub(crate) struct SstCursor {
-    reader: Arc<SstReader>,
-    block_idx: usize,
-    block: Option<Arc<Block>>,
-    row: usize,
+/// Encodes the versions of one file's blocks as rows over all of a table's value columns,
+/// carrying the file's columns that are wanted.
+pub(crate) struct RowEncoder {
     value_types: Arc<[ColumnType]>,
-    /// For each value column, its column in this file's group.
+    /// For each value column, its column in the file's group.
     group_of: Vec<Option<usize>>,
     wanted: Option<Arc<[bool]>>,
-    fill_cache: bool,
     cover: Cover,
     /// The length of the row last encoded: the next one is allocated that large up front.
     row_hint: usize,
 }
 
-impl SstCursor {
-    /// Positions at the first version with key `>= lower`. Versions come out as rows encoded over
-    /// all `value_types`, carrying the group's columns that are `wanted` (all by default).
-    pub(crate) fn new(
-        reader: Arc<SstReader>,
-        lower: &[u8],
-        value_types: Arc<[ColumnType]>,
-        wanted: Option<Arc<[bool]>>,
-        fill_cache: bool,
-    ) -> Result<Self> {
-        let block_idx = reader.find_block(lower);
+impl RowEncoder {
+    /// An encoder for the blocks of `reader` over `value_types`, carrying the `wanted` ones
+    /// (all by default).
+    pub(crate) fn new(reader: &SstReader, value_types: Arc<[ColumnType]>, wanted: Option<Arc<[bool]>>) -> Self {
         let mut group_of = vec![None; value_types.len()];
         for (c, &vi) in reader.meta.columns.iter().enumerate() {
             if let Some(g) = group_of.get_mut(vi) {
@@ -312,65 +301,24 @@ impl SstCursor {
             }
         }
         let cover = reader.cover(value_types.len()).map(Arc::from);
-        let mut c = SstCursor {
-            reader,
-            block_idx,
-            block: None,
-            row: 0,
-            value_types,
-            group_of,
-            wanted,
-            fill_cache,
-            cover,
-            row_hint: 0,
-        };
-        if c.block_idx < c.reader.num_blocks() {
-            let b = c.reader.block(c.block_idx, fill_cache)?;
-            c.row = b.seek(lower);
-            c.block = Some(b);
-        }
-        Ok(c)
+        RowEncoder { value_types, group_of, wanted, cover, row_hint: 0 }
     }
 
-    /// (file number, position in the file) of the version last returned.
-    pub(crate) fn origin(&self) -> Option<(u64, u64)> {
-        let row = self.row.checked_sub(1)?;
-        self.block.as_ref()?;
-        Some((self.reader.number(), self.reader.first_row(self.block_idx) + row as u64))
-    }
-
-    /// The next version, or `None` at the end of the file.
-    pub(crate) fn next_entry(&mut self) -> Result<Option<Entry>> {
-        loop {
-            let Some(b) = &self.block else {
-                return Ok(None);
+    /// Version `i` of block `b`.
+    pub(crate) fn entry(&mut self, b: &Block, i: usize) -> Entry {
+        let kind = b.kind(i);
+        let mut row = Vec::new();
+        if kind != Kind::Delete {
+            row.reserve(self.row_hint);
+            let wanted = self.wanted.as_deref();
+            let cell = |vi: usize| match self.group_of[vi] {
+                Some(c) if wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false)) => b.raw_cell(i, c),
+                _ => RawCell::Absent,
             };
-            if self.row < b.len() {
-                let i = self.row;
-                self.row += 1;
-                let kind = b.kind(i);
-                let mut row = Vec::new();
-                if kind != Kind::Delete {
-                    row.reserve(self.row_hint);
-                    let wanted = self.wanted.as_deref();
-                    let cell = |vi: usize| match self.group_of[vi] {
-                        Some(c) if wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false)) => b.raw_cell(i, c),
-                        _ => RawCell::Absent,
-                    };
-                    encode_raw_row(&self.value_types, cell, &mut row);
-                    self.row_hint = row.len();
-                }
-                let cover = self.cover.clone();
-                return Ok(Some(Entry { key: b.key(i).to_vec(), seq: b.seq(i), kind, row, cover }));
-            }
-            self.block_idx += 1;
-            self.row = 0;
-            self.block = if self.block_idx < self.reader.num_blocks() {
-                Some(self.reader.block(self.block_idx, self.fill_cache)?)
-            } else {
-                None
-            };
+            encode_raw_row(&self.value_types, cell, &mut row);
+            self.row_hint = row.len();
         }
+        Entry { key: b.key(i).to_vec(), seq: b.seq(i), kind, row, cover: self.cover.clone() }
     }
 }
 
@@ -429,9 +377,15 @@ mod tests {
             r.get(&odd, bloom::key_hash(&odd), u64::MAX, 2, None, &mut res).unwrap();
             assert_eq!(res.finish(), None);
         }
-        let mut c = SstCursor::new(r.clone(), &100u32.to_be_bytes(), TYPES.into(), None, false).unwrap();
+        let mut enc = RowEncoder::new(&r, TYPES.into(), None);
+        let lower = 100u32.to_be_bytes();
+        let mut entries = Vec::new();
+        for bi in r.find_block(&lower)..r.num_blocks() {
+            let b = r.block(bi, false).unwrap();
+            entries.extend((b.seek(&lower)..b.len()).map(|i| enc.entry(&b, i)));
+        }
         let mut n = 0;
-        while let Some(e) = c.next_entry().unwrap() {
+        for e in entries {
             assert!(e.key.as_slice() >= &100u32.to_be_bytes()[..]);
             let cells = decode_row(&TYPES, &e.row, None).unwrap();
             let i = u32::from_be_bytes(e.key[..4].try_into().unwrap()) / 2;
