@@ -283,9 +283,12 @@ mod tests {
     use crate::sst::format::Compression;
     use crate::vfs::{FaultFs, Fs};
 
+    /// Every version of a run: (key, sequence number), in order.
+    type Versions = Vec<(Vec<u8>, u64)>;
+
     /// A run of `files` files of ascending keys (4-byte, even), each file's versions at one
-    /// sequence number (file i at i + 1). Returns the run and every (key, file) in order.
-    fn build_run(fs: &Arc<FaultFs>, rng: &mut StdRng, files: u32) -> (Vec<Arc<FileMeta>>, Vec<(Vec<u8>, u64)>) {
+    /// sequence number (file i at i + 1). Returns the run and its versions.
+    fn build_run(fs: &Arc<FaultFs>, rng: &mut StdRng, files: u32) -> (Vec<Arc<FileMeta>>, Versions) {
         let mut metas = Vec::new();
         let mut all = Vec::new();
         let mut k = 0u32;
