@@ -676,6 +676,7 @@ pub(crate) fn check(tables: &TableCache, t: &TableVersion, read_points: &[u64]) 
         cols: BTreeSet<usize>,
         /// File, position, and the value columns of the file's group.
         at: (u64, u32, Vec<usize>),
+        level: usize,
     }
     let info = &t.info;
     let mut keys: BTreeMap<Vec<u8>, Vec<V>> = BTreeMap::new();
@@ -694,7 +695,7 @@ pub(crate) fn check(tables: &TableCache, t: &TableVersion, read_points: &[u64]) 
                         };
                         let row = u32::try_from(reader.first_row(bi) + i as u64).unwrap_or(u32::MAX);
                         let at = (f.number, row, columns.clone());
-                        keys.entry(b.key(i).to_vec()).or_default().push(V { seq: b.seq(i), kind, cols, at });
+                        keys.entry(b.key(i).to_vec()).or_default().push(V { seq: b.seq(i), kind, cols, at, level });
                     }
                 }
             }
@@ -703,6 +704,24 @@ pub(crate) fn check(tables: &TableCache, t: &TableVersion, read_points: &[u64]) 
     let bad = |n: u64, msg: String| Err(Error::corruption(tables.path(n), 0, msg));
     for (key, mut vs) in keys {
         vs.sort_by_key(|v| std::cmp::Reverse(v.seq));
+        // Every version of the key with its marks, for the reports below.
+        let history = || -> String {
+            let all: Vec<String> = vs
+                .iter()
+                .map(|o| {
+                    let m = t.marks_of(o.at.0);
+                    let whole = m.and_then(|m| m.whole_at(o.at.1));
+                    let cols: Vec<_> = (0..o.at.2.len())
+                        .filter_map(|j| m.and_then(|m| m.superseded_at(o.at.1, j)).map(|s| (o.at.2[j], s)))
+                        .collect();
+                    format!(
+                        "{:?}@{} in {:06} (level {}, group {:?}) row {} carries {:?}, marks whole {whole:?} cols {cols:?}",
+                        o.kind, o.seq, o.at.0, o.level, o.at.2, o.at.1, o.cols
+                    )
+                })
+                .collect();
+            all.join("; ")
+        };
         for (i, v) in vs.iter().enumerate() {
             let (number, row, columns) = &v.at;
             if v.kind == Kind::Update {
@@ -727,22 +746,24 @@ pub(crate) fn check(tables: &TableCache, t: &TableVersion, read_points: &[u64]) 
                             && (columns.is_empty() || o.at.2.iter().any(|c| columns.contains(c)))
                     })
                 };
+                // A tombstone is never read, so whether it is marked does not matter: flushes
+                // skip chains where the key has no live version, and compaction drops a newer
+                // tombstone over an older one as redundant, leaving its marks on the older one's
+                // copies in other files behind.
+                if v.kind == Kind::Delete {
+                    continue;
+                }
                 let whole = newer().any(|o| o.kind != Kind::Update);
                 let stored_whole = marks.and_then(|m| m.whole_at(*row)).is_some_and(|m| m <= s);
-                // A tombstone is never read, so one that a newer version supersedes need not be
-                // marked (flushes skip chains where the key has no live version).
-                let tombstone_unmarked = v.kind == Kind::Delete && whole && !stored_whole;
-                if whole != stored_whole && !tombstone_unmarked {
+                if whole != stored_whole {
                     return bad(
                         *number,
                         format!(
-                            "row {row} ({key:?}@{}) whole-row mark at {s}: want {whole}, have {stored_whole}",
-                            v.seq
+                            "row {row} ({key:?}@{}) whole-row mark at {s}: want {whole}, have {stored_whole} (read points {read_points:?}; versions: {})",
+                            v.seq,
+                            history()
                         ),
                     );
-                }
-                if v.kind == Kind::Delete {
-                    continue;
                 }
                 for (j, c) in columns.iter().enumerate().filter(|(_, c)| v.cols.contains(c)) {
                     let want = whole || newer().any(|o| o.cols.contains(c));
@@ -751,8 +772,9 @@ pub(crate) fn check(tables: &TableCache, t: &TableVersion, read_points: &[u64]) 
                         return bad(
                             *number,
                             format!(
-                                "row {row} ({key:?}@{}) column {c} at {s}: want superseded {want}, have {have}",
-                                v.seq
+                                "row {row} ({key:?}@{}) column {c} at {s}: want superseded {want}, have {have} (versions: {})",
+                                v.seq,
+                                history()
                             ),
                         );
                     }

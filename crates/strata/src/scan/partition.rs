@@ -26,6 +26,7 @@ use super::plan::Plan;
 use super::state::ScanCounters;
 use crate::error::Result;
 use crate::read::{project, ReadPoint, ScanIter};
+use crate::sst::zone::ZoneMap;
 
 /// One pass over a key range (a partition of a scan, or a shared pass serving several scans).
 pub(crate) struct Partition {
@@ -318,9 +319,11 @@ impl Partition {
             _ => None,
         };
         // Per consumer: nothing to do, done from the zone maps, or the verdicts to read with.
+        // Zone answers are taken only once it is certain the block is not read through the merge
+        // instead (which feeds every consumer).
         let mut reading: Vec<Option<Vec<Verdict>>> = Vec::with_capacity(self.consumers.len());
-        let mut from_stats = false;
-        for con in &mut self.consumers {
+        let mut from_zones: Vec<(usize, Vec<Option<&ZoneMap>>)> = Vec::new();
+        for (ci, con) in self.consumers.iter().enumerate() {
             let part = con.covers(&c.lo, &c.hi);
             let verdicts: Vec<Verdict> =
                 con.plan.filter.clauses().iter().map(|cl| clause_verdict(cl, rows, zone_of)).collect();
@@ -329,8 +332,8 @@ impl Partition {
                 continue;
             }
             let all_true = verdicts.iter().all(|v| *v == Verdict::Always);
-            let plan = con.plan.clone();
-            if let Sink::Aggs(states) = &mut con.sink {
+            let plan = &con.plan;
+            if matches!(con.sink, Sink::Aggs(_)) {
                 let zone_for = |a: &AggSpec| a.column.and_then(|(col, _)| zone_of(col));
                 if plan.block_stats
                     && patched.is_empty()
@@ -341,23 +344,32 @@ impl Partition {
                         (a.column.is_none() || zone_for(a).is_some()) && AggState::zone_answers(a, zone_for(a), rows)
                     })
                 {
-                    for (a, st) in plan.aggs.iter().zip(states.iter_mut()) {
-                        st.update_from_zone(a, zone_for(a), rows);
-                    }
+                    from_zones.push((ci, plan.aggs.iter().map(zone_for).collect()));
                     reading.push(None);
-                    from_stats = true;
                     continue;
                 }
             }
             reading.push(Some(verdicts));
         }
-        if from_stats {
-            ScanCounters::add(&self.counters.blocks_from_stats, 1);
-        }
+        let take_zones = |consumers: &mut [Consumer], counters: &ScanCounters| {
+            if from_zones.is_empty() {
+                return;
+            }
+            ScanCounters::add(&counters.blocks_from_stats, 1);
+            for (ci, zones) in &from_zones {
+                let con = &mut consumers[*ci];
+                if let Sink::Aggs(states) = &mut con.sink {
+                    for ((a, st), z) in con.plan.aggs.iter().zip(states.iter_mut()).zip(zones) {
+                        st.update_from_zone(a, *z, rows);
+                    }
+                }
+            }
+        };
         if reading.iter().all(Option::is_none) {
-            if !from_stats {
+            if from_zones.is_empty() {
                 ScanCounters::add(&self.counters.blocks_skipped, 1);
             }
+            take_zones(&mut self.consumers, &self.counters);
             return self.resolve_keys(&patched);
         }
         ScanCounters::add(&self.counters.blocks_read, 1);
@@ -388,6 +400,7 @@ impl Partition {
             self.start_merge(c.lo, Some(c.hi));
             return Ok(());
         }
+        take_zones(&mut self.consumers, &self.counters);
         ScanCounters::add(&self.counters.bulk_blocks, 1);
         let at = std::mem::take(&mut d.at);
         let resolved = self.resolve_keys(&patched);
