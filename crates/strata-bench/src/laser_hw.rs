@@ -168,8 +168,8 @@ fn strata_options() -> strata::Options {
     }
 }
 
-const STRATA_CONFIG: &str = "WAL without fsync, 4 MiB memtable, L1 8 MiB, size ratio 2, 16 KiB blocks, LZ4, bloom 10, \
-                             64 MiB block cache";
+const STRATA_CONFIG: &str = "WAL without fsync, 4 MiB memtable, L1 8 MiB, size ratio 2, 16 KiB blocks, LZ4, 64 MiB \
+                             block cache";
 
 /// Opens a system (strata with a layout, or a peer) with the table created.
 fn open(system: &str, layout_name: &str, a: &LaserHwArgs, def: &TableDef) -> Result<(Box<dyn Tables>, String), String> {
@@ -177,7 +177,9 @@ fn open(system: &str, layout_name: &str, a: &LaserHwArgs, def: &TableDef) -> Res
     match system {
         "strata" => {
             let l = layout(layout_name, def.columns.len() - 1)?;
-            let config = format!("{STRATA_CONFIG}; layout {}", l.as_deref().unwrap_or("row everywhere"));
+            let bloom = strata::Options::default().bloom_bits_per_key;
+            let config =
+                format!("{STRATA_CONFIG}, bloom {bloom} bits/key; layout {}", l.as_deref().unwrap_or("row everywhere"));
             Ok((Box::new(crate::tables::StrataTables::open(&dir, def, strata_options(), l.as_deref())?), config))
         }
         other => crate::peers::open_tables(other, &dir, def, crate::peers::Tuning::DeepTree, 1),

@@ -13,7 +13,7 @@ use crate::memtable::Memtable;
 use crate::mvcc::chain::Resolver;
 use crate::read::ReadPoint;
 use crate::sst::reader::SstReader;
-use crate::sst::run::{seek_from, RunCursor};
+use crate::sst::run::RunCursor;
 use crate::version::FileMeta;
 
 /// A source other than the driving level's groups, checked for keys in a block's range.
@@ -44,7 +44,8 @@ impl GroupCursor {
         let mut out = Vec::new();
         while let Some(b) = c.block().cloned() {
             let row = c.row();
-            let end = seek_from(&b, row, hi);
+            // The range usually runs to (or near) the block's end: a plain binary search.
+            let end = b.seek(hi).max(row);
             if row < end {
                 out.push((b.clone(), row..end));
                 c.set_row(end);
