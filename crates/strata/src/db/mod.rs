@@ -1,6 +1,7 @@
 //! The database: opening and recovering, the catalog of tables, and the shared state every
 //! thread works on. The work itself lives in submodules: [`commit`] (group commit and memtable
-//! rotation), [`background`] (flush, compaction, obsolete-file cleanup), [`read`] (read points) and [`table`] (the per-table API).
+//! rotation), [`background`] (flush, compaction, obsolete-file cleanup), [`read`] (handing out
+//! read points) and [`table`] (the per-table API).
 //!
 //! Lock order, outermost first: commit queue → background state → version set → read view. No
 //! lock is held across a WAL or SST write except the version-set lock around manifest appends.
