@@ -91,6 +91,13 @@ impl Resolver {
         })
     }
 
+    /// Whether a partial row carrying the columns `carries` says of could change the outcome:
+    /// it does only if it carries a wanted column no version has given a value yet (a partial
+    /// row never settles anything). Lets readers pass over such rows without decoding them.
+    pub(crate) fn takes_partial(&self, carries: impl Fn(usize) -> bool) -> bool {
+        !self.is_settled() && self.open > 0 && (0..self.state.len()).any(|c| self.state[c] == OPEN && carries(c))
+    }
+
     /// Adds the next older version of the columns in `cover` (callers skip versions newer than
     /// their snapshot). `cells` is indexed by value column.
     pub(crate) fn push(&mut self, kind: Kind, mut cells: Cells, cover: Option<&[usize]>) {
@@ -307,6 +314,26 @@ mod tests {
             r.push(v.kind, decode_row(&TYPES, &v.row, None).unwrap(), v.cover.as_deref());
         }
         r.finish()
+    }
+
+    #[test]
+    fn only_partial_rows_carrying_an_open_column_are_taken() {
+        let mut r = Resolver::new(2, None);
+        let carries = |cols: &'static [usize]| move |c: usize| cols.contains(&c);
+        assert!(r.takes_partial(carries(&[0])) && r.takes_partial(carries(&[1])));
+        assert!(!r.takes_partial(carries(&[])));
+        r.push(Kind::Update, vec![Some(Value::Int(5)), None], None);
+        // Column 0 has its value: another partial row of it alone changes nothing.
+        assert!(!r.takes_partial(carries(&[0])));
+        assert!(r.takes_partial(carries(&[0, 1])));
+        r.push(Kind::Update, vec![Some(Value::Int(4)), Some(Value::Int(6))], None);
+        assert!(!r.takes_partial(carries(&[0, 1])), "every wanted column has its value");
+        assert!(!r.is_settled(), "but the row's existence is still unknown");
+        r.push(Kind::Put, vec![Some(Value::Int(1)), Some(Value::Int(2))], None);
+        assert_eq!(r.finish(), Some(vec![Some(Value::Int(5)), Some(Value::Int(6))]));
+        // A read wanting only column 1 never takes a partial row of column 0.
+        let r = Resolver::new(2, Some(&[false, true]));
+        assert!(!r.takes_partial(carries(&[0])) && r.takes_partial(carries(&[1])));
     }
 
     #[test]
