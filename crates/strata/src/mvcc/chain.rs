@@ -91,9 +91,9 @@ impl Resolver {
         })
     }
 
-    /// Whether a partial row carrying the columns `carries` says of could change the outcome:
-    /// it does only if it carries a wanted column no version has given a value yet (a partial
-    /// row never settles anything). Lets readers pass over such rows without decoding them.
+    /// Whether a partial row could change the outcome, given which value columns it carries
+    /// (`carries`): only if it carries a wanted column no version has given a value yet, since a
+    /// partial row never settles anything. Lets readers pass over such rows without decoding.
     pub(crate) fn takes_partial(&self, carries: impl Fn(usize) -> bool) -> bool {
         !self.is_settled() && self.open > 0 && (0..self.state.len()).any(|c| self.state[c] == OPEN && carries(c))
     }
