@@ -315,6 +315,24 @@ fn answer(t: &Table, req: &ScanRequest, snap: Option<&Snapshot>) -> Result<Vec<V
     Ok(out)
 }
 
+/// Runs `reqs` at once, one thread each, released together (so shared ones join one pass).
+fn answer_together(t: &Table, reqs: &[ScanRequest], snap: Option<&Snapshot>) -> Vec<Result<Vec<Vec<Value>>>> {
+    let barrier = std::sync::Barrier::new(reqs.len());
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = reqs
+            .iter()
+            .map(|r| {
+                let b = &barrier;
+                sc.spawn(move || {
+                    b.wait();
+                    answer(t, r, snap)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 fn compare(got: &[Vec<Value>], want: &[Vec<Value>], ctx: &str) {
     assert_eq!(got.len(), want.len(), "{ctx}: row count");
     for (g, w) in got.iter().zip(want) {
@@ -331,24 +349,8 @@ fn check(db: &Db, t: &Table, model: &Model, snap: Option<&Snapshot>, rng: &mut S
     for round in 0..10 {
         let shared = rng.gen_ratio(1, 3);
         let reqs: Vec<ScanRequest> = (0..4).map(|_| random_request(rng, &s).with_shared(shared)).collect();
-        let got: Vec<Result<Vec<Vec<Value>>>> = if shared {
-            let barrier = std::sync::Barrier::new(reqs.len());
-            std::thread::scope(|sc| {
-                let hs: Vec<_> = reqs
-                    .iter()
-                    .map(|r| {
-                        let b = &barrier;
-                        sc.spawn(move || {
-                            b.wait();
-                            answer(t, r, snap)
-                        })
-                    })
-                    .collect();
-                hs.into_iter().map(|h| h.join().unwrap()).collect()
-            })
-        } else {
-            reqs.iter().map(|r| answer(t, r, snap)).collect()
-        };
+        let got: Vec<Result<Vec<Vec<Value>>>> =
+            if shared { answer_together(t, &reqs, snap) } else { reqs.iter().map(|r| answer(t, r, snap)).collect() };
         for (i, (req, got)) in reqs.iter().zip(got).enumerate() {
             let ctx = format!("{what}, round {round}, query {i}: {req:?}");
             let got = got.unwrap_or_else(|e| panic!("{ctx}: {e}"));
@@ -638,20 +640,8 @@ fn concurrent_shared_scans_read_the_data_once() {
         compare(&answer(&t, r, None).unwrap(), &expected(r, &s, &model), &format!("solo {r:?}"));
     }
     let solo = db.scan_stats();
-    let barrier = std::sync::Barrier::new(reqs.len());
-    let got: Vec<_> = std::thread::scope(|sc| {
-        let hs: Vec<_> = reqs
-            .iter()
-            .map(|r| {
-                let (b, t) = (&barrier, &t);
-                sc.spawn(move || {
-                    b.wait();
-                    answer(t, &r.clone().with_shared(true), None).unwrap()
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let shared_reqs: Vec<ScanRequest> = reqs.iter().map(|r| r.clone().with_shared(true)).collect();
+    let got: Vec<_> = answer_together(&t, &shared_reqs, None).into_iter().map(Result::unwrap).collect();
     let shared = db.scan_stats();
     for (r, g) in reqs.iter().zip(&got) {
         compare(g, &expected(r, &s, &model), &format!("shared {r:?}"));
@@ -773,22 +763,9 @@ fn a_shared_pass_reading_a_block_through_the_merge_takes_no_zone_answer_for_it()
     let sum = ScanRequest::new()
         .with_filter(Expr::cmp("a", CmpOp::GtEq, Value::Int(0)))
         .with_aggregate(Aggregate::new(AggFunc::Sum, "d"));
-    let reqs = [count, sum];
+    let reqs = [count.with_shared(true), sum.with_shared(true)];
     let before = db.scan_stats();
-    let barrier = std::sync::Barrier::new(reqs.len());
-    let got: Vec<Vec<Vec<Value>>> = std::thread::scope(|sc| {
-        let hs: Vec<_> = reqs
-            .iter()
-            .map(|r| {
-                let (b, t) = (&barrier, &t);
-                sc.spawn(move || {
-                    b.wait();
-                    answer(t, &r.clone().with_shared(true), None).unwrap()
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let got: Vec<Vec<Vec<Value>>> = answer_together(&t, &reqs, None).into_iter().map(Result::unwrap).collect();
     let after = db.scan_stats();
     assert_eq!(after.passes - before.passes, 1, "one shared pass: {before:?} -> {after:?}");
     assert!(after.merged_rows > before.merged_rows, "the unaligned blocks went through the merge: {after:?}");

@@ -153,29 +153,12 @@ impl RunCursor {
     /// Moves to the first version with key `>= key`, never backwards; reads its block. At the
     /// end of the run, no block is current.
     pub(crate) fn seek(&mut self, tables: &TableCache, key: &[u8]) -> Result<()> {
-        if self.block_reaches(key) {
-            if let Some(b) = &self.block {
-                self.row = seek_from(b, self.row, key);
-            }
-            return Ok(());
+        if !self.block_reaches(key) {
+            self.seek_block(tables, key)?;
+            self.load()?;
         }
-        if !self.open_file_for(tables, key)? {
-            return Ok(());
-        }
-        let Some(r) = &self.reader else { return Ok(()) };
-        // Opening a file starts at its first block; within the file, search from the current one.
-        let from = self.bi.min(r.num_blocks());
-        let bi = from + r.index()[from..].partition_point(|e| e.last_key.as_slice() < key);
-        if bi >= r.num_blocks() {
-            // Only an empty file has no block reaching a key its largest key is above.
-            self.open_from(tables, self.fi + 1)?;
-            return self.load();
-        }
-        self.bi = bi;
-        self.row = 0;
-        self.load()?;
         if let Some(b) = &self.block {
-            self.row = seek_from(b, 0, key);
+            self.row = seek_from(b, self.row, key);
         }
         Ok(())
     }
@@ -231,9 +214,10 @@ impl RunCursor {
         }
     }
 
-    /// Reads block `bi` of the open file (none past its end).
+    /// Reads block `bi` of the open file (none past its end), at its first row.
     fn load(&mut self) -> Result<()> {
         self.block = None;
+        self.row = 0;
         if let Some(r) = &self.reader {
             if self.bi < r.num_blocks() {
                 self.loaded += 1;
