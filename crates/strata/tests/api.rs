@@ -155,6 +155,16 @@ fn snapshots_at_earlier_sequence_numbers_only_where_versions_are_kept() {
 /// need; this checks that they pass over no other).
 #[test]
 fn point_reads_of_a_hot_key_see_every_columns_newest_partial_value() {
+    // The key's full row in the memtable with its updates; then on disk under thousands of
+    // updates, with a flush part way through them.
+    hot_key_updates(false, 400, &[]);
+    hot_key_updates(true, 3000, &[1800]);
+}
+
+/// Inserts one key (then flushes if `flush_insert`), updates it `updates` times — mostly one
+/// column, now and then others — flushing after the updates numbered in `flush_at`, and checks
+/// every projection now and at snapshots taken along the way.
+fn hot_key_updates(flush_insert: bool, updates: i32, flush_at: &[i32]) {
     let tmp = tempfile::tempdir().unwrap();
     let db = Db::open(tmp.path(), Options::default()).unwrap();
     let cols =
@@ -162,9 +172,12 @@ fn point_reads_of_a_hot_key_see_every_columns_newest_partial_value() {
     let t = db.create_table("t", Schema::new(cols.to_vec(), &["id"]).unwrap(), TableOptions::default()).unwrap();
     let key = [Value::BigInt(7)];
     t.insert(&[Value::BigInt(7), Value::Int(0), Value::Int(0), Value::Int(0)]).unwrap();
+    if flush_insert {
+        db.flush().unwrap();
+    }
     let mut model = [0i32; 3];
     let mut snaps = Vec::new();
-    for i in 1..400i32 {
+    for i in 1..updates {
         // Mostly column `a`; now and then `b`, or `b` and `c` together.
         let set: Vec<usize> = match i % 37 {
             0 => vec![1, 2],
@@ -177,18 +190,23 @@ fn point_reads_of_a_hot_key_see_every_columns_newest_partial_value() {
         for &c in &set {
             model[c] = i;
         }
-        if i % 50 == 0 {
+        // Early snapshots (between two updates) are read after thousands more.
+        if i % 50 == 0 || i < 4 {
             snaps.push((db.snapshot(), model));
+        }
+        if flush_at.contains(&i) {
+            db.flush().unwrap();
         }
     }
     let check = |snap: Option<&strata::Snapshot>, want: [i32; 3]| {
         let ro = ReadOptions { snapshot: snap };
+        let at = snap.map(|s| s.seq());
         let row = t.get(&key, &Projection::All, &ro).unwrap().unwrap();
         let expect: Vec<Value> = std::iter::once(Value::BigInt(7)).chain(want.iter().map(|&v| Value::Int(v))).collect();
-        assert_eq!(row, expect, "full row at {:?}", snap.map(|s| s.seq()));
+        assert_eq!(row, expect, "full row at {at:?} (flushed insert: {flush_insert})");
         for (c, name) in ["a", "b", "c"].iter().enumerate() {
             let one = t.get(&key, &t.projection(&[name]).unwrap(), &ro).unwrap().unwrap();
-            assert_eq!(one, vec![Value::Int(want[c])], "column {name} at {:?}", snap.map(|s| s.seq()));
+            assert_eq!(one, vec![Value::Int(want[c])], "column {name} at {at:?} (flushed insert: {flush_insert})");
         }
     };
     check(None, model);

@@ -14,9 +14,11 @@ use std::time::{Duration, Instant};
 use super::workload::{At, Op};
 use super::{DbInner, ReadView};
 use crate::error::{Error, Result};
-use crate::memtable::Memtable;
+use crate::memtable::{Before, Fold, Memtable};
 use crate::mvcc::Kind;
-use crate::types::row::carried;
+use crate::read::ReadPoint;
+use crate::types::row::{carried, encode_row};
+use crate::version::TableVersion;
 use crate::write::batch::WriteBatch;
 use crate::write::wal::{frame, WalWriter};
 
@@ -93,21 +95,29 @@ impl DbInner {
                 return Err(e);
             }
         }
-        let (mem, version) = {
-            let view = self.view.read();
-            (view.mem.clone(), view.version.clone())
-        };
+        let view = self.view.read().clone();
         let mut s = first;
         // Bytes ingested per table, summed here so the counters are locked once per group.
         let mut ingested: Vec<(u32, u64)> = Vec::new();
         for r in group.iter() {
             for op in &r.batch.ops {
-                mem.insert(op.table_id, &op.key, s, op.kind, &op.row);
-                if op.kind == Kind::Update {
-                    if let Some(t) = version.tables.get(&op.table_id) {
-                        let cols = carried(&op.row, t.info.value_types.len());
-                        t.info.workload.record(At::Memtable, Op::Update, cols);
-                    }
+                let t = view.version.tables.get(&op.table_id);
+                let info = t.map(|t| &t.info);
+                // The whole row just before this write, for folding a hot key's updates into it.
+                let before = || match t {
+                    Some(t) => self.row_before(&view, t, &op.key, s - 1),
+                    None => Before::Unknown,
+                };
+                let fold = info.map(|info| Fold { types: &info.value_types, before: &before });
+                if let Err(e) = view.mem.insert(op.table_id, &op.key, s, op.kind, &op.row, fold) {
+                    // The WAL holds the group but the memtable cannot: stop taking writes.
+                    let e = Error::corruption("<memtable>", 0, e.0);
+                    self.poison(&e);
+                    return Err(e);
+                }
+                if let (Kind::Update, Some(info)) = (op.kind, info) {
+                    let cols = carried(&op.row, info.value_types.len());
+                    info.workload.record(At::Memtable, Op::Update, cols);
                 }
                 let n = (op.key.len() + op.row.len()) as u64;
                 match ingested.iter_mut().find(|(t, _)| *t == op.table_id) {
@@ -124,6 +134,27 @@ impl DbInner {
         drop(io);
         self.snapshots.publish(seq);
         Ok(())
+    }
+
+    /// Table `t`'s row `key` at `seq` (read through `view`), for [`Fold::before`]. Leader only:
+    /// the memtable holds every write up to `seq`.
+    fn row_before(&self, view: &Arc<ReadView>, t: &Arc<TableVersion>, key: &[u8], seq: u64) -> Before {
+        let point = ReadPoint {
+            tables: self.tables.clone(),
+            snapshot_filter: self.opts.snapshot_filter,
+            view: view.clone(),
+            t: t.clone(),
+            seq,
+        };
+        match point.get_cells(&t.info, key, None, false) {
+            Ok(Some(cells)) => {
+                let mut row = Vec::new();
+                encode_row(&t.info.value_types, &cells, &mut row);
+                Before::Row(row)
+            }
+            Ok(None) => Before::Missing,
+            Err(_) => Before::Unknown,
+        }
     }
 
     /// Waits while Level-0 is over its stop trigger or too many memtables wait for flush, and

@@ -33,7 +33,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::column_group::{group_id, Layout};
 use crate::error::{Error, Result};
-use crate::memtable::Memtable;
+use crate::memtable::{Fold, Memtable};
 use crate::mvcc::snapshot::{Snapshot, SnapshotList};
 use crate::sst::cache::BlockCache;
 use crate::sst::table_cache::TableCache;
@@ -213,8 +213,17 @@ impl Db {
                 let (first, ops) = WriteBatch::decode(&rec)
                     .map_err(|e| Error::corruption(&path, 0, format!("bad WAL batch: {}", e.0)))?;
                 for (j, op) in ops.iter().enumerate() {
-                    if current.tables.contains_key(&op.table_id) {
-                        replay.insert(op.table_id, &op.key, first + j as u64, op.kind, &op.row);
+                    if let Some(t) = current.tables.get(&op.table_id) {
+                        replay
+                            .insert(
+                                op.table_id,
+                                &op.key,
+                                first + j as u64,
+                                op.kind,
+                                &op.row,
+                                Some(Fold::unread(&t.info.value_types)),
+                            )
+                            .map_err(|e| Error::corruption(&path, 0, format!("bad WAL row: {}", e.0)))?;
                     }
                 }
                 if !ops.is_empty() {

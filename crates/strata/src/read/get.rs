@@ -4,6 +4,7 @@
 use super::ReadPoint;
 use crate::catalog::workload::{wanted_columns, At, Op};
 use crate::catalog::TableInfo;
+use crate::codec::DecodeError;
 use crate::error::{Error, Result};
 use crate::mvcc::chain::Resolver;
 use crate::mvcc::Kind;
@@ -31,24 +32,20 @@ impl ReadPoint {
         };
         let mut res = Resolver::new(nvals, wanted);
         let mut found = false;
+        // One version per memtable: the memtable folds partial rows into the versions below them.
         for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
-            let mut bad = None;
-            mem.get(info.id, key, seq, |kind, row| {
-                found = true;
-                // A partial row giving no column still open changes nothing: a hot key's run of
-                // one-column updates is walked at the cost of a presence-bitmap check each.
+            let taken = mem.get(info.id, key, seq, |kind, row| {
+                // A partial row giving no column still open changes nothing: pass it undecoded.
                 if kind == Kind::Update && !res.takes_partial(|c| carries(row, nvals, c)) {
-                    return true;
+                    return Ok(());
                 }
-                let cells = if kind == Kind::Delete { Ok(Vec::new()) } else { decode_row(types, row, wanted) };
-                match cells {
-                    Ok(c) => res.push(kind, c, None),
-                    Err(e) => bad = Some(e),
-                }
-                bad.is_none() && !res.is_settled()
+                let cells = if kind == Kind::Delete { Vec::new() } else { decode_row(types, row, wanted)? };
+                res.push(kind, cells, None);
+                Ok(())
             });
-            if let Some(e) = bad {
-                return Err(Error::corruption("<memtable>", 0, e.0));
+            if let Some(r) = taken {
+                found = true;
+                r.map_err(|e: DecodeError| Error::corruption("<memtable>", 0, e.0))?;
             }
             if res.is_settled() {
                 break;

@@ -315,7 +315,7 @@ impl RowEncoder {
                 Some(c) if wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false)) => b.raw_cell(i, c),
                 _ => RawCell::Absent,
             };
-            encode_raw_row(&self.value_types, cell, &mut row);
+            encode_raw_row(&self.value_types, (0..self.value_types.len()).map(cell), &mut row);
             self.row_hint = row.len();
         }
         Entry { key: b.key(i).to_vec(), seq: b.seq(i), kind, row, cover: self.cover.clone() }

@@ -100,14 +100,18 @@ impl<'a> Iterator for RowIter<'a> {
     }
 }
 
-/// Encodes a row from raw cells: `cell(i)` for each of the `types.len()` value columns.
-pub(crate) fn encode_raw_row<'v>(types: &[ColumnType], cell: impl Fn(usize) -> RawCell<'v>, out: &mut Vec<u8>) {
+/// Encodes a row from raw cells, one per value column in order (`types.len()` of them).
+pub(crate) fn encode_raw_row<'v>(
+    types: &[ColumnType],
+    cells: impl IntoIterator<Item = RawCell<'v>>,
+    out: &mut Vec<u8>,
+) {
     let n = types.len();
     let nb = n.div_ceil(8);
     let start = out.len();
     out.resize(start + 2 * nb, 0);
-    for (i, ty) in types.iter().enumerate() {
-        match cell(i) {
+    for ((i, ty), cell) in types.iter().enumerate().zip(cells) {
+        match cell {
             RawCell::Absent => {}
             RawCell::Null => {
                 out[start + i / 8] |= 1 << (i % 8);
@@ -122,6 +126,22 @@ pub(crate) fn encode_raw_row<'v>(types: &[ColumnType], cell: impl Fn(usize) -> R
             }
         }
     }
+}
+
+/// Encodes `newer` laid over `older` onto `out`: each value column from `newer` where it carries
+/// one, else from `older` (the memtable folds a partial row into the version below it this way).
+pub(crate) fn overlay_row(types: &[ColumnType], newer: &[u8], older: &[u8], out: &mut Vec<u8>) -> DecodeResult<()> {
+    let mut bad = None;
+    let cells = RowIter::new(types, newer)?.zip(RowIter::new(types, older)?).map(|pair| match pair {
+        (Ok(RawCell::Absent), Ok(o)) => o,
+        (Ok(n), Ok(_)) => n,
+        (Err(e), _) | (_, Err(e)) => {
+            bad = Some(e);
+            RawCell::Absent
+        }
+    });
+    encode_raw_row(types, cells, out);
+    bad.map_or(Ok(()), Err)
 }
 
 /// Encodes `cells` (one per value column; values already type-checked) onto `out`.
@@ -223,7 +243,7 @@ mod tests {
         assert_eq!(raw[0], RawCell::Bytes(&(-3i32).to_le_bytes()));
         assert_eq!((raw[1], raw[2]), (RawCell::Absent, RawCell::Null));
         let mut again = Vec::new();
-        encode_raw_row(&types, |i| raw[i], &mut again);
+        encode_raw_row(&types, raw.iter().copied(), &mut again);
         assert_eq!(again, b);
         assert_eq!(decode_row(&types, &[], None).unwrap(), vec![None; 5]);
     }
