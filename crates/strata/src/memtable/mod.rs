@@ -12,6 +12,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_skiplist::SkipMap;
+use smallvec::SmallVec;
 
 use crate::codec::DecodeResult;
 use crate::mvcc::Kind;
@@ -49,7 +50,7 @@ pub(crate) enum Before {
 
 /// The in-memory write buffer.
 pub(crate) struct Memtable {
-    map: SkipMap<Vec<u8>, Vec<u8>>,
+    map: SkipMap<InternalKey, Vec<u8>>,
     bytes: AtomicUsize,
     /// The WAL holding this memtable's writes.
     wal_number: u64,
@@ -65,8 +66,13 @@ pub(crate) struct MemEntry {
     pub row: Vec<u8>,
 }
 
-fn internal_key(table_id: u32, key: &[u8], seq: u64) -> Vec<u8> {
-    let mut k = Vec::with_capacity(12 + key.len());
+/// A skiplist key, held inline in the skiplist node when it is short (most are: 12 bytes plus the
+/// primary key), so a search compares keys without following a pointer and an insert allocates
+/// one buffer fewer.
+type InternalKey = SmallVec<[u8; 32]>;
+
+fn internal_key(table_id: u32, key: &[u8], seq: u64) -> InternalKey {
+    let mut k = InternalKey::with_capacity(12 + key.len());
     k.extend_from_slice(&table_id.to_be_bytes());
     k.extend_from_slice(key);
     k.extend_from_slice(&(!seq).to_be_bytes());
@@ -313,7 +319,7 @@ pub(crate) struct MemCursor {
     mem: std::sync::Arc<Memtable>,
     table_id: u32,
     /// Internal key to resume after; `None` before the first chunk.
-    resume: Option<Vec<u8>>,
+    resume: Option<InternalKey>,
     lower: Vec<u8>,
     upper: Option<Vec<u8>>,
     buf: std::collections::VecDeque<MemEntry>,

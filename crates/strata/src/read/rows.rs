@@ -190,14 +190,20 @@ impl Iterator for ScanIter {
 }
 
 /// Builds the output row: the projected columns, key columns decoded from the key.
-pub(crate) fn project(info: &TableInfo, key: &[u8], cells: Cells, projection: &Projection) -> Result<Vec<Value>> {
+pub(crate) fn project(info: &TableInfo, key: &[u8], mut cells: Cells, projection: &Projection) -> Result<Vec<Value>> {
     let schema = &info.schema;
     let cols = projection.columns(info);
     let mut key_vals: Option<Vec<Value>> = None;
     let mut out = Vec::with_capacity(cols.len());
-    for &c in cols.iter() {
+    for (i, &c) in cols.iter().enumerate() {
         match schema.value_index(c) {
-            Some(vi) => out.push(cells.get(vi).cloned().flatten().unwrap_or(Value::Null)),
+            Some(vi) => {
+                // Moved out at the column's last place in the projection, cloned before that.
+                let cell = cells.get_mut(vi);
+                let v =
+                    if cols[i + 1..].contains(&c) { cell.and_then(|v| v.clone()) } else { cell.and_then(Option::take) };
+                out.push(v.unwrap_or(Value::Null));
+            }
             None => {
                 if key_vals.is_none() {
                     key_vals = Some(decode_key(&info.key_types, key).map_err(|e| Error::corruption("<key>", 0, e.0))?);

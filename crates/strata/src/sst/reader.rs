@@ -68,8 +68,20 @@ pub(crate) struct SstReader {
     index: Vec<IndexEntry>,
     /// Position in the file of each block's first version, and the file's version count last.
     starts: Vec<u64>,
+    /// Each block's last key's first eight bytes (see [`key_prefix`]), so the block search runs
+    /// over one compact array and reads whole keys only among blocks whose prefixes tie.
+    fences: Vec<u64>,
     filter: Vec<u8>,
     cache: Arc<BlockCache>,
+}
+
+/// The first eight bytes of `key`, zero-padded, as a big-endian number. Prefixes order as the
+/// keys do whenever they differ: two keys whose prefixes differ compare the same way as those.
+fn key_prefix(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
 }
 
 fn read_block_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
@@ -106,7 +118,8 @@ impl SstReader {
                 Some(*n)
             }))
             .collect();
-        Ok(Arc::new(SstReader { file, path: path.to_owned(), number, meta, index, starts, filter, cache }))
+        let fences = index.iter().map(|e| key_prefix(&e.last_key)).collect();
+        Ok(Arc::new(SstReader { file, path: path.to_owned(), number, meta, index, starts, fences, filter, cache }))
     }
 
     /// The index: one entry per data block, in key order.
@@ -146,7 +159,12 @@ impl SstReader {
 
     /// Index of the first block whose last key is `>= key`.
     pub(crate) fn find_block(&self, key: &[u8]) -> usize {
-        self.index.partition_point(|e| e.last_key.as_slice() < key)
+        let p = key_prefix(key);
+        // Blocks whose prefix is below the key's end below it; of those tying with it, compare
+        // whole keys.
+        let lo = self.fences.partition_point(|&f| f < p);
+        let ties = self.fences[lo..].partition_point(|&f| f == p);
+        lo + self.index[lo..lo + ties].partition_point(|e| e.last_key.as_slice() < key)
     }
 
     /// Reads (through the cache) and decodes block `i`.
@@ -407,6 +425,44 @@ mod tests {
             fs.flip_bit(q, off, 5).unwrap();
             let err = SstReader::open(&fs, q, 8, Arc::new(BlockCache::new(0))).and_then(|r| r.verify()).unwrap_err();
             assert!(err.is_corruption() && err.to_string().contains("000008.sst"), "offset {off}: {err}");
+        }
+    }
+
+    /// Keys of many lengths sharing long prefixes (so block fences tie on their first eight
+    /// bytes, and some keys are prefixes of others): the block search agrees with a search over
+    /// whole keys for every probe.
+    #[test]
+    fn block_search_agrees_with_whole_keys_when_prefixes_tie() {
+        let fs = FaultFs::new();
+        let p = Path::new("/d/000009.sst");
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for i in 0..600u32 {
+            let mut k = b"prefix".to_vec();
+            k.extend(std::iter::repeat_n(0u8, (i % 5) as usize));
+            k.extend_from_slice(&(i / 3).to_be_bytes()[2..]);
+            keys.push(k);
+        }
+        keys.extend((0..40u8).map(|i| vec![i; 1 + (i % 9) as usize]));
+        keys.sort();
+        keys.dedup();
+        let opts = SstOptions { block_size: 256, compression: Compression::None, bloom_bits_per_key: 10 };
+        let mut b = SstBuilder::new(fs.create(p).unwrap(), p.to_owned(), opts, 3, 0, vec![0, 1], TYPES.into());
+        for (i, k) in keys.iter().enumerate() {
+            b.add(&entry(k.clone(), i as u64 + 1, Kind::Put, vec![Some(Value::BigInt(1)), Some(Value::Null)])).unwrap();
+        }
+        b.finish(9).unwrap();
+        let r = SstReader::open(&fs, p, 9, Arc::new(BlockCache::new(0))).unwrap();
+        assert!(r.num_blocks() > 20);
+        let mut probes = keys.clone();
+        for k in &keys {
+            let mut longer = k.clone();
+            longer.push(0);
+            probes.push(longer);
+            probes.push(k[..k.len() - 1].to_vec());
+        }
+        for k in &probes {
+            let want = r.index().partition_point(|e| e.last_key.as_slice() < k.as_slice());
+            assert_eq!(r.find_block(k), want, "{k:?}");
         }
     }
 }
