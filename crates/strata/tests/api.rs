@@ -191,7 +191,7 @@ fn hot_key_updates(flush_insert: bool, updates: i32, flush_at: &[i32]) {
             model[c] = i;
         }
         // Early snapshots (between two updates) are read after thousands more.
-        if i % 50 == 0 || i < 4 {
+        if i % 50 == 0 || i < 8 {
             snaps.push((db.snapshot(), model));
         }
         if flush_at.contains(&i) {

@@ -21,7 +21,7 @@ use crate::catalog::TableInfo;
 use crate::column_group::group_id;
 use crate::error::{Error, Result};
 use crate::iter::merge::{MergeIter, Origin};
-use crate::mvcc::chain::collapse;
+use crate::mvcc::chain::{collapse, newest_per_stripe};
 use crate::mvcc::{Entry, Kind};
 use crate::sst::builder::{SstBuilder, SstOptions};
 use crate::types::row::carries;
@@ -35,6 +35,11 @@ use crate::vfs::Fs;
 pub(crate) struct Keep<'a> {
     pub snapshots: &'a [u64],
     pub bottommost: bool,
+    /// Every input version reads the same alone as with all older input versions of its key (a
+    /// flush of one memtable that folded its partial rows, see
+    /// [`Memtable::insert`](crate::memtable::Memtable::insert)): each stripe's newest version is
+    /// that stripe's collapse, and nothing needs decoding.
+    pub folded: bool,
 }
 
 /// Where and how output files are written.
@@ -215,7 +220,7 @@ impl Outputs<'_> {
 /// directory and installs them.
 pub(crate) fn write_merged(
     mut iter: MergeIter,
-    Keep { snapshots, bottommost }: Keep<'_>,
+    Keep { snapshots, bottommost, folded }: Keep<'_>,
     spec: &OutputSpec<'_>,
     marker: &mut Marker<'_>,
 ) -> Result<Vec<FileMeta>> {
@@ -247,6 +252,9 @@ pub(crate) fn write_merged(
                 } else {
                     &[]
                 }
+            } else if folded && !bottommost {
+                collapsed = newest_per_stripe(group.iter().filter(|e| out.covers(e)), snapshots);
+                &collapsed
             } else {
                 let mine: Vec<Entry> = group.iter().filter(|e| out.covers(e)).cloned().collect();
                 collapsed = collapse(mine, snapshots, bottommost, &spec.table.value_types)

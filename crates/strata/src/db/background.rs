@@ -128,7 +128,7 @@ impl DbInner {
                 0,
                 vec![Box::new(src)],
                 groups,
-                Keep { snapshots: &snapshots, bottommost: false },
+                Keep { snapshots: &snapshots, bottommost: false, folded: mem.folded() },
                 &mut marker,
             )?;
             let numbers = files.iter().map(|f| f.number).collect();
@@ -324,7 +324,7 @@ impl DbInner {
         let snapshots = self.snapshots.capture();
         let inputs = task.all_inputs().map(|f| f.number).collect();
         let mut marker = Marker::compaction(&self.tables, table, &inputs);
-        let keep = Keep { snapshots: &snapshots, bottommost: task.bottommost };
+        let keep = Keep { snapshots: &snapshots, bottommost: task.bottommost, folded: false };
         let files = self.write_files(&info, task.output_level, sources, groups, keep, &mut marker)?;
         let before = supersede::file_numbers(&version, task.table);
         drop(version);

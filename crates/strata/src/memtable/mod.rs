@@ -9,7 +9,7 @@
 //! frozen (becomes immutable) when it fills and is then flushed to Level-0 in the background.
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_skiplist::SkipMap;
 use smallvec::SmallVec;
@@ -27,7 +27,7 @@ pub(crate) struct Fold<'a> {
     /// The table's value columns.
     pub types: &'a [ColumnType],
     /// The whole row just before the update, read through this memtable and everything below
-    /// it; asked for when the key already has a partial row in this memtable.
+    /// it; asked for when the key already has partial rows in this memtable.
     pub before: &'a dyn Fn() -> Before,
 }
 
@@ -55,6 +55,8 @@ pub(crate) struct Memtable {
     /// The WAL holding this memtable's writes.
     wal_number: u64,
     max_seq: AtomicU64,
+    /// A partial row was inserted without folding (see [`Memtable::folded`]).
+    unfolded: AtomicBool,
 }
 
 /// One entry copied out of the memtable.
@@ -87,22 +89,40 @@ fn split(ik: &[u8]) -> (u32, &[u8], u64) {
     (table, &ik[4..n - 8], !u64::from_be_bytes(s))
 }
 
-/// The kind and row of a skiplist value. Values are written only by `insert`, which always puts
-/// a valid kind byte first.
-fn value_of(v: &[u8]) -> (Kind, &[u8]) {
-    let kind = v.first().and_then(|&b| Kind::from_u8(b)).unwrap_or(Kind::Delete);
-    (kind, v.get(1..).unwrap_or_default())
+/// A key's updates folded into one partial row in a memtable before [`Memtable::insert`] asks for
+/// the whole row: a key updated this often is likely to be again (and read), and a key updated
+/// once or twice costs no read.
+const READ_WHOLE_AT: u8 = 4;
+
+/// A skiplist value's first byte: the kind in the low two bits; for a partial row, the number of
+/// updates folded into it (saturating) in the rest.
+fn header(kind: Kind, folded: u8) -> u8 {
+    kind as u8 | (folded.min(63) << 2)
+}
+
+/// The kind, folded-update count and row of a skiplist value. Values are written only by
+/// `insert`, which always puts a valid header first.
+fn value_of(v: &[u8]) -> (Kind, u8, &[u8]) {
+    let h = v.first().copied().unwrap_or(0);
+    let kind = Kind::from_u8(h & 3).unwrap_or(Kind::Delete);
+    (kind, h >> 2, v.get(1..).unwrap_or_default())
 }
 
 fn entry_of(ik: &[u8], v: &[u8]) -> MemEntry {
     let (_, key, seq) = split(ik);
-    let (kind, row) = value_of(v);
+    let (kind, _, row) = value_of(v);
     MemEntry { key: key.to_vec(), seq, kind, row: row.to_vec() }
 }
 
 impl Memtable {
     pub(crate) fn new(wal_number: u64) -> Self {
-        Memtable { map: SkipMap::new(), bytes: AtomicUsize::new(0), wal_number, max_seq: AtomicU64::new(0) }
+        Memtable {
+            map: SkipMap::new(),
+            bytes: AtomicUsize::new(0),
+            wal_number,
+            max_seq: AtomicU64::new(0),
+            unfolded: AtomicBool::new(false),
+        }
     }
 
     pub(crate) fn wal_number(&self) -> u64 {
@@ -118,6 +138,12 @@ impl Memtable {
         self.map.is_empty()
     }
 
+    /// Whether every partial row was folded as it was inserted, so that each version reads the
+    /// same alone as with everything older of its key here. Read once the memtable is frozen.
+    pub(crate) fn folded(&self) -> bool {
+        !self.unfolded.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn max_seq(&self) -> u64 {
         self.max_seq.load(Ordering::Relaxed)
     }
@@ -129,7 +155,7 @@ impl Memtable {
     /// over a full row it becomes a full row, over a tombstone a tombstone (an update of a missing
     /// row is invisible), over a partial row the partial row carrying both — or, when
     /// [`Fold::before`] can read the whole row, that row with the update laid over it, so a hot
-    /// key's updates become full rows after its second one. Every version in a memtable thus
+    /// key's updates become full rows after a few of them. Every version in a memtable thus
     /// reads the same alone as with everything below it in this memtable, and a point read takes
     /// one version per memtable however many updates a key gets. An error means a memtable row
     /// does not decode, which only a bug can cause; nothing is inserted then.
@@ -146,8 +172,11 @@ impl Memtable {
         let mut v = Vec::with_capacity(1 + row.len());
         match (kind, fold) {
             (Kind::Update, Some(fold)) => self.fold(table_id, key, row, fold, &mut v)?,
-            _ => {
-                v.push(kind as u8);
+            (kind, _) => {
+                if kind == Kind::Update {
+                    self.unfolded.store(true, Ordering::Relaxed);
+                }
+                v.push(header(kind, u8::from(kind == Kind::Update)));
                 v.extend_from_slice(row);
             }
         }
@@ -166,30 +195,32 @@ impl Memtable {
             t == table_id && k == key
         });
         let Some(e) = below else {
-            v.push(Kind::Update as u8);
+            v.push(header(Kind::Update, 1));
             v.extend_from_slice(row);
             return Ok(());
         };
-        let (kind, older) = value_of(e.value());
-        v.reserve(older.len());
+        let (kind, folded, older) = value_of(e.value());
+        let folded = folded.saturating_add(1);
         let whole = match kind {
-            Kind::Update => (fold.before)(),
+            Kind::Update if folded >= READ_WHOLE_AT => (fold.before)(),
             _ => Before::Unknown,
         };
         match whole {
             Before::Row(full) => {
-                v.push(Kind::Put as u8);
+                v.reserve(row.len() + full.len());
+                v.push(header(Kind::Put, 0));
                 overlay_row(fold.types, row, &full, v)
             }
             Before::Missing => {
-                v.push(Kind::Delete as u8);
+                v.push(header(Kind::Delete, 0));
                 Ok(())
             }
             Before::Unknown => {
-                v.push(kind as u8);
+                v.push(header(kind, folded));
                 if kind == Kind::Delete {
                     return Ok(());
                 }
+                v.reserve(row.len() + older.len());
                 overlay_row(fold.types, row, older, v)
             }
         }
@@ -211,7 +242,7 @@ impl Memtable {
         if t != table_id || k != key {
             return None;
         }
-        let (kind, row) = value_of(e.value());
+        let (kind, _, row) = value_of(e.value());
         Some(f(kind, row))
     }
 
@@ -413,7 +444,8 @@ mod tests {
     /// row before an update answer now and then, as the commit path's may fail.
     #[test]
     fn folded_versions_read_as_the_whole_chain_at_every_snapshot() {
-        use crate::mvcc::chain::Resolver;
+        use crate::mvcc::chain::{newest_per_stripe, Resolver};
+        use crate::mvcc::Entry;
         use crate::types::row::{decode_row, encode_row};
         use crate::types::Value;
         use rand::rngs::StdRng;
@@ -487,6 +519,25 @@ mod tests {
                 for k in 0..4u8 {
                     let mut one = m.get(3, &[k], snap, |kind, row| (kind, row.to_vec())).into_iter();
                     assert_eq!(read(k, &mut one), chain(&log, k, snap), "seed {seed}: key {k} at {snap}");
+                }
+            }
+            // A flush keeps each stripe's newest version: every live snapshot, and the latest
+            // read, still read the same from what it keeps.
+            assert!(m.folded());
+            let mut snapshots: Vec<u64> = (0..5).map(|_| rng.borrow_mut().gen_range(1..400)).collect();
+            snapshots.sort_unstable();
+            let mut cursor = MemCursor::new(Arc::new(m), 3, &[], None);
+            let all: Vec<MemEntry> = std::iter::from_fn(|| cursor.next_entry()).collect();
+            for k in 0..4u8 {
+                let versions: Vec<Entry> = all
+                    .iter()
+                    .filter(|e| e.key == [k])
+                    .map(|e| Entry { key: e.key.clone(), seq: e.seq, kind: e.kind, row: e.row.clone(), cover: None })
+                    .collect();
+                let kept = newest_per_stripe(versions.iter(), &snapshots);
+                for &snap in snapshots.iter().chain([u64::MAX].iter()) {
+                    let mut one = kept.iter().find(|v| v.seq <= snap).map(|v| (v.kind, v.row.clone())).into_iter();
+                    assert_eq!(read(k, &mut one), chain(&log, k, snap), "seed {seed}: flushed key {k} at {snap}");
                 }
             }
         }

@@ -209,6 +209,23 @@ pub(crate) fn collapse(
         .collect())
 }
 
+/// The newest version of each stripe (versions visible to exactly the same live snapshots) of
+/// one key's versions, given newest first: the collapse of versions that each read the same
+/// alone as with everything older (see [`Keep::folded`](crate::compaction::exec::Keep::folded)).
+/// A tombstone over another tombstone is kept, which [`collapse`] would drop; reads are the same.
+pub(crate) fn newest_per_stripe<'e>(versions: impl Iterator<Item = &'e Entry>, snapshots: &[u64]) -> Vec<Entry> {
+    let mut out: Vec<Entry> = Vec::new();
+    let mut last_stripe = None;
+    for v in versions {
+        let stripe = snapshots.partition_point(|&s| s < v.seq);
+        if last_stripe != Some(stripe) {
+            last_stripe = Some(stripe);
+            out.push(v.clone());
+        }
+    }
+    out
+}
+
 /// A decoded version of one key.
 struct Ver {
     seq: u64,
