@@ -1,5 +1,6 @@
 //! PostgreSQL (Debian's 15) as a YCSB store, on a private cluster: `initdb --auth=trust` in a
-//! directory under `--out` (as the `postgres` user when running as root, which initdb refuses),
+//! directory under `--out` (as the `postgres` user when running as root, which initdb refuses;
+//! then under the system's temporary directory if that user cannot reach `--out`),
 //! started with `pg_ctl` listening on 127.0.0.1 at a free port and stopped when the store is
 //! dropped. `synchronous_commit=off` matches strata's default (a WAL write without fsync per
 //! operation). Driven through the `postgres` crate, one connection behind a mutex.
@@ -58,23 +59,62 @@ fn run(name: &str, args: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
-/// A private cluster, stopped on drop.
+/// A private cluster, stopped on drop (and its directory removed when it had to be placed
+/// outside `--out`).
 struct Cluster {
     dir: PathBuf,
     port: u16,
+    /// The cluster lives in a directory of its own outside `--out`, removed on drop.
+    own_dir: bool,
+}
+
+/// Whether the `postgres` user can enter and write `dir` (always, when we are not root: the
+/// server then runs as us).
+fn reachable_by_postgres(dir: &Path) -> bool {
+    !is_root()
+        || Command::new("runuser")
+            .args(["-u", "postgres", "--", "test", "-w"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
+/// Makes `dir` (emptied first) the postgres user's when we are root; false if it cannot reach it.
+fn prepare(dir: &Path) -> Result<bool, String> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("postgres: cannot create {}: {e}", dir.display()))?;
+    if is_root() {
+        let owned = Command::new("chown").args(["-R", "postgres:postgres"]).arg(dir).status();
+        if !owned.is_ok_and(|s| s.success()) {
+            return Err("postgres: cannot give the cluster directory to the postgres user".into());
+        }
+    }
+    Ok(reachable_by_postgres(dir))
 }
 
 impl Cluster {
+    /// Starts a cluster in `dir`; when we are root and the postgres user cannot reach `dir` (an
+    /// `--out` inside a private directory, as `mktemp -d` makes), in a directory of its own under
+    /// the system's temporary directory instead.
     fn start(dir: &Path) -> Result<Cluster, String> {
-        let _ = std::fs::remove_dir_all(dir);
-        std::fs::create_dir_all(dir).map_err(|e| format!("postgres: {e}"))?;
-        let dir = dir.canonicalize().map_err(|e| format!("postgres: {e}"))?;
-        if is_root() {
-            let owned = Command::new("chown").args(["-R", "postgres:postgres"]).arg(&dir).status();
-            if !owned.is_ok_and(|s| s.success()) {
-                return Err("postgres: cannot give the cluster directory to the postgres user".into());
+        let mut own_dir = false;
+        let mut dir = dir.to_path_buf();
+        if !prepare(&dir)? {
+            let _ = std::fs::remove_dir_all(&dir);
+            let elsewhere = std::env::temp_dir().join(format!("strata-bench-pg-{}", std::process::id()));
+            if !prepare(&elsewhere)? {
+                let _ = std::fs::remove_dir_all(&elsewhere);
+                return Err(format!(
+                    "postgres: the postgres user can reach neither {} nor {}; run with --out in a directory it can \
+                     enter",
+                    dir.display(),
+                    elsewhere.display()
+                ));
             }
+            eprintln!("  postgres: {} is private to root; the cluster lives in {}", dir.display(), elsewhere.display());
+            (dir, own_dir) = (elsewhere, true);
         }
+        let dir = dir.canonicalize().map_err(|e| format!("postgres: {e}"))?;
         let data = dir.join("data");
         let data_s = data.to_string_lossy().into_owned();
         run("initdb", &["-D", &data_s, "--auth=trust", "-U", "postgres", "-E", "UTF8"])?;
@@ -89,7 +129,7 @@ impl Cluster {
         );
         let log = dir.join("server.log").to_string_lossy().into_owned();
         run("pg_ctl", &["-D", &data_s, "-o", &opts, "-l", &log, "-w", "start"])?;
-        Ok(Cluster { dir, port })
+        Ok(Cluster { dir, port, own_dir })
     }
 }
 
@@ -97,6 +137,9 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let data = self.dir.join("data").to_string_lossy().into_owned();
         let _ = run("pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"]);
+        if self.own_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
