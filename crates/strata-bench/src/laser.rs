@@ -16,7 +16,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use strata::{Db, KeyRange, Options, ReadOptions, TableOptions, Value, WriteBatch, WriteOptions};
 
-use crate::{narrow, row, COLS};
+use crate::engine::{narrow, row, COLS};
 
 #[derive(Parser)]
 pub(crate) struct LaserArgs {

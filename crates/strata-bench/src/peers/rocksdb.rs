@@ -52,22 +52,36 @@ fn decode(mut b: &[u8]) -> Result<Vec<Vec<u8>>, String> {
 /// 10, 8 MiB files) or the deep tree (4 MiB memtable, Level-1 8 MiB, ratio 2, 2 MiB files); in
 /// both, 16 KiB blocks, LZ4, bloom filters of 10 bits per key and a 64 MiB block cache.
 fn options(tuning: Tuning) -> Options {
-    let mut opts = Options::default();
-    opts.create_if_missing(true);
     let (memtable, l1, ratio, file) = match tuning {
         Tuning::Default => (64 << 20, 64 << 20, 10.0, 8 << 20),
         Tuning::DeepTree => (4 << 20, 8 << 20, 2.0, 2 << 20),
     };
-    opts.set_write_buffer_size(memtable);
-    opts.set_max_bytes_for_level_base(l1);
+    shaped(&EngineShape { memtable, l1, block: 16 << 10, cache: 64 << 20 }, ratio, file)
+}
+
+/// The shape `strata-bench engine` gives both systems.
+pub(crate) struct EngineShape {
+    pub memtable: usize,
+    pub l1: u64,
+    pub block: usize,
+    pub cache: usize,
+}
+
+/// Options for a tree of that shape, size ratio `ratio` and files of `file` bytes; LZ4, bloom
+/// filters of 10 bits per key.
+fn shaped(shape: &EngineShape, ratio: f64, file: u64) -> Options {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_write_buffer_size(shape.memtable);
+    opts.set_max_bytes_for_level_base(shape.l1);
     opts.set_max_bytes_for_level_multiplier(ratio);
     opts.set_target_file_size_base(file);
     opts.set_num_levels(7);
     opts.set_compression_type(DBCompressionType::Lz4);
     let mut table = BlockBasedOptions::default();
-    table.set_block_size(16 << 10);
+    table.set_block_size(shape.block);
     table.set_bloom_filter(10.0, false);
-    table.set_block_cache(&Cache::new_lru_cache(64 << 20));
+    table.set_block_cache(&Cache::new_lru_cache(shape.cache));
     opts.set_block_based_table_factory(&table);
     opts.set_max_background_jobs(3);
     opts
@@ -83,8 +97,12 @@ pub(crate) fn config(tuning: Tuning) -> String {
 }
 
 fn open_db(dir: &Path, tuning: Tuning) -> Result<(DB, WriteOptions), String> {
+    open_with(dir, &options(tuning))
+}
+
+fn open_with(dir: &Path, opts: &Options) -> Result<(DB, WriteOptions), String> {
     let _ = std::fs::remove_dir_all(dir);
-    let db = DB::open(&options(tuning), dir).map_err(err)?;
+    let db = DB::open(opts, dir).map_err(err)?;
     let mut write = WriteOptions::default();
     write.set_sync(false);
     Ok((db, write))
@@ -191,7 +209,34 @@ impl RocksTables {
         Ok(RocksTables { db, write, def: def.clone() })
     }
 
-    fn read_row(&self, key: i64) -> Result<Option<Vec<Value>>, String> {
+    /// Opened shaped like `strata-bench engine`'s strata (8 MiB files, size ratio 10); its
+    /// configuration as reported.
+    pub(crate) fn open_shaped(dir: &Path, def: &TableDef, shape: &EngineShape) -> Result<(Self, String), String> {
+        let (db, write) = open_with(dir, &shaped(shape, 10.0, 8 << 20))?;
+        let config = format!(
+            "WAL without fsync, {} MiB memtable, L1 {} MiB, size ratio 10, {} KiB blocks, LZ4, bloom 10, {} MiB block \
+             cache; one value per row",
+            shape.memtable >> 20,
+            shape.l1 >> 20,
+            shape.block >> 10,
+            shape.cache >> 20
+        );
+        Ok((RocksTables { db, write, def: def.clone() }, config))
+    }
+
+    /// One write of `rows`, synced when `sync`.
+    pub(crate) fn write_rows(&self, rows: &[Vec<Value>], sync: bool) -> Result<(), String> {
+        let mut batch = rocksdb::WriteBatch::default();
+        for r in rows {
+            let k = r.first().and_then(crate::tables::int_of).ok_or("rocksdb: row without a key")? as i64;
+            batch.put(row_key(k), encode_row(&self.def, r)?);
+        }
+        let mut opts = WriteOptions::default();
+        opts.set_sync(sync);
+        self.db.write_opt(batch, if sync { &opts } else { &self.write }).map_err(err)
+    }
+
+    pub(crate) fn read_row(&self, key: i64) -> Result<Option<Vec<Value>>, String> {
         let k = row_key(key);
         self.db.get_pinned(k).map_err(err)?.map(|v| decode_row(&self.def, &k, &v)).transpose()
     }
@@ -199,12 +244,7 @@ impl RocksTables {
 
 impl Tables for RocksTables {
     fn load(&self, rows: &[Vec<Value>]) -> Result<(), String> {
-        let mut batch = rocksdb::WriteBatch::default();
-        for r in rows {
-            let k = r.first().and_then(crate::tables::int_of).ok_or("rocksdb: row without a key")? as i64;
-            batch.put(row_key(k), encode_row(&self.def, r)?);
-        }
-        self.db.write_opt(batch, &self.write).map_err(err)
+        self.write_rows(rows, false)
     }
 
     fn settle(&self, compact: bool) -> Result<(), String> {
