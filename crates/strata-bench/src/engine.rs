@@ -4,8 +4,10 @@
 //! load and during the reads — for strata and, when built in, RocksDB shaped alike (memtable,
 //! Level-1 size, size ratio 10, block size, block cache, bloom filters), one row per value.
 //!
-//! Every system gets the same keys, rows and read sequence (one seed). Systems run one after
-//! the other in this process; RSS growth is measured from just before each database opens.
+//! Every system gets the same keys, rows and read sequence (one seed). With more than one
+//! system, each runs in a child process of its own, one after the other, so that memory one
+//! freed cannot hide the other's growth; RSS growth is measured from just before each database
+//! opens.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -396,12 +398,51 @@ pub(crate) fn engine(a: &EngineArgs, root: &Path) -> Result<(), String> {
         ],
     );
     let mut notes = Vec::new();
-    for s in &systems {
-        notes.extend(measure(s, a, root, &mut results)?);
+    if let [only] = &systems[..] {
+        notes = measure(only, a, root, &mut results)?;
+        std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+        std::fs::write(a.out.join("notes.txt"), notes.join("\n")).map_err(|e| format!("writing notes: {e}"))?;
+    } else {
+        // One process per system, so that one's freed memory does not hide the other's growth.
+        for s in &systems {
+            notes.extend(measure_apart(s, a, root, &mut results)?);
+        }
     }
     results.finish(&a.out)?;
     for n in notes {
         println!("{n}");
     }
     Ok(())
+}
+
+/// Runs `engine` for `system` alone in a child process, writing into `out/<system>`, and adds
+/// its figures to `results`; its notes.
+fn measure_apart(system: &str, a: &EngineArgs, root: &Path, results: &mut Results) -> Result<Vec<String>, String> {
+    let out = a.out.join(system);
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let status = std::process::Command::new(exe)
+        .arg("engine")
+        .args(["--rows", &a.rows.to_string(), "--sync-rows", &a.sync_rows.to_string()])
+        .args(["--gets", &a.gets.to_string(), "--memtable-mib", &a.memtable_mib.to_string()])
+        .args(["--cache-mib", &a.cache_mib.to_string(), "--block-kib", &a.block_kib.to_string()])
+        .args(["--l1-mib", &a.l1_mib.to_string(), "--seed", &a.seed.to_string(), "--systems", system])
+        .arg("--dir")
+        .arg(root.join(system))
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run engine for {system}: {e}"))?;
+    if !status.success() {
+        return Err(format!("engine for {system} failed ({status})"));
+    }
+    let read =
+        |name: &str| std::fs::read_to_string(out.join(name)).map_err(|e| format!("{}: {e}", out.join(name).display()));
+    let doc: serde_json::Value = serde_json::from_str(&read("results.json")?).map_err(|e| e.to_string())?;
+    for r in doc["results"].as_array().into_iter().flatten() {
+        let text = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+        let value = r["value"].as_f64().ok_or_else(|| format!("{system}: a result without a value"))?;
+        results.add(&text("system"), &text("config"), &text("metric"), value, &text("unit"));
+    }
+    Ok(read("notes.txt")?.lines().map(String::from).collect())
 }

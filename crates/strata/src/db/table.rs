@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::mvcc::Kind;
 use crate::read::{project, ScanIter};
 use crate::types::key::encode_key;
-use crate::types::row::{encode_row, encode_row_with, Cells};
+use crate::types::row::encode_row_with;
 use crate::types::{Schema, Value};
 use crate::write::batch::{BatchOp, WriteBatch};
 
@@ -135,7 +135,7 @@ impl Table {
     pub(crate) fn encode_update(&self, key: &[Value], set: &[(&str, Value)]) -> Result<BatchOp> {
         let schema = &self.info.schema;
         let key = self.encode_key(key)?;
-        let mut cells: Cells = vec![None; self.info.value_types.len()];
+        let mut cells: Vec<Option<&Value>> = vec![None; self.info.value_types.len()];
         for (name, v) in set {
             let c = schema
                 .column_index(name)
@@ -147,10 +147,10 @@ impl Table {
             if cells[vi].is_some() {
                 return Err(Error::InvalidArgument(format!("column `{name}` is set twice")));
             }
-            cells[vi] = Some(v.clone());
+            cells[vi] = Some(v);
         }
         let mut enc = Vec::new();
-        encode_row(&self.info.value_types, &cells, &mut enc);
+        encode_row_with(&self.info.value_types, |i| cells.get(i).copied().flatten(), &mut enc);
         Ok(BatchOp { table_id: self.info.id, kind: Kind::Update, key, row: enc })
     }
 
