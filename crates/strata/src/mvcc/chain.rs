@@ -9,7 +9,7 @@
 use super::{Entry, Kind};
 use crate::codec::DecodeResult;
 use crate::types::row::{decode_row, encode_row, Cells};
-use crate::types::ColumnType;
+use crate::types::{ColumnType, Value};
 
 /// Fills the columns `newer` does not carry from `older`.
 pub(crate) fn fill_from(newer: &mut Cells, older: &Cells) {
@@ -101,24 +101,36 @@ impl Resolver {
     /// Adds the next older version of the columns in `cover` (callers skip versions newer than
     /// their snapshot). `cells` is indexed by value column.
     pub(crate) fn push(&mut self, kind: Kind, mut cells: Cells, cover: Option<&[usize]>) {
+        self.push_with(kind, cover, |c| cells.get_mut(c).and_then(Option::take));
+    }
+
+    /// [`push`](Self::push) with the version's cells read on demand: `cell(c)` is called only for
+    /// the columns whose value the read still lacks (`None` = not carried), so a reader decodes
+    /// nothing it does not need and gathers no row.
+    pub(crate) fn push_with(
+        &mut self,
+        kind: Kind,
+        cover: Option<&[usize]>,
+        mut cell: impl FnMut(usize) -> Option<Value>,
+    ) {
         if self.is_settled() {
             return;
         }
         match cover {
             None => {
                 for c in 0..self.state.len() {
-                    self.apply(c, kind, &mut cells);
+                    self.apply(c, kind, &mut cell);
                 }
             }
             Some(cols) => {
                 for &c in cols {
-                    self.apply(c, kind, &mut cells);
+                    self.apply(c, kind, &mut cell);
                 }
             }
         }
     }
 
-    fn apply(&mut self, c: usize, kind: Kind, cells: &mut Cells) {
+    fn apply(&mut self, c: usize, kind: Kind, cell: &mut impl FnMut(usize) -> Option<Value>) {
         let Some(&st) = self.state.get(c) else { return };
         if st == NOT_NEEDED || st == SETTLED {
             return;
@@ -129,16 +141,16 @@ impl Resolver {
             }
             Kind::Put => {
                 if st == OPEN {
-                    if let (Some(slot), Some(v)) = (self.acc.get_mut(c), cells.get_mut(c)) {
-                        *slot = v.take();
+                    if let Some(slot) = self.acc.get_mut(c) {
+                        *slot = cell(c);
                     }
                 }
                 self.exists.get_or_insert(true);
             }
             Kind::Update => {
                 if st == OPEN {
-                    if let (Some(slot), Some(v @ Some(_))) = (self.acc.get_mut(c), cells.get_mut(c)) {
-                        *slot = v.take();
+                    if let (Some(slot), Some(v)) = (self.acc.get_mut(c), cell(c)) {
+                        *slot = Some(v);
                         self.state[c] = VALUE;
                         self.open -= 1;
                     }

@@ -17,7 +17,7 @@ use crate::codec::{DecodeError, DecodeResult, Reader};
 use crate::error::{Error, Result};
 use crate::mvcc::chain::Resolver;
 use crate::mvcc::{Cover, Entry, Kind};
-use crate::types::row::{encode_raw_row, Cells, RawCell};
+use crate::types::row::{encode_raw_row, RawCell};
 use crate::types::ColumnType;
 use crate::vfs::{Fs, ReadableFile};
 
@@ -71,6 +71,8 @@ pub(crate) struct SstReader {
     /// Each block's last key's first eight bytes (see [`key_prefix`]), so the block search runs
     /// over one compact array and reads whole keys only among blocks whose prefixes tie.
     fences: Vec<u64>,
+    /// For each value column of the table, its position in this file's group.
+    group_of: Vec<Option<usize>>,
     filter: Vec<u8>,
     cache: Arc<BlockCache>,
 }
@@ -119,7 +121,22 @@ impl SstReader {
             }))
             .collect();
         let fences = index.iter().map(|e| key_prefix(&e.last_key)).collect();
-        Ok(Arc::new(SstReader { file, path: path.to_owned(), number, meta, index, starts, fences, filter, cache }))
+        let mut group_of = vec![None; meta.columns.iter().max().map_or(0, |&m| m + 1)];
+        for (c, &vi) in meta.columns.iter().enumerate() {
+            group_of[vi] = Some(c);
+        }
+        Ok(Arc::new(SstReader {
+            file,
+            path: path.to_owned(),
+            number,
+            meta,
+            index,
+            starts,
+            fences,
+            group_of,
+            filter,
+            cache,
+        }))
     }
 
     /// The index: one entry per data block, in key order.
@@ -185,18 +202,6 @@ impl SstReader {
         Ok(block)
     }
 
-    /// Copies the group's columns of version `i` into `cells` (indexed by value column),
-    /// skipping columns not in `wanted`.
-    pub(crate) fn fill_cells(&self, b: &Block, i: usize, wanted: Option<&[bool]>, cells: &mut Cells) {
-        for (c, &vi) in self.meta.columns.iter().enumerate() {
-            if wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false)) {
-                if let Some(slot) = cells.get_mut(vi) {
-                    *slot = b.cell(i, c);
-                }
-            }
-        }
-    }
-
     /// The value columns this file's group stores.
     pub(crate) fn columns(&self) -> &[usize] {
         &self.meta.columns
@@ -236,9 +241,12 @@ impl SstReader {
         let mut found = false;
         while i < b.len() && b.key(i) == key && !res.is_settled() {
             if b.seq(i) <= snapshot {
-                let mut cells = vec![None; nvals];
-                self.fill_cells(&b, i, wanted, &mut cells);
-                res.push(b.kind(i), cells, cover);
+                // Only the columns the read still lacks are decoded.
+                let wants = |vi: usize| wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false));
+                let cell = |vi: usize| {
+                    self.group_of.get(vi).copied().flatten().filter(|_| wants(vi)).and_then(|c| b.cell(i, c))
+                };
+                res.push_with(b.kind(i), cover, cell);
                 found = true;
             }
             i += 1;
@@ -345,7 +353,7 @@ mod tests {
     use super::*;
     use crate::sst::builder::{SstBuilder, SstOptions};
     use crate::sst::format::Compression;
-    use crate::types::row::{decode_row, encode_row};
+    use crate::types::row::{decode_row, encode_row, Cells};
     use crate::types::Value;
     use crate::vfs::FaultFs;
 
