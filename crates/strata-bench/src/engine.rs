@@ -208,6 +208,11 @@ impl Engine for StrataEngine {
             format!("strata: memory budget (memtables + block cache) {:.1} MiB", self.budget),
             format!("strata: writes stalled by background work {:.1} s", s.write_stall_micros as f64 / 1e6),
             format!("strata: block cache charge after reads {:.1} MiB", mib(s.block_cache_bytes)),
+            format!(
+                "strata: open files' indexes and filters {:.1} MiB, Level-0 key sets {:.1} MiB (outside the cache)",
+                mib(s.open_file_bytes as u64),
+                mib(s.key_set_bytes as u64)
+            ),
         ];
         if let Some(t) = s.tables.first() {
             out.push(format!("strata: write amplification (SST bytes / ingested) {:.2}", t.write_amplification));

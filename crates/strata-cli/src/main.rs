@@ -330,6 +330,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     "memtable_bytes": st.memtable_bytes,
                     "block_cache_bytes": st.block_cache_bytes,
                     "key_set_bytes": st.key_set_bytes,
+                    "open_file_bytes": st.open_file_bytes,
                     "block_reads": st.block_reads,
                     "block_read_bytes": st.block_read_bytes,
                     "flushes": st.flushes,

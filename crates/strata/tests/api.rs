@@ -214,3 +214,27 @@ fn hot_key_updates(flush_insert: bool, updates: i32, flush_at: &[i32]) {
         check(Some(s), *m);
     }
 }
+
+/// `open_file_bytes` counts what open files hold outside the block cache: nothing before any file
+/// is read, then at least each file's bloom filter and one index entry per block, per column
+/// a zone map; it grows with the data.
+#[test]
+fn stats_count_the_memory_of_open_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), Options::default()).unwrap();
+    let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    assert_eq!(db.stats().open_file_bytes, 0);
+    let mut sizes = Vec::new();
+    for round in 0..2i64 {
+        for i in 0..5000i64 {
+            let k = round * 5000 + i;
+            t.insert(&[Value::BigInt(k), Value::Int(k as i32), Value::Text(format!("name{k}"))]).unwrap();
+        }
+        db.flush().unwrap();
+        t.get(&[Value::BigInt(round * 5000)], &Projection::All, &ReadOptions::default()).unwrap().unwrap();
+        sizes.push(db.stats().open_file_bytes);
+    }
+    // 5,000 keys at 14 bloom bits each is about 8.5 KiB of filter per file.
+    assert!(sizes[0] > 8_000, "{sizes:?}");
+    assert!(sizes[1] > sizes[0] + 8_000, "{sizes:?}");
+}

@@ -142,6 +142,9 @@ pub struct Stats {
     /// Bytes of the exact key sets kept in memory for Level-0 files (8 per key), which flushes
     /// probe instead of those files' bloom filters.
     pub key_set_bytes: usize,
+    /// Approximate bytes the open files hold in memory outside the block cache: their indexes
+    /// (with one zone map per column per block) and bloom filters.
+    pub open_file_bytes: usize,
     /// Data blocks read from files (block cache misses) since open.
     pub block_reads: u64,
     /// Bytes of those reads.
@@ -211,6 +214,7 @@ impl DbInner {
             immutable_memtables: view.imm.len(),
             block_cache_bytes: self.tables.blocks.charged(),
             key_set_bytes: self.tables.key_set_bytes(),
+            open_file_bytes: self.tables.reader_bytes(),
             block_reads: self.tables.blocks.reads.load(Ordering::Relaxed),
             block_read_bytes: self.tables.blocks.read_bytes.load(Ordering::Relaxed),
             flushes: io.flushes,

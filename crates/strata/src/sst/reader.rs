@@ -139,6 +139,21 @@ impl SstReader {
         }))
     }
 
+    /// Approximate bytes this open file holds in memory outside the block cache: its index (with
+    /// one zone map per column per block), bloom filter and per-block arrays.
+    pub(crate) fn memory(&self) -> usize {
+        use std::mem::size_of;
+        let index: usize = self
+            .index
+            .iter()
+            .map(|e| size_of::<IndexEntry>() + e.last_key.capacity() + e.zones.capacity() * size_of::<ZoneMap>())
+            .sum();
+        index
+            + self.filter.capacity()
+            + (self.starts.capacity() + self.fences.capacity()) * 8
+            + self.group_of.capacity() * size_of::<Option<usize>>()
+    }
+
     /// The index: one entry per data block, in key order.
     pub(crate) fn index(&self) -> &[IndexEntry] {
         &self.index

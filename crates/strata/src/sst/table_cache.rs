@@ -114,6 +114,12 @@ impl TableCache {
             + shared.iter().map(|s| s.bytes()).sum::<usize>()
     }
 
+    /// Approximate bytes the open files hold outside the block cache (indexes with their zone
+    /// maps, bloom filters).
+    pub(crate) fn reader_bytes(&self) -> usize {
+        self.open.lock().values().map(|r| r.memory()).sum()
+    }
+
     /// Forgets a deleted file.
     pub(crate) fn evict(&self, number: u64) {
         self.key_sets.lock().remove(&number);
