@@ -92,7 +92,7 @@ fn read_block_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandle) -> Resul
         return Err(Error::corruption(path, h.offset, "block handle past end of file"));
     }
     let raw = file.read_at(h.offset, len + TRAILER_LEN)?;
-    unframe_block(path, h.offset, &raw)
+    unframe_block(path, h.offset, raw)
 }
 
 impl SstReader {
