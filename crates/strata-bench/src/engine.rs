@@ -266,12 +266,7 @@ fn open(system: &str, dir: &Path, a: &EngineArgs) -> Result<(Box<dyn Engine>, St
                 block: a.block_kib << 10,
                 cache: a.cache_mib << 20,
             };
-            let def = crate::tables::TableDef {
-                name: "narrow".into(),
-                columns: std::iter::once(("k".to_string(), crate::tables::Kind::BigInt))
-                    .chain((1..=COLS).map(|i| (format!("c{i}"), crate::tables::Kind::Int)))
-                    .collect(),
-            };
+            let def = crate::laser_hw::table(COLS);
             let (db, config) = crate::peers::rocksdb::RocksTables::open_shaped(dir, &def, &shape)?;
             Ok((Box::new(db), config))
         }

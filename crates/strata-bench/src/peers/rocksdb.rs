@@ -231,9 +231,12 @@ impl RocksTables {
             let k = r.first().and_then(crate::tables::int_of).ok_or("rocksdb: row without a key")? as i64;
             batch.put(row_key(k), encode_row(&self.def, r)?);
         }
-        let mut opts = WriteOptions::default();
-        opts.set_sync(sync);
-        self.db.write_opt(batch, if sync { &opts } else { &self.write }).map_err(err)
+        if !sync {
+            return self.db.write_opt(batch, &self.write).map_err(err);
+        }
+        let mut synced = WriteOptions::default();
+        synced.set_sync(true);
+        self.db.write_opt(batch, &synced).map_err(err)
     }
 
     pub(crate) fn read_row(&self, key: i64) -> Result<Option<Vec<Value>>, String> {

@@ -154,6 +154,11 @@ impl SstReader {
             + self.group_of.capacity() * size_of::<Option<usize>>()
     }
 
+    /// The position of value column `vi` in this file's group, if the group holds it.
+    pub(crate) fn group_column(&self, vi: usize) -> Option<usize> {
+        self.group_of.get(vi).copied().flatten()
+    }
+
     /// The index: one entry per data block, in key order.
     pub(crate) fn index(&self) -> &[IndexEntry] {
         &self.index
@@ -258,9 +263,7 @@ impl SstReader {
             if b.seq(i) <= snapshot {
                 // Only the columns the read still lacks are decoded.
                 let wants = |vi: usize| wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false));
-                let cell = |vi: usize| {
-                    self.group_of.get(vi).copied().flatten().filter(|_| wants(vi)).and_then(|c| b.cell(i, c))
-                };
+                let cell = |vi: usize| self.group_column(vi).filter(|_| wants(vi)).and_then(|c| b.cell(i, c));
                 res.push_with(b.kind(i), cover, cell);
                 found = true;
             }
@@ -335,12 +338,7 @@ impl RowEncoder {
     /// An encoder for the blocks of `reader` over `value_types`, carrying the `wanted` ones
     /// (all by default).
     pub(crate) fn new(reader: &SstReader, value_types: Arc<[ColumnType]>, wanted: Option<Arc<[bool]>>) -> Self {
-        let mut group_of = vec![None; value_types.len()];
-        for (c, &vi) in reader.meta.columns.iter().enumerate() {
-            if let Some(g) = group_of.get_mut(vi) {
-                *g = Some(c);
-            }
-        }
+        let group_of = (0..value_types.len()).map(|vi| reader.group_column(vi)).collect();
         let cover = reader.cover(value_types.len()).map(Arc::from);
         RowEncoder { value_types, group_of, wanted, cover, row_hint: 0 }
     }
