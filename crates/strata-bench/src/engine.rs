@@ -304,6 +304,7 @@ fn measure(system: &str, a: &EngineArgs, root: &Path, results: &mut Results) -> 
     let sampler = RssSampler::start();
     let mut reads = StdRng::seed_from_u64(a.seed ^ 0x5eed);
     let mut lat = Vec::with_capacity(a.gets);
+    let io0 = strata::thread_io();
     for _ in 0..a.gets {
         let k = keys[reads.gen_range(0..n.max(1))];
         let t0 = Instant::now();
@@ -314,8 +315,15 @@ fn measure(system: &str, a: &EngineArgs, root: &Path, results: &mut Results) -> 
         }
     }
     let read_rss = sampler.finish();
+    let io = strata::thread_io().since(io0);
     lat.sort_unstable();
-    let notes = db.notes();
+    let mut notes = db.notes();
+    if system == "strata" {
+        notes.push(format!(
+            "strata: data blocks read from files per point read {:.2} (block-cache misses)",
+            io.block_reads as f64 / a.gets.max(1) as f64
+        ));
+    }
     drop(db);
 
     // 2. Batches of 1,000 rows, WAL without fsync.

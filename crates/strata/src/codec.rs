@@ -81,7 +81,19 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(a))
     }
 
+    #[inline]
     pub(crate) fn varint(&mut self) -> DecodeResult<u64> {
+        // Most varints in blocks (key lengths, sequence-number offsets) are one byte.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+        }
+        self.varint_slow()
+    }
+
+    fn varint_slow(&mut self) -> DecodeResult<u64> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.u8()?;

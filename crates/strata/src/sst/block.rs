@@ -18,6 +18,11 @@
 //! prefixes order like the values, so comparisons settle most rows without touching the heap
 //! (TellStore §5.2).
 
+use std::ops::ControlFlow;
+use std::sync::OnceLock;
+
+use smallvec::SmallVec;
+
 use crate::codec::{put_varint, DecodeError, DecodeResult, Reader};
 use crate::mvcc::Kind;
 use crate::sst::zone::{ZoneBuilder, ZoneMap};
@@ -362,19 +367,100 @@ struct ColView {
 #[derive(Debug)]
 pub(crate) struct Block {
     n: usize,
-    keys: Vec<u8>,
-    key_ends: Vec<u32>,
-    seqs: Vec<u64>,
+    /// The key and sequence-number sections in `body`.
+    keys_at: (usize, usize),
+    seqs_at: (usize, usize),
+    /// Bytes of the keys decoded (the key index's size).
+    key_bytes: usize,
     kinds: Vec<Kind>,
     body: Vec<u8>,
     cols: Vec<ColView>,
     max_seq: u64,
     clean: bool,
+    index: OnceLock<KeyIndex>,
+}
+
+/// A block's keys and sequence numbers decoded into arrays, for binary search and walking
+/// versions in order. Point lookups do without it ([`Block::versions_of`]): a block that only
+/// they read never builds it, which saves the decoding and the memory.
+#[derive(Debug)]
+struct KeyIndex {
+    keys: Vec<u8>,
+    key_ends: Vec<u32>,
+    seqs: Vec<u64>,
+}
+
+impl KeyIndex {
+    fn with_capacity(n: usize, key_bytes: usize) -> Self {
+        let mut key_ends = Vec::with_capacity(n + 1);
+        key_ends.push(0);
+        KeyIndex { keys: Vec::with_capacity(key_bytes), key_ends, seqs: Vec::with_capacity(n) }
+    }
+
+    fn push_key(&mut self, key: &[u8]) {
+        self.keys.extend_from_slice(key);
+        self.key_ends.push(self.keys.len() as u32);
+    }
+
+    fn shrunk(mut self) -> Self {
+        self.keys.shrink_to_fit();
+        self
+    }
+}
+
+/// Walks a key section of `n` prefix-coded keys, checking its structure and handing `f` each
+/// key's index, its bytes and whether it equals the previous key, until `f` breaks.
+fn walk_keys(section: &[u8], n: usize, mut f: impl FnMut(usize, &[u8], bool) -> ControlFlow<()>) -> DecodeResult<()> {
+    let mut r = Reader::new(section);
+    let mut key: SmallVec<[u8; 64]> = SmallVec::new();
+    for i in 0..n {
+        let shared = r.varint()? as usize;
+        let unshared = r.len(r.remaining())?;
+        if shared > key.len() {
+            return Err(DecodeError::new("bad key prefix length"));
+        }
+        let same = i > 0 && unshared == 0 && shared == key.len();
+        key.truncate(shared);
+        key.extend_from_slice(r.take(unshared)?);
+        if f(i, &key, same).is_break() {
+            return Ok(());
+        }
+    }
+    if !r.is_empty() {
+        return Err(DecodeError::new("trailing bytes in key section"));
+    }
+    Ok(())
+}
+
+/// Walks the first `n` sequence numbers of a sequence-number section, handing `f` each one's
+/// index and value, until `f` breaks. Returns the bytes read.
+fn walk_seqs(section: &[u8], n: usize, mut f: impl FnMut(usize, u64) -> ControlFlow<()>) -> DecodeResult<usize> {
+    let mut r = Reader::new(section);
+    if n > 0 {
+        let base = r.u64()?;
+        for i in 0..n {
+            let seq = base.checked_add(r.varint()?).ok_or_else(|| DecodeError::new("sequence number overflows"))?;
+            if f(i, seq).is_break() {
+                break;
+            }
+        }
+    }
+    Ok(r.pos())
 }
 
 impl Block {
-    /// Decodes and validates `body` for a group whose columns have `types`.
+    /// Validates `body` for a group whose columns have `types`; keys and sequence numbers stay
+    /// as stored until something walks the versions (see [`Self::versions_of`]).
+    pub(crate) fn open(body: Vec<u8>, types: &[ColumnType]) -> DecodeResult<Block> {
+        Self::parse(body, types, false)
+    }
+
+    /// [`Self::open`] with the key index built, for readers that walk the block's versions.
     pub(crate) fn decode(body: Vec<u8>, types: &[ColumnType]) -> DecodeResult<Block> {
+        Self::parse(body, types, true)
+    }
+
+    fn parse(body: Vec<u8>, types: &[ColumnType], indexed: bool) -> DecodeResult<Block> {
         let mut r = Reader::new(&body);
         let n = r.u32()? as usize;
         let ncols = r.u16()? as usize;
@@ -392,43 +478,32 @@ impl Block {
             return Err(DecodeError::new("bad section offsets"));
         }
         let section = |i: usize| &body[offs[i]..offs[i + 1]];
-        // Keys.
-        let mut kr = Reader::new(section(0));
-        let mut keys: Vec<u8> = Vec::with_capacity(section(0).len() * 2);
-        let mut key_ends = Vec::with_capacity(n + 1);
-        key_ends.push(0u32);
-        let mut prev_start = 0usize;
-        for _ in 0..n {
-            let shared = kr.varint()? as usize;
-            let unshared = kr.len(kr.remaining())?;
-            let prev_len = keys.len() - prev_start;
-            if shared > prev_len {
-                return Err(DecodeError::new("bad key prefix length"));
+        // Keys, sequence numbers and kinds: checked here, decoded into the key index only when
+        // asked (see [`KeyIndex`]).
+        let (keys_at, seqs_at) = ((offs[0], offs[1]), (offs[1], offs[2]));
+        let mut index = indexed.then(|| KeyIndex::with_capacity(n, section(0).len() * 2));
+        let (mut key_bytes, mut repeats) = (0usize, false);
+        walk_keys(section(0), n, |_, key, same| {
+            key_bytes += key.len();
+            repeats |= same;
+            if let Some(ix) = &mut index {
+                ix.push_key(key);
             }
-            let start = keys.len();
-            keys.extend_from_within(prev_start..prev_start + shared);
-            keys.extend_from_slice(kr.take(unshared)?);
-            prev_start = start;
-            key_ends.push(keys.len() as u32);
+            ControlFlow::Continue(())
+        })?;
+        let mut max_seq = 0;
+        let read = walk_seqs(section(1), n, |_, seq| {
+            max_seq = max_seq.max(seq);
+            if let Some(ix) = &mut index {
+                ix.seqs.push(seq);
+            }
+            ControlFlow::Continue(())
+        })?;
+        if read != section(1).len() {
+            return Err(DecodeError::new("trailing bytes in seq section"));
         }
-        if !kr.is_empty() {
-            return Err(DecodeError::new("trailing bytes in key section"));
-        }
-        // Seqs and kinds.
         if section(2).len() != n {
             return Err(DecodeError::new("bad kind section size"));
-        }
-        let mut sr = Reader::new(section(1));
-        let mut seqs = Vec::with_capacity(n);
-        if n > 0 {
-            let base = sr.u64()?;
-            for _ in 0..n {
-                let d = sr.varint()?;
-                seqs.push(base.checked_add(d).ok_or_else(|| DecodeError::new("sequence number overflows"))?);
-            }
-        }
-        if !sr.is_empty() {
-            return Err(DecodeError::new("trailing bytes in seq section"));
         }
         let kinds = section(2)
             .iter()
@@ -486,14 +561,85 @@ impl Block {
             }
             cols.push(ColView { section_start: start, ty, presence, nulls, data });
         }
-        keys.shrink_to_fit();
-        let max_seq = seqs.iter().copied().max().unwrap_or(0);
-        let clean = kinds.iter().all(|&k| k == Kind::Put)
-            && (1..n).all(|i| {
-                keys[key_ends[i - 1] as usize..key_ends[i] as usize]
-                    != keys[key_ends[i] as usize..key_ends[i + 1] as usize]
+        let clean = kinds.iter().all(|&k| k == Kind::Put) && !repeats;
+        let built = OnceLock::new();
+        if let Some(ix) = index {
+            let _ = built.set(ix.shrunk());
+        }
+        Ok(Block { n, keys_at, seqs_at, key_bytes, kinds, body, cols, max_seq, clean, index: built })
+    }
+
+    /// The keys and sequence numbers decoded, built on first use.
+    fn index(&self) -> &KeyIndex {
+        self.index.get_or_init(|| {
+            let mut ix = KeyIndex::with_capacity(self.n, self.key_bytes);
+            // Both sections passed the same walks in `parse`: neither can fail here.
+            let _ = walk_keys(self.section(self.keys_at), self.n, |_, key, _| {
+                ix.push_key(key);
+                ControlFlow::Continue(())
             });
-        Ok(Block { n, keys, key_ends, seqs, kinds, body, cols, max_seq, clean })
+            let _ = walk_seqs(self.section(self.seqs_at), self.n, |_, seq| {
+                ix.seqs.push(seq);
+                ControlFlow::Continue(())
+            });
+            ix
+        })
+    }
+
+    /// Builds the key index if it is not built yet.
+    pub(crate) fn build_index(&self) {
+        self.index();
+    }
+
+    /// Whether the key index is built (see [`Self::decode`]).
+    #[cfg(test)]
+    pub(crate) fn is_indexed(&self) -> bool {
+        self.index.get().is_some()
+    }
+
+    fn section(&self, (start, end): (usize, usize)) -> &[u8] {
+        &self.body[start..end]
+    }
+
+    /// The versions of `key`: the first row whose key is not below it (its newest version's, if
+    /// any) and the sequence numbers of all of them (newest first; none when the block does not
+    /// hold the key). Without the key index this
+    /// reads the stored sections up to the key's last version, building nothing: a point
+    /// lookup pays for the rows before its key, not for decoding the block.
+    pub(crate) fn versions_of(&self, key: &[u8]) -> (usize, SmallVec<[u64; 4]>) {
+        let mut seqs = SmallVec::new();
+        if let Some(ix) = self.index.get() {
+            let start = self.seek(key);
+            let mut i = start;
+            while i < self.n && self.key(i) == key {
+                seqs.push(ix.seqs[i]);
+                i += 1;
+            }
+            return (start, seqs);
+        }
+        let (mut start, mut end) = (self.n, 0);
+        // Both sections passed these walks in `open`: neither can fail here.
+        let _ = walk_keys(self.section(self.keys_at), self.n, |i, k, _| match k.cmp(key) {
+            std::cmp::Ordering::Less => ControlFlow::Continue(()),
+            std::cmp::Ordering::Equal => {
+                start = start.min(i);
+                end = i + 1;
+                ControlFlow::Continue(())
+            }
+            std::cmp::Ordering::Greater => {
+                start = start.min(i);
+                ControlFlow::Break(())
+            }
+        });
+        if start < end {
+            let _ = walk_seqs(self.section(self.seqs_at), end, |i, seq| {
+                if i >= start {
+                    seqs.push(seq);
+                }
+                ControlFlow::Continue(())
+            });
+        }
+        (start, seqs)
     }
 
     /// Number of versions in the block.
@@ -501,12 +647,14 @@ impl Block {
         self.n
     }
 
-    /// Approximate memory held, for the cache.
+    /// Approximate memory held once the key index is built, for the cache.
     pub(crate) fn charge(&self) -> usize {
+        // The key index counts whether built or not: an entry's charge must not change while it
+        // is cached.
         self.body.capacity()
-            + self.keys.capacity()
-            + self.key_ends.capacity() * 4
-            + self.seqs.capacity() * 8
+            + self.key_bytes
+            + (self.n + 1) * 4
+            + self.n * 8
             + self.kinds.capacity()
             + self.cols.capacity() * std::mem::size_of::<ColView>()
             + std::mem::size_of::<Self>()
@@ -525,11 +673,12 @@ impl Block {
     }
 
     pub(crate) fn key(&self, i: usize) -> &[u8] {
-        &self.keys[self.key_ends[i] as usize..self.key_ends[i + 1] as usize]
+        let ix = self.index();
+        &ix.keys[ix.key_ends[i] as usize..ix.key_ends[i + 1] as usize]
     }
 
     pub(crate) fn seq(&self, i: usize) -> u64 {
-        self.seqs[i]
+        self.index().seqs[i]
     }
 
     pub(crate) fn kind(&self, i: usize) -> Kind {
@@ -578,7 +727,8 @@ impl Block {
     /// The keys of versions `range`, concatenated. Keys are self-delimiting, so two ranges hold
     /// the same keys exactly when these bytes are equal.
     pub(crate) fn key_bytes(&self, range: std::ops::Range<usize>) -> &[u8] {
-        &self.keys[self.key_ends[range.start] as usize..self.key_ends[range.end] as usize]
+        let ix = self.index();
+        &ix.keys[ix.key_ends[range.start] as usize..ix.key_ends[range.end] as usize]
     }
 
     /// Whether version `i` carries column `c` (index within the group).
@@ -672,6 +822,67 @@ mod tests {
         assert_eq!(blk.seek(b"zzz"), 300);
         for cut in [0, 5, body.len() / 2, body.len() - 1] {
             assert!(Block::decode(body[..cut].to_vec(), &types).is_err());
+        }
+    }
+
+    #[test]
+    fn point_lookups_without_the_key_index_find_what_the_index_finds() {
+        use rand::{Rng, SeedableRng};
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let types = [ColumnType::BigInt];
+        for _ in 0..50 {
+            // Keys of varied lengths sharing prefixes, some with several versions.
+            let mut keys: Vec<Vec<u8>> = (0..rng.gen_range(1..120))
+                .map(|_| {
+                    let len = rng.gen_range(0..12);
+                    (0..len).map(|_| rng.gen_range(b'a'..b'd')).collect()
+                })
+                .collect();
+            keys.sort();
+            keys.dedup();
+            let mut b = BlockBuilder::new(&types);
+            let mut seq = 1_000_000u64;
+            let mut want = Vec::new();
+            for k in &keys {
+                let seqs: Vec<u64> = (0..rng.gen_range(1..4))
+                    .map(|_| {
+                        seq -= rng.gen_range(1..1000);
+                        seq
+                    })
+                    .collect();
+                for &s in &seqs {
+                    let mut row = Vec::new();
+                    encode_row(&types, &[Some(Value::BigInt(s as i64))], &mut row);
+                    b.add(k, s, Kind::Put, RowIter::new(&types, &row).unwrap().map(Result::unwrap));
+                }
+                want.push(seqs);
+            }
+            let (body, _) = b.finish();
+            let lazy = Block::open(body.clone(), &types).unwrap();
+            let indexed = Block::decode(body.clone(), &types).unwrap();
+            assert!(!lazy.is_indexed() && indexed.is_indexed());
+            let mut probes: Vec<Vec<u8>> = keys.clone();
+            probes.extend((0..20).map(|_| (0..rng.gen_range(0..12)).map(|_| rng.gen_range(b'a'..b'e')).collect()));
+            for p in &probes {
+                let (first, seqs) = lazy.versions_of(p);
+                assert_eq!(
+                    (first, &seqs),
+                    (indexed.versions_of(p).0, &indexed.versions_of(p).1),
+                    "seed {seed} key {p:?}"
+                );
+                let expect = keys.iter().position(|k| k == p).map_or(&[][..], |i| &want[i][..]);
+                assert_eq!(&seqs[..], expect, "seed {seed} key {p:?}");
+                if !seqs.is_empty() {
+                    assert_eq!((indexed.key(first), indexed.seq(first)), (&p[..], seqs[0]), "seed {seed}");
+                    assert_eq!(lazy.cell(first, 0), Some(Value::BigInt(seqs[0] as i64)), "seed {seed}");
+                }
+            }
+            assert!(!lazy.is_indexed(), "a point lookup built the key index");
+            let before = lazy.charge();
+            lazy.build_index();
+            assert_eq!(lazy.charge(), before, "seed {seed}: the cache charge changes as the key index is built");
+            assert_eq!(lazy.charge(), indexed.charge(), "seed {seed}");
         }
     }
 

@@ -206,14 +206,29 @@ impl SstReader {
 
     /// Reads (through the cache) and decodes block `i`.
     pub(crate) fn block(&self, i: usize, fill_cache: bool) -> Result<Arc<Block>> {
+        let b = self.load(i, true, fill_cache)?;
+        // Cached by a point lookup, which builds no key index (the cache charged for it).
+        b.build_index();
+        Ok(b)
+    }
+
+    /// Block `i` for a point lookup ([`Block::versions_of`]): a block read from the file is
+    /// cached without its key index.
+    fn lookup_block(&self, i: usize) -> Result<Arc<Block>> {
+        self.load(i, false, true)
+    }
+
+    /// Block `i` from the cache, or read, checked and (with `fill_cache`) cached; `indexed`
+    /// builds the key index of a block read from the file.
+    fn load(&self, i: usize, indexed: bool, fill_cache: bool) -> Result<Arc<Block>> {
         let h = self.index[i].handle;
         if let Some(b) = self.cache.get(self.number, h.offset) {
             return Ok(b);
         }
         let content = read_block_raw(self.file.as_ref(), &self.path, h)?;
         self.cache.count_read(h.size as usize + TRAILER_LEN);
-        let block =
-            Block::decode(content, &self.meta.types).map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
+        let open = if indexed { Block::decode } else { Block::open };
+        let block = open(content, &self.meta.types).map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
         check_against_index(&block, &self.index[i]).map_err(|e| Error::corruption(&self.path, h.offset, e))?;
         let block = Arc::new(block);
         if fill_cache {
@@ -255,19 +270,21 @@ impl SstReader {
         if bi >= self.index.len() {
             return Ok(Lookup::Probed(false));
         }
-        let b = self.block(bi, true)?;
-        let mut i = b.seek(key);
+        let b = self.lookup_block(bi)?;
+        let (first, seqs) = b.versions_of(key);
         let cover = self.cover(nvals);
         let mut found = false;
-        while i < b.len() && b.key(i) == key && !res.is_settled() {
-            if b.seq(i) <= snapshot {
+        for (i, &seq) in (first..).zip(&seqs) {
+            if res.is_settled() {
+                break;
+            }
+            if seq <= snapshot {
                 // Only the columns the read still lacks are decoded.
                 let wants = |vi: usize| wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false));
                 let cell = |vi: usize| self.group_column(vi).filter(|_| wants(vi)).and_then(|c| b.cell(i, c));
                 res.push_with(b.kind(i), cover, cell);
                 found = true;
             }
-            i += 1;
         }
         Ok(Lookup::Probed(found))
     }
