@@ -280,6 +280,12 @@ pub(crate) fn write_merged(
         }
         group.push(e);
         origins.push(origin);
+        if group.len() > 1 {
+            // Collapsing reads rows: a key with several versions has them encoded.
+            for v in &mut group {
+                v.materialize(&spec.table.value_types);
+            }
+        }
     }
     if !group.is_empty() {
         emit(&group, &origins, &mut outs)?;

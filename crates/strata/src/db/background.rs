@@ -281,7 +281,9 @@ impl DbInner {
         let info = table.info.clone();
         let mut sources: Vec<Box<dyn Source>> = Vec::new();
         let run = |files: Vec<Arc<FileMeta>>| -> Box<dyn Source> {
-            Box::new(RunSource::new(files, self.tables.clone(), &[], None, info.value_types.clone(), None, false))
+            Box::new(
+                RunSource::new(files, self.tables.clone(), &[], None, info.value_types.clone(), None, false).in_place(),
+            )
         };
         if task.level == 0 {
             for f in &task.inputs {

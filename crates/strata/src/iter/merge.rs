@@ -38,7 +38,7 @@ pub(crate) struct MemSource {
 
 impl Source for MemSource {
     fn next_entry(&mut self) -> Result<Option<Entry>> {
-        Ok(self.cursor.next_entry().map(|e| Entry { key: e.key, seq: e.seq, kind: e.kind, row: e.row, cover: None }))
+        Ok(self.cursor.next_entry().map(|e| Entry::new(e.key, e.seq, e.kind, e.row, None)))
     }
 }
 
@@ -52,6 +52,9 @@ pub(crate) struct RunSource {
     wanted: Option<Arc<[bool]>>,
     /// The open file's number and its row encoder.
     encoder: Option<(u64, RowEncoder)>,
+    /// Full rows name their place in their block instead of being encoded (see
+    /// [`Self::in_place`]).
+    in_place: bool,
 }
 
 impl RunSource {
@@ -73,7 +76,17 @@ impl RunSource {
             value_types,
             wanted,
             encoder: None,
+            in_place: false,
         }
+    }
+
+    /// Full rows come with their row left empty and their place in their block named
+    /// ([`crate::mvcc::Entry::materialize`]), so that a merge writing them out copies their
+    /// cells column by column instead of encoding each into a row and decoding it again. For
+    /// merges that materialize every version whose row they read.
+    pub(crate) fn in_place(mut self) -> Self {
+        self.in_place = true;
+        self
     }
 
     /// Passes over the files a read at `seq` cannot see any version of (the snapshot filter),
@@ -105,7 +118,7 @@ impl Source for RunSource {
                         Some((r.number(), RowEncoder::new(r, self.value_types.clone(), self.wanted.clone())));
                 }
                 let Some((_, enc)) = &mut self.encoder else { return Ok(None) };
-                let e = enc.entry(b, i);
+                let e = if self.in_place { enc.entry_in_place(b, i) } else { enc.entry(b, i) };
                 self.cursor.set_row(i + 1);
                 return Ok(Some(e));
             }
@@ -211,7 +224,7 @@ mod tests {
     }
 
     fn e(k: &str, seq: u64) -> Entry {
-        Entry { key: k.as_bytes().to_vec(), seq, kind: Kind::Put, row: vec![], cover: None }
+        Entry::new(k.as_bytes().to_vec(), seq, Kind::Put, vec![], None)
     }
 
     #[test]

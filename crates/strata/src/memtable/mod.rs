@@ -532,7 +532,7 @@ mod tests {
                 let versions: Vec<Entry> = all
                     .iter()
                     .filter(|e| e.key == [k])
-                    .map(|e| Entry { key: e.key.clone(), seq: e.seq, kind: e.kind, row: e.row.clone(), cover: None })
+                    .map(|e| Entry::new(e.key.clone(), e.seq, e.kind, e.row.clone(), None))
                     .collect();
                 let kept = newest_per_stripe(versions.iter(), &snapshots);
                 for &snap in snapshots.iter().chain([u64::MAX].iter()) {

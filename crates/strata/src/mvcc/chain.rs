@@ -216,7 +216,7 @@ pub(crate) fn collapse(
             if v.kind != Kind::Delete {
                 encode_row(types, &v.cells, &mut row);
             }
-            Entry { key: key.clone(), seq: v.seq, kind: v.kind, row, cover: None }
+            Entry::new(key.clone(), v.seq, v.kind, row, None)
         })
         .collect())
 }
@@ -334,7 +334,7 @@ mod tests {
         if kind != Kind::Delete {
             encode_row(&TYPES, &cells, &mut row);
         }
-        Entry { key: b"k".to_vec(), seq, kind, row, cover: None }
+        Entry::new(b"k".to_vec(), seq, kind, row, None)
     }
 
     fn read(versions: &[Entry], at: u64) -> Option<Cells> {

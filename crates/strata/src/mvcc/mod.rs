@@ -49,4 +49,48 @@ pub struct Entry {
     pub row: Vec<u8>,
     /// The columns the version covers (see [`Cover`]).
     pub cover: Cover,
+    /// Where a full row read from an SST by compaction is stored, when `row` was left empty for
+    /// the output to copy the cells straight from there (see [`Entry::materialize`]).
+    pub(crate) stored: Option<Stored>,
+}
+
+/// A version's place in a decoded block, and where the table's value columns are in it.
+#[derive(Debug, Clone)]
+pub(crate) struct Stored {
+    pub block: std::sync::Arc<crate::sst::block::Block>,
+    pub row: usize,
+    /// For each value column of the table, its column in the block's group.
+    pub group_of: std::sync::Arc<[Option<usize>]>,
+}
+
+impl PartialEq for Stored {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.block, &other.block) && self.row == other.row
+    }
+}
+
+impl Stored {
+    /// Value column `vi`'s cell, as stored.
+    #[inline]
+    pub(crate) fn cell(&self, vi: usize) -> crate::types::row::RawCell<'_> {
+        match self.group_of.get(vi).copied().flatten() {
+            Some(c) => self.block.raw_cell(self.row, c),
+            None => crate::types::row::RawCell::Absent,
+        }
+    }
+}
+
+impl Entry {
+    /// A version with its row encoded (nothing stored elsewhere).
+    pub(crate) fn new(key: Vec<u8>, seq: u64, kind: Kind, row: Vec<u8>, cover: Cover) -> Entry {
+        Entry { key, seq, kind, row, cover, stored: None }
+    }
+
+    /// Encodes `row` from where the version is stored, if it was left empty; everything that
+    /// reads rows (collapsing, marking partial rows) needs this first.
+    pub(crate) fn materialize(&mut self, value_types: &[crate::types::ColumnType]) {
+        if let Some(s) = self.stored.take() {
+            crate::types::row::encode_raw_row(value_types, (0..value_types.len()).map(|vi| s.cell(vi)), &mut self.row);
+        }
+    }
 }

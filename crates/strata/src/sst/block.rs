@@ -19,7 +19,7 @@
 //! (TellStore §5.2).
 
 use std::ops::ControlFlow;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use smallvec::SmallVec;
 
@@ -139,6 +139,27 @@ impl ColBuf {
         }
     }
 
+    /// Adds rows `start..start + len` of column `c` of `block` as rows `dest..`: one copy for
+    /// a fixed-width column every row of which carries a non-NULL value, cell by cell otherwise.
+    fn push_run(&mut self, block: &Block, c: usize, start: usize, len: usize, dest: usize) {
+        if let (Some(w), Some(parts)) = (self.width, block.column(c)) {
+            if let (true, None, Some(values)) =
+                (parts.carried_by_all, parts.nulls, parts.fixed.get(start * w..(start + len) * w))
+            {
+                self.fixed.extend_from_slice(values);
+                if self.any_absent {
+                    for r in dest..dest + len {
+                        set_bit(&mut self.presence, r);
+                    }
+                }
+                return;
+            }
+        }
+        for k in 0..len {
+            self.push(dest + k, block.raw_cell(start + k, c));
+        }
+    }
+
     /// Bytes a cell adds to the column's data (bitmaps not counted).
     #[inline]
     fn cell_bytes(&self, v: RawCell<'_>) -> usize {
@@ -215,6 +236,21 @@ pub(crate) struct BlockBuilder {
     max_seq: u64,
     /// Every version so far is a full row of a distinct key.
     clean: bool,
+    /// Rows whose cells are still only in the block they were read from (see
+    /// [`Self::add_copied`]), in row order, before any row added cell by cell after them.
+    pending: Vec<PendingRun>,
+    /// The group's var-width columns, and the bytes a row's fixed-width cells take.
+    var_cols: Vec<usize>,
+    fixed_row_bytes: usize,
+}
+
+/// Consecutive rows of one source block waiting to be copied: `len` rows from `start`, to
+/// become rows `dest..` of the block being built.
+struct PendingRun {
+    block: Arc<Block>,
+    start: usize,
+    len: usize,
+    dest: usize,
 }
 
 /// What [`BlockBuilder::finish`] returns besides the content.
@@ -240,6 +276,9 @@ impl BlockBuilder {
             min_seq: u64::MAX,
             max_seq: 0,
             clean: true,
+            pending: Vec::new(),
+            var_cols: (0..types.len()).filter(|&c| types[c].fixed_width().is_none()).collect(),
+            fixed_row_bytes: types.iter().filter_map(|t| t.fixed_width()).sum(),
         }
     }
 
@@ -258,6 +297,7 @@ impl BlockBuilder {
         self.min_seq = u64::MAX;
         self.max_seq = 0;
         self.clean = true;
+        self.pending.clear();
         for c in &mut self.cols {
             c.reset();
         }
@@ -275,18 +315,8 @@ impl BlockBuilder {
 
     /// Adds a version; `cells` yields the group's columns in order (exactly one per column).
     pub(crate) fn add<'v>(&mut self, key: &[u8], seq: u64, kind: Kind, cells: impl Iterator<Item = RawCell<'v>>) {
-        let shared = key.iter().zip(&self.last_key).take_while(|(a, b)| a == b).count();
-        self.clean &= kind == Kind::Put && !(self.n > 0 && shared == key.len() && shared == self.last_key.len());
-        put_varint(&mut self.keys, shared as u64);
-        put_varint(&mut self.keys, (key.len() - shared) as u64);
-        self.keys.extend_from_slice(&key[shared..]);
-        self.last_key.clear();
-        self.last_key.extend_from_slice(key);
-        self.seqs.push(seq);
-        self.kinds.push(kind as u8);
-        self.min_seq = self.min_seq.min(seq);
-        self.max_seq = self.max_seq.max(seq);
-        let row = self.n;
+        self.copy_pending();
+        let row = self.add_key(key, seq, kind);
         let mut cells = cells;
         for c in self.cols.iter_mut() {
             let v = cells.next().unwrap_or(RawCell::Absent);
@@ -299,8 +329,53 @@ impl BlockBuilder {
         self.n += 1;
     }
 
+    /// Adds version `row` of `block`, whose group has exactly this builder's columns: its cells
+    /// are copied column by column later, a run of consecutive rows at a time (vertical merge),
+    /// instead of one cell at a time.
+    pub(crate) fn add_copied(&mut self, key: &[u8], seq: u64, kind: Kind, block: &Arc<Block>, row: usize) {
+        let dest = self.add_key(key, seq, kind);
+        self.cell_bytes += self.fixed_row_bytes;
+        for &c in &self.var_cols {
+            self.cell_bytes += match block.raw_cell(row, c) {
+                RawCell::Bytes(b) => b.len() + 8,
+                _ => 8,
+            };
+        }
+        match self.pending.last_mut() {
+            Some(p) if Arc::ptr_eq(&p.block, block) && p.start + p.len == row && p.dest + p.len == dest => p.len += 1,
+            _ => self.pending.push(PendingRun { block: block.clone(), start: row, len: 1, dest }),
+        }
+        self.n += 1;
+    }
+
+    /// Copies the pending rows' cells into the columns.
+    fn copy_pending(&mut self) {
+        for p in self.pending.drain(..) {
+            for (c, col) in self.cols.iter_mut().enumerate() {
+                col.push_run(&p.block, c, p.start, p.len, p.dest);
+            }
+        }
+    }
+
+    /// Adds a version's key, sequence number and kind; returns its row.
+    fn add_key(&mut self, key: &[u8], seq: u64, kind: Kind) -> usize {
+        let shared = key.iter().zip(&self.last_key).take_while(|(a, b)| a == b).count();
+        self.clean &= kind == Kind::Put && !(self.n > 0 && shared == key.len() && shared == self.last_key.len());
+        put_varint(&mut self.keys, shared as u64);
+        put_varint(&mut self.keys, (key.len() - shared) as u64);
+        self.keys.extend_from_slice(&key[shared..]);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+        self.seqs.push(seq);
+        self.kinds.push(kind as u8);
+        self.min_seq = self.min_seq.min(seq);
+        self.max_seq = self.max_seq.max(seq);
+        self.n
+    }
+
     /// Encodes the block and resets the builder.
     pub(crate) fn finish(&mut self) -> (Vec<u8>, BlockSummary) {
+        self.copy_pending();
         let n = self.n;
         let ncols = self.cols.len();
         let mut out = Vec::with_capacity(self.size() + 64);
@@ -642,6 +717,11 @@ impl Block {
         (start, seqs)
     }
 
+    /// Number of columns in the block's group.
+    pub(crate) fn ncols(&self) -> usize {
+        self.cols.len()
+    }
+
     /// Number of versions in the block.
     pub(crate) fn len(&self) -> usize {
         self.n
@@ -883,6 +963,63 @@ mod tests {
             lazy.build_index();
             assert_eq!(lazy.charge(), before, "seed {seed}: the cache charge changes as the key index is built");
             assert_eq!(lazy.charge(), indexed.charge(), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn rows_copied_column_by_column_encode_as_rows_added_cell_by_cell() {
+        use rand::{Rng, SeedableRng};
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let types = [ColumnType::BigInt, ColumnType::Text, ColumnType::Int];
+        for round in 0..40 {
+            // Source blocks: some only full non-NULL rows (copied in one piece), others with NULLs
+            // and partial rows (copied cell by cell).
+            let messy = rng.gen_bool(0.5);
+            let sources: Vec<Arc<Block>> = (0..3)
+                .map(|s| {
+                    let mut b = BlockBuilder::new(&types);
+                    for i in 0..rng.gen_range(1..60) {
+                        let partial = messy && rng.gen_bool(0.3);
+                        let cells: Vec<Option<Value>> = (0..3)
+                            .map(|c| match (c, messy && rng.gen_bool(0.2), partial && rng.gen_bool(0.5)) {
+                                (_, _, true) => None,
+                                (_, true, _) => Some(Value::Null),
+                                (0, ..) => Some(Value::BigInt(rng.gen())),
+                                (1, ..) => Some(Value::Text(format!("v{}", rng.gen::<u16>()))),
+                                _ => Some(Value::Int(rng.gen())),
+                            })
+                            .collect();
+                        let kind = if cells.iter().all(Option::is_some) { Kind::Put } else { Kind::Update };
+                        let mut row = Vec::new();
+                        encode_row(&types, &cells, &mut row);
+                        let key = format!("s{s}k{i:03}");
+                        b.add(key.as_bytes(), 10 + i, kind, RowIter::new(&types, &row).unwrap().map(Result::unwrap));
+                    }
+                    Arc::new(Block::decode(b.finish().0, &types).unwrap())
+                })
+                .collect();
+            // The same versions into two builders: one copies some of them (runs of consecutive
+            // rows, interrupted by rows added cell by cell), the other adds every cell itself.
+            let (mut copied, mut by_cell) = (BlockBuilder::new(&types), BlockBuilder::new(&types));
+            for src in &sources {
+                for i in 0..src.len() {
+                    if rng.gen_bool(0.2) {
+                        continue;
+                    }
+                    let cells = || (0..3).map(|c| src.raw_cell(i, c));
+                    if rng.gen_bool(0.7) {
+                        copied.add_copied(src.key(i), src.seq(i), src.kind(i), src, i);
+                    } else {
+                        copied.add(src.key(i), src.seq(i), src.kind(i), cells());
+                    }
+                    by_cell.add(src.key(i), src.seq(i), src.kind(i), cells());
+                }
+            }
+            let ((a, sa), (b, sb)) = (copied.finish(), by_cell.finish());
+            assert!(a == b, "seed {seed} round {round}: copied block differs");
+            assert_eq!((sa.rows, sa.clean, sa.min_seq, sa.max_seq), (sb.rows, sb.clean, sb.min_seq, sb.max_seq));
+            assert_eq!(format!("{:?}", sa.zones), format!("{:?}", sb.zones), "seed {seed} round {round}");
         }
     }
 

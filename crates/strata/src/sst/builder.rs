@@ -13,7 +13,7 @@ use super::format::{encode_footer, frame_block, BlockHandle, Compression};
 use super::zone::ZoneMap;
 use crate::codec::{put_bytes, put_varint};
 use crate::error::{Error, Result};
-use crate::mvcc::Entry;
+use crate::mvcc::{Entry, Stored};
 use crate::types::row::{RawCell, RowIter};
 use crate::types::ColumnType;
 use crate::version::FileMeta;
@@ -84,6 +84,9 @@ pub(crate) struct SstBuilder {
     smallest: Option<Vec<u8>>,
     largest: Vec<u8>,
     buf: Vec<u8>,
+    /// The column map of the last source of versions stored elsewhere, and whether it is this
+    /// file's group (see [`Self::same_group`]).
+    last_source: Option<(Arc<[Option<usize>]>, bool)>,
 }
 
 impl SstBuilder {
@@ -124,6 +127,7 @@ impl SstBuilder {
             smallest: None,
             largest: Vec::new(),
             buf: Vec::new(),
+            last_source: None,
         }
     }
 
@@ -145,6 +149,20 @@ impl SstBuilder {
         self.entries
     }
 
+    /// Whether a version stored at `at` comes from a block of this file's group (its columns
+    /// in the same order). Asked for each version, answered once per source file.
+    fn same_group(&mut self, at: &Stored) -> bool {
+        if let Some((map, same)) = &self.last_source {
+            if Arc::ptr_eq(map, &at.group_of) {
+                return *same;
+            }
+        }
+        let same = at.block.ncols() == self.columns.len()
+            && self.columns.iter().enumerate().all(|(j, &vi)| at.group_of.get(vi).copied().flatten() == Some(j));
+        self.last_source = Some((at.group_of.clone(), same));
+        same
+    }
+
     /// Adds the next version. `e.row` covers every value column; only the group's are stored.
     pub(crate) fn add(&mut self, e: &Entry) -> Result<()> {
         let new_key = self.entries == 0 || self.block.last_key() != e.key.as_slice();
@@ -158,20 +176,30 @@ impl SstBuilder {
         if self.smallest.is_none() {
             self.smallest = Some(e.key.clone());
         }
-        let mut bad = None;
-        let cells = RowIter::new(&self.value_types, &e.row)
-            .map_err(|d| Error::corruption(&self.path, e.seq, format!("bad row to write: {}", d.0)))?
-            .zip(self.in_group.iter())
-            .filter(|(_, &keep)| keep)
-            .map(|(c, _)| {
-                c.unwrap_or_else(|d| {
-                    bad = Some(d);
-                    RawCell::Absent
-                })
-            });
-        self.block.add(&e.key, e.seq, e.kind, cells);
-        if let Some(d) = bad {
-            return Err(Error::corruption(&self.path, e.seq, format!("bad row to write: {}", d.0)));
+        if let Some(at) = &e.stored {
+            if self.same_group(at) {
+                // Copied from the block the version was read from, column by column.
+                self.block.add_copied(&e.key, e.seq, e.kind, &at.block, at.row);
+            } else {
+                let cells = self.in_group.iter().enumerate().filter(|(_, &keep)| keep).map(|(vi, _)| at.cell(vi));
+                self.block.add(&e.key, e.seq, e.kind, cells);
+            }
+        } else {
+            let mut bad = None;
+            let cells = RowIter::new(&self.value_types, &e.row)
+                .map_err(|d| Error::corruption(&self.path, e.seq, format!("bad row to write: {}", d.0)))?
+                .zip(self.in_group.iter())
+                .filter(|(_, &keep)| keep)
+                .map(|(c, _)| {
+                    c.unwrap_or_else(|d| {
+                        bad = Some(d);
+                        RawCell::Absent
+                    })
+                });
+            self.block.add(&e.key, e.seq, e.kind, cells);
+            if let Some(d) = bad {
+                return Err(Error::corruption(&self.path, e.seq, format!("bad row to write: {}", d.0)));
+            }
         }
         self.entries += 1;
         self.min_seq = self.min_seq.min(e.seq);

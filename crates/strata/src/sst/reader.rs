@@ -16,7 +16,7 @@ use super::zone::ZoneMap;
 use crate::codec::{DecodeError, DecodeResult, Reader};
 use crate::error::{Error, Result};
 use crate::mvcc::chain::Resolver;
-use crate::mvcc::{Cover, Entry, Kind};
+use crate::mvcc::{Cover, Entry, Kind, Stored};
 use crate::types::row::{encode_raw_row, RawCell};
 use crate::types::ColumnType;
 use crate::vfs::{Fs, ReadableFile};
@@ -344,7 +344,7 @@ fn decode_index(b: &[u8], types: &[ColumnType]) -> DecodeResult<Vec<IndexEntry>>
 pub(crate) struct RowEncoder {
     value_types: Arc<[ColumnType]>,
     /// For each value column, its column in the file's group.
-    group_of: Vec<Option<usize>>,
+    group_of: Arc<[Option<usize>]>,
     wanted: Option<Arc<[bool]>>,
     cover: Cover,
     /// The length of the row last encoded: the next one is allocated that large up front.
@@ -374,7 +374,18 @@ impl RowEncoder {
             encode_raw_row(&self.value_types, (0..self.value_types.len()).map(cell), &mut row);
             self.row_hint = row.len();
         }
-        Entry { key: b.key(i).to_vec(), seq: b.seq(i), kind, row, cover: self.cover.clone() }
+        Entry::new(b.key(i).to_vec(), b.seq(i), kind, row, self.cover.clone())
+    }
+
+    /// Version `i` of block `b` like [`Self::entry`], but a full row is not encoded: it names
+    /// its place in the block instead (see [`Entry::materialize`]). Only without a `wanted` set.
+    pub(crate) fn entry_in_place(&mut self, b: &Arc<Block>, i: usize) -> Entry {
+        if b.kind(i) != Kind::Put || self.wanted.is_some() {
+            return self.entry(b, i);
+        }
+        let mut e = Entry::new(b.key(i).to_vec(), b.seq(i), Kind::Put, Vec::new(), self.cover.clone());
+        e.stored = Some(Stored { block: b.clone(), row: i, group_of: self.group_of.clone() });
+        e
     }
 }
 
@@ -392,7 +403,7 @@ mod tests {
     fn entry(key: Vec<u8>, seq: u64, kind: Kind, cells: Cells) -> Entry {
         let mut row = Vec::new();
         encode_row(&TYPES, &cells, &mut row);
-        Entry { key, seq, kind, row, cover: None }
+        Entry::new(key, seq, kind, row, None)
     }
 
     fn build(fs: &FaultFs, path: &Path, n: u32) {

@@ -284,7 +284,7 @@ mod tests {
             for _ in 0..rng.gen_range(1..200) {
                 k += rng.gen_range(1..4) * 2;
                 let key = k.to_be_bytes().to_vec();
-                b.add(&Entry { key: key.clone(), seq: n, kind: Kind::Put, row: vec![], cover: None }).unwrap();
+                b.add(&Entry::new(key.clone(), n, Kind::Put, vec![], None)).unwrap();
                 all.push((key, n));
             }
             metas.push(Arc::new(b.finish(n).unwrap()));
