@@ -37,6 +37,7 @@ use crate::error::{Error, Result};
 use crate::read::ReadPoint;
 use crate::sst::block::Block;
 use crate::sst::builder::IndexEntry;
+use crate::sst::zone::ZoneMap;
 use crate::types::key::decode_key;
 use crate::types::Value;
 
@@ -298,11 +299,12 @@ impl FileScan<'_> {
             _ => None,
         };
         let aggs = &self.plan.aggs;
-        if !self.chain.aggs.iter().all(|&ai| AggState::zone_answers(&aggs[ai], zone_of(&aggs[ai]), e.rows)) {
+        let zones: Vec<Option<ZoneMap>> = self.chain.aggs.iter().map(|&ai| zone_of(&aggs[ai])).collect();
+        if !self.chain.aggs.iter().zip(&zones).all(|(&ai, z)| AggState::zone_answers(&aggs[ai], z.as_ref(), e.rows)) {
             return false;
         }
-        for &ai in &self.chain.aggs {
-            states[ai].update_from_zone(&aggs[ai], zone_of(&aggs[ai]), e.rows);
+        for (&ai, z) in self.chain.aggs.iter().zip(&zones) {
+            states[ai].update_from_zone(&aggs[ai], z.as_ref(), e.rows);
         }
         true
     }
@@ -315,7 +317,7 @@ impl FileScan<'_> {
         self.chain.aggs.iter().all(|&ai| {
             let a = &aggs[ai];
             let own = a.column.is_some_and(|(c, _)| self.plan.info.schema.value_index(c) == self.chain.col);
-            own && matches!(a.func, AggFunc::Min | AggFunc::Max) && states[ai].beats_zone(a, z)
+            own && matches!(a.func, AggFunc::Min | AggFunc::Max) && states[ai].beats_zone(a, &z)
         })
     }
 

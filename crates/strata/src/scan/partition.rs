@@ -313,9 +313,11 @@ impl Partition {
         let Some(d) = &mut self.driver else { return Ok(()) };
         let e = &c.reader.index()[c.block];
         let rows = e.rows;
-        // Zone maps of the driver's columns: exact for a whole block, a superset otherwise.
+        // Zone maps of the driver's columns: exact for a whole block, a superset otherwise. Each
+        // is decoded on first use.
+        let decoded: Vec<std::cell::OnceCell<Option<ZoneMap>>> = vec![std::cell::OnceCell::new(); e.zones.len()];
         let zone_of = |col: usize| match d.at.get(&col) {
-            Some(&(0, gc)) => e.zones.get(gc),
+            Some(&(0, gc)) => decoded.get(gc)?.get_or_init(|| e.zones.get(gc)).as_ref(),
             _ => None,
         };
         // Per consumer: nothing to do, done from the zone maps, or the verdicts to read with.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::block::BlockBuilder;
 use super::bloom;
 use super::format::{encode_footer, frame_block, BlockHandle, Compression};
-use super::zone::ZoneMap;
+use super::zone::Zones;
 use crate::codec::{put_bytes, put_varint};
 use crate::error::{Error, Result};
 use crate::mvcc::{Entry, Stored};
@@ -38,7 +38,7 @@ pub(crate) struct IndexEntry {
     /// Every version in the block is a full row and no key repeats.
     pub clean: bool,
     /// One zone map per column of the group.
-    pub zones: Vec<ZoneMap>,
+    pub zones: Zones,
 }
 
 /// Index entry flag: the block is clean (see [`IndexEntry::clean`]).
@@ -68,7 +68,7 @@ pub(crate) struct SstBuilder {
     table_id: u32,
     cg: u32,
     columns: Vec<usize>,
-    types: Vec<ColumnType>,
+    types: Arc<[ColumnType]>,
     /// Types of all the table's value columns (rows arrive encoded over all of them).
     value_types: Arc<[ColumnType]>,
     /// For each value column, whether the group stores it.
@@ -101,7 +101,7 @@ impl SstBuilder {
         columns: Vec<usize>,
         value_types: Arc<[ColumnType]>,
     ) -> Self {
-        let types: Vec<ColumnType> = columns.iter().map(|&c| value_types[c]).collect();
+        let types: Arc<[ColumnType]> = columns.iter().map(|&c| value_types[c]).collect();
         let mut in_group = vec![false; value_types.len()];
         for &c in &columns {
             in_group[c] = true;
@@ -218,7 +218,7 @@ impl SstBuilder {
             min_seq: s.min_seq,
             max_seq: s.max_seq,
             clean: s.clean,
-            zones: s.zones,
+            zones: Zones::new(&s.zones, self.types.clone()),
         });
         Ok(())
     }
@@ -254,9 +254,7 @@ impl SstBuilder {
             put_varint(&mut idx, e.min_seq);
             put_varint(&mut idx, e.max_seq);
             idx.push(if e.clean { BLOCK_CLEAN } else { 0 });
-            for (zone, &ty) in e.zones.iter().zip(&self.types) {
-                zone.encode(ty, &mut idx);
-            }
+            e.zones.encode(&mut idx);
         }
         let index = self.write_block(&idx, Compression::None)?;
         let largest = std::mem::take(&mut self.largest);
@@ -265,7 +263,7 @@ impl SstBuilder {
             table_id: self.table_id,
             cg: self.cg,
             columns: self.columns.clone(),
-            types: self.types.clone(),
+            types: self.types.to_vec(),
             entries: self.entries,
             min_seq: if self.entries == 0 { 0 } else { self.min_seq },
             max_seq: self.max_seq,

@@ -12,7 +12,7 @@ use super::bloom;
 use super::builder::{IndexEntry, SstMeta, BLOCK_CLEAN};
 use super::cache::BlockCache;
 use super::format::{decode_footer, unframe_block, BlockHandle, FOOTER_LEN, TRAILER_LEN};
-use super::zone::ZoneMap;
+use super::zone::Zones;
 use crate::codec::{DecodeError, DecodeResult, Reader};
 use crate::error::{Error, Result};
 use crate::mvcc::chain::Resolver;
@@ -143,11 +143,8 @@ impl SstReader {
     /// one zone map per column per block), bloom filter and per-block arrays.
     pub(crate) fn memory(&self) -> usize {
         use std::mem::size_of;
-        let index: usize = self
-            .index
-            .iter()
-            .map(|e| size_of::<IndexEntry>() + e.last_key.capacity() + e.zones.capacity() * size_of::<ZoneMap>())
-            .sum();
+        let index: usize =
+            self.index.iter().map(|e| size_of::<IndexEntry>() + e.last_key.capacity() + e.zones.memory()).sum();
         index
             + self.filter.capacity()
             + (self.starts.capacity() + self.fences.capacity()) * 8
@@ -314,6 +311,7 @@ fn check_against_index(b: &Block, e: &IndexEntry) -> std::result::Result<(), &'s
 }
 
 fn decode_index(b: &[u8], types: &[ColumnType]) -> DecodeResult<Vec<IndexEntry>> {
+    let shared: Arc<[ColumnType]> = types.into();
     let mut r = Reader::new(b);
     let n = r.len(b.len())?;
     let mut out = Vec::with_capacity(n);
@@ -327,7 +325,7 @@ fn decode_index(b: &[u8], types: &[ColumnType]) -> DecodeResult<Vec<IndexEntry>>
         if flags & !BLOCK_CLEAN != 0 {
             return Err(DecodeError::new("unknown block flags"));
         }
-        let zones = types.iter().map(|&t| ZoneMap::decode(t, &mut r)).collect::<DecodeResult<Vec<_>>>()?;
+        let zones = Zones::decode(shared.clone(), &mut r)?;
         out.push(IndexEntry { last_key, handle, rows, min_seq, max_seq, clean: flags & BLOCK_CLEAN != 0, zones });
     }
     if !r.is_empty() {

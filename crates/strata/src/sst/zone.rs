@@ -5,6 +5,8 @@
 //! min and max as the column's fixed-width little-endian bytes or as varint-length bytes for TEXT
 //! and BYTEA. Var-width values longer than [`MAX_VAR_BOUND`] bytes disable min/max for the block.
 
+use std::sync::Arc;
+
 use crate::codec::{put_bytes, put_varint, DecodeError, DecodeResult, Reader};
 use crate::types::{ColumnType, Value};
 
@@ -196,6 +198,22 @@ impl ZoneMap {
         }
     }
 
+    /// Passes over one encoded zone map without decoding its bounds.
+    fn skip(ty: ColumnType, r: &mut Reader<'_>) -> DecodeResult<()> {
+        let flags = r.u8()?;
+        r.varint()?;
+        r.varint()?;
+        if flags & 1 != 0 {
+            for _ in 0..2 {
+                match ty.fixed_width() {
+                    Some(w) => r.take(w)?,
+                    None => r.bytes()?,
+                };
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn decode(ty: ColumnType, r: &mut Reader<'_>) -> DecodeResult<Self> {
         let flags = r.u8()?;
         let nulls = r.varint()?;
@@ -212,6 +230,61 @@ impl ZoneMap {
             z.max = Some(read()?);
         }
         Ok(z)
+    }
+}
+
+/// One block's zone maps, one per column of its group, held as encoded in the index block and
+/// decoded when asked: an open file keeps a few bytes per column and block in memory instead of
+/// two decoded values each.
+#[derive(Debug, Clone)]
+pub(crate) struct Zones {
+    bytes: Box<[u8]>,
+    types: Arc<[ColumnType]>,
+}
+
+impl Zones {
+    /// The encoding of `zones` (columns of `types`).
+    pub(crate) fn new(zones: &[ZoneMap], types: Arc<[ColumnType]>) -> Zones {
+        let mut bytes = Vec::new();
+        for (z, &ty) in zones.iter().zip(types.iter()) {
+            z.encode(ty, &mut bytes);
+        }
+        Zones { bytes: bytes.into(), types }
+    }
+
+    /// Reads and checks one zone map per column of `types`.
+    pub(crate) fn decode(types: Arc<[ColumnType]>, r: &mut Reader<'_>) -> DecodeResult<Zones> {
+        let mut whole = Reader::new(r.rest());
+        for &ty in types.iter() {
+            ZoneMap::decode(ty, &mut whole)?;
+        }
+        let bytes = r.take(whole.pos())?;
+        Ok(Zones { bytes: bytes.into(), types })
+    }
+
+    /// Column `j`'s zone map (`None` past the group's columns).
+    pub(crate) fn get(&self, j: usize) -> Option<ZoneMap> {
+        let ty = *self.types.get(j)?;
+        let mut r = Reader::new(&self.bytes);
+        for &t in &self.types[..j] {
+            ZoneMap::skip(t, &mut r).ok()?;
+        }
+        // Checked when the index was read.
+        ZoneMap::decode(ty, &mut r).ok()
+    }
+
+    /// Number of columns.
+    pub(crate) fn len(&self) -> usize {
+        self.types.len()
+    }
+
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.bytes);
+    }
+
+    /// Bytes held (the column types are shared by the file).
+    pub(crate) fn memory(&self) -> usize {
+        self.bytes.len()
     }
 }
 
@@ -266,6 +339,48 @@ mod tests {
             let max = vals.iter().max_by_key(|v| key(v)).cloned();
             assert_eq!((zm.min, zm.max), (min, max), "seed {seed} type {ty:?} gaps {gaps}");
             assert_eq!((zm.nulls, zm.carried), if gaps { (1, 201) } else { (0, 200) }, "seed {seed} type {ty:?}");
+        }
+    }
+
+    #[test]
+    fn a_blocks_zone_maps_read_back_column_by_column_from_their_encoding() {
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let all = [ColumnType::Int, ColumnType::Text, ColumnType::Double, ColumnType::Bytea, ColumnType::Boolean];
+        for round in 0..50 {
+            let types: Arc<[ColumnType]> = (0..rng.gen_range(1..8)).map(|_| all[rng.gen_range(0..all.len())]).collect();
+            let zones: Vec<ZoneMap> = types
+                .iter()
+                .map(|&ty| {
+                    let v = |r: &mut rand::rngs::StdRng| match ty {
+                        ColumnType::Int => Value::Int(r.gen()),
+                        ColumnType::Double => Value::Double(r.gen()),
+                        ColumnType::Boolean => Value::Boolean(r.gen()),
+                        ColumnType::Text => Value::Text("t".repeat(r.gen_range(0..70))),
+                        _ => Value::Bytea(vec![r.gen(); r.gen_range(0..9)]),
+                    };
+                    let bounded = rng.gen_bool(0.7);
+                    ZoneMap {
+                        min: bounded.then(|| v(&mut rng)),
+                        max: bounded.then(|| v(&mut rng)),
+                        nulls: rng.gen_range(0..300),
+                        carried: rng.gen_range(0..300),
+                        bounded,
+                    }
+                })
+                .collect();
+            let z = Zones::new(&zones, types.clone());
+            let mut bytes = Vec::new();
+            z.encode(&mut bytes);
+            bytes.push(0xAB);
+            let mut r = Reader::new(&bytes);
+            let back = Zones::decode(types.clone(), &mut r).unwrap();
+            assert_eq!(r.rest(), &[0xAB], "seed {seed} round {round}: zone maps end where they end");
+            for (j, want) in zones.iter().enumerate() {
+                assert_eq!(back.get(j).as_ref(), Some(want), "seed {seed} round {round} column {j}");
+            }
+            assert_eq!(back.get(zones.len()), None);
+            assert!(Zones::decode(types, &mut Reader::new(&bytes[..bytes.len() / 2])).is_err(), "seed {seed}");
         }
     }
 }
