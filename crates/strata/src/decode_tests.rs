@@ -118,6 +118,7 @@ fn damaged_encodings_never_panic() {
                 // or without.
                 for k in [&b"key010"[..], b"", b"zzz"] {
                     let (first, seqs) = b.versions_of(k);
+                    let _ = Block::open_for(inputs[0].clone(), &TYPES, k);
                     for i in first..first + seqs.len() {
                         let _ = (b.kind(i), b.cell(i, 0));
                     }

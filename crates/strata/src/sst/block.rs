@@ -483,6 +483,60 @@ impl KeyIndex {
     }
 }
 
+/// What a point lookup found in a block: the first row whose key is not below the key looked
+/// up, and the sequence numbers of the key's versions, newest first (none when absent).
+pub(crate) type Versions = (usize, SmallVec<[u64; 4]>);
+
+/// What [`Block::parse`] does with the keys and sequence numbers besides checking them.
+enum Keys<'k> {
+    /// Leaves them as stored.
+    #[cfg(test)]
+    Stored,
+    /// Builds the key index.
+    Indexed,
+    /// Leaves them as stored and finds this key's versions.
+    Probe(&'k [u8]),
+}
+
+/// Where a walk over a block's keys found one key: rows `start..end` hold it (`start` is the
+/// first row not below it when none does).
+struct Probe {
+    start: usize,
+    end: usize,
+    /// A key above the one looked for was seen.
+    past: bool,
+}
+
+impl Probe {
+    fn new(n: usize) -> Self {
+        Probe { start: n, end: 0, past: false }
+    }
+
+    /// Notes row `i`'s key `k` against the key looked for; breaks once past it.
+    fn key(&mut self, i: usize, k: &[u8], want: &[u8]) -> ControlFlow<()> {
+        if self.past {
+            return ControlFlow::Break(());
+        }
+        match k.cmp(want) {
+            std::cmp::Ordering::Less => ControlFlow::Continue(()),
+            std::cmp::Ordering::Equal => {
+                self.start = self.start.min(i);
+                self.end = i + 1;
+                ControlFlow::Continue(())
+            }
+            std::cmp::Ordering::Greater => {
+                self.start = self.start.min(i);
+                self.past = true;
+                ControlFlow::Break(())
+            }
+        }
+    }
+
+    fn holds(&self, i: usize) -> bool {
+        (self.start..self.end).contains(&i)
+    }
+}
+
 /// Walks a key section of `n` prefix-coded keys, checking its structure and handing `f` each
 /// key's index, its bytes and whether it equals the previous key, until `f` breaks.
 fn walk_keys(section: &[u8], n: usize, mut f: impl FnMut(usize, &[u8], bool) -> ControlFlow<()>) -> DecodeResult<()> {
@@ -526,16 +580,23 @@ fn walk_seqs(section: &[u8], n: usize, mut f: impl FnMut(usize, u64) -> ControlF
 impl Block {
     /// Validates `body` for a group whose columns have `types`; keys and sequence numbers stay
     /// as stored until something walks the versions (see [`Self::versions_of`]).
+    #[cfg(test)]
     pub(crate) fn open(body: Vec<u8>, types: &[ColumnType]) -> DecodeResult<Block> {
-        Self::parse(body, types, false)
+        Self::parse(body, types, Keys::Stored).map(|(b, _)| b)
     }
 
     /// [`Self::open`] with the key index built, for readers that walk the block's versions.
     pub(crate) fn decode(body: Vec<u8>, types: &[ColumnType]) -> DecodeResult<Block> {
-        Self::parse(body, types, true)
+        Self::parse(body, types, Keys::Indexed).map(|(b, _)| b)
     }
 
-    fn parse(body: Vec<u8>, types: &[ColumnType], indexed: bool) -> DecodeResult<Block> {
+    /// [`Self::open`] for a point lookup of `key`: also returns [`Self::versions_of`]`(key)`,
+    /// found by the walk that checks the keys.
+    pub(crate) fn open_for(body: Vec<u8>, types: &[ColumnType], key: &[u8]) -> DecodeResult<(Block, Versions)> {
+        Self::parse(body, types, Keys::Probe(key)).map(|(b, v)| (b, v.unwrap_or_default()))
+    }
+
+    fn parse(body: Vec<u8>, types: &[ColumnType], keys: Keys<'_>) -> DecodeResult<(Block, Option<Versions>)> {
         let mut r = Reader::new(&body);
         let n = r.u32()? as usize;
         let ncols = r.u16()? as usize;
@@ -556,21 +617,31 @@ impl Block {
         // Keys, sequence numbers and kinds: checked here, decoded into the key index only when
         // asked (see [`KeyIndex`]).
         let (keys_at, seqs_at) = ((offs[0], offs[1]), (offs[1], offs[2]));
-        let mut index = indexed.then(|| KeyIndex::with_capacity(n, section(0).len() * 2));
+        let mut index = matches!(keys, Keys::Indexed).then(|| KeyIndex::with_capacity(n, section(0).len() * 2));
+        let probe = if let Keys::Probe(k) = keys { Some(k) } else { None };
+        let mut found = Probe::new(n);
         let (mut key_bytes, mut repeats) = (0usize, false);
-        walk_keys(section(0), n, |_, key, same| {
+        walk_keys(section(0), n, |i, key, same| {
             key_bytes += key.len();
             repeats |= same;
             if let Some(ix) = &mut index {
                 ix.push_key(key);
             }
+            if let Some(p) = probe {
+                // Only noted here: the walk goes on to check every key.
+                let _ = found.key(i, key, p);
+            }
             ControlFlow::Continue(())
         })?;
         let mut max_seq = 0;
-        let read = walk_seqs(section(1), n, |_, seq| {
+        let mut seqs = SmallVec::new();
+        let read = walk_seqs(section(1), n, |i, seq| {
             max_seq = max_seq.max(seq);
             if let Some(ix) = &mut index {
                 ix.seqs.push(seq);
+            }
+            if found.holds(i) {
+                seqs.push(seq);
             }
             ControlFlow::Continue(())
         })?;
@@ -641,7 +712,8 @@ impl Block {
         if let Some(ix) = index {
             let _ = built.set(ix.shrunk());
         }
-        Ok(Block { n, keys_at, seqs_at, key_bytes, kinds, body, cols, max_seq, clean, index: built })
+        let block = Block { n, keys_at, seqs_at, key_bytes, kinds, body, cols, max_seq, clean, index: built };
+        Ok((block, probe.map(|_| (found.start, seqs))))
     }
 
     /// The keys and sequence numbers decoded, built on first use.
@@ -681,7 +753,7 @@ impl Block {
     /// hold the key). Without the key index this
     /// reads the stored sections up to the key's last version, building nothing: a point
     /// lookup pays for the rows before its key, not for decoding the block.
-    pub(crate) fn versions_of(&self, key: &[u8]) -> (usize, SmallVec<[u64; 4]>) {
+    pub(crate) fn versions_of(&self, key: &[u8]) -> Versions {
         let mut seqs = SmallVec::new();
         if let Some(ix) = self.index.get() {
             let start = self.seek(key);
@@ -692,29 +764,18 @@ impl Block {
             }
             return (start, seqs);
         }
-        let (mut start, mut end) = (self.n, 0);
-        // Both sections passed these walks in `open`: neither can fail here.
-        let _ = walk_keys(self.section(self.keys_at), self.n, |i, k, _| match k.cmp(key) {
-            std::cmp::Ordering::Less => ControlFlow::Continue(()),
-            std::cmp::Ordering::Equal => {
-                start = start.min(i);
-                end = i + 1;
-                ControlFlow::Continue(())
-            }
-            std::cmp::Ordering::Greater => {
-                start = start.min(i);
-                ControlFlow::Break(())
-            }
-        });
-        if start < end {
-            let _ = walk_seqs(self.section(self.seqs_at), end, |i, seq| {
-                if i >= start {
+        let mut found = Probe::new(self.n);
+        // Both sections passed these walks in `parse`: neither can fail here.
+        let _ = walk_keys(self.section(self.keys_at), self.n, |i, k, _| found.key(i, k, key));
+        if found.end > found.start {
+            let _ = walk_seqs(self.section(self.seqs_at), found.end, |i, seq| {
+                if found.holds(i) {
                     seqs.push(seq);
                 }
                 ControlFlow::Continue(())
             });
         }
-        (start, seqs)
+        (found.start, seqs)
     }
 
     /// Number of columns in the block's group.
@@ -951,6 +1012,9 @@ mod tests {
                     (indexed.versions_of(p).0, &indexed.versions_of(p).1),
                     "seed {seed} key {p:?}"
                 );
+                let (probed, found) = Block::open_for(body.clone(), &types, p).unwrap();
+                assert_eq!(found, (first, seqs.clone()), "seed {seed} key {p:?}: found while opening");
+                assert!(!probed.is_indexed());
                 let expect = keys.iter().position(|k| k == p).map_or(&[][..], |i| &want[i][..]);
                 assert_eq!(&seqs[..], expect, "seed {seed} key {p:?}");
                 if !seqs.is_empty() {

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::block::Block;
+use super::block::{Block, Versions};
 use super::bloom;
 use super::builder::{IndexEntry, SstMeta, BLOCK_CLEAN};
 use super::cache::BlockCache;
@@ -203,35 +203,40 @@ impl SstReader {
 
     /// Reads (through the cache) and decodes block `i`.
     pub(crate) fn block(&self, i: usize, fill_cache: bool) -> Result<Arc<Block>> {
-        let b = self.load(i, true, fill_cache)?;
+        let (b, _) = self.load(i, None, fill_cache)?;
         // Cached by a point lookup, which builds no key index (the cache charged for it).
         b.build_index();
         Ok(b)
     }
 
-    /// Block `i` for a point lookup ([`Block::versions_of`]): a block read from the file is
-    /// cached without its key index.
-    fn lookup_block(&self, i: usize) -> Result<Arc<Block>> {
-        self.load(i, false, true)
+    /// Block `i` and the versions of `key` in it (see [`Block::versions_of`]); a block read
+    /// from the file is cached without its key index.
+    fn lookup(&self, i: usize, key: &[u8]) -> Result<(Arc<Block>, Versions)> {
+        let (b, found) = self.load(i, Some(key), true)?;
+        let versions = found.unwrap_or_else(|| b.versions_of(key));
+        Ok((b, versions))
     }
 
-    /// Block `i` from the cache, or read, checked and (with `fill_cache`) cached; `indexed`
-    /// builds the key index of a block read from the file.
-    fn load(&self, i: usize, indexed: bool, fill_cache: bool) -> Result<Arc<Block>> {
+    /// Block `i` from the cache, or read, checked and (with `fill_cache`) cached: with the key
+    /// index built, or for a point lookup of `probe`, whose versions it returns then.
+    fn load(&self, i: usize, probe: Option<&[u8]>, fill_cache: bool) -> Result<(Arc<Block>, Option<Versions>)> {
         let h = self.index[i].handle;
         if let Some(b) = self.cache.get(self.number, h.offset) {
-            return Ok(b);
+            return Ok((b, None));
         }
         let content = read_block_raw(self.file.as_ref(), &self.path, h)?;
         self.cache.count_read(h.size as usize + TRAILER_LEN);
-        let open = if indexed { Block::decode } else { Block::open };
-        let block = open(content, &self.meta.types).map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
+        let bad = |e: DecodeError| Error::corruption(&self.path, h.offset, e.0);
+        let (block, found) = match probe {
+            Some(key) => Block::open_for(content, &self.meta.types, key).map(|(b, v)| (b, Some(v))).map_err(bad)?,
+            None => (Block::decode(content, &self.meta.types).map_err(bad)?, None),
+        };
         check_against_index(&block, &self.index[i]).map_err(|e| Error::corruption(&self.path, h.offset, e))?;
         let block = Arc::new(block);
         if fill_cache {
             self.cache.insert(self.number, h.offset, block.clone());
         }
-        Ok(block)
+        Ok((block, found))
     }
 
     /// The value columns this file's group stores.
@@ -267,8 +272,7 @@ impl SstReader {
         if bi >= self.index.len() {
             return Ok(Lookup::Probed(false));
         }
-        let b = self.lookup_block(bi)?;
-        let (first, seqs) = b.versions_of(key);
+        let (b, (first, seqs)) = self.lookup(bi, key)?;
         let cover = self.cover(nvals);
         let mut found = false;
         for (i, &seq) in (first..).zip(&seqs) {
