@@ -62,6 +62,32 @@ impl From<strata::Error> for CliError {
 
 type Res<T> = Result<T, CliError>;
 
+/// The fields each op takes besides `op`; `None` for an unknown op.
+fn fields_of(op: &str) -> Option<&'static [&'static str]> {
+    Some(match op {
+        "create_table" => &["table", "schema", "layout", "aligned_compaction"],
+        "drop_table" | "compact" => &["table"],
+        "insert" => &["table", "row"],
+        "update" => &["table", "key", "set"],
+        "delete" => &["table", "key"],
+        "batch" => &["ops"],
+        "get" => &["table", "key", "columns", "snapshot"],
+        "scan" => &["table", "from", "to", "columns", "where", "agg", "limit", "snapshot"],
+        "snapshot" | "release" => &["name"],
+        "flush" => &[],
+        _ => return None,
+    })
+}
+
+/// Refuses a field `op` does not take (a misspelled option must not silently mean the default).
+fn check_fields(op: &str, req: &Map<String, Json>) -> Res<()> {
+    let Some(known) = fields_of(op) else { return Err(CliError::bad(format!("unknown op `{op}`"))) };
+    match req.keys().find(|k| *k != "op" && !known.contains(&k.as_str())) {
+        Some(k) => Err(CliError::bad(format!("op `{op}` has no field `{k}` (it takes: {})", known.join(", ")))),
+        None => Ok(()),
+    }
+}
+
 fn field<'a>(req: &'a Map<String, Json>, name: &str) -> Res<&'a Json> {
     req.get(name).ok_or_else(|| CliError::bad(format!("missing field `{name}`")))
 }
@@ -135,6 +161,7 @@ impl Session {
 
     fn handle(&mut self, req: &Map<String, Json>) -> Res<Map<String, Json>> {
         let op = str_field(req, "op")?;
+        check_fields(op, req)?;
         match op {
             "create_table" => {
                 let name = str_field(req, "table")?;
@@ -169,6 +196,7 @@ impl Session {
                                 "ops[{i}]: a batch holds insert, update and delete only"
                             )));
                         }
+                        check_fields(inner, o).map_err(|e| CliError::bad(format!("ops[{i}]: {}", e.message)))?;
                         self.add_write(&mut b, inner, o)
                             .map_err(|e| CliError::new(e.kind, format!("ops[{i}]: {}", e.message)))?;
                     }

@@ -48,6 +48,42 @@ fn err_kind(r: &Json) -> &str {
 }
 
 #[test]
+fn exec_refuses_fields_an_op_does_not_take_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let r = exec(
+        &db,
+        &[
+            json!({"op":"create_table","table":"t","schema":"id BIGINT PRIMARY KEY, a INT","layuot":"L1-: (a)"}),
+            json!({"op":"create_table","table":"t","schema":"id BIGINT PRIMARY KEY, a INT"}),
+            json!({"op":"insert","table":"t","row":{"id":1,"a":1},"sync":true}),
+            json!({"op":"batch","ops":[
+                {"op":"insert","table":"t","row":{"id":2,"a":2}},
+                {"op":"delete","table":"t","key":{"id":1},"where":"a > 0"}
+            ]}),
+            json!({"op":"scan","table":"t","filter":"a > 0"}),
+            json!({"op":"flush","now":true}),
+            json!({"op":"scan","table":"t"}),
+        ],
+    );
+    let refused = |i: usize, field: &str| {
+        assert_eq!(err_kind(&r[i]), "bad_request", "request {i}: {}", r[i]);
+        let message = r[i]["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&format!("`{field}`")), "request {i} should name `{field}`: {message}");
+    };
+    refused(0, "layuot");
+    // The misspelled create_table made no table: the second one is not `table_exists`.
+    ok(&r[1]);
+    refused(2, "sync");
+    refused(3, "where");
+    assert!(r[3]["error"]["message"].as_str().unwrap_or_default().starts_with("ops[1]"), "{}", r[3]);
+    refused(4, "filter");
+    refused(5, "now");
+    // Neither the refused insert nor the refused batch wrote anything.
+    assert_eq!(ok(&r[6])["rows"], json!([]));
+}
+
+#[test]
 fn every_exec_op_and_error_kind() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
