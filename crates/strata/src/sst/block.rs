@@ -487,17 +487,6 @@ impl KeyIndex {
 /// up, and the sequence numbers of the key's versions, newest first (none when absent).
 pub(crate) type Versions = (usize, SmallVec<[u64; 4]>);
 
-/// What [`Block::parse`] does with the keys and sequence numbers besides checking them.
-enum Keys<'k> {
-    /// Leaves them as stored.
-    #[cfg(test)]
-    Stored,
-    /// Builds the key index.
-    Indexed,
-    /// Leaves them as stored and finds this key's versions.
-    Probe(&'k [u8]),
-}
-
 /// Where a walk over a block's keys found one key: rows `start..end` hold it (`start` is the
 /// first row not below it when none does).
 struct Probe {
@@ -578,25 +567,21 @@ fn walk_seqs(section: &[u8], n: usize, mut f: impl FnMut(usize, u64) -> ControlF
 }
 
 impl Block {
-    /// Validates `body` for a group whose columns have `types`; keys and sequence numbers stay
-    /// as stored until something walks the versions (see [`Self::versions_of`]).
-    #[cfg(test)]
-    pub(crate) fn open(body: Vec<u8>, types: &[ColumnType]) -> DecodeResult<Block> {
-        Self::parse(body, types, Keys::Stored).map(|(b, _)| b)
-    }
-
-    /// [`Self::open`] with the key index built, for readers that walk the block's versions.
+    /// Decodes and validates `body` for a group whose columns have `types`, with the key index
+    /// built, for readers that walk the block's versions.
     pub(crate) fn decode(body: Vec<u8>, types: &[ColumnType]) -> DecodeResult<Block> {
-        Self::parse(body, types, Keys::Indexed).map(|(b, _)| b)
+        Self::parse(body, types, None).map(|(b, _)| b)
     }
 
-    /// [`Self::open`] for a point lookup of `key`: also returns [`Self::versions_of`]`(key)`,
-    /// found by the walk that checks the keys.
+    /// Validates `body` for a point lookup of `key`: keys and sequence numbers stay as stored
+    /// (the key index is built when something walks the versions), and the walk that checks
+    /// them also finds [`Self::versions_of`]`(key)`, returned with the block.
     pub(crate) fn open_for(body: Vec<u8>, types: &[ColumnType], key: &[u8]) -> DecodeResult<(Block, Versions)> {
-        Self::parse(body, types, Keys::Probe(key)).map(|(b, v)| (b, v.unwrap_or_default()))
+        Self::parse(body, types, Some(key)).map(|(b, v)| (b, v.unwrap_or_default()))
     }
 
-    fn parse(body: Vec<u8>, types: &[ColumnType], keys: Keys<'_>) -> DecodeResult<(Block, Option<Versions>)> {
+    /// Validates `body`; builds the key index unless `probe` names a key to find instead.
+    fn parse(body: Vec<u8>, types: &[ColumnType], probe: Option<&[u8]>) -> DecodeResult<(Block, Option<Versions>)> {
         let mut r = Reader::new(&body);
         let n = r.u32()? as usize;
         let ncols = r.u16()? as usize;
@@ -617,8 +602,7 @@ impl Block {
         // Keys, sequence numbers and kinds: checked here, decoded into the key index only when
         // asked (see [`KeyIndex`]).
         let (keys_at, seqs_at) = ((offs[0], offs[1]), (offs[1], offs[2]));
-        let mut index = matches!(keys, Keys::Indexed).then(|| KeyIndex::with_capacity(n, section(0).len() * 2));
-        let probe = if let Keys::Probe(k) = keys { Some(k) } else { None };
+        let mut index = probe.is_none().then(|| KeyIndex::with_capacity(n, section(0).len() * 2));
         let mut found = Probe::new(n);
         let (mut key_bytes, mut repeats) = (0usize, false);
         walk_keys(section(0), n, |i, key, same| {
@@ -1000,7 +984,7 @@ mod tests {
                 want.push(seqs);
             }
             let (body, _) = b.finish();
-            let lazy = Block::open(body.clone(), &types).unwrap();
+            let (lazy, _) = Block::open_for(body.clone(), &types, b"").unwrap();
             let indexed = Block::decode(body.clone(), &types).unwrap();
             assert!(!lazy.is_indexed() && indexed.is_indexed());
             let mut probes: Vec<Vec<u8>> = keys.clone();
