@@ -11,7 +11,9 @@ use std::ops::Bound;
 
 use serde_json::{json, Map, Value as Json};
 use strata::scan::{batch_rows, ScanRequest};
-use strata::{Db, KeyRange, Projection, ReadOptions, Snapshot, Table, TableOptions, Value, WriteBatch, WriteOptions};
+use strata::{
+    Db, Engine, KeyRange, Projection, ReadOptions, Snapshot, Table, TableOptions, Value, WriteBatch, WriteOptions,
+};
 
 use crate::expr::{parse_agg, parse_where};
 use crate::json::{key_from_json, object, row_from_json, to_json};
@@ -65,7 +67,7 @@ type Res<T> = Result<T, CliError>;
 /// The fields each op takes besides `op`; `None` for an unknown op.
 fn fields_of(op: &str) -> Option<&'static [&'static str]> {
     Some(match op {
-        "create_table" => &["table", "schema", "layout", "aligned_compaction"],
+        "create_table" => &["table", "schema", "layout", "aligned_compaction", "engine"],
         "drop_table" | "compact" => &["table"],
         "insert" => &["table", "row"],
         "update" => &["table", "key", "set"],
@@ -175,6 +177,19 @@ impl Session {
                     None | Some(Json::Null) => options,
                     Some(Json::Bool(on)) => options.aligned(*on),
                     Some(_) => return Err(CliError::new("bad_request", "`aligned_compaction` must be true or false")),
+                };
+                let options = match req.get("engine") {
+                    None | Some(Json::Null) => options,
+                    Some(Json::String(e)) => match Engine::from_name(e) {
+                        Some(e) => options.with_engine(e),
+                        None => {
+                            return Err(CliError::new(
+                                "bad_request",
+                                format!("unknown engine `{e}`: `lsm` or `lineage`"),
+                            ))
+                        }
+                    },
+                    Some(_) => return Err(CliError::new("bad_request", "`engine` must be a string")),
                 };
                 self.db.create_table(name, schema, options)?;
                 Ok(Map::new())

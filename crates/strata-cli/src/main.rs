@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{json, Map, Value as Json};
-use strata::{ColumnType, Db, KeyRange, Options, ReadOptions, TableOptions, TableStats, Value, WorkloadStats};
+use strata::{ColumnType, Db, Engine, KeyRange, Options, ReadOptions, TableOptions, TableStats, Value, WorkloadStats};
 
 use exec::{projection, scan, CliError, ScanArgs, ScanOut, Session};
 
@@ -56,6 +56,10 @@ enum Cmd {
         /// below (aligned compaction, on by default); for comparing write amplification.
         #[arg(long)]
         no_aligned_compaction: bool,
+        /// The engine storing the table: `lsm` (default; an LSM tree on disk, any size) or
+        /// `lineage` (in memory, for tables updated in place at high rates while scanned).
+        #[arg(long, default_value = "lsm", value_parser = ["lsm", "lineage"])]
+        engine: String,
     },
     /// Drop a table and its data.
     DropTable {
@@ -256,13 +260,20 @@ fn run(cli: Cli) -> Result<(), CliError> {
     }
     let db = Db::open(cli.db.unwrap_or_else(|| PathBuf::from("./strata-data")), Options::default())?;
     match cli.cmd {
-        Cmd::CreateTable { name, schema, layout, no_aligned_compaction } => {
+        Cmd::CreateTable { name, schema, layout, no_aligned_compaction, engine } => {
             let schema = schema_sql::parse_schema(&schema).map_err(|m| CliError::new("invalid_schema", m))?;
-            let options =
-                layout.map_or_else(TableOptions::default, TableOptions::with_layout).aligned(!no_aligned_compaction);
+            let engine = Engine::from_name(&engine).unwrap_or_default();
+            let options = layout
+                .map_or_else(TableOptions::default, TableOptions::with_layout)
+                .aligned(!no_aligned_compaction)
+                .with_engine(engine);
             let t = db.create_table(&name, schema, options)?;
-            let layout = t.info().layout().spec(t.schema(), Options::default().num_levels);
-            println!("created table {name}; layout {layout}");
+            if engine == Engine::Lineage {
+                println!("created table {name}; engine lineage");
+            } else {
+                let layout = t.info().layout().spec(t.schema(), Options::default().num_levels);
+                println!("created table {name}; layout {layout}");
+            }
         }
         Cmd::DropTable { name } => {
             db.drop_table(&name)?;
@@ -404,6 +415,11 @@ fn workload_json(w: &WorkloadStats) -> Json {
 fn stats_json(t: &TableStats) -> Json {
     json!({
         "name": t.name,
+        "engine": t.engine.name(),
+        "lineage": t.lineage.as_ref().map(|l| json!({
+            "rows": l.rows, "base_bytes": l.base_bytes, "tail_bytes": l.tail_bytes,
+            "merge_lag": l.merge_lag, "merges": l.merges, "merged_records": l.merged_records,
+        })),
         "layout": t.layout,
         "aligned_compaction": t.aligned_compaction,
         "ingested_bytes": t.ingested_bytes,
@@ -423,6 +439,14 @@ fn stats_json(t: &TableStats) -> Json {
 }
 
 fn print_stats(t: &TableStats) {
+    if let Some(l) = &t.lineage {
+        println!("table {} (engine lineage)", t.name);
+        println!(
+            "  rows {}; base {} bytes, tail {} bytes; merge lag {} tail records; {} merges folded {} records since open",
+            l.rows, l.base_bytes, l.tail_bytes, l.merge_lag, l.merges, l.merged_records
+        );
+        return;
+    }
     println!("table {} (write amplification {:.2} since open)", t.name, t.write_amplification);
     println!("  layout: {}", t.layout);
     if !t.aligned_compaction {

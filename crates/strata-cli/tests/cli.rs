@@ -83,16 +83,18 @@ fn exec_refuses_fields_an_op_does_not_take_and_writes_nothing() {
     assert_eq!(ok(&r[6])["rows"], json!([]));
 }
 
-#[test]
-fn every_exec_op_and_error_kind() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("db");
+/// Every op on tables of `engine` (`None`: the default), against the same expected answers.
+fn every_op_on(db: &Path, engine: Option<&str>) {
     let schema = "id BIGINT PRIMARY KEY, a INT NOT NULL, s TEXT, b BYTEA, d DOUBLE";
+    let create = |table: &str, schema: &str| match engine {
+        Some(e) => json!({"op":"create_table","table":table,"schema":schema,"engine":e}),
+        None => json!({"op":"create_table","table":table,"schema":schema}),
+    };
     let r = exec(
-        &db,
+        db,
         &[
-            json!({"op":"create_table","table":"t","schema":schema}),
-            json!({"op":"create_table","table":"u","schema":"k TEXT, n INT, v BIGINT, PRIMARY KEY (k, n)"}),
+            create("t", schema),
+            create("u", "k TEXT, n INT, v BIGINT, PRIMARY KEY (k, n)"),
             json!({"op":"insert","table":"t","row":{"id":1,"a":2,"s":"x","b":"\\x00ff","d":"Infinity"}}),
             json!({"op":"insert","table":"t","row":{"id":2,"a":5}}),
             json!({"op":"insert","table":"t","row":{"id":3,"a":1,"s":"y"}}),
@@ -124,6 +126,13 @@ fn every_exec_op_and_error_kind() {
     assert_eq!(r[14]["rows"], json!([{"id":1},{"id":2}]));
     assert_eq!(r[15]["rows"], json!([{"k":"a","n":1,"v":10}]));
     assert!(r[5]["seq"].as_u64().is_some());
+}
+
+#[test]
+fn every_exec_op_and_error_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    every_op_on(&db, None);
 
     let e = exec(
         &db,
@@ -230,33 +239,63 @@ fn sigkill_loses_no_acknowledged_write() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    ok(&exec(&db, &[json!({"op":"create_table","table":"t","schema":"id BIGINT PRIMARY KEY, v BIGINT NOT NULL"})])[0]);
-    let mut model: std::collections::BTreeMap<i64, i64> = Default::default();
+    // `t` on the LSM engine, `l` on the lineage engine; batches span both.
+    let schema = "id BIGINT PRIMARY KEY, v BIGINT NOT NULL";
+    let created = exec(
+        &db,
+        &[
+            json!({"op":"create_table","table":"t","schema":schema}),
+            json!({"op":"create_table","table":"l","schema":schema,"engine":"lineage"}),
+        ],
+    );
+    created.iter().for_each(|r| {
+        ok(r);
+    });
+    type Model = std::collections::BTreeMap<(&'static str, i64), i64>;
+    let mut model = Model::new();
+    // One random op on the state `m`: the request and what it changes there.
+    let op = |rng: &mut rand::rngs::StdRng, m: &mut Model| -> Json {
+        let table = if rng.gen() { "t" } else { "l" };
+        let k = rng.gen_range(0..100);
+        let v = rng.gen::<i64>();
+        match rng.gen_range(0..3) {
+            0 => {
+                m.insert((table, k), v);
+                json!({"op":"insert","table":table,"row":{"id":k,"v":v}})
+            }
+            1 => {
+                // Blind update: a missing row stays missing.
+                if let Some(x) = m.get_mut(&(table, k)) {
+                    *x = v;
+                }
+                json!({"op":"update","table":table,"key":{"id":k},"set":{"v":v}})
+            }
+            _ => {
+                m.remove(&(table, k));
+                json!({"op":"delete","table":table,"key":{"id":k}})
+            }
+        }
+    };
     for round in 0..5 {
         let mut child =
             strata(&db).args(["exec", "--sync"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
         let mut stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let kill_after = rng.gen_range(20..400);
-        let mut pending: Option<(i64, Option<i64>)> = None;
+        // The state if the request in flight (if any) took effect.
+        let mut pending: Option<Model> = None;
         for i in 0.. {
-            let k = rng.gen_range(0..100);
-            let (req, effect) = match rng.gen_range(0..3) {
-                0 => {
-                    let v = rng.gen::<i64>();
-                    (json!({"op":"insert","table":"t","row":{"id":k,"v":v}}), (k, Some(v)))
-                }
-                1 => {
-                    // Blind update: a missing row stays missing.
-                    let v = rng.gen::<i64>();
-                    (json!({"op":"update","table":"t","key":{"id":k},"set":{"v":v}}), (k, model.get(&k).map(|_| v)))
-                }
-                _ => (json!({"op":"delete","table":"t","key":{"id":k}}), (k, None)),
+            let mut next = model.clone();
+            let req = if rng.gen_ratio(1, 4) {
+                let ops: Vec<Json> = (0..rng.gen_range(2..5)).map(|_| op(&mut rng, &mut next)).collect();
+                json!({"op":"batch","ops":ops})
+            } else {
+                op(&mut rng, &mut next)
             };
             if writeln!(stdin, "{req}").and_then(|()| stdin.flush()).is_err() {
                 break;
             }
-            pending = Some(effect);
+            pending = Some(next);
             if i == kill_after {
                 child.kill().unwrap();
                 break;
@@ -267,33 +306,28 @@ fn sigkill_loses_no_acknowledged_write() {
             }
             let resp: Json = serde_json::from_str(&line).unwrap();
             assert_eq!(resp["ok"], json!(true), "seed {seed} round {round}: {resp}");
-            let (k, v) = pending.take().unwrap();
-            match v {
-                Some(v) => model.insert(k, v),
-                None => model.remove(&k),
-            };
+            model = pending.take().unwrap();
         }
         child.wait().unwrap();
-        let got = exec(&db, &[json!({"op":"scan","table":"t"})]);
-        let rows: std::collections::BTreeMap<i64, i64> = got[0]["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| (r["id"].as_i64().unwrap(), r["v"].as_i64().unwrap()))
-            .collect();
+        let got = exec(&db, &[json!({"op":"scan","table":"t"}), json!({"op":"scan","table":"l"})]);
+        let mut rows = Model::new();
+        for (g, table) in got.iter().zip(["t", "l"]) {
+            for r in g["rows"].as_array().unwrap() {
+                rows.insert((table, r["id"].as_i64().unwrap()), r["v"].as_i64().unwrap());
+            }
+        }
         if rows != model {
-            let (k, v) =
+            let maybe =
                 pending.unwrap_or_else(|| panic!("seed {seed} round {round}: state differs, nothing in flight"));
-            let mut maybe = model.clone();
-            match v {
-                Some(v) => maybe.insert(k, v),
-                None => maybe.remove(&k),
-            };
-            assert_eq!(rows, maybe, "seed {seed} round {round}: lost or invented writes");
+            // All of the request in flight or none of it, on both engines.
+            assert_eq!(rows, maybe, "seed {seed} round {round}: lost, invented or torn writes");
             model = maybe;
         }
         let out = strata(&db).arg("check").output().unwrap();
         assert!(out.status.success(), "seed {seed} round {round}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    for table in ["t", "l"] {
+        assert!(model.keys().any(|(t, _)| *t == table), "seed {seed}: table {table} ended empty, tested little");
     }
 }
 
@@ -499,5 +533,51 @@ fn layouts_from_the_command_line_and_exec() {
     assert_eq!(groups, [("a".to_owned(), 1), ("b".to_owned(), 1), ("s".to_owned(), 1)], "{out}");
     let (_, out, _) = run(&["stats", "u"]);
     assert!(out.contains("layout: L0: row; L1: column") && out.contains("group (s): 1 files"), "{out}");
+    assert!(run(&["check"]).0);
+}
+
+#[test]
+fn lineage_tables_from_exec_and_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    every_op_on(&db, Some("lineage"));
+    let r = exec(
+        &db,
+        &[
+            json!({"op":"create_table","table":"x","schema":"id BIGINT PRIMARY KEY","engine":"lineaje"}),
+            json!({"op":"create_table","table":"x","schema":"id BIGINT PRIMARY KEY","engine":5}),
+            json!({"op":"create_table","table":"x","schema":"id BIGINT PRIMARY KEY, a INT","engine":"lineage","layout":"L1-: column"}),
+            json!({"op":"create_table","table":"x","schema":"id BIGINT PRIMARY KEY, a INT","engine":"lsm"}),
+        ],
+    );
+    assert_eq!(err_kind(&r[0]), "bad_request");
+    assert!(r[0]["error"]["message"].as_str().unwrap_or_default().contains("lineaje"), "{}", r[0]);
+    assert_eq!(err_kind(&r[1]), "bad_request");
+    assert_eq!(err_kind(&r[2]), "invalid_argument");
+    // None of the refused requests made the table.
+    ok(&r[3]);
+    let run = |args: &[&str]| run_cli(&db, args);
+    let (okay, out, _) = run(&["create-table", "l", "--schema", "id BIGINT PRIMARY KEY, n INT", "--engine", "lineage"]);
+    assert!(okay && out.contains("engine lineage"), "{out}");
+    let (okay, _, err) = run(&["create-table", "m", "--schema", "id BIGINT PRIMARY KEY", "--engine", "btree"]);
+    assert!(!okay && err.contains("btree"), "{err}");
+    let r = exec(
+        &db,
+        &[
+            json!({"op":"insert","table":"l","row":{"id":1,"n":5}}),
+            json!({"op":"update","table":"l","key":{"id":1},"set":{"n":6}}),
+        ],
+    );
+    ok(&r[0]);
+    ok(&r[1]);
+    // Reopened by the next command: the WAL brings the rows back.
+    let (okay, out, _) = run(&["get", "l", "1"]);
+    assert!(okay && out.contains('6'), "{out}");
+    let (_, out, _) = run(&["stats", "l", "--json"]);
+    let st: Json = serde_json::from_str(&out).unwrap();
+    assert_eq!(st["tables"][0]["engine"], json!("lineage"), "{out}");
+    assert_eq!(st["tables"][0]["lineage"]["rows"], json!(1), "{out}");
+    let (_, out, _) = run(&["stats", "t"]);
+    assert!(out.contains("engine lineage"), "{out}");
     assert!(run(&["check"]).0);
 }

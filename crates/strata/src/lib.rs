@@ -20,6 +20,7 @@ mod db;
 mod decode_tests;
 mod error;
 mod iter;
+mod lineage;
 mod memtable;
 pub mod mvcc;
 mod read;
@@ -31,8 +32,8 @@ pub mod vfs;
 mod write;
 
 pub use db::{
-    ColumnWorkload, Db, GroupStats, KeyRange, LevelStats, Options, Projection, ReadOptions, ScanIter, Stats, Table,
-    TableInfo, TableOptions, TableStats, WorkloadStats, WriteOptions,
+    ColumnWorkload, Db, Engine, GroupStats, KeyRange, LevelStats, LineageStats, Options, Projection, ReadOptions,
+    ScanIter, Stats, Table, TableInfo, TableOptions, TableStats, WorkloadStats, WriteOptions,
 };
 pub use error::{Error, Result};
 pub use mvcc::snapshot::Snapshot;

@@ -18,7 +18,8 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use strata::vfs::{FaultFs, Fs, OsFs};
 use strata::{
-    Db, KeyRange, Projection, ReadOptions, Schema, Snapshot, Table, TableOptions, Value, WriteBatch, WriteOptions,
+    Db, Engine, KeyRange, Projection, ReadOptions, Schema, Snapshot, Table, TableOptions, Value, WriteBatch,
+    WriteOptions,
 };
 
 /// A model mutation recorded while a batch is built, applied once the batch commits.
@@ -283,12 +284,21 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
     let fs: Arc<dyn Fs> = if seed.is_multiple_of(2) { Arc::new(FaultFs::new()) } else { Arc::new(OsFs) };
     let dir = if seed.is_multiple_of(2) { std::path::PathBuf::from("/model") } else { tmp.path().join("db") };
     let db = Db::open(&dir, tiny_options(fs.clone())).unwrap();
-    for (name, schema) in schemas() {
-        let options = match layout_spec(layout, &schema) {
-            Some(spec) => TableOptions::with_layout(spec),
-            None => TableOptions::default(),
+    let mut lsm_tables = 0;
+    for (i, (name, schema)) in schemas().into_iter().enumerate() {
+        // `lineage`: every table on the lineage engine; `mixed`: the first one, the other in
+        // column groups of three.
+        let options = match layout {
+            "lineage" => TableOptions::engine(Engine::Lineage),
+            "mixed" if i == 0 => TableOptions::engine(Engine::Lineage),
+            "mixed" => TableOptions::with_layout(layout_spec("cg3", &schema).unwrap()),
+            _ => match layout_spec(layout, &schema) {
+                Some(spec) => TableOptions::with_layout(spec),
+                None => TableOptions::default(),
+            },
         }
         .aligned(mode.aligned);
+        lsm_tables += usize::from(options.engine == Engine::Lsm);
         db.create_table(name, schema, options).unwrap();
     }
     drop(db);
@@ -311,7 +321,7 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
         w.op = i;
         w.step();
     }
-    if mode.long_snapshot_ops > 0 {
+    if mode.long_snapshot_ops > 0 && lsm_tables > 0 {
         let skipped = w.skipped_before + w.db().stats().files_skipped_by_snapshot;
         assert!(skipped > 0, "reads at the long-lived snapshot never passed over a newer file");
     }
@@ -328,8 +338,17 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
     }
     w.db().verify().unwrap();
     w.db().check_supersede_marks().unwrap();
+    for ts in w.db().stats().tables.iter().filter(|t| t.engine == Engine::Lineage) {
+        let l = ts.lineage.as_ref().expect("lineage figures of a lineage table");
+        assert!(l.rows > 0 && l.tail_bytes > 0, "table {}: {l:?}", ts.name);
+    }
+    if lsm_tables < 2 {
+        // Checkpoints ran, and restarts loaded them (a reopen replays only the WAL after one).
+        let files = w.fs.list(&w.dir).unwrap();
+        assert!(files.iter().any(|f| f.ends_with(".lck")), "no lineage checkpoint was written: {files:?}");
+    }
     assert!(
-        w.deepest_level >= 2,
+        lsm_tables == 0 || w.deepest_level >= 2,
         "the run never reached level 2 (deepest {}), so it tested too little",
         w.deepest_level
     );
@@ -358,5 +377,20 @@ fn differential_with_aligned_compaction_off_and_on_and_long_lived_snapshots() {
                 with_seed(seed, |s| run(s, ops, layout, Mode { aligned, long_snapshot_ops: 5_000 }));
             }
         }
+    }
+}
+
+/// Lineage tables against the same model: alone, and beside an LSM table with batches spanning
+/// both engines, through snapshots, merges (small ranges merge often) and reopens (WAL replay).
+#[test]
+fn differential_with_lineage_tables() {
+    let ops: usize = std::env::var("STRATA_MODEL_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(30_000);
+    for layout in ["lineage", "mixed"] {
+        for seed in seeds(&[7, 8]) {
+            println!("layout {layout}, seed {seed}");
+            with_seed(seed, |s| run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0 }));
+        }
+        println!("layout {layout}, seed 9, long-lived snapshot");
+        with_seed(9, |s| run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 5_000 }));
     }
 }

@@ -61,6 +61,38 @@ impl TableInfo {
     }
 }
 
+/// The engine that stores a table (chosen per table at creation; every table API works on
+/// both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Engine {
+    /// The LSM tree whose levels change layout with data age (the default): any size, on disk.
+    #[default]
+    Lsm,
+    /// The lineage engine (L-Store): in memory, base pages plus append-only tail records per
+    /// update range, merged in the background; for tables updated in place at high rates while
+    /// they are scanned. Durable through the shared WAL.
+    Lineage,
+}
+
+impl Engine {
+    /// The name used by the CLI and the `exec` protocol: `lsm` or `lineage`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Lsm => "lsm",
+            Engine::Lineage => "lineage",
+        }
+    }
+
+    /// The engine with this name.
+    pub fn from_name(s: &str) -> Option<Engine> {
+        match s {
+            "lsm" => Some(Engine::Lsm),
+            "lineage" => Some(Engine::Lineage),
+            _ => None,
+        }
+    }
+}
+
 /// Per-table settings, stored with the table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -73,22 +105,36 @@ pub struct TableOptions {
     /// [`Options::alignment_variance`](crate::Options::alignment_variance) of the target size, so a later compaction of an output
     /// file does not drag in neighbours it barely overlaps. Off: files are cut by size alone.
     pub aligned_compaction: bool,
+    /// The engine storing the table (default [`Engine::Lsm`]). Layouts and aligned compaction
+    /// apply to the LSM engine only.
+    pub engine: Engine,
 }
 
 impl Default for TableOptions {
     fn default() -> Self {
-        TableOptions { layout: None, aligned_compaction: true }
+        TableOptions { layout: None, aligned_compaction: true, engine: Engine::Lsm }
     }
 }
 
 /// Record tags inside the encoded table options.
 const TAG_LAYOUT: u64 = 1;
 const TAG_UNALIGNED: u64 = 2;
+const TAG_ENGINE: u64 = 3;
 
 impl TableOptions {
     /// Options with the given layout text, e.g. `"L1: (a,b) (c); L2-: column"`.
     pub fn with_layout(spec: impl Into<String>) -> Self {
         TableOptions { layout: Some(spec.into()), ..TableOptions::default() }
+    }
+
+    /// Options for a table stored by `engine`.
+    pub fn engine(engine: Engine) -> Self {
+        TableOptions { engine, ..TableOptions::default() }
+    }
+
+    /// These options with another engine.
+    pub fn with_engine(self, engine: Engine) -> Self {
+        TableOptions { engine, ..self }
     }
 
     /// These options with aligned compaction switched on or off.
@@ -105,6 +151,11 @@ impl TableOptions {
         if !self.aligned_compaction {
             put_varint(out, TAG_UNALIGNED);
         }
+        // Older builds refuse the tag, so they never open a lineage table as an empty LSM one.
+        if self.engine == Engine::Lineage {
+            put_varint(out, TAG_ENGINE);
+            put_varint(out, 1);
+        }
     }
 
     pub(crate) fn decode(b: &[u8]) -> DecodeResult<Self> {
@@ -117,6 +168,13 @@ impl TableOptions {
                     o.layout = Some(text.to_owned());
                 }
                 TAG_UNALIGNED => o.aligned_compaction = false,
+                TAG_ENGINE => {
+                    o.engine = match r.varint()? {
+                        0 => Engine::Lsm,
+                        1 => Engine::Lineage,
+                        _ => return Err(DecodeError::new("unknown table engine")),
+                    }
+                }
                 // Written by a newer build with options this one does not know.
                 _ => return Err(DecodeError::new("unknown table options")),
             }
@@ -193,6 +251,7 @@ mod tests {
             TableOptions::with_layout("L1-: column"),
             TableOptions::default().aligned(false),
             TableOptions::with_layout("L2-: (a) (b,c)").aligned(false),
+            TableOptions::engine(Engine::Lineage),
         ] {
             let mut out = Vec::new();
             o.encode(&mut out);

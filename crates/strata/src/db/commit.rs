@@ -96,11 +96,23 @@ impl DbInner {
             }
         }
         let view = self.view.read().clone();
+        let lineage = self.lineage.read();
+        let mut lineage_bytes = 0u64;
         let mut s = first;
         // Bytes ingested per table, summed here so the counters are locked once per group.
         let mut ingested: Vec<(u32, u64)> = Vec::new();
         for r in group.iter() {
             for op in &r.batch.ops {
+                if let Some(t) = lineage.get(&op.table_id) {
+                    if let Err(e) = t.apply(op.kind, &op.key, &op.row, s) {
+                        let e = Error::corruption("<lineage>", 0, e.0);
+                        self.poison(&e);
+                        return Err(e);
+                    }
+                    lineage_bytes += (op.key.len() + op.row.len() + 8) as u64;
+                    s += 1;
+                    continue;
+                }
                 let t = view.version.tables.get(&op.table_id);
                 let info = t.map(|t| &t.info);
                 // The whole row just before this write, for folding a hot key's updates into it.
@@ -126,6 +138,10 @@ impl DbInner {
                 }
                 s += 1;
             }
+        }
+        drop(lineage);
+        if lineage_bytes > 0 {
+            self.lineage_wal_bytes.fetch_add(lineage_bytes, Ordering::Relaxed);
         }
         let mut io = self.io.lock();
         for (t, n) in ingested {
@@ -197,21 +213,7 @@ impl DbInner {
 
     /// Freezes the memtable and starts a new one with a new WAL. Leader only.
     fn rotate(&self) -> Result<()> {
-        let number = self.next_file.fetch_add(1, Ordering::SeqCst);
-        let res = (|| {
-            let new_wal = WalWriter::create(self.fs.as_ref(), &self.dir.join(super::wal_name(number)), number)?;
-            self.fs.sync_dir(&self.dir)?;
-            let mut wal = self.wal.lock();
-            // Sync the old log first so a crash can never keep a later log but lose an earlier one.
-            wal.sync()?;
-            *wal = new_wal;
-            Ok(())
-        })();
-        if let Err(e) = res {
-            self.poison(&e);
-            return Err(e);
-        }
-        debug_assert_eq!(self.wal.lock().number(), number);
+        let number = self.rotate_wal()?;
         let mut v = self.view.write();
         let mut imm = vec![v.mem.clone()];
         imm.extend(v.imm.iter().cloned());
@@ -224,8 +226,28 @@ impl DbInner {
         Ok(())
     }
 
+    /// Starts a new WAL file, returning its number. Alone (not from [`Self::rotate`]) it leaves
+    /// the memtable as it is, whose data then spans both logs while its log number stays the
+    /// older one. Leader only.
+    pub(super) fn rotate_wal(&self) -> Result<u64> {
+        let number = self.next_file.fetch_add(1, Ordering::SeqCst);
+        let res = (|| {
+            let new_wal = WalWriter::create(self.fs.as_ref(), &self.dir.join(super::wal_name(number)), number)?;
+            self.fs.sync_dir(&self.dir)?;
+            let mut wal = self.wal.lock();
+            // Sync the old log first so a crash can never keep a later log but lose an earlier one.
+            wal.sync()?;
+            *wal = new_wal;
+            Ok(number)
+        })();
+        if let Err(e) = &res {
+            self.poison(e);
+        }
+        res
+    }
+
     /// Runs `f` as the commit leader (no write group in flight meanwhile).
-    fn as_leader<T>(&self, f: impl FnOnce() -> T) -> T {
+    pub(super) fn as_leader<T>(&self, f: impl FnOnce() -> T) -> T {
         let mut st = self.commit.lock();
         while st.leader_active {
             self.commit_cv.wait(&mut st);

@@ -8,6 +8,7 @@
 
 mod background;
 mod commit;
+mod lineage;
 #[cfg(test)]
 mod marks_tests;
 mod options;
@@ -16,11 +17,11 @@ mod stats;
 mod table;
 
 pub(crate) use crate::catalog::workload;
-pub use crate::catalog::{KeyRange, Projection, TableInfo, TableOptions};
+pub use crate::catalog::{Engine, KeyRange, Projection, TableInfo, TableOptions};
 pub(crate) use crate::read::ReadView;
 pub use crate::read::ScanIter;
 pub use options::{Options, ReadOptions, WriteOptions};
-pub use stats::{ColumnWorkload, GroupStats, LevelStats, Stats, TableStats, WorkloadStats};
+pub use stats::{ColumnWorkload, GroupStats, LevelStats, LineageStats, Stats, TableStats, WorkloadStats};
 pub use table::Table;
 
 use std::collections::{HashMap, HashSet};
@@ -33,6 +34,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::column_group::{group_id, Layout};
 use crate::error::{Error, Result};
+use crate::lineage::LineageTable;
 use crate::memtable::{Fold, Memtable};
 use crate::mvcc::snapshot::{Snapshot, SnapshotList};
 use crate::sst::cache::BlockCache;
@@ -104,6 +106,10 @@ pub(crate) struct DbInner {
     pub closed: AtomicBool,
     /// The scan engine's counters, shared-pass registry and thread pool.
     pub scans: crate::scan::Scans,
+    /// The lineage-engine tables, by id.
+    pub lineage: RwLock<HashMap<u32, Arc<LineageTable>>>,
+    /// WAL bytes of lineage writes since the last lineage checkpoint.
+    pub lineage_wal_bytes: AtomicU64,
     /// Tests: runs once, on the thread of the first flush or compaction (as named) about to
     /// take the version lock to install.
     #[cfg(test)]
@@ -139,12 +145,18 @@ pub(crate) fn wal_name(n: u64) -> String {
     format!("{n:06}.log")
 }
 
+/// File name of lineage checkpoint number `n`.
+pub(crate) fn checkpoint_name(n: u64) -> String {
+    format!("{n:06}.lck")
+}
+
 /// The numbered files of a database directory, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum DbFile {
     Wal(u64),
     Sst(u64),
     Manifest(u64),
+    Checkpoint(u64),
 }
 
 impl DbFile {
@@ -154,6 +166,8 @@ impl DbFile {
             num(n).map(DbFile::Wal)
         } else if let Some(n) = name.strip_suffix(".sst") {
             num(n).map(DbFile::Sst)
+        } else if let Some(n) = name.strip_suffix(".lck") {
+            num(n).map(DbFile::Checkpoint)
         } else {
             name.strip_prefix("MANIFEST-").and_then(num).map(DbFile::Manifest)
         }
@@ -161,7 +175,7 @@ impl DbFile {
 
     fn number(self) -> u64 {
         match self {
-            DbFile::Wal(n) | DbFile::Sst(n) | DbFile::Manifest(n) => n,
+            DbFile::Wal(n) | DbFile::Sst(n) | DbFile::Manifest(n) | DbFile::Checkpoint(n) => n,
         }
     }
 }
@@ -194,18 +208,32 @@ impl Db {
         let next_file = AtomicU64::new(vs.counters.next_file);
         let mut last_seq = vs.counters.last_sequence;
 
-        // Replay WALs not yet covered by SSTs, oldest first, into one memtable.
+        // Replay WALs not yet covered by SSTs (LSM tables) or checkpoints (lineage tables),
+        // oldest first: LSM writes into one memtable, lineage writes into their tables.
         let log_number = vs.counters.log_number;
+        let lineage_log = vs.counters.lineage_log;
+        let oldest = vs.counters.oldest_log();
         let mut wals: Vec<u64> = names
             .iter()
             .filter_map(|n| match DbFile::parse(n) {
-                Some(DbFile::Wal(w)) if w >= log_number => Some(w),
+                Some(DbFile::Wal(w)) if w >= oldest => Some(w),
                 _ => None,
             })
             .collect();
         wals.sort_unstable();
         let replay = Arc::new(Memtable::new(0));
         let current = vs.current().clone();
+        let lineage: HashMap<u32, Arc<LineageTable>> = current
+            .tables
+            .values()
+            .filter(|t| t.info.options.engine == Engine::Lineage)
+            .map(|t| (t.info.id, Arc::new(LineageTable::new(t.info.clone(), opts.lineage_range))))
+            .collect();
+        // Lineage tables start from their checkpoint; the WAL brings what came after it.
+        let (checkpoint, checkpoint_seq) = vs.counters.lineage_checkpoint;
+        if checkpoint != 0 {
+            crate::lineage::checkpoint::load(fs.as_ref(), &dir.join(checkpoint_name(checkpoint)), &lineage)?;
+        }
         for (i, &n) in wals.iter().enumerate() {
             let path = dir.join(wal_name(n));
             let (records, tail) = read_log(fs.as_ref(), &path, WAL_MAGIC)?;
@@ -213,7 +241,12 @@ impl Db {
                 let (first, ops) = WriteBatch::decode(&rec)
                     .map_err(|e| Error::corruption(&path, 0, format!("bad WAL batch: {}", e.0)))?;
                 for (j, op) in ops.iter().enumerate() {
-                    if let Some(t) = current.tables.get(&op.table_id) {
+                    if let Some(t) = lineage.get(&op.table_id) {
+                        if n >= lineage_log && first + j as u64 > checkpoint_seq {
+                            t.apply(op.kind, &op.key, &op.row, first + j as u64)
+                                .map_err(|e| Error::corruption(&path, 0, format!("bad WAL row: {}", e.0)))?;
+                        }
+                    } else if let (Some(t), true) = (current.tables.get(&op.table_id), n >= log_number) {
                         replay
                             .insert(
                                 op.table_id,
@@ -268,6 +301,8 @@ impl Db {
             io: Mutex::new(IoCounters::default()),
             closed: AtomicBool::new(false),
             scans: crate::scan::Scans::new(opts.scan_threads, opts.shared_scan_window),
+            lineage: RwLock::new(lineage),
+            lineage_wal_bytes: AtomicU64::new(0),
             #[cfg(test)]
             install_hook: Mutex::new(None),
         });
@@ -282,15 +317,23 @@ impl Db {
         edit.push(EditRecord::LastSequence(last_seq));
         inner.install_flush(edit, flushed, &current, None)?;
         inner.pending_outputs.lock().clear();
+        if lineage_log != 0 {
+            // Likewise for lineage tables: checkpoint what was replayed, so no WAL written
+            // before this open (whose unsynced tail a power loss may yet tear) is read again.
+            inner.checkpoint_lineage()?;
+        }
         inner.delete_obsolete_files();
 
         let mut db = Db { inner, threads: Vec::new() };
-        for i in 0..=opts.compaction_threads {
+        for i in 0..=opts.compaction_threads + 1 {
             let inner = db.inner.clone();
-            let flusher = i == 0;
-            let spawned = std::thread::Builder::new()
-                .name(if flusher { "strata-flush".into() } else { format!("strata-compact-{i}") })
-                .spawn(move || inner.background_loop(flusher));
+            let spawned = match i {
+                0 => std::thread::Builder::new().name("strata-flush".into()).spawn(move || inner.background_loop(true)),
+                1 => std::thread::Builder::new().name("strata-merge".into()).spawn(move || inner.merge_loop()),
+                _ => std::thread::Builder::new()
+                    .name(format!("strata-compact-{}", i - 1))
+                    .spawn(move || inner.background_loop(false)),
+            };
             match spawned {
                 Ok(t) => db.threads.push(t),
                 // Dropping `db` stops and joins the threads already started.
@@ -315,17 +358,44 @@ impl Db {
                 return Err(Error::TableExists(name.to_owned()));
             }
             let id = vs.counters.next_table_id;
-            if let Some(spec) = &options.layout {
-                Layout::parse(spec, &schema, self.inner.opts.num_levels)?;
+            let lineage = options.engine == Engine::Lineage;
+            match &options.layout {
+                Some(_) if lineage => {
+                    return Err(Error::InvalidArgument(
+                        "column-group layouts apply to the LSM engine; a lineage table takes none".into(),
+                    ))
+                }
+                Some(spec) => {
+                    Layout::parse(spec, &schema, self.inner.opts.num_levels)?;
+                }
+                None => {}
             }
-            let info = TableInfo::new(id, name.to_owned(), Arc::new(schema), options)?;
+            if lineage && schema.value_columns().len() > crate::lineage::MAX_COLUMNS {
+                return Err(Error::InvalidArgument(format!(
+                    "a lineage table has at most {} columns besides its key, got {}",
+                    crate::lineage::MAX_COLUMNS,
+                    schema.value_columns().len()
+                )));
+            }
+            let info = Arc::new(TableInfo::new(id, name.to_owned(), Arc::new(schema), options)?);
             let mut edit = VersionEdit::default();
-            edit.push(EditRecord::CreateTable(info.clone()));
+            edit.push(EditRecord::CreateTable((*info).clone()));
             edit.push(EditRecord::NextTableId(id + 1));
-            self.inner.install_locked(&mut vs, edit, None)?;
+            if lineage && vs.counters.lineage_log == 0 {
+                // From now on the WAL is this table's only durable copy: keep it.
+                edit.push(EditRecord::LineageLogNumber(self.inner.wal.lock().number()));
+            }
+            if lineage {
+                let t = Arc::new(LineageTable::new(info.clone(), self.inner.opts.lineage_range));
+                self.inner.lineage.write().insert(id, t);
+            }
+            if let Err(e) = self.inner.install_locked(&mut vs, edit, None) {
+                self.inner.lineage.write().remove(&id);
+                return Err(e);
+            }
             info
         };
-        Ok(Table::new(self.inner.clone(), Arc::new(info)))
+        Ok(Table::new(self.inner.clone(), info))
     }
 
     /// Drops a table; its files are deleted once no reader uses them.
@@ -337,6 +407,7 @@ impl Db {
             let mut edit = VersionEdit::default();
             edit.push(EditRecord::DropTable(id));
             self.inner.install_locked(&mut vs, edit, None)?;
+            self.inner.lineage.write().remove(&id);
         }
         self.inner.delete_obsolete_files();
         Ok(())
@@ -380,6 +451,16 @@ impl Db {
                  (older versions are kept only for snapshots taken while they were current)"
             ))
         })
+    }
+
+    /// Writes a lineage checkpoint now: every lineage table's rows as of the newest sequence
+    /// number, so recovery needs the WAL only from here on (older WAL files are deleted once
+    /// the LSM tables no longer need them either). The merge thread does this by itself every
+    /// [`Options::lineage_checkpoint_bytes`] of lineage writes. Nothing to do without lineage
+    /// tables.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.inner.check_writable()?;
+        self.inner.checkpoint_lineage()
     }
 
     /// Freezes the memtable and waits until every frozen memtable is in Level-0.
@@ -624,8 +705,9 @@ impl DbInner {
                     }
                     dead
                 }
-                Some(DbFile::Wal(n)) => n < vs.counters.log_number,
+                Some(DbFile::Wal(n)) => n < vs.counters.oldest_log(),
                 Some(DbFile::Manifest(n)) => n != vs.manifest_number(),
+                Some(DbFile::Checkpoint(n)) => n != vs.counters.lineage_checkpoint.0 && !live.contains(&n),
                 None => false,
             };
             if obsolete {

@@ -59,6 +59,17 @@ pub struct Options {
     /// `target / factor` to meet one, and always cut at `target × factor` (default 2; 1 turns
     /// alignment into plain size cutting).
     pub alignment_variance: f64,
+    /// Lineage-engine tables: base records per update range, each with its own tail pages
+    /// (L-Store §4.3; default 4,096; a power of two from 64 to 65,536).
+    pub lineage_range: usize,
+    /// Lineage-engine tables: committed tail records a range gathers before the merge thread
+    /// folds them into new base pages (default half a range; the paper found about half a range
+    /// best). An idle merge thread also folds smaller remainders.
+    pub lineage_merge_threshold: usize,
+    /// Lineage-engine tables: bytes of lineage writes in the WAL after which the merge thread
+    /// writes a checkpoint of every lineage table, so recovery replays less and older WAL files
+    /// can go (default 256 MiB).
+    pub lineage_checkpoint_bytes: u64,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
 }
@@ -85,6 +96,9 @@ impl Default for Options {
             shared_scan_window: std::time::Duration::from_millis(2),
             snapshot_filter: true,
             alignment_variance: 2.0,
+            lineage_range: 4096,
+            lineage_merge_threshold: 2048,
+            lineage_checkpoint_bytes: 256 << 20,
             fs: Arc::new(OsFs),
         }
     }
@@ -108,6 +122,9 @@ impl std::fmt::Debug for Options {
             .field("shared_scan_window", &self.shared_scan_window)
             .field("snapshot_filter", &self.snapshot_filter)
             .field("alignment_variance", &self.alignment_variance)
+            .field("lineage_range", &self.lineage_range)
+            .field("lineage_merge_threshold", &self.lineage_merge_threshold)
+            .field("lineage_checkpoint_bytes", &self.lineage_checkpoint_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -135,6 +152,12 @@ impl Options {
         }
         if self.compaction_threads == 0 {
             return Err("compaction_threads must be at least 1".into());
+        }
+        if !self.lineage_range.is_power_of_two() || !(64..=65536).contains(&self.lineage_range) {
+            return Err(format!("lineage_range must be a power of two from 64 to 65536, got {}", self.lineage_range));
+        }
+        if self.lineage_merge_threshold == 0 {
+            return Err("lineage_merge_threshold must be at least 1".into());
         }
         Ok(())
     }

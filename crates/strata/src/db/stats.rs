@@ -109,11 +109,32 @@ pub struct LevelStats {
     pub workload: WorkloadStats,
 }
 
+/// What the lineage engine holds for one table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LineageStats {
+    /// Base records (rows ever inserted, deleted ones included).
+    pub rows: u64,
+    /// Bytes of base pages, keys and per-record metadata.
+    pub base_bytes: u64,
+    /// Bytes of tail records (recent updates and the history kept for snapshots).
+    pub tail_bytes: u64,
+    /// Committed tail records not yet folded into base pages (merge lag).
+    pub merge_lag: u64,
+    /// Range merges since open.
+    pub merges: u64,
+    /// Tail records folded into base pages since open.
+    pub merged_records: u64,
+}
+
 /// One table.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TableStats {
     /// Table name.
     pub name: String,
+    /// The engine storing it.
+    pub engine: crate::Engine,
+    /// The lineage engine's figures (lineage tables only).
+    pub lineage: Option<LineageStats>,
     /// The column-group layout, one clause per level.
     pub layout: String,
     /// Whether compaction output is aligned to the files below ([`crate::TableOptions`]).
@@ -174,6 +195,7 @@ impl DbInner {
         let view = self.view.read().clone();
         let io = self.io.lock();
         let mut tables = Vec::new();
+        let lineage = self.lineage.read().clone();
         for t in view.version.tables.values() {
             let mut levels = Vec::new();
             for (i, l) in t.levels.iter().enumerate() {
@@ -196,8 +218,21 @@ impl DbInner {
             let ingested = io.ingested.get(&t.info.id).copied().unwrap_or(0);
             let written: u64 = levels.iter().map(|l| l.bytes_written).sum();
             let write_amplification = if ingested == 0 { 0.0 } else { written as f64 / ingested as f64 };
+            let lineage = lineage.get(&t.info.id).map(|l| {
+                let (rows, base_bytes, tail_bytes) = l.sizes();
+                LineageStats {
+                    rows,
+                    base_bytes,
+                    tail_bytes,
+                    merge_lag: l.merge_lag(),
+                    merges: l.counters.merges.load(Ordering::Relaxed),
+                    merged_records: l.counters.merged_records.load(Ordering::Relaxed),
+                }
+            });
             tables.push(TableStats {
                 name: t.info.name.clone(),
+                engine: t.info.options.engine,
+                lineage,
                 layout: t.info.layout.spec(&t.info.schema, t.levels.len()),
                 aligned_compaction: t.info.options.aligned_compaction,
                 memtable_workload: WorkloadStats::of(&t.info.workload, At::Memtable, &t.info),

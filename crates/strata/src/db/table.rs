@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::{DbInner, KeyRange, Projection, ReadOptions, TableInfo, WriteOptions};
 use crate::error::{Error, Result};
+use crate::lineage::{LineageRows, LineageTable};
 use crate::mvcc::Kind;
 use crate::read::{project, ScanIter};
 use crate::types::key::encode_key;
@@ -30,11 +31,14 @@ fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {
 pub struct Table {
     db: Arc<DbInner>,
     info: Arc<TableInfo>,
+    /// The table's data, when the lineage engine stores it.
+    lineage: Option<Arc<LineageTable>>,
 }
 
 impl Table {
     pub(crate) fn new(db: Arc<DbInner>, info: Arc<TableInfo>) -> Self {
-        Table { db, info }
+        let lineage = db.lineage_table(info.id);
+        Table { db, info, lineage }
     }
 
     /// The table's definition.
@@ -218,7 +222,12 @@ impl Table {
     /// The row with `key`, projected, or `None` if there is none at the read point.
     pub fn get(&self, key: &[Value], projection: &Projection, ropts: &ReadOptions<'_>) -> Result<Option<Vec<Value>>> {
         let k = self.encode_key(key)?;
-        match self.db.get_cells(&self.info, &k, projection.wanted().map(|w| &w[..]), ropts)? {
+        let wanted = projection.wanted().map(|w| &w[..]);
+        let cells = match &self.lineage {
+            Some(t) => t.get(&k, self.db.read_seq(ropts)?, wanted),
+            None => self.db.get_cells(&self.info, &k, wanted, ropts)?,
+        };
+        match cells {
             Some(cells) => project(&self.info, &k, cells, projection).map(Some),
             None => Ok(None),
         }
@@ -233,6 +242,10 @@ impl Table {
     ) -> Result<crate::scan::BatchIter> {
         let (lo, hi) = self.encode_range(&req.range)?;
         self.db.check_open()?;
+        if let Some(t) = &self.lineage {
+            let seq = self.db.read_seq(ropts)?;
+            return crate::scan::run_lineage_scan(&self.db.scans, t, lo, hi, req, seq);
+        }
         let point = || self.db.read_point_of(&self.info, ropts);
         let at = crate::scan::ReadAt { snapshot: ropts.snapshot.map(|s| s.seq()), point: &point };
         crate::scan::run_scan(&self.db.scans, &self.info, lo, hi, req, &at)
@@ -241,6 +254,10 @@ impl Table {
     /// The rows in `range`, in key order, projected.
     pub fn scan(&self, range: &KeyRange, projection: &Projection, ropts: &ReadOptions<'_>) -> Result<ScanIter> {
         let (lo, hi) = self.encode_range(range)?;
+        if let Some(t) = &self.lineage {
+            let seq = self.db.read_seq(ropts)?;
+            return Ok(ScanIter::lineage(LineageRows::new(t.clone(), seq, lo, hi, projection)));
+        }
         self.db.scan(&self.info, lo, hi, projection, ropts)
     }
 }

@@ -10,6 +10,7 @@ use crate::catalog::workload::{wanted_columns, At, Op};
 use crate::catalog::{Projection, TableInfo};
 use crate::error::{Error, Result};
 use crate::iter::merge::{ColumnMerge, MemSource, MergeIter, RunSource, Source};
+use crate::lineage::LineageRows;
 use crate::memtable::MemCursor;
 use crate::mvcc::chain::Resolver;
 use crate::mvcc::Entry;
@@ -73,16 +74,18 @@ impl ReadPoint {
             }
         }
         ScanIter {
-            merge: MergeIter::new(sources),
-            seq,
-            upper,
-            info: info.clone(),
-            projection: projection.clone(),
-            wanted,
-            pending: None,
-            done: false,
-            last_key: Vec::new(),
-            _view: view,
+            rows: Rows::Merge(Box::new(MergeRows {
+                merge: MergeIter::new(sources),
+                seq,
+                upper,
+                info: info.clone(),
+                projection: projection.clone(),
+                wanted,
+                pending: None,
+                done: false,
+                last_key: Vec::new(),
+                _view: view,
+            })),
         }
     }
 }
@@ -108,6 +111,46 @@ pub(crate) fn record_scan(
 /// Rows of a scan, in key order, as `Result<Vec<Value>>` in projection order. Holds the files and
 /// memtables it reads alive until dropped; sees exactly the data at its sequence number.
 pub struct ScanIter {
+    rows: Rows,
+}
+
+enum Rows {
+    /// An LSM table's rows, merged from every source.
+    Merge(Box<MergeRows>),
+    /// A lineage table's rows, through its primary index.
+    Lineage(Box<LineageRows>),
+    Failed,
+}
+
+impl ScanIter {
+    pub(crate) fn lineage(rows: LineageRows) -> Self {
+        ScanIter { rows: Rows::Lineage(Box::new(rows)) }
+    }
+
+    /// The encoded key of the row [`Iterator::next`] returned last.
+    pub(crate) fn last_key(&self) -> &[u8] {
+        match &self.rows {
+            Rows::Merge(m) => &m.last_key,
+            Rows::Lineage(l) => l.last_key(),
+            Rows::Failed => &[],
+        }
+    }
+
+    fn next_row(&mut self) -> Result<Option<Vec<Value>>> {
+        match &mut self.rows {
+            Rows::Merge(m) => m.next_row(),
+            Rows::Lineage(l) => l.next_row(),
+            Rows::Failed => Ok(None),
+        }
+    }
+
+    fn finish(&mut self) {
+        self.rows = Rows::Failed;
+    }
+}
+
+/// The per-row merge behind an LSM table's [`ScanIter`].
+struct MergeRows {
     merge: MergeIter,
     seq: u64,
     upper: Option<Vec<u8>>,
@@ -121,12 +164,7 @@ pub struct ScanIter {
     _view: Arc<ReadView>,
 }
 
-impl ScanIter {
-    /// The encoded key of the row [`Iterator::next`] returned last.
-    pub(crate) fn last_key(&self) -> &[u8] {
-        &self.last_key
-    }
-
+impl MergeRows {
     /// The projected columns of a version.
     fn cells(&self, e: &Entry) -> Result<Cells> {
         decode_row(&self.info.value_types, &e.row, self.wanted.as_deref())
@@ -182,7 +220,7 @@ impl Iterator for ScanIter {
         match self.next_row() {
             Ok(r) => r.map(Ok),
             Err(e) => {
-                self.done = true;
+                self.finish();
                 Some(Err(e))
             }
         }

@@ -49,6 +49,7 @@ mod columns;
 mod consumer;
 mod driver;
 mod eval;
+mod lineage;
 mod live;
 mod overlay;
 mod partition;
@@ -62,6 +63,7 @@ pub use arrow_schema::SchemaRef;
 
 pub use self::arrow::{batch_rows, value_at};
 pub use self::cnf::{Atom, Filter, Test};
+pub(crate) use self::lineage::run_lineage_scan;
 pub use self::run::BatchIter;
 pub(crate) use self::run::{run_scan, ReadAt};
 pub(crate) use self::state::Scans;

@@ -43,6 +43,11 @@ enum Inner {
 }
 
 impl BatchIter {
+    /// Batches already collected.
+    pub(crate) fn ready(schema: SchemaRef, batches: Vec<RecordBatch>) -> BatchIter {
+        BatchIter { schema, inner: Inner::Ready(batches.into_iter()) }
+    }
+
     /// The schema every batch has.
     pub fn schema(&self) -> SchemaRef {
         self.schema.clone()

@@ -42,6 +42,17 @@ pub enum EditRecord {
     LastSequence(u64),
     /// The next unused table id.
     NextTableId(u32),
+    /// WAL files numbered below this hold nothing lineage-engine tables still need (their data
+    /// is in checkpoints); absent while no lineage table was ever created.
+    LineageLogNumber(u64),
+    /// The lineage checkpoint recovery loads: file number and the sequence number it holds the
+    /// lineage tables at.
+    LineageCheckpoint {
+        /// File number (`NNNNNN.lck`).
+        number: u64,
+        /// Sequence number.
+        seq: u64,
+    },
     /// Rows of a file were superseded (supersede vectors, see [`super::marks`]).
     Marks {
         /// Table id.
@@ -69,6 +80,8 @@ const NEXT_FILE: u8 = 6;
 const LAST_SEQ: u8 = 7;
 const NEXT_TABLE: u8 = 8;
 const MARKS: u8 = 9;
+const LINEAGE_LOG: u8 = 10;
+const LINEAGE_CHECKPOINT: u8 = 11;
 
 fn u32_of(v: u64) -> DecodeResult<u32> {
     u32::try_from(v).map_err(|_| DecodeError::new("value out of range"))
@@ -127,6 +140,15 @@ impl VersionEdit {
                 EditRecord::NextTableId(n) => {
                     out.push(NEXT_TABLE);
                     put_varint(&mut out, u64::from(*n));
+                }
+                EditRecord::LineageLogNumber(n) => {
+                    out.push(LINEAGE_LOG);
+                    put_varint(&mut out, *n);
+                }
+                EditRecord::LineageCheckpoint { number, seq } => {
+                    out.push(LINEAGE_CHECKPOINT);
+                    put_varint(&mut out, *number);
+                    put_varint(&mut out, *seq);
                 }
                 EditRecord::Marks { table, number, chunk } => {
                     out.push(MARKS);
@@ -187,6 +209,8 @@ impl VersionEdit {
                 NEXT_FILE => EditRecord::NextFileNumber(r.varint()?),
                 LAST_SEQ => EditRecord::LastSequence(r.varint()?),
                 NEXT_TABLE => EditRecord::NextTableId(u32_of(r.varint()?)?),
+                LINEAGE_LOG => EditRecord::LineageLogNumber(r.varint()?),
+                LINEAGE_CHECKPOINT => EditRecord::LineageCheckpoint { number: r.varint()?, seq: r.varint()? },
                 MARKS => {
                     let table = u32_of(r.varint()?)?;
                     let number = r.varint()?;

@@ -180,6 +180,8 @@ impl Version {
                     }
                 }
                 EditRecord::LogNumber(_)
+                | EditRecord::LineageLogNumber(_)
+                | EditRecord::LineageCheckpoint { .. }
                 | EditRecord::NextFileNumber(_)
                 | EditRecord::LastSequence(_)
                 | EditRecord::NextTableId(_) => {}

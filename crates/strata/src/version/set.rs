@@ -22,6 +22,20 @@ pub(crate) struct Counters {
     pub next_file: u64,
     pub last_sequence: u64,
     pub next_table_id: u32,
+    /// The oldest WAL lineage-engine tables need (0: none was ever created).
+    pub lineage_log: u64,
+    /// The lineage checkpoint to load: file number and sequence number ((0, 0): none).
+    pub lineage_checkpoint: (u64, u64),
+}
+
+impl Counters {
+    /// The oldest WAL anything still needs.
+    pub(crate) fn oldest_log(&self) -> u64 {
+        match self.lineage_log {
+            0 => self.log_number,
+            n => n.min(self.log_number),
+        }
+    }
 }
 
 /// The live version and its manifest.
@@ -52,13 +66,27 @@ fn snapshot_edit(v: &Version, c: &Counters) -> VersionEdit {
     e.push(EditRecord::NextFileNumber(c.next_file));
     e.push(EditRecord::LastSequence(c.last_sequence));
     e.push(EditRecord::NextTableId(c.next_table_id));
+    if c.lineage_log != 0 {
+        e.push(EditRecord::LineageLogNumber(c.lineage_log));
+    }
+    if c.lineage_checkpoint.0 != 0 {
+        let (number, seq) = c.lineage_checkpoint;
+        e.push(EditRecord::LineageCheckpoint { number, seq });
+    }
     e
 }
 
 impl VersionSet {
     /// Starts a brand-new database.
     pub(crate) fn create(fs: &dyn Fs, dir: &Path, num_levels: usize) -> Result<Self> {
-        let counters = Counters { log_number: 0, next_file: 2, last_sequence: 0, next_table_id: 1 };
+        let counters = Counters {
+            log_number: 0,
+            next_file: 2,
+            last_sequence: 0,
+            next_table_id: 1,
+            lineage_log: 0,
+            lineage_checkpoint: (0, 0),
+        };
         let v = Version::new(num_levels);
         let manifest = ManifestWriter::create(fs, dir, 1, &snapshot_edit(&v, &counters).encode())?;
         fs.sync_dir(dir)?;
@@ -81,6 +109,11 @@ impl VersionSet {
                     EditRecord::NextFileNumber(n) => c.next_file = c.next_file.max(*n),
                     EditRecord::LastSequence(n) => c.last_sequence = c.last_sequence.max(*n),
                     EditRecord::NextTableId(n) => c.next_table_id = c.next_table_id.max(*n),
+                    EditRecord::LineageLogNumber(n) => c.lineage_log = c.lineage_log.max(*n),
+                    EditRecord::LineageCheckpoint { number, seq } => {
+                        c.lineage_checkpoint = c.lineage_checkpoint.max((*number, *seq));
+                        c.next_file = c.next_file.max(number + 1);
+                    }
                     EditRecord::AddFile { file, .. } => c.next_file = c.next_file.max(file.number + 1),
                     EditRecord::CreateTable(t) => c.next_table_id = c.next_table_id.max(t.id + 1),
                     _ => {}
@@ -131,6 +164,10 @@ impl VersionSet {
                 EditRecord::LogNumber(n) => counters.log_number = counters.log_number.max(*n),
                 EditRecord::LastSequence(n) => counters.last_sequence = counters.last_sequence.max(*n),
                 EditRecord::NextTableId(n) => counters.next_table_id = counters.next_table_id.max(*n),
+                EditRecord::LineageLogNumber(n) => counters.lineage_log = counters.lineage_log.max(*n),
+                EditRecord::LineageCheckpoint { number, seq } => {
+                    counters.lineage_checkpoint = counters.lineage_checkpoint.max((*number, *seq));
+                }
                 _ => {}
             }
         }

@@ -43,6 +43,9 @@ pub fn tiny_options(fs: Arc<dyn Fs>) -> Options {
         block_size: 512,
         block_cache_size: 256 << 10,
         compaction_threads: 2,
+        lineage_range: 64,
+        lineage_merge_threshold: 16,
+        lineage_checkpoint_bytes: 32 << 10,
         fs,
         ..Options::default()
     }

@@ -1,0 +1,108 @@
+//! The lineage engine's place in the database: the merge thread and the sequence number a
+//! lineage read reads at. Writes reach lineage tables through group commit (`commit.rs`), and
+//! recovery replays them from the WAL (`Db::open`).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{checkpoint_name, DbInner, ReadOptions};
+use crate::error::{Error, Result};
+use crate::lineage::LineageTable;
+use crate::version::edit::{EditRecord, VersionEdit};
+
+/// How long an idle merge thread sleeps between looks.
+const MERGE_IDLE: Duration = Duration::from_millis(20);
+
+impl DbInner {
+    /// The lineage table with id `id`, if it is one.
+    pub(crate) fn lineage_table(&self, id: u32) -> Option<Arc<LineageTable>> {
+        self.lineage.read().get(&id).cloned()
+    }
+
+    /// The sequence number a read with `ropts` reads at.
+    pub(crate) fn read_seq(&self, ropts: &ReadOptions<'_>) -> Result<u64> {
+        self.check_open()?;
+        match ropts.snapshot {
+            Some(s) if !s.belongs_to(&self.snapshots) => {
+                Err(Error::InvalidArgument("the snapshot belongs to another database".into()))
+            }
+            Some(s) => Ok(s.seq()),
+            None => Ok(self.snapshots.visible()),
+        }
+    }
+
+    /// The merge thread: folds committed tail records into new base pages, range by range,
+    /// while readers and writers go on (they take no lock the merge holds).
+    pub(crate) fn merge_loop(&self) {
+        let mut idle = false;
+        loop {
+            {
+                let mut bg = self.bg.lock();
+                if bg.shutting_down {
+                    return;
+                }
+                if idle {
+                    self.bg_cv.wait_for(&mut bg, MERGE_IDLE);
+                    if bg.shutting_down {
+                        return;
+                    }
+                }
+            }
+            let tables: Vec<Arc<LineageTable>> = self.lineage.read().values().cloned().collect();
+            let visible = self.snapshots.visible();
+            let threshold = self.opts.lineage_merge_threshold;
+            let merged: usize = tables.iter().map(|t| t.merge(visible, threshold, idle, &|| {})).sum();
+            idle = merged == 0;
+            if self.lineage_wal_bytes.load(Ordering::Relaxed) >= self.opts.lineage_checkpoint_bytes
+                && self.check_writable().is_ok()
+            {
+                // A checkpoint that fails leaves the WAL as it was: nothing is lost, and the
+                // next pass tries again (a failed manifest write poisons the database).
+                let _ = self.checkpoint_lineage();
+            }
+        }
+    }
+
+    /// Writes a lineage checkpoint: every lineage table's rows as of one sequence number, then
+    /// the manifest edit naming it and the WAL from which recovery must replay them.
+    pub(crate) fn checkpoint_lineage(&self) -> Result<()> {
+        // Fix the point with no write group in flight, and start a new WAL there: every write
+        // after the point is in that WAL or a later one.
+        let (seq, wal, lsm_idle) = self.as_leader(|| -> Result<(u64, u64, bool)> {
+            let wal = self.rotate_wal()?;
+            // With no LSM write in any memtable, the LSM tables need no log before the new one.
+            let view = self.view.read().clone();
+            let lsm_idle = view.mem.is_empty() && view.imm.is_empty();
+            Ok((self.snapshots.visible(), wal, lsm_idle))
+        })?;
+        let bytes_before = self.lineage_wal_bytes.swap(0, Ordering::Relaxed);
+        let res = (|| {
+            let mut tables: Vec<Arc<LineageTable>> = self.lineage.read().values().cloned().collect();
+            tables.sort_by_key(|t| t.info.id);
+            let number = self.alloc_output();
+            let path = self.dir.join(checkpoint_name(number));
+            let mut file = self.fs.create(&path)?;
+            crate::lineage::checkpoint::write(file.as_mut(), &tables, seq)?;
+            drop(file);
+            self.fs.sync_dir(&self.dir)?;
+            let mut edit = VersionEdit::default();
+            edit.push(EditRecord::LineageCheckpoint { number, seq });
+            edit.push(EditRecord::LineageLogNumber(wal));
+            if lsm_idle {
+                edit.push(EditRecord::LogNumber(wal));
+            }
+            edit.push(EditRecord::LastSequence(seq));
+            let installed = self.install(edit, None);
+            self.pending_outputs.lock().remove(&number);
+            installed
+        })();
+        match res {
+            Ok(()) => self.delete_obsolete_files(),
+            Err(_) => {
+                self.lineage_wal_bytes.fetch_add(bytes_before, Ordering::Relaxed);
+            }
+        }
+        res
+    }
+}

@@ -1,0 +1,559 @@
+//! One update range (L-Store §2-§4): up to `cap` base records, their base pages (one per value
+//! column plus one for existence, each stamped with the tail records merged into it), the
+//! indirection column, and the range's append-only tail records.
+//!
+//! Tail records are numbered from 0 within the range, in commit order, so a tail record's
+//! number orders it in time as its sequence number does; pointers to them (indirection, the
+//! back pointer of a tail record) store the number plus one, 0 meaning "none" (the base record).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use arc_swap::ArcSwap;
+use arrow_array::{Array, ArrayRef, BooleanArray};
+
+use super::append::{Column, Segments};
+use crate::scan::arrow::{value_at, ValuesBuilder};
+use crate::types::row::Cells;
+use crate::types::{ColumnType, Value};
+
+/// Flag of a tail record holding the values its columns had before their first update.
+pub(crate) const SNAPSHOT: u64 = 1;
+/// Flag of a tail record deleting the row (it carries no column).
+pub(crate) const DELETE: u64 = 2;
+
+/// The values of base records not yet sealed into a page: written once by the inserting writer.
+pub(crate) struct OpenBase {
+    pub cols: Box<[Column]>,
+    pub nulls: Segments<AtomicU64>,
+}
+
+impl OpenBase {
+    fn new(types: &[ColumnType]) -> OpenBase {
+        OpenBase { cols: types.iter().map(|&t| Column::new(t)).collect(), nulls: Segments::default() }
+    }
+
+    fn value(&self, ty: ColumnType, c: usize, o: usize) -> Value {
+        if self.nulls.load(o) & (1 << c) != 0 {
+            Value::Null
+        } else {
+            self.cols[c].value(ty, o)
+        }
+    }
+}
+
+/// One column of a range as of tail record `tps` (exclusive): base records `[0, rows)` sealed
+/// into an array, later ones read from the open base. The existence page's array is a boolean
+/// "deleted" per record.
+pub(crate) struct Page {
+    /// Tail records `[0, tps)` are folded in.
+    pub tps: u32,
+    /// Sequence number of tail record `tps - 1` (0 when `tps` is 0): a reader at an older
+    /// sequence number may not use the folded values.
+    pub tps_seq: u64,
+    pub rows: u32,
+    pub sealed: Option<ArrayRef>,
+    pub open: Option<Arc<OpenBase>>,
+}
+
+impl Page {
+    /// The base value of column `c` at offset `o` (a value column's page).
+    pub(crate) fn value(&self, ty: ColumnType, c: usize, o: usize) -> Value {
+        match (&self.sealed, &self.open) {
+            (Some(a), _) if o < self.rows as usize => value_at(a.as_ref(), o),
+            (_, Some(open)) => open.value(ty, c, o),
+            _ => Value::Null,
+        }
+    }
+
+    /// Whether the existence page marks offset `o` deleted.
+    fn deleted(&self, o: usize) -> bool {
+        match &self.sealed {
+            Some(a) if o < self.rows as usize => a.as_any().downcast_ref::<BooleanArray>().is_some_and(|b| b.value(o)),
+            _ => false,
+        }
+    }
+}
+
+/// The tail records of a range, column by column.
+#[derive(Default)]
+pub(crate) struct Tail {
+    /// Records published to readers.
+    pub len: AtomicU32,
+    /// Per record: back pointer (low 32 bits), base offset (next 16), flags (top 16).
+    meta: Segments<AtomicU64>,
+    /// Per record: the columns it carries.
+    cols: Segments<AtomicU64>,
+    /// Per record: which carried columns are NULL.
+    nulls: Segments<AtomicU64>,
+    seqs: Segments<AtomicU64>,
+    values: Vec<Column>,
+}
+
+/// One tail record's fixed fields.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Meta {
+    pub prev: u32,
+    pub base: usize,
+    pub flags: u64,
+    pub cols: u64,
+    pub seq: u64,
+}
+
+impl Tail {
+    fn new(types: &[ColumnType]) -> Tail {
+        Tail { values: types.iter().map(|&t| Column::new(t)).collect(), ..Tail::default() }
+    }
+
+    #[inline]
+    pub(crate) fn seq(&self, x: usize) -> u64 {
+        self.seqs.load(x)
+    }
+
+    #[inline]
+    pub(crate) fn meta(&self, x: usize) -> Meta {
+        let m = self.meta.load(x);
+        Meta {
+            prev: m as u32,
+            base: ((m >> 32) & 0xFFFF) as usize,
+            flags: m >> 48,
+            cols: self.cols.load(x),
+            seq: self.seqs.load(x),
+        }
+    }
+
+    /// Column `c` of record `x` (which carries it).
+    pub(crate) fn value(&self, ty: ColumnType, c: usize, x: usize) -> Value {
+        if self.nulls.load(x) & (1 << c) != 0 {
+            Value::Null
+        } else {
+            self.values[c].value(ty, x)
+        }
+    }
+
+    /// Writes record `x` (not yet published). Writer only.
+    fn write(&self, x: usize, m: Meta, cells: &[(usize, &Value)]) {
+        let mut nulls = 0u64;
+        for &(c, v) in cells {
+            if v.is_null() {
+                nulls |= 1 << c;
+            } else {
+                self.values[c].put(x, v);
+            }
+        }
+        self.nulls.store(x, nulls);
+        self.cols.store(x, m.cols);
+        self.seqs.store(x, m.seq);
+        self.meta.store(x, u64::from(m.prev) | ((m.base as u64) << 32) | (m.flags << 48));
+    }
+
+    fn bytes(&self) -> usize {
+        self.meta.bytes()
+            + self.cols.bytes()
+            + self.nulls.bytes()
+            + self.seqs.bytes()
+            + self.values.iter().map(Column::bytes).sum::<usize>()
+    }
+}
+
+/// One update range.
+pub(crate) struct Range {
+    pub cap: usize,
+    /// Base records published.
+    pub len: AtomicU32,
+    pub keys: Segments<OnceLock<Box<[u8]>>>,
+    /// Sequence number each base record was inserted at.
+    pub start: Segments<AtomicU64>,
+    /// Per base record: its newest tail record plus one (0: none).
+    pub indirection: Box<[AtomicU32]>,
+    /// Per base record: the columns ever updated (whose old values a snapshot record holds).
+    /// Writer only.
+    updated: Box<[AtomicU64]>,
+    /// The page directory: a page per value column, then the existence page.
+    pub pages: Box<[ArcSwap<Page>]>,
+    pub tail: Tail,
+    /// Decoded key columns, once the range is full.
+    pub key_arrays: OnceLock<Vec<ArrayRef>>,
+    /// The tail length the merge thread saw last (merge thread only).
+    pub merge_seen: AtomicU32,
+}
+
+/// A base record's chain as a reader at `seq` sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct At {
+    /// Offset of the base record.
+    pub o: usize,
+    /// Its newest tail record (plus one; 0: none), read after the pages.
+    pub newest: u32,
+    /// Its newest tail record visible at `seq`.
+    pub t: u32,
+    pub seq: u64,
+}
+
+impl At {
+    /// Reads base record `o`'s indirection (after the caller loaded the pages it will use).
+    #[inline]
+    pub(crate) fn read(r: &Range, o: usize, seq: u64) -> At {
+        let newest = r.indirection[o].load(Ordering::Acquire);
+        At { o, newest, t: visible_from(&r.tail, newest, seq), seq }
+    }
+}
+
+/// The newest tail record of a chain visible at `seq`, as a pointer (0: none).
+#[inline]
+pub(crate) fn visible_from(tail: &Tail, mut t: u32, seq: u64) -> u32 {
+    while t != 0 && tail.seq(t as usize - 1) > seq {
+        t = tail.meta(t as usize - 1).prev;
+    }
+    t
+}
+
+impl Range {
+    pub(crate) fn new(cap: usize, types: &[ColumnType]) -> (Range, Arc<OpenBase>) {
+        let open = Arc::new(OpenBase::new(types));
+        let page = |with_open: bool| {
+            ArcSwap::from_pointee(Page {
+                tps: 0,
+                tps_seq: 0,
+                rows: 0,
+                sealed: None,
+                open: with_open.then(|| open.clone()),
+            })
+        };
+        let pages = (0..=types.len()).map(|c| page(c < types.len())).collect();
+        let r = Range {
+            cap,
+            len: AtomicU32::new(0),
+            keys: Segments::default(),
+            start: Segments::default(),
+            indirection: (0..cap).map(|_| AtomicU32::new(0)).collect(),
+            updated: (0..cap).map(|_| AtomicU64::new(0)).collect(),
+            pages,
+            tail: Tail::new(types),
+            key_arrays: OnceLock::new(),
+            merge_seen: AtomicU32::new(0),
+        };
+        (r, open)
+    }
+
+    pub(crate) fn key(&self, o: usize) -> &[u8] {
+        self.keys.get(o).and_then(OnceLock::get).map_or(&[][..], |k| &k[..])
+    }
+
+    /// Appends a base record at offset `o` (the next one). Writer only.
+    pub(crate) fn insert(&self, open: &OpenBase, o: usize, key: &[u8], cells: &Cells, seq: u64) {
+        let _ = self.keys.slot(o).set(key.into());
+        self.start.store(o, seq);
+        let mut nulls = 0u64;
+        for (c, v) in cells.iter().enumerate() {
+            match v {
+                Some(v) if !v.is_null() => open.cols[c].put(o, v),
+                _ => nulls |= 1 << c,
+            }
+        }
+        open.nulls.store(o, nulls);
+        self.len.store(o as u32 + 1, Ordering::Release);
+    }
+
+    /// The newest tail record of base record `o` (plus one; 0: none), and whether the row
+    /// exists now. Writer only (it sees every record).
+    pub(crate) fn newest(&self, o: usize) -> (u32, bool) {
+        let t = self.indirection[o].load(Ordering::Acquire);
+        let exists = t == 0 || self.tail.meta(t as usize - 1).flags & DELETE == 0;
+        (t, exists)
+    }
+
+    /// Appends the tail records of an update of base record `o` at `seq`: first, if some
+    /// columns in `set` were never updated, a snapshot record of their current values; then
+    /// the update, carrying `set` and (cumulatively) every column the previous tail record
+    /// carried since the oldest page's merge point. A full row (`revive`) also brings a
+    /// deleted row back. Writer only.
+    pub(crate) fn update(&self, types: &[ColumnType], o: usize, set: &[(usize, &Value)], revive: bool, seq: u64) {
+        let (prev, _) = self.newest(o);
+        let mut x = self.tail.len.load(Ordering::Relaxed) as usize;
+        let mut back = prev;
+        let set_mask = set.iter().fold(0u64, |m, &(c, _)| m | 1 << c);
+        let first_time = set_mask & !self.updated[o].load(Ordering::Relaxed);
+        if first_time != 0 {
+            // Never updated before: the base pages of every version still hold the original.
+            let old: Vec<(usize, Value)> = (0..types.len())
+                .filter(|c| first_time & (1 << c) != 0)
+                .map(|c| (c, self.pages[c].load().value(types[c], c, o)))
+                .collect();
+            let cells: Vec<(usize, &Value)> = old.iter().map(|(c, v)| (*c, v)).collect();
+            let m = Meta { prev: back, base: o, flags: SNAPSHOT, cols: first_time, seq };
+            self.tail.write(x, m, &cells);
+            back = x as u32 + 1;
+            x += 1;
+            self.updated[o].fetch_or(first_time, Ordering::Relaxed);
+        }
+        // Cumulative: carry the previous record's columns unless every page has merged it.
+        let mut carried: Vec<(usize, Value)> = Vec::new();
+        if prev != 0 && !revive {
+            let reset = self.pages[..types.len()].iter().map(|p| p.load().tps).min().unwrap_or(0);
+            let pm = self.tail.meta(prev as usize - 1);
+            if prev > reset && pm.flags & DELETE == 0 {
+                for c in (0..types.len()).filter(|&c| pm.cols & (1 << c) != 0 && set_mask & (1 << c) == 0) {
+                    carried.push((c, self.tail.value(types[c], c, prev as usize - 1)));
+                }
+            }
+        }
+        let mut cells: Vec<(usize, &Value)> = set.to_vec();
+        cells.extend(carried.iter().map(|(c, v)| (*c, v)));
+        let cols = cells.iter().fold(0u64, |m, &(c, _)| m | 1 << c);
+        self.tail.write(x, Meta { prev: back, base: o, flags: 0, cols, seq }, &cells);
+        self.tail.len.store(x as u32 + 1, Ordering::Release);
+        self.indirection[o].store(x as u32 + 1, Ordering::Release);
+    }
+
+    /// Appends a delete record for base record `o`. Writer only.
+    pub(crate) fn delete(&self, o: usize, seq: u64) {
+        let (prev, _) = self.newest(o);
+        let x = self.tail.len.load(Ordering::Relaxed) as usize;
+        self.tail.write(x, Meta { prev, base: o, flags: DELETE, cols: 0, seq }, &[]);
+        self.tail.len.store(x as u32 + 1, Ordering::Release);
+        self.indirection[o].store(x as u32 + 1, Ordering::Release);
+    }
+
+    /// Whether base record `o` exists at `seq` (its newest visible tail record, `t`, decides).
+    #[inline]
+    pub(crate) fn exists_at(&self, o: usize, t: u32, seq: u64) -> bool {
+        self.start.load(o) <= seq && (t == 0 || self.tail.meta(t as usize - 1).flags & DELETE == 0)
+    }
+
+    /// Column `c` of a base record as `at` sees it, given the page loaded before the
+    /// indirection. With a page no newer than the read, the walk stops at the page's merge
+    /// point: at most the newest record and the page when updates are cumulative. With a newer
+    /// page the chain alone answers, the snapshot record standing in for the base value folded
+    /// away.
+    pub(crate) fn cell(&self, ty: ColumnType, c: usize, page: &Page, at: &At) -> Value {
+        let At { o, newest, t, seq } = *at;
+        let bit = 1u64 << c;
+        if page.tps_seq <= seq {
+            let mut x = t;
+            while x > page.tps {
+                let m = self.tail.meta(x as usize - 1);
+                if m.flags & SNAPSHOT == 0 && m.cols & bit != 0 {
+                    return self.tail.value(ty, c, x as usize - 1);
+                }
+                x = m.prev;
+            }
+            return page.value(ty, c, o);
+        }
+        let mut x = newest;
+        let mut original = None;
+        while x != 0 {
+            let m = self.tail.meta(x as usize - 1);
+            if m.cols & bit != 0 {
+                if m.flags & SNAPSHOT != 0 {
+                    original = Some(self.tail.value(ty, c, x as usize - 1));
+                } else if m.seq <= seq {
+                    return self.tail.value(ty, c, x as usize - 1);
+                }
+            }
+            x = m.prev;
+        }
+        // Never updated in the chain: every page holds the original.
+        original.unwrap_or_else(|| page.value(ty, c, o))
+    }
+
+    /// The row at offset `o` at `seq`, its `wanted` value columns decoded (others `None`).
+    pub(crate) fn read_row(&self, types: &[ColumnType], o: usize, seq: u64, wanted: Option<&[bool]>) -> Option<Cells> {
+        if o >= self.len.load(Ordering::Acquire) as usize {
+            return None;
+        }
+        // Pages before the indirection: whatever a page folded in is in the chain read after.
+        let pages: Vec<Option<arc_swap::Guard<Arc<Page>>>> = (0..types.len())
+            .map(|c| wanted.is_none_or(|w| w.get(c).copied().unwrap_or(false)).then(|| self.pages[c].load()))
+            .collect();
+        let at = At::read(self, o, seq);
+        if !self.exists_at(o, at.t, seq) {
+            return None;
+        }
+        Some(pages.iter().enumerate().map(|(c, p)| p.as_ref().map(|p| self.cell(types[c], c, p, &at))).collect())
+    }
+
+    /// Bytes held: tail records, open base values, sealed pages, keys.
+    pub(crate) fn bytes(&self) -> (usize, usize) {
+        let mut base = self.keys.bytes() + self.start.bytes() + self.cap * 12;
+        let mut i = 0;
+        while let Some(k) = self.keys.get(i).and_then(OnceLock::get) {
+            base += k.len();
+            i += 1;
+        }
+        let mut open_counted = false;
+        for p in self.pages.iter() {
+            let p = p.load();
+            base += p.sealed.as_ref().map_or(0, |a| a.get_array_memory_size());
+            if let (Some(open), false) = (&p.open, open_counted) {
+                base += open.cols.iter().map(Column::bytes).sum::<usize>() + open.nulls.bytes();
+                open_counted = true;
+            }
+        }
+        (base, self.tail.bytes())
+    }
+
+    /// Folds committed tail records (those at or below `visible`) into new pages for every
+    /// column with any to fold, and seals base records inserted since the last merge. Returns
+    /// the tail records folded (0: nothing to do). Readers and the writer go on meanwhile: the
+    /// pages are swapped in one by one, each consistent on its own.
+    pub(crate) fn merge(&self, types: &[ColumnType], visible: u64, before_swap: &dyn Fn()) -> usize {
+        let mut n = self.tail.len.load(Ordering::Acquire) as usize;
+        while n > 0 && self.tail.seq(n - 1) > visible {
+            n -= 1;
+        }
+        let rows = self.len.load(Ordering::Acquire) as usize;
+        let mut folded = 0;
+        let mut built: Vec<(usize, Page)> = Vec::new();
+        for (c, slot) in self.pages.iter().enumerate() {
+            let old = slot.load_full();
+            let tps = old.tps as usize;
+            let is_value = c < types.len();
+            if tps >= n && (old.rows as usize >= rows || !is_value) {
+                continue;
+            }
+            // Algorithm 1: newest record first; each base record takes its newest change.
+            let mut seen = vec![false; rows];
+            let mut newer: Vec<Option<usize>> = vec![None; rows];
+            for x in (tps..n).rev() {
+                let m = self.tail.meta(x);
+                if m.flags & SNAPSHOT != 0 || m.base >= rows || seen[m.base] {
+                    continue;
+                }
+                if is_value && m.cols & (1 << c) == 0 {
+                    continue;
+                }
+                seen[m.base] = true;
+                newer[m.base] = Some(x);
+            }
+            let sealed: ArrayRef = if is_value {
+                let mut b = ValuesBuilder::new(types[c]);
+                for (o, x) in newer.iter().enumerate() {
+                    match x {
+                        Some(x) => b.push(&self.tail.value(types[c], c, *x)),
+                        None => b.push(&old.value(types[c], c, o)),
+                    }
+                }
+                b.finish()
+            } else {
+                let deleted: BooleanArray = newer
+                    .iter()
+                    .enumerate()
+                    .map(|(o, x)| {
+                        Some(match x {
+                            Some(x) => self.tail.meta(*x).flags & DELETE != 0,
+                            None => old.deleted(o),
+                        })
+                    })
+                    .collect();
+                Arc::new(deleted)
+            };
+            let (tps_new, tps_seq) = if n > tps { (n as u32, self.tail.seq(n - 1)) } else { (old.tps, old.tps_seq) };
+            folded = folded.max(n.saturating_sub(tps));
+            built.push((
+                c,
+                Page {
+                    tps: tps_new,
+                    tps_seq,
+                    rows: rows as u32,
+                    sealed: Some(sealed),
+                    open: if rows < self.cap { old.open.clone() } else { None },
+                },
+            ));
+        }
+        if built.is_empty() {
+            return 0;
+        }
+        before_swap();
+        for (c, page) in built {
+            // The old page is freed when the last reader holding it lets go.
+            self.pages[c].store(Arc::new(page));
+        }
+        folded.max(1)
+    }
+
+    /// Committed tail records not folded into every page yet.
+    pub(crate) fn unmerged(&self) -> usize {
+        let len = self.tail.len.load(Ordering::Acquire);
+        let tps = self.pages.iter().map(|p| p.load().tps).min().unwrap_or(0);
+        (len - tps.min(len)) as usize
+    }
+
+    /// Whether base records wait to be sealed into pages.
+    pub(crate) fn unsealed(&self) -> usize {
+        let rows = self.len.load(Ordering::Acquire);
+        let sealed = self.pages.first().map_or(rows, |p| p.load().rows);
+        (rows - sealed.min(rows)) as usize
+    }
+}
+
+/// Column-wise reads of a whole range at one sequence number, for scans: base pages as they
+/// are, with the tail records they have not folded in laid over them by position.
+impl Range {
+    /// Which of the first `n` base records exist at `seq`.
+    pub(crate) fn live_mask(&self, n: usize, seq: u64) -> Vec<bool> {
+        let page = self.pages[self.pages.len() - 1].load_full();
+        if page.tps_seq > seq {
+            return (0..n).map(|o| self.exists_at(o, At::read(self, o, seq).t, seq)).collect();
+        }
+        let mut deleted: Vec<bool> = (0..n).map(|o| page.deleted(o)).collect();
+        let len = self.tail.len.load(Ordering::Acquire) as usize;
+        for x in page.tps as usize..len {
+            let m = self.tail.meta(x);
+            if m.seq > seq {
+                break;
+            }
+            if m.flags & SNAPSHOT == 0 && m.base < n {
+                deleted[m.base] = m.flags & DELETE != 0;
+            }
+        }
+        (0..n).map(|o| !deleted[o] && self.start.load(o) <= seq).collect()
+    }
+
+    /// Column `c` of the first `n` base records at `seq` (any value where a record does not
+    /// exist at `seq`).
+    pub(crate) fn column(&self, ty: ColumnType, c: usize, n: usize, seq: u64) -> ArrayRef {
+        let page = self.pages[c].load_full();
+        if page.tps_seq > seq {
+            let mut b = ValuesBuilder::new(ty);
+            for o in 0..n {
+                b.push(&self.cell(ty, c, &page, &At::read(self, o, seq)));
+            }
+            return b.finish();
+        }
+        let len = self.tail.len.load(Ordering::Acquire) as usize;
+        let mut over: Vec<(usize, usize)> = Vec::new();
+        for x in page.tps as usize..len {
+            let m = self.tail.meta(x);
+            if m.seq > seq {
+                break;
+            }
+            if m.flags & SNAPSHOT == 0 && m.cols & (1 << c) != 0 && m.base < n {
+                over.push((m.base, x));
+            }
+        }
+        let base = match &page.sealed {
+            Some(a) if page.rows as usize >= n => a.slice(0, n),
+            _ => {
+                let mut b = ValuesBuilder::new(ty);
+                for o in 0..n {
+                    b.push(&page.value(ty, c, o));
+                }
+                b.finish()
+            }
+        };
+        if over.is_empty() {
+            return base;
+        }
+        let mut from: Vec<(usize, usize)> = (0..n).map(|o| (0, o)).collect();
+        let mut b = ValuesBuilder::new(ty);
+        for (k, &(o, x)) in over.iter().enumerate() {
+            b.push(&self.tail.value(ty, c, x));
+            from[o] = (1, k);
+        }
+        let newer = b.finish();
+        // Same type on both sides: interleave cannot fail.
+        let merged = arrow_select::interleave::interleave(&[base.as_ref(), newer.as_ref()], &from);
+        merged.unwrap_or(base)
+    }
+}

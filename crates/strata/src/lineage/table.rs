@@ -1,0 +1,223 @@
+//! A lineage table: the primary index from key to base RID, the update ranges, and the writer's
+//! state. Writes arrive from the commit leader one at a time, in sequence order, so the writer
+//! needs no synchronization with itself; readers and the merge thread read without locks.
+
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crossbeam_skiplist::SkipMap;
+use parking_lot::Mutex;
+
+use super::append::Segments;
+use super::range::{OpenBase, Range};
+use crate::catalog::TableInfo;
+use crate::codec::DecodeResult;
+use crate::mvcc::Kind;
+use crate::types::row::{decode_row, Cells};
+use crate::types::Value;
+
+/// What only the writer touches.
+#[derive(Default)]
+struct Writer {
+    /// The open base of the range being filled.
+    open: Option<Arc<OpenBase>>,
+    /// Base records so far (the next RID).
+    next_rid: u64,
+    last_key: Option<Box<[u8]>>,
+}
+
+/// Counters of one table since open.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub merges: AtomicU64,
+    pub merged_records: AtomicU64,
+}
+
+pub(crate) struct LineageTable {
+    pub info: Arc<TableInfo>,
+    range_cap: usize,
+    index: SkipMap<Box<[u8]>, u64>,
+    ranges: Segments<OnceLock<Arc<Range>>>,
+    /// Ranges created.
+    nranges: AtomicU64,
+    writer: Mutex<Writer>,
+    /// Whether every insert so far came in ascending key order, so RID order is key order.
+    sorted: AtomicBool,
+    pub counters: Counters,
+}
+
+impl LineageTable {
+    pub(crate) fn new(info: Arc<TableInfo>, range_cap: usize) -> LineageTable {
+        LineageTable {
+            info,
+            range_cap,
+            index: SkipMap::new(),
+            ranges: Segments::default(),
+            nranges: AtomicU64::new(0),
+            writer: Mutex::new(Writer::default()),
+            sorted: AtomicBool::new(true),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Ranges created so far.
+    pub(crate) fn ranges(&self) -> usize {
+        self.nranges.load(Ordering::Acquire) as usize
+    }
+
+    pub(crate) fn range(&self, i: usize) -> Option<&Arc<Range>> {
+        self.ranges.get(i).and_then(OnceLock::get)
+    }
+
+    /// Whether RID order is key order.
+    pub(crate) fn sorted(&self) -> bool {
+        self.sorted.load(Ordering::Acquire)
+    }
+
+    /// The range and offset of a RID.
+    fn locate(&self, rid: u64) -> Option<(&Arc<Range>, usize)> {
+        let cap = self.range_cap as u64;
+        self.range((rid / cap) as usize).map(|r| (r, (rid % cap) as usize))
+    }
+
+    /// Applies one operation at `seq`. Writer only (the commit leader, or recovery).
+    pub(crate) fn apply(&self, kind: Kind, key: &[u8], row: &[u8], seq: u64) -> DecodeResult<()> {
+        let types = &self.info.value_types;
+        let found = self.index.get(key).map(|e| *e.value());
+        match (kind, found) {
+            (Kind::Put, None) => {
+                let cells = decode_row(types, row, None)?;
+                self.insert(key, &cells, seq);
+            }
+            (Kind::Put, Some(rid)) => {
+                let cells = decode_row(types, row, None)?;
+                let set: Vec<(usize, &Value)> =
+                    cells.iter().enumerate().map(|(c, v)| (c, v.as_ref().unwrap_or(&Value::Null))).collect();
+                if let Some((r, o)) = self.locate(rid) {
+                    r.update(types, o, &set, true, seq);
+                }
+            }
+            (Kind::Update, Some(rid)) => {
+                let cells = decode_row(types, row, None)?;
+                let set: Vec<(usize, &Value)> =
+                    cells.iter().enumerate().filter_map(|(c, v)| v.as_ref().map(|v| (c, v))).collect();
+                if let Some((r, o)) = self.locate(rid) {
+                    // Blind: an update of a deleted row has no effect.
+                    if r.newest(o).1 && !set.is_empty() {
+                        r.update(types, o, &set, false, seq);
+                    }
+                }
+            }
+            (Kind::Delete, Some(rid)) => {
+                if let Some((r, o)) = self.locate(rid) {
+                    if r.newest(o).1 {
+                        r.delete(o, seq);
+                    }
+                }
+            }
+            (Kind::Update | Kind::Delete, None) => {}
+        }
+        Ok(())
+    }
+
+    fn insert(&self, key: &[u8], cells: &Cells, seq: u64) {
+        let mut w = self.writer.lock();
+        let rid = w.next_rid;
+        let cap = self.range_cap as u64;
+        let o = (rid % cap) as usize;
+        let open = match (&w.open, o) {
+            (Some(open), o) if o != 0 => open.clone(),
+            _ => {
+                let (r, open) = Range::new(self.range_cap, &self.info.value_types);
+                let i = (rid / cap) as usize;
+                let _ = self.ranges.slot(i).set(Arc::new(r));
+                self.nranges.store(i as u64 + 1, Ordering::Release);
+                w.open = Some(open.clone());
+                open
+            }
+        };
+        if let Some((r, _)) = self.locate(rid) {
+            r.insert(&open, o, key, cells, seq);
+        }
+        if o + 1 == self.range_cap {
+            // Full: the merge seals it, and the open values go with their last page.
+            w.open = None;
+        }
+        if w.last_key.as_deref().is_some_and(|k| k >= key) {
+            self.sorted.store(false, Ordering::Release);
+        }
+        w.last_key = Some(key.into());
+        w.next_rid = rid + 1;
+        self.index.insert(key.into(), rid);
+    }
+
+    /// Whether `key` has a base record (deleted or not).
+    pub(crate) fn contains(&self, key: &[u8]) -> bool {
+        self.index.contains_key(key)
+    }
+
+    /// The row with `key` at `seq`.
+    pub(crate) fn get(&self, key: &[u8], seq: u64, wanted: Option<&[bool]>) -> Option<Cells> {
+        let rid = *self.index.get(key)?.value();
+        let (r, o) = self.locate(rid)?;
+        r.read_row(&self.info.value_types, o, seq, wanted)
+    }
+
+    /// Up to `n` (key, RID) pairs of the index from `lower` on, below `upper`.
+    pub(crate) fn index_range(&self, lower: Bound<&[u8]>, upper: Option<&[u8]>, n: usize) -> Vec<(Box<[u8]>, u64)> {
+        let hi = match upper {
+            Some(u) => Bound::Excluded(u),
+            None => Bound::Unbounded,
+        };
+        self.index.range::<[u8], _>((lower, hi)).take(n).map(|e| (e.key().clone(), *e.value())).collect()
+    }
+
+    /// The row of RID `rid` at `seq`.
+    pub(crate) fn row_of(&self, rid: u64, seq: u64, wanted: Option<&[bool]>) -> Option<Cells> {
+        let (r, o) = self.locate(rid)?;
+        r.read_row(&self.info.value_types, o, seq, wanted)
+    }
+
+    /// Folds committed tail records into base pages in every range that has at least
+    /// `threshold` of them, and seals full ranges. `idle`: also ranges with fewer whose tail did
+    /// not grow since the last look. Returns the ranges merged. Merge thread only.
+    pub(crate) fn merge(&self, visible: u64, threshold: usize, idle: bool, before_swap: &dyn Fn()) -> usize {
+        let mut merged = 0;
+        for i in 0..self.ranges() {
+            let Some(r) = self.range(i) else { continue };
+            let full = r.len.load(Ordering::Acquire) as usize == self.range_cap;
+            let len = r.tail.len.load(Ordering::Acquire);
+            let quiet = r.merge_seen.swap(len, Ordering::Relaxed) == len;
+            let unmerged = r.unmerged();
+            if unmerged >= threshold || (full && r.unsealed() > 0) || (idle && quiet && unmerged > 0) {
+                let n = r.merge(&self.info.value_types, visible, before_swap);
+                if n > 0 {
+                    merged += 1;
+                    self.counters.merges.fetch_add(1, Ordering::Relaxed);
+                    self.counters.merged_records.fetch_add(n as u64, Ordering::Relaxed);
+                }
+            }
+        }
+        merged
+    }
+
+    /// Committed tail records waiting for a merge, over all ranges.
+    pub(crate) fn merge_lag(&self) -> u64 {
+        (0..self.ranges()).filter_map(|i| self.range(i)).map(|r| r.unmerged() as u64).sum()
+    }
+
+    /// Rows (base records), and bytes of base and tail storage.
+    pub(crate) fn sizes(&self) -> (u64, u64, u64) {
+        let mut base = self.index.len() * 48;
+        let mut tail = 0;
+        for i in 0..self.ranges() {
+            if let Some(r) = self.range(i) {
+                let (b, t) = r.bytes();
+                base += b;
+                tail += t;
+            }
+        }
+        (self.index.len() as u64, base as u64, tail as u64)
+    }
+}
