@@ -17,13 +17,16 @@
 //! - `laser-hw`: LASER's HTAP workload HW per strata layout (see `laser_hw.rs`);
 //! - `ycsb`: the YCSB workloads (A-F and LogStore's variants), load and run phases (`ycsb.rs`);
 //! - `ycsb-sharp`: TellStore's YCSB# scan queries, and strata's under a get/update load
-//!   (`ycsb_sharp.rs`).
+//!   (`ycsb_sharp.rs`);
+//! - `lstore`: L-Store's update transactions against a long-running scan, per contention level,
+//!   on the lineage engine, the LSM engine and the peers (`lstore.rs`).
 
 mod chart;
 mod engine;
 mod harness;
 mod laser;
 mod laser_hw;
+mod lstore;
 mod peers;
 mod snapshot_reads;
 mod tables;
@@ -60,6 +63,9 @@ enum Cmd {
     /// Kim et al.: write amplification of random overwrites per fanout and key skew, aligned
     /// compaction off/on (and RocksDB's, when built in).
     WriteAmp(write_amp::WriteAmpArgs),
+    /// L-Store: short update transactions (8 reads, 2 writes) against a long-running scan at
+    /// low, medium and high contention; the lineage engine, the LSM engine and the peers.
+    Lstore(lstore::LstoreArgs),
 }
 
 fn main() {
@@ -84,6 +90,7 @@ fn main() {
         Cmd::LaserHw(a) => laser_hw::laser_hw(a).map_err(strata::Error::InvalidArgument),
         Cmd::SnapshotReads(a) => snapshot_reads::snapshot_reads(a).map_err(strata::Error::InvalidArgument),
         Cmd::WriteAmp(a) => write_amp::write_amp(a).map_err(strata::Error::InvalidArgument),
+        Cmd::Lstore(a) => lstore::lstore(a).map_err(strata::Error::InvalidArgument),
         Cmd::YcsbSharp(a) => {
             let root = std::env::temp_dir().join(format!("strata-bench-ycsb-sharp-{}", std::process::id()));
             let r = ycsb_sharp::ycsb_sharp(a, &root).map_err(strata::Error::InvalidArgument);

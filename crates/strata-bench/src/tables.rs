@@ -98,6 +98,10 @@ pub(crate) trait Tables: Send + Sync {
     fn insert(&self, row: &[Value]) -> Result<(), String>;
     /// Sets one column of one row.
     fn update(&self, key: i64, col: usize, value: &Value) -> Result<(), String>;
+    /// Sets several columns of one row in one write (by default one [`Tables::update`] each).
+    fn update_cols(&self, key: i64, set: &[(usize, Value)]) -> Result<(), String> {
+        set.iter().try_for_each(|(c, v)| self.update(key, *c, v))
+    }
     /// The row's values at `cols`, if it exists.
     fn get(&self, key: i64, cols: &[usize]) -> Result<Option<Vec<Value>>, String>;
     fn query(&self, q: &Query) -> Result<Answer, String>;
@@ -105,6 +109,11 @@ pub(crate) trait Tables: Send + Sync {
     /// next to the timings to explain them.
     fn counters(&self) -> Vec<(&'static str, f64, &'static str)> {
         Vec::new()
+    }
+    /// Updates written but not yet merged into the read-optimized form, for systems that keep
+    /// such a backlog (strata's lineage engine: tail records not yet merged).
+    fn merge_lag(&self) -> Option<u64> {
+        None
     }
 }
 
@@ -256,12 +265,21 @@ pub(crate) mod sql {
 
     /// The query as one SELECT with its literals inline.
     pub fn select(def: &TableDef, q: &Query) -> String {
+        select_in("", def, q)
+    }
+
+    /// [`select`] in one dialect: PostgreSQL sums a BIGINT column as NUMERIC, cast back to
+    /// BIGINT here so every system's answer reads as an integer.
+    pub fn select_in(dialect: &str, def: &TableDef, q: &Query) -> String {
         let what = match &q.out {
             Output::Rows => "*".to_string(),
             Output::Aggs(aggs) => aggs
                 .iter()
                 .map(|a| match *a {
                     Agg::Max(c) => format!("MAX({})", def.col(c)),
+                    Agg::Sum(c) if dialect == "postgres" && def.columns[c].1 == Kind::BigInt => {
+                        format!("SUM({})::bigint", def.col(c))
+                    }
                     Agg::Sum(c) => format!("SUM({})", def.col(c)),
                 })
                 .collect::<Vec<_>>()
@@ -366,14 +384,24 @@ impl StrataTables {
         options: strata::Options,
         layout: Option<&str>,
     ) -> Result<Self, String> {
-        let _ = std::fs::remove_dir_all(dir);
-        let db = strata::Db::open(dir, options).map_err(serr)?;
-        let cols = def.columns.iter().map(|(n, k)| strata::Column::not_null(n.clone(), column_type(*k))).collect();
-        let schema = strata::Schema::new(cols, &[def.col(0)]).map_err(serr)?;
         let topts = match layout {
             Some(l) => strata::TableOptions::with_layout(l),
             None => strata::TableOptions::default(),
         };
+        Self::open_with(dir, def, options, topts)
+    }
+
+    /// [`StrataTables::open`] with any table options (such as another engine).
+    pub fn open_with(
+        dir: &std::path::Path,
+        def: &TableDef,
+        options: strata::Options,
+        topts: strata::TableOptions,
+    ) -> Result<Self, String> {
+        let _ = std::fs::remove_dir_all(dir);
+        let db = strata::Db::open(dir, options).map_err(serr)?;
+        let cols = def.columns.iter().map(|(n, k)| strata::Column::not_null(n.clone(), column_type(*k))).collect();
+        let schema = strata::Schema::new(cols, &[def.col(0)]).map_err(serr)?;
         let t = db.create_table(&def.name, schema, topts).map_err(serr)?;
         Ok(StrataTables { db, t, def: def.clone(), projections: Default::default() })
     }
@@ -432,6 +460,16 @@ impl Tables for StrataTables {
         self.t.update(&[Value::BigInt(key)], &[(self.def.col(col), value.clone())]).map_err(serr)
     }
 
+    fn update_cols(&self, key: i64, set: &[(usize, Value)]) -> Result<(), String> {
+        let set: Vec<(&str, Value)> = set.iter().map(|(c, v)| (self.def.col(*c), v.clone())).collect();
+        self.t.update(&[Value::BigInt(key)], &set).map_err(serr)
+    }
+
+    fn merge_lag(&self) -> Option<u64> {
+        let st = self.db.stats();
+        st.tables.iter().find(|t| t.name == self.def.name).and_then(|t| t.lineage.as_ref()).map(|l| l.merge_lag)
+    }
+
     fn get(&self, key: i64, cols: &[usize]) -> Result<Option<Vec<Value>>, String> {
         // Readers share the resolved projections; only a new column list takes the write lock.
         let cached = self.projections.read().get(cols).cloned();
@@ -456,6 +494,14 @@ impl Tables for StrataTables {
     fn counters(&self) -> Vec<(&'static str, f64, &'static str)> {
         let s = self.db.scan_stats();
         let st = self.db.stats();
+        if let Some(l) = st.tables.iter().find(|t| t.name == self.def.name).and_then(|t| t.lineage.as_ref()) {
+            return vec![
+                ("lineage: base bytes", l.base_bytes as f64 / 1e6, "MB"),
+                ("lineage: tail bytes", l.tail_bytes as f64 / 1e6, "MB"),
+                ("lineage: range merges", l.merges as f64, "merges"),
+                ("lineage: tail records merged", l.merged_records as f64, "records"),
+            ];
+        }
         let mut out = vec![
             ("scans: rows through the per-row merge", s.merged_rows as f64, "rows"),
             ("scans: blocks passed on whole", s.bulk_blocks as f64, "blocks"),

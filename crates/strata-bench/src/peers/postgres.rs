@@ -364,7 +364,7 @@ impl Tables for PostgresTables {
     }
 
     fn query(&self, q: &Query) -> Result<Answer, String> {
-        let text = sql::select(&self.def, q);
+        let text = sql::select_in("postgres", &self.def, q);
         let rows = self.conns.with(|(client, _)| client.query(&text, &[]).map_err(err))?;
         match &q.out {
             Output::Aggs(aggs) => {

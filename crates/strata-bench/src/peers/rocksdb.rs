@@ -270,6 +270,16 @@ impl Tables for RocksTables {
         self.db.put_opt(row_key(key), encode_row(&self.def, &row)?, &self.write).map_err(err)
     }
 
+    fn update_cols(&self, key: i64, set: &[(usize, Value)]) -> Result<(), String> {
+        let Some(mut row) = self.read_row(key)? else { return Ok(()) };
+        for (c, v) in set {
+            if let Some(x) = row.get_mut(*c) {
+                *x = v.clone();
+            }
+        }
+        self.db.put_opt(row_key(key), encode_row(&self.def, &row)?, &self.write).map_err(err)
+    }
+
     fn get(&self, key: i64, cols: &[usize]) -> Result<Option<Vec<Value>>, String> {
         Ok(self.read_row(key)?.map(|r| cols.iter().map(|&c| r[c].clone()).collect()))
     }

@@ -52,7 +52,8 @@ impl DbInner {
             let tables: Vec<Arc<LineageTable>> = self.lineage.read().values().cloned().collect();
             let visible = self.snapshots.visible();
             let threshold = self.opts.lineage_merge_threshold;
-            let merged: usize = tables.iter().map(|t| t.merge(visible, threshold, idle, &|| {})).sum();
+            let hold = || self.merge_hold_point();
+            let merged: usize = tables.iter().map(|t| t.merge(visible, threshold, idle, &hold)).sum();
             idle = merged == 0;
             if self.lineage_wal_bytes.load(Ordering::Relaxed) >= self.opts.lineage_checkpoint_bytes
                 && self.check_writable().is_ok()
@@ -60,6 +61,17 @@ impl DbInner {
                 // A checkpoint that fails leaves the WAL as it was: nothing is lost, and the
                 // next pass tries again (a failed manifest write poisons the database).
                 let _ = self.checkpoint_lineage();
+            }
+        }
+    }
+
+    /// Where a merge waits while a test holds merges ([`super::Db::hold_lineage_merges`]).
+    fn merge_hold_point(&self) {
+        let mut held = self.merge_hold.lock();
+        if *held {
+            self.merge_holds.fetch_add(1, Ordering::SeqCst);
+            while *held && !self.closed.load(Ordering::SeqCst) {
+                self.merge_hold_cv.wait_for(&mut held, Duration::from_millis(10));
             }
         }
     }

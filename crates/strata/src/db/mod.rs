@@ -110,6 +110,12 @@ pub(crate) struct DbInner {
     pub lineage: RwLock<HashMap<u32, Arc<LineageTable>>>,
     /// WAL bytes of lineage writes since the last lineage checkpoint.
     pub lineage_wal_bytes: AtomicU64,
+    /// Tests: while set, the merge thread stops at the point where a merge has built its pages
+    /// and is about to swap them in ([`Db::hold_lineage_merges`]).
+    pub merge_hold: Mutex<bool>,
+    pub merge_hold_cv: Condvar,
+    /// Merges that stopped at that point.
+    pub merge_holds: AtomicU64,
     /// Tests: runs once, on the thread of the first flush or compaction (as named) about to
     /// take the version lock to install.
     #[cfg(test)]
@@ -303,6 +309,9 @@ impl Db {
             scans: crate::scan::Scans::new(opts.scan_threads, opts.shared_scan_window),
             lineage: RwLock::new(lineage),
             lineage_wal_bytes: AtomicU64::new(0),
+            merge_hold: Mutex::new(false),
+            merge_hold_cv: Condvar::new(),
+            merge_holds: AtomicU64::new(0),
             #[cfg(test)]
             install_hook: Mutex::new(None),
         });
@@ -463,6 +472,17 @@ impl Db {
         self.inner.checkpoint_lineage()
     }
 
+    /// Tests and instrumentation: while `hold` is set, the merge thread stops each lineage merge
+    /// after it built the new pages and before it swaps them in, holding whatever a merge holds,
+    /// so a test can show that readers and writers go on meanwhile. Returns how many merges
+    /// have stopped there since open.
+    #[doc(hidden)]
+    pub fn hold_lineage_merges(&self, hold: bool) -> u64 {
+        *self.inner.merge_hold.lock() = hold;
+        self.inner.merge_hold_cv.notify_all();
+        self.inner.merge_holds.load(Ordering::SeqCst)
+    }
+
     /// Freezes the memtable and waits until every frozen memtable is in Level-0.
     pub fn flush(&self) -> Result<()> {
         self.inner.flush()
@@ -564,6 +584,8 @@ impl Db {
         self.inner.closed.store(true, Ordering::SeqCst);
         self.inner.bg.lock().shutting_down = true;
         self.inner.bg_cv.notify_all();
+        *self.inner.merge_hold.lock() = false;
+        self.inner.merge_hold_cv.notify_all();
         self.inner.commit_cv.notify_all();
         for t in self.threads.drain(..) {
             let _ = t.join();

@@ -8,7 +8,7 @@ use super::{DbInner, KeyRange, Projection, ReadOptions, TableInfo, WriteOptions}
 use crate::error::{Error, Result};
 use crate::lineage::{LineageRows, LineageTable};
 use crate::mvcc::Kind;
-use crate::read::{project, ScanIter};
+use crate::read::{project_with, KeyOf, ScanIter};
 use crate::types::key::encode_key;
 use crate::types::row::encode_row_with;
 use crate::types::{Schema, Value};
@@ -228,7 +228,7 @@ impl Table {
             None => self.db.get_cells(&self.info, &k, wanted, ropts)?,
         };
         match cells {
-            Some(cells) => project(&self.info, &k, cells, projection).map(Some),
+            Some(cells) => project_with(&self.info, KeyOf::Values(key), cells, projection).map(Some),
             None => Ok(None),
         }
     }

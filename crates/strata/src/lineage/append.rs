@@ -90,14 +90,15 @@ pub(crate) fn from_bits(ty: ColumnType, bits: u64) -> Value {
 /// kept apart (in the record's null mask), so a slot holds only a value.
 pub(crate) enum Column {
     Fixed(Segments<AtomicU64>),
-    Var(Segments<OnceLock<Box<[u8]>>>),
+    /// The slots, and the bytes of the values stored in them.
+    Var(Segments<OnceLock<Box<[u8]>>>, AtomicU64),
 }
 
 impl Column {
     pub(crate) fn new(ty: ColumnType) -> Column {
         match ty.fixed_width() {
             Some(_) => Column::Fixed(Segments::default()),
-            None => Column::Var(Segments::default()),
+            None => Column::Var(Segments::default(), AtomicU64::new(0)),
         }
     }
 
@@ -105,13 +106,15 @@ impl Column {
     pub(crate) fn put(&self, i: usize, v: &Value) {
         match (self, v) {
             (Column::Fixed(s), v) => s.store(i, to_bits(v)),
-            (Column::Var(s), Value::Text(t)) => {
+            (Column::Var(s, bytes), Value::Text(t)) => {
                 let _ = s.slot(i).set(t.as_bytes().into());
+                bytes.fetch_add(t.len() as u64, Ordering::Relaxed);
             }
-            (Column::Var(s), Value::Bytea(b)) => {
+            (Column::Var(s, bytes), Value::Bytea(b)) => {
                 let _ = s.slot(i).set(b.as_slice().into());
+                bytes.fetch_add(b.len() as u64, Ordering::Relaxed);
             }
-            (Column::Var(_), _) => {}
+            (Column::Var(..), _) => {}
         }
     }
 
@@ -119,7 +122,7 @@ impl Column {
     pub(crate) fn value(&self, ty: ColumnType, i: usize) -> Value {
         match self {
             Column::Fixed(s) => from_bits(ty, s.load(i)),
-            Column::Var(s) => {
+            Column::Var(s, _) => {
                 let b = s.get(i).and_then(OnceLock::get).map_or(&[][..], |b| &b[..]);
                 Value::from_var(ty, b).unwrap_or(Value::Null)
             }
@@ -130,15 +133,7 @@ impl Column {
     pub(crate) fn bytes(&self) -> usize {
         match self {
             Column::Fixed(s) => s.bytes(),
-            Column::Var(s) => {
-                let mut n = s.bytes();
-                let mut i = 0;
-                while let Some(slot) = s.get(i) {
-                    n += slot.get().map_or(0, |b| b.len());
-                    i += 1;
-                }
-                n
-            }
+            Column::Var(s, bytes) => s.bytes() + bytes.load(Ordering::Relaxed) as usize,
         }
     }
 }

@@ -19,6 +19,7 @@
 mod append;
 pub(crate) mod checkpoint;
 pub(crate) mod range;
+mod sealed;
 mod table;
 
 pub(crate) use table::LineageTable;
@@ -31,6 +32,20 @@ use crate::catalog::{Projection, TableInfo};
 use crate::error::Result;
 use crate::read::project;
 use crate::types::Value;
+
+/// The first `i` in `0..n` where `before(i)` is false (`before` holds on a prefix).
+pub(crate) fn partition(n: usize, before: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if before(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
 
 /// Value columns a lineage table may have (a record's column sets are 64-bit masks).
 pub(crate) const MAX_COLUMNS: usize = 64;

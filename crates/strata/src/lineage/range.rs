@@ -10,10 +10,12 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
-use arrow_array::{Array, ArrayRef, BooleanArray};
+use arrow_array::{Array, ArrayRef};
+use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder};
 
 use super::append::{Column, Segments};
-use crate::scan::arrow::{value_at, ValuesBuilder};
+use super::sealed::{overlay, Sealed};
+use crate::scan::arrow::ValuesBuilder;
 use crate::types::row::Cells;
 use crate::types::{ColumnType, Value};
 
@@ -52,7 +54,7 @@ pub(crate) struct Page {
     /// sequence number may not use the folded values.
     pub tps_seq: u64,
     pub rows: u32,
-    pub sealed: Option<ArrayRef>,
+    pub sealed: Option<Sealed>,
     pub open: Option<Arc<OpenBase>>,
 }
 
@@ -60,34 +62,36 @@ impl Page {
     /// The base value of column `c` at offset `o` (a value column's page).
     pub(crate) fn value(&self, ty: ColumnType, c: usize, o: usize) -> Value {
         match (&self.sealed, &self.open) {
-            (Some(a), _) if o < self.rows as usize => value_at(a.as_ref(), o),
+            (Some(a), _) if o < self.rows as usize => a.value(o),
             (_, Some(open)) => open.value(ty, c, o),
             _ => Value::Null,
         }
     }
-
-    /// Whether the existence page marks offset `o` deleted.
-    fn deleted(&self, o: usize) -> bool {
-        match &self.sealed {
-            Some(a) if o < self.rows as usize => a.as_any().downcast_ref::<BooleanArray>().is_some_and(|b| b.value(o)),
-            _ => false,
-        }
-    }
 }
+
+/// A range's page directory: a page per value column, then the existence page.
+pub(crate) struct Pages(pub Box<[Arc<Page>]>);
 
 /// The tail records of a range, column by column.
 #[derive(Default)]
 pub(crate) struct Tail {
     /// Records published to readers.
     pub len: AtomicU32,
-    /// Per record: back pointer (low 32 bits), base offset (next 16), flags (top 16).
-    meta: Segments<AtomicU64>,
-    /// Per record: the columns it carries.
-    cols: Segments<AtomicU64>,
-    /// Per record: which carried columns are NULL.
-    nulls: Segments<AtomicU64>,
-    seqs: Segments<AtomicU64>,
+    /// Per record, its fixed fields together (one cache line holds two records).
+    fixed: Segments<Fixed>,
     values: Vec<Column>,
+}
+
+/// A tail record's fixed fields as stored.
+#[derive(Default)]
+struct Fixed {
+    /// Back pointer (low 32 bits), base offset (next 16), flags (top 16).
+    meta: AtomicU64,
+    /// The columns it carries.
+    cols: AtomicU64,
+    /// Which carried columns are NULL.
+    nulls: AtomicU64,
+    seq: AtomicU64,
 }
 
 /// One tail record's fixed fields.
@@ -107,24 +111,27 @@ impl Tail {
 
     #[inline]
     pub(crate) fn seq(&self, x: usize) -> u64 {
-        self.seqs.load(x)
+        self.fixed.get(x).map_or(0, |f| f.seq.load(Ordering::Relaxed))
     }
 
     #[inline]
     pub(crate) fn meta(&self, x: usize) -> Meta {
-        let m = self.meta.load(x);
+        let Some(f) = self.fixed.get(x) else {
+            return Meta { prev: 0, base: 0, flags: 0, cols: 0, seq: 0 };
+        };
+        let m = f.meta.load(Ordering::Relaxed);
         Meta {
             prev: m as u32,
             base: ((m >> 32) & 0xFFFF) as usize,
             flags: m >> 48,
-            cols: self.cols.load(x),
-            seq: self.seqs.load(x),
+            cols: f.cols.load(Ordering::Relaxed),
+            seq: f.seq.load(Ordering::Relaxed),
         }
     }
 
     /// Column `c` of record `x` (which carries it).
     pub(crate) fn value(&self, ty: ColumnType, c: usize, x: usize) -> Value {
-        if self.nulls.load(x) & (1 << c) != 0 {
+        if self.fixed.get(x).is_some_and(|f| f.nulls.load(Ordering::Relaxed) & (1 << c) != 0) {
             Value::Null
         } else {
             self.values[c].value(ty, x)
@@ -141,18 +148,15 @@ impl Tail {
                 self.values[c].put(x, v);
             }
         }
-        self.nulls.store(x, nulls);
-        self.cols.store(x, m.cols);
-        self.seqs.store(x, m.seq);
-        self.meta.store(x, u64::from(m.prev) | ((m.base as u64) << 32) | (m.flags << 48));
+        let f = self.fixed.slot(x);
+        f.nulls.store(nulls, Ordering::Relaxed);
+        f.cols.store(m.cols, Ordering::Relaxed);
+        f.seq.store(m.seq, Ordering::Relaxed);
+        f.meta.store(u64::from(m.prev) | ((m.base as u64) << 32) | (m.flags << 48), Ordering::Relaxed);
     }
 
     fn bytes(&self) -> usize {
-        self.meta.bytes()
-            + self.cols.bytes()
-            + self.nulls.bytes()
-            + self.seqs.bytes()
-            + self.values.iter().map(Column::bytes).sum::<usize>()
+        self.fixed.bytes() + self.values.iter().map(Column::bytes).sum::<usize>()
     }
 }
 
@@ -162,6 +166,8 @@ pub(crate) struct Range {
     /// Base records published.
     pub len: AtomicU32,
     pub keys: Segments<OnceLock<Box<[u8]>>>,
+    /// Bytes of the keys.
+    key_bytes: AtomicU64,
     /// Sequence number each base record was inserted at.
     pub start: Segments<AtomicU64>,
     /// Per base record: its newest tail record plus one (0: none).
@@ -169,8 +175,10 @@ pub(crate) struct Range {
     /// Per base record: the columns ever updated (whose old values a snapshot record holds).
     /// Writer only.
     updated: Box<[AtomicU64]>,
-    /// The page directory: a page per value column, then the existence page.
-    pub pages: Box<[ArcSwap<Page>]>,
+    /// The page directory: a page per value column, then the existence page, swapped as one
+    /// set (a reader takes every page it needs with one load). Pages in one set may hold
+    /// different numbers of tail records: a merge replaces only the pages it changes.
+    pub pages: ArcSwap<Pages>,
     pub tail: Tail,
     /// Decoded key columns, once the range is full.
     pub key_arrays: OnceLock<Vec<ArrayRef>>,
@@ -212,19 +220,14 @@ impl Range {
     pub(crate) fn new(cap: usize, types: &[ColumnType]) -> (Range, Arc<OpenBase>) {
         let open = Arc::new(OpenBase::new(types));
         let page = |with_open: bool| {
-            ArcSwap::from_pointee(Page {
-                tps: 0,
-                tps_seq: 0,
-                rows: 0,
-                sealed: None,
-                open: with_open.then(|| open.clone()),
-            })
+            Arc::new(Page { tps: 0, tps_seq: 0, rows: 0, sealed: None, open: with_open.then(|| open.clone()) })
         };
-        let pages = (0..=types.len()).map(|c| page(c < types.len())).collect();
+        let pages = ArcSwap::from_pointee(Pages((0..=types.len()).map(|c| page(c < types.len())).collect()));
         let r = Range {
             cap,
             len: AtomicU32::new(0),
             keys: Segments::default(),
+            key_bytes: AtomicU64::new(0),
             start: Segments::default(),
             indirection: (0..cap).map(|_| AtomicU32::new(0)).collect(),
             updated: (0..cap).map(|_| AtomicU64::new(0)).collect(),
@@ -243,6 +246,7 @@ impl Range {
     /// Appends a base record at offset `o` (the next one). Writer only.
     pub(crate) fn insert(&self, open: &OpenBase, o: usize, key: &[u8], cells: &Cells, seq: u64) {
         let _ = self.keys.slot(o).set(key.into());
+        self.key_bytes.fetch_add(key.len() as u64, Ordering::Relaxed);
         self.start.store(o, seq);
         let mut nulls = 0u64;
         for (c, v) in cells.iter().enumerate() {
@@ -270,6 +274,7 @@ impl Range {
     /// deleted row back. Writer only.
     pub(crate) fn update(&self, types: &[ColumnType], o: usize, set: &[(usize, &Value)], revive: bool, seq: u64) {
         let (prev, _) = self.newest(o);
+        let pages = self.pages.load();
         let mut x = self.tail.len.load(Ordering::Relaxed) as usize;
         let mut back = prev;
         let set_mask = set.iter().fold(0u64, |m, &(c, _)| m | 1 << c);
@@ -278,7 +283,7 @@ impl Range {
             // Never updated before: the base pages of every version still hold the original.
             let old: Vec<(usize, Value)> = (0..types.len())
                 .filter(|c| first_time & (1 << c) != 0)
-                .map(|c| (c, self.pages[c].load().value(types[c], c, o)))
+                .map(|c| (c, pages.0[c].value(types[c], c, o)))
                 .collect();
             let cells: Vec<(usize, &Value)> = old.iter().map(|(c, v)| (*c, v)).collect();
             let m = Meta { prev: back, base: o, flags: SNAPSHOT, cols: first_time, seq };
@@ -290,7 +295,7 @@ impl Range {
         // Cumulative: carry the previous record's columns unless every page has merged it.
         let mut carried: Vec<(usize, Value)> = Vec::new();
         if prev != 0 && !revive {
-            let reset = self.pages[..types.len()].iter().map(|p| p.load().tps).min().unwrap_or(0);
+            let reset = pages.0[..types.len()].iter().map(|p| p.tps).min().unwrap_or(0);
             let pm = self.tail.meta(prev as usize - 1);
             if prev > reset && pm.flags & DELETE == 0 {
                 for c in (0..types.len()).filter(|&c| pm.cols & (1 << c) != 0 && set_mask & (1 << c) == 0) {
@@ -363,28 +368,22 @@ impl Range {
             return None;
         }
         // Pages before the indirection: whatever a page folded in is in the chain read after.
-        let pages: Vec<Option<arc_swap::Guard<Arc<Page>>>> = (0..types.len())
-            .map(|c| wanted.is_none_or(|w| w.get(c).copied().unwrap_or(false)).then(|| self.pages[c].load()))
-            .collect();
+        let pages = self.pages.load();
         let at = At::read(self, o, seq);
         if !self.exists_at(o, at.t, seq) {
             return None;
         }
-        Some(pages.iter().enumerate().map(|(c, p)| p.as_ref().map(|p| self.cell(types[c], c, p, &at))).collect())
+        let wants = |c: usize| wanted.is_none_or(|w| w.get(c).copied().unwrap_or(false));
+        Some((0..types.len()).map(|c| wants(c).then(|| self.cell(types[c], c, &pages.0[c], &at))).collect())
     }
 
     /// Bytes held: tail records, open base values, sealed pages, keys.
     pub(crate) fn bytes(&self) -> (usize, usize) {
         let mut base = self.keys.bytes() + self.start.bytes() + self.cap * 12;
-        let mut i = 0;
-        while let Some(k) = self.keys.get(i).and_then(OnceLock::get) {
-            base += k.len();
-            i += 1;
-        }
+        base += self.key_bytes.load(Ordering::Relaxed) as usize;
         let mut open_counted = false;
-        for p in self.pages.iter() {
-            let p = p.load();
-            base += p.sealed.as_ref().map_or(0, |a| a.get_array_memory_size());
+        for p in self.pages.load().0.iter() {
+            base += p.sealed.as_ref().map_or(0, |a| a.array().get_array_memory_size());
             if let (Some(open), false) = (&p.open, open_counted) {
                 base += open.cols.iter().map(Column::bytes).sum::<usize>() + open.nulls.bytes();
                 open_counted = true;
@@ -396,93 +395,78 @@ impl Range {
     /// Folds committed tail records (those at or below `visible`) into new pages for every
     /// column with any to fold, and seals base records inserted since the last merge. Returns
     /// the tail records folded (0: nothing to do). Readers and the writer go on meanwhile: the
-    /// pages are swapped in one by one, each consistent on its own.
+    /// new page set replaces the old one in one swap (`before_swap` runs just before it).
     pub(crate) fn merge(&self, types: &[ColumnType], visible: u64, before_swap: &dyn Fn()) -> usize {
         let mut n = self.tail.len.load(Ordering::Acquire) as usize;
         while n > 0 && self.tail.seq(n - 1) > visible {
             n -= 1;
         }
         let rows = self.len.load(Ordering::Acquire) as usize;
-        let mut folded = 0;
+        let current = self.pages.load_full();
+        let tps = current.0.iter().map(|p| p.tps as usize).min().unwrap_or(0);
+        let sealed = current.0.iter().map(|p| p.rows as usize).min().unwrap_or(0);
+        if tps >= n && sealed >= rows {
+            return 0;
+        }
+        // Algorithm 1 in one pass over the committed tail records: each base record takes its
+        // newest change of every column (and of its existence).
+        let cols: Vec<usize> = (0..types.len()).collect();
+        let Some(ch) = self.changes(&current, &cols, rows, visible) else { return 0 };
+        let tps_seq = if n > 0 { self.tail.seq(n - 1) } else { 0 };
         let mut built: Vec<(usize, Page)> = Vec::new();
-        for (c, slot) in self.pages.iter().enumerate() {
-            let old = slot.load_full();
-            let tps = old.tps as usize;
-            let is_value = c < types.len();
-            if tps >= n && (old.rows as usize >= rows || !is_value) {
-                continue;
-            }
-            // Algorithm 1: newest record first; each base record takes its newest change.
-            let mut seen = vec![false; rows];
-            let mut newer: Vec<Option<usize>> = vec![None; rows];
-            for x in (tps..n).rev() {
-                let m = self.tail.meta(x);
-                if m.flags & SNAPSHOT != 0 || m.base >= rows || seen[m.base] {
-                    continue;
+        for (c, old) in current.0.iter().enumerate() {
+            let grown = (old.rows as usize) < rows;
+            let sealed = match ch.newest.get(c) {
+                Some(newest) if !newest.is_empty() || grown => {
+                    let ty = types[c];
+                    let over: Vec<(usize, Value)> =
+                        newest.iter().map(|&(o, x)| (o as usize, self.tail.value(ty, c, x as usize))).collect();
+                    let fill = |o: usize| old.value(ty, c, o);
+                    Some(Sealed::new(overlay(ty, old.sealed.as_ref(), old.rows as usize, rows, &fill, &over)))
                 }
-                if is_value && m.cols & (1 << c) == 0 {
-                    continue;
-                }
-                seen[m.base] = true;
-                newer[m.base] = Some(x);
-            }
-            let sealed: ArrayRef = if is_value {
-                let mut b = ValuesBuilder::new(types[c]);
-                for (o, x) in newer.iter().enumerate() {
-                    match x {
-                        Some(x) => b.push(&self.tail.value(types[c], c, *x)),
-                        None => b.push(&old.value(types[c], c, o)),
-                    }
-                }
-                b.finish()
-            } else {
-                let deleted: BooleanArray = newer
-                    .iter()
-                    .enumerate()
-                    .map(|(o, x)| {
-                        Some(match x {
-                            Some(x) => self.tail.meta(*x).flags & DELETE != 0,
-                            None => old.deleted(o),
-                        })
-                    })
-                    .collect();
-                Arc::new(deleted)
+                // A value column nothing changed: its values stay, its merge point moves on.
+                Some(_) => old.sealed.clone(),
+                // The existence page: deleted = not live.
+                None => Some(Sealed::new(Arc::new(arrow_array::BooleanArray::new(!&ch.live, None)))),
             };
-            let (tps_new, tps_seq) = if n > tps { (n as u32, self.tail.seq(n - 1)) } else { (old.tps, old.tps_seq) };
-            folded = folded.max(n.saturating_sub(tps));
+            let tps_new = (old.tps as usize).max(n) as u32;
             built.push((
                 c,
                 Page {
                     tps: tps_new,
-                    tps_seq,
+                    tps_seq: if tps_new == old.tps { old.tps_seq } else { tps_seq },
                     rows: rows as u32,
-                    sealed: Some(sealed),
+                    sealed,
                     open: if rows < self.cap { old.open.clone() } else { None },
                 },
             ));
         }
+        let folded = n.saturating_sub(tps);
         if built.is_empty() {
             return 0;
         }
-        before_swap();
+        let mut next: Vec<Arc<Page>> = current.0.to_vec();
         for (c, page) in built {
-            // The old page is freed when the last reader holding it lets go.
-            self.pages[c].store(Arc::new(page));
+            next[c] = Arc::new(page);
         }
+        before_swap();
+        // The old pages are freed when the last reader holding them lets go. Only this thread
+        // stores page sets, so nothing was swapped in since `current` was loaded.
+        self.pages.store(Arc::new(Pages(next.into())));
         folded.max(1)
     }
 
     /// Committed tail records not folded into every page yet.
     pub(crate) fn unmerged(&self) -> usize {
         let len = self.tail.len.load(Ordering::Acquire);
-        let tps = self.pages.iter().map(|p| p.load().tps).min().unwrap_or(0);
+        let tps = self.pages.load().0.iter().map(|p| p.tps).min().unwrap_or(0);
         (len - tps.min(len)) as usize
     }
 
     /// Whether base records wait to be sealed into pages.
     pub(crate) fn unsealed(&self) -> usize {
         let rows = self.len.load(Ordering::Acquire);
-        let sealed = self.pages.first().map_or(rows, |p| p.load().rows);
+        let sealed = self.pages.load().0.first().map_or(rows, |p| p.rows);
         (rows - sealed.min(rows)) as usize
     }
 }
@@ -490,30 +474,52 @@ impl Range {
 /// Column-wise reads of a whole range at one sequence number, for scans: base pages as they
 /// are, with the tail records they have not folded in laid over them by position.
 impl Range {
-    /// Which of the first `n` base records exist at `seq`.
-    pub(crate) fn live_mask(&self, n: usize, seq: u64) -> Vec<bool> {
-        let page = self.pages[self.pages.len() - 1].load_full();
+    /// Base records inserted at or before `seq` (inserts come in sequence order, so they are
+    /// a prefix of the range).
+    pub(crate) fn visible_len(&self, seq: u64) -> usize {
+        let n = self.len.load(Ordering::Acquire) as usize;
+        if n == 0 || self.start.load(n - 1) <= seq {
+            return n;
+        }
+        super::partition(n, |o| self.start.load(o) <= seq)
+    }
+
+    /// Which of the first `n` base records (all inserted at or before `seq`, see
+    /// [`Range::visible_len`]) exist at `seq`.
+    pub(crate) fn live_mask(&self, n: usize, seq: u64) -> BooleanBuffer {
+        let page = self.pages.load().0.last().cloned();
+        let Some(page) = page else { return BooleanBuffer::new_set(n) };
         if page.tps_seq > seq {
             return (0..n).map(|o| self.exists_at(o, At::read(self, o, seq).t, seq)).collect();
         }
-        let mut deleted: Vec<bool> = (0..n).map(|o| page.deleted(o)).collect();
         let len = self.tail.len.load(Ordering::Acquire) as usize;
+        let deleted = match &page.sealed {
+            Some(Sealed::Bool(d)) => Some(d),
+            _ => None,
+        };
+        let sealed = (page.rows as usize).min(n);
+        let mut live = BooleanBufferBuilder::new(n);
+        match deleted {
+            Some(d) if sealed > 0 => live.append_buffer(&!&d.values().slice(0, sealed)),
+            _ => live.append_n(sealed, true),
+        }
+        live.append_n(n - sealed, true);
         for x in page.tps as usize..len {
             let m = self.tail.meta(x);
             if m.seq > seq {
                 break;
             }
             if m.flags & SNAPSHOT == 0 && m.base < n {
-                deleted[m.base] = m.flags & DELETE != 0;
+                live.set_bit(m.base, m.flags & DELETE == 0);
             }
         }
-        (0..n).map(|o| !deleted[o] && self.start.load(o) <= seq).collect()
+        live.finish()
     }
 
     /// Column `c` of the first `n` base records at `seq` (any value where a record does not
     /// exist at `seq`).
     pub(crate) fn column(&self, ty: ColumnType, c: usize, n: usize, seq: u64) -> ArrayRef {
-        let page = self.pages[c].load_full();
+        let page = self.pages.load().0[c].clone();
         if page.tps_seq > seq {
             let mut b = ValuesBuilder::new(ty);
             for o in 0..n {
@@ -522,38 +528,121 @@ impl Range {
             return b.finish();
         }
         let len = self.tail.len.load(Ordering::Acquire) as usize;
-        let mut over: Vec<(usize, usize)> = Vec::new();
+        let mut over: Vec<(usize, Value)> = Vec::new();
         for x in page.tps as usize..len {
             let m = self.tail.meta(x);
             if m.seq > seq {
                 break;
             }
             if m.flags & SNAPSHOT == 0 && m.cols & (1 << c) != 0 && m.base < n {
-                over.push((m.base, x));
+                over.push((m.base, self.tail.value(ty, c, x)));
             }
         }
-        let base = match &page.sealed {
-            Some(a) if page.rows as usize >= n => a.slice(0, n),
-            _ => {
-                let mut b = ValuesBuilder::new(ty);
-                for o in 0..n {
-                    b.push(&page.value(ty, c, o));
-                }
-                b.finish()
-            }
+        let rows = (page.rows as usize).min(n);
+        match &page.sealed {
+            Some(a) if over.is_empty() && rows == n => a.array().slice(0, n),
+            sealed => overlay(ty, sealed.as_ref(), rows, n, &|o| page.value(ty, c, o), &over),
+        }
+    }
+}
+
+/// What the tail records of a range change in its first `n` base records at one sequence
+/// number, against one set of pages (see [`Range::changes`]).
+pub(crate) struct Changes {
+    /// Which records exist.
+    pub live: BooleanBuffer,
+    /// Which records some tail record changes a requested column of (`None`: none).
+    pub changed: Option<BooleanBuffer>,
+    /// Per requested column: (offset, tail record) of the records changing it past its page,
+    /// sorted by offset, the newest record only.
+    pub newest: Vec<Vec<(u32, u32)>>,
+}
+
+impl Range {
+    /// One pass over the tail records the pages of `cols` (value columns) and the existence
+    /// page have not folded in, at or below `seq`: which of the first `n` records exist, and
+    /// per column the newest record changing it. `None` when a page is newer than `seq` (the
+    /// caller reads record by record instead).
+    pub(crate) fn changes(&self, pages: &Pages, cols: &[usize], n: usize, seq: u64) -> Option<Changes> {
+        let exist = pages.0.last()?;
+        if exist.tps_seq > seq || cols.iter().any(|&c| pages.0[c].tps_seq > seq) {
+            return None;
+        }
+        let sealed = (exist.rows as usize).min(n);
+        let deleted = match &exist.sealed {
+            Some(Sealed::Bool(d)) if sealed > 0 => Some(d.values().slice(0, sealed)),
+            _ => None,
         };
-        if over.is_empty() {
-            return base;
+        let mut live: Option<BooleanBufferBuilder> = None;
+        let live_builder = || {
+            let mut b = BooleanBufferBuilder::new(n);
+            match &deleted {
+                Some(d) => b.append_buffer(&!d),
+                None => b.append_n(sealed, true),
+            }
+            b.append_n(n - sealed, true);
+            b
+        };
+        let mut changed: Option<BooleanBufferBuilder> = None;
+        let mut newest: Vec<Vec<(u32, u32)>> = vec![Vec::new(); cols.len()];
+        let from = cols.iter().map(|&c| pages.0[c].tps).chain([exist.tps]).min().unwrap_or(0) as usize;
+        let len = self.tail.len.load(Ordering::Acquire) as usize;
+        for x in from..len {
+            let m = self.tail.meta(x);
+            if m.seq > seq {
+                break;
+            }
+            if m.flags & SNAPSHOT != 0 || m.base >= n {
+                continue;
+            }
+            if x >= exist.tps as usize {
+                live.get_or_insert_with(live_builder).set_bit(m.base, m.flags & DELETE == 0);
+            }
+            for (i, &c) in cols.iter().enumerate() {
+                if m.cols & (1 << c) != 0 && x >= pages.0[c].tps as usize {
+                    newest[i].push((m.base as u32, x as u32));
+                    changed
+                        .get_or_insert_with(|| {
+                            let mut b = BooleanBufferBuilder::new(n);
+                            b.append_n(n, false);
+                            b
+                        })
+                        .set_bit(m.base, true);
+                }
+            }
         }
-        let mut from: Vec<(usize, usize)> = (0..n).map(|o| (0, o)).collect();
-        let mut b = ValuesBuilder::new(ty);
-        for (k, &(o, x)) in over.iter().enumerate() {
-            b.push(&self.tail.value(ty, c, x));
-            from[o] = (1, k);
+        let live = match live {
+            Some(mut b) => b.finish(),
+            None => match &deleted {
+                Some(d) if n == sealed => !d,
+                _ => live_builder().finish(),
+            },
+        };
+        for list in &mut newest {
+            // Stable: of one offset's records, the newest (last) stays last; keep only it.
+            list.sort_by_key(|&(o, _)| o);
+            list.reverse();
+            list.dedup_by_key(|&mut (o, _)| o);
+            list.reverse();
         }
-        let newer = b.finish();
-        // Same type on both sides: interleave cannot fail.
-        let merged = arrow_select::interleave::interleave(&[base.as_ref(), newer.as_ref()], &from);
-        merged.unwrap_or(base)
+        Some(Changes { live, changed: changed.map(|mut b| b.finish()), newest })
+    }
+
+    /// The base values of column `c` for offsets `a..b`, as the page holds them.
+    pub(crate) fn base_column(&self, page: &Page, ty: ColumnType, c: usize, a: usize, b: usize) -> ArrayRef {
+        match &page.sealed {
+            Some(s) if page.rows as usize >= b => s.array().slice(a, b - a),
+            sealed => overlay(ty, sealed.as_ref(), (page.rows as usize).min(b), b, &|o| page.value(ty, c, o), &[])
+                .slice(a, b - a),
+        }
+    }
+
+    /// Column `c` of record `o`: from the newest tail record changing it (`newest`, as
+    /// [`Changes::newest`] lists them), else from the page.
+    pub(crate) fn value_of(&self, page: &Page, ty: ColumnType, c: usize, o: usize, newest: &[(u32, u32)]) -> Value {
+        match newest.binary_search_by_key(&(o as u32), |&(o, _)| o) {
+            Ok(i) => self.tail.value(ty, c, newest[i].1 as usize),
+            Err(_) => page.value(ty, c, o),
+        }
     }
 }

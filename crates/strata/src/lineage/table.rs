@@ -3,13 +3,15 @@
 //! needs no synchronization with itself; readers and the merge thread read without locks.
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crossbeam_skiplist::SkipMap;
 use parking_lot::Mutex;
+use xxhash_rust::xxh3::Xxh3Builder;
 
 use super::append::Segments;
+use super::partition;
 use super::range::{OpenBase, Range};
 use crate::catalog::TableInfo;
 use crate::codec::DecodeResult;
@@ -37,13 +39,18 @@ pub(crate) struct Counters {
 pub(crate) struct LineageTable {
     pub info: Arc<TableInfo>,
     range_cap: usize,
+    /// The primary index, in key order (scans through it).
     index: SkipMap<Box<[u8]>, u64>,
+    /// The same entries hashed, for point reads and writes (a lookup costs a hash and a probe
+    /// or two, not a skiplist walk of key comparisons).
+    by_key: papaya::HashMap<Box<[u8]>, u64, Xxh3Builder>,
     ranges: Segments<OnceLock<Arc<Range>>>,
     /// Ranges created.
     nranges: AtomicU64,
     writer: Mutex<Writer>,
-    /// Whether every insert so far came in ascending key order, so RID order is key order.
-    sorted: AtomicBool,
+    /// The sequence number of the first insert that came out of key order (`u64::MAX`: none),
+    /// so that below it RID order is key order.
+    unsorted_since: AtomicU64,
     pub counters: Counters,
 }
 
@@ -53,10 +60,11 @@ impl LineageTable {
             info,
             range_cap,
             index: SkipMap::new(),
+            by_key: papaya::HashMap::with_hasher(Xxh3Builder::new()),
             ranges: Segments::default(),
             nranges: AtomicU64::new(0),
             writer: Mutex::new(Writer::default()),
-            sorted: AtomicBool::new(true),
+            unsorted_since: AtomicU64::new(u64::MAX),
             counters: Counters::default(),
         }
     }
@@ -70,9 +78,26 @@ impl LineageTable {
         self.ranges.get(i).and_then(OnceLock::get)
     }
 
-    /// Whether RID order is key order.
-    pub(crate) fn sorted(&self) -> bool {
-        self.sorted.load(Ordering::Acquire)
+    /// For a table whose RID order is key order at `seq`: the ranges holding keys in
+    /// `[lower, upper)` at `seq`, as a range of range indexes.
+    pub(crate) fn ranges_between(&self, lower: &[u8], upper: Option<&[u8]>, seq: u64) -> std::ops::Range<usize> {
+        // Rows inserted after `seq` are a suffix of the RIDs (and may be out of order): look
+        // only at the ranges holding rows inserted before.
+        let n = partition(self.ranges(), |i| self.range(i).is_some_and(|r| r.visible_len(seq) > 0));
+        // The first range whose last key is at or above `lower`, the first whose first key is
+        // at or above `upper`.
+        let last_key = |i: usize| self.range(i).map(|r| r.key(r.visible_len(seq) - 1).to_vec());
+        let first = partition(n, |i| last_key(i).is_some_and(|k| k.as_slice() < lower));
+        let end = match upper {
+            Some(u) => partition(n, |i| self.range(i).is_some_and(|r| r.key(0) < u)),
+            None => n,
+        };
+        first..end.max(first)
+    }
+
+    /// Whether RID order is key order among the rows inserted at or before `seq`.
+    pub(crate) fn sorted_at(&self, seq: u64) -> bool {
+        seq < self.unsorted_since.load(Ordering::Acquire)
     }
 
     /// The range and offset of a RID.
@@ -84,7 +109,7 @@ impl LineageTable {
     /// Applies one operation at `seq`. Writer only (the commit leader, or recovery).
     pub(crate) fn apply(&self, kind: Kind, key: &[u8], row: &[u8], seq: u64) -> DecodeResult<()> {
         let types = &self.info.value_types;
-        let found = self.index.get(key).map(|e| *e.value());
+        let found = self.by_key.pin().get(key).copied();
         match (kind, found) {
             (Kind::Put, None) => {
                 let cells = decode_row(types, row, None)?;
@@ -145,21 +170,22 @@ impl LineageTable {
             w.open = None;
         }
         if w.last_key.as_deref().is_some_and(|k| k >= key) {
-            self.sorted.store(false, Ordering::Release);
+            let _ = self.unsorted_since.compare_exchange(u64::MAX, seq, Ordering::AcqRel, Ordering::Relaxed);
         }
         w.last_key = Some(key.into());
         w.next_rid = rid + 1;
+        self.by_key.pin().insert(key.into(), rid);
         self.index.insert(key.into(), rid);
     }
 
     /// Whether `key` has a base record (deleted or not).
     pub(crate) fn contains(&self, key: &[u8]) -> bool {
-        self.index.contains_key(key)
+        self.by_key.pin().contains_key(key)
     }
 
     /// The row with `key` at `seq`.
     pub(crate) fn get(&self, key: &[u8], seq: u64, wanted: Option<&[bool]>) -> Option<Cells> {
-        let rid = *self.index.get(key)?.value();
+        let rid = self.by_key.pin().get(key).copied()?;
         let (r, o) = self.locate(rid)?;
         r.read_row(&self.info.value_types, o, seq, wanted)
     }

@@ -9,7 +9,7 @@ mod get;
 mod rows;
 
 pub use rows::ScanIter;
-pub(crate) use rows::{project, record_scan};
+pub(crate) use rows::{project, project_with, record_scan, KeyOf};
 
 use std::sync::Arc;
 

@@ -228,10 +228,28 @@ impl Iterator for ScanIter {
 }
 
 /// Builds the output row: the projected columns, key columns decoded from the key.
-pub(crate) fn project(info: &TableInfo, key: &[u8], mut cells: Cells, projection: &Projection) -> Result<Vec<Value>> {
+pub(crate) fn project(info: &TableInfo, key: &[u8], cells: Cells, projection: &Projection) -> Result<Vec<Value>> {
+    project_with(info, KeyOf::Encoded(key), cells, projection)
+}
+
+/// Where an output row's key columns come from.
+pub(crate) enum KeyOf<'a> {
+    /// Decoded from the encoded key when a key column is projected.
+    Encoded(&'a [u8]),
+    /// Already known (a point read's own key, in key-column order).
+    Values(&'a [Value]),
+}
+
+/// [`project`] with the key columns from `key`.
+pub(crate) fn project_with(
+    info: &TableInfo,
+    key: KeyOf<'_>,
+    mut cells: Cells,
+    projection: &Projection,
+) -> Result<Vec<Value>> {
     let schema = &info.schema;
     let cols = projection.columns(info);
-    let mut key_vals: Option<Vec<Value>> = None;
+    let mut decoded: Option<Vec<Value>> = None;
     let mut out = Vec::with_capacity(cols.len());
     for (i, &c) in cols.iter().enumerate() {
         match schema.value_index(c) {
@@ -243,11 +261,16 @@ pub(crate) fn project(info: &TableInfo, key: &[u8], mut cells: Cells, projection
                 out.push(v.unwrap_or(Value::Null));
             }
             None => {
-                if key_vals.is_none() {
-                    key_vals = Some(decode_key(&info.key_types, key).map_err(|e| Error::corruption("<key>", 0, e.0))?);
-                }
                 let ki = schema.primary_key().iter().position(|&k| k == c).unwrap_or(0);
-                out.push(key_vals.as_ref().and_then(|k| k.get(ki).cloned()).unwrap_or(Value::Null));
+                let vals = match key {
+                    KeyOf::Values(v) => v,
+                    KeyOf::Encoded(k) => match &decoded {
+                        Some(d) => d,
+                        None => decoded
+                            .insert(decode_key(&info.key_types, k).map_err(|e| Error::corruption("<key>", 0, e.0))?),
+                    },
+                };
+                out.push(vals.get(ki).cloned().unwrap_or(Value::Null));
             }
         }
     }

@@ -114,9 +114,19 @@ impl Consumer {
         match &mut self.sink {
             Sink::Aggs(states) => {
                 for (a, st) in self.plan.aggs.iter().zip(states.iter_mut()) {
-                    let values = match a.column {
-                        Some((col, _)) => Some(chunk.array(col, sel.as_ref())?),
-                        None => None,
+                    let values = match (a.column, &sel) {
+                        (Some((col, _)), None) => Some(chunk.array(col, None)?),
+                        // Most rows pass: mask the others out as NULLs (aggregates skip NULLs)
+                        // instead of copying the rest.
+                        (Some((col, _)), Some(s)) if passing * 4 > rows => {
+                            let all = chunk.array(col, None)?;
+                            match masked(&all, s) {
+                                Some(m) => Some(m),
+                                None => Some(chunk.array(col, Some(s))?),
+                            }
+                        }
+                        (Some((col, _)), Some(s)) => Some(chunk.array(col, Some(s))?),
+                        (None, _) => None,
                     };
                     st.update(a, passing, values.as_ref());
                 }
@@ -160,4 +170,32 @@ pub(super) fn feed_rows<K: AsRef<[u8]>>(
         c.consume(&mut chunk, &[], mask)?;
     }
     Ok(())
+}
+
+/// `a` with the rows not in `sel` turned into NULLs, sharing `a`'s values (numeric arrays;
+/// `None` for others).
+fn masked(a: &ArrayRef, sel: &BooleanBuffer) -> Option<ArrayRef> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type};
+    use arrow_array::{Array, PrimitiveArray};
+    use arrow_buffer::NullBuffer;
+    use arrow_schema::DataType;
+    let nulls = NullBuffer::new(match a.nulls() {
+        Some(n) => n.inner() & sel,
+        None => sel.clone(),
+    });
+    macro_rules! with_nulls {
+        ($t:ty) => {
+            Arc::new(PrimitiveArray::<$t>::new(a.as_primitive::<$t>().values().clone(), Some(nulls))) as ArrayRef
+        };
+    }
+    Some(match a.data_type() {
+        DataType::Int64 => with_nulls!(Int64Type),
+        DataType::Int32 => with_nulls!(Int32Type),
+        DataType::Int16 => with_nulls!(Int16Type),
+        DataType::Int8 => with_nulls!(Int8Type),
+        DataType::Float64 => with_nulls!(Float64Type),
+        DataType::Float32 => with_nulls!(Float32Type),
+        _ => return None,
+    })
 }

@@ -21,7 +21,7 @@ use super::ScanRequest;
 use crate::catalog::Projection;
 use crate::error::Result;
 use crate::lineage::range::Range;
-use crate::lineage::{LineageRows, LineageTable};
+use crate::lineage::{partition, LineageRows, LineageTable};
 use crate::types::key::decode_key;
 use crate::types::Value;
 
@@ -38,30 +38,60 @@ pub(crate) fn run_lineage_scan(
     ScanCounters::add(&scans.counters.scans, 1);
     ScanCounters::add(&scans.counters.passes, 1);
     let mut consumer = Consumer::new(plan.clone(), lower.clone(), upper.clone());
-    if plan.aggs.is_empty() && !t.sorted() {
+    let sorted = t.sorted_at(seq);
+    if plan.aggs.is_empty() && !sorted {
         by_index(&plan, &mut consumer, t, lower, upper, seq)?;
     } else {
-        for i in 0..t.ranges() {
+        let ranges = if sorted { t.ranges_between(&lower, upper.as_deref(), seq) } else { 0..t.ranges() };
+        for i in ranges {
             if consumer.done {
                 break;
             }
             if let Some(r) = t.range(i) {
-                by_position(&plan, &mut consumer, t, r, seq)?;
+                by_position(&plan, &mut consumer, t, r, seq, sorted)?;
             }
         }
     }
     Ok(BatchIter::ready(plan.schema.clone(), consumer.finish()?))
 }
 
-/// One range, column by column.
-fn by_position(plan: &Plan, consumer: &mut Consumer, t: &LineageTable, r: &Range, seq: u64) -> Result<()> {
-    let n = r.len.load(std::sync::atomic::Ordering::Acquire) as usize;
-    if n == 0 {
+/// One range, column by column: the records inserted at or before `seq`; on a table in key
+/// order only the window of them in the consumer's key range (found by binary search), else
+/// all of them with the key range in the mask.
+fn by_position(
+    plan: &Plan,
+    consumer: &mut Consumer,
+    t: &LineageTable,
+    r: &Range,
+    seq: u64,
+    sorted: bool,
+) -> Result<()> {
+    let n = r.visible_len(seq);
+    let (a, b) = if sorted && n > 0 {
+        // Most ranges lie wholly inside the key range: two comparisons tell.
+        let lower = consumer.lower.as_slice();
+        let a = if r.key(0) >= lower { 0 } else { partition(n, |o| r.key(o) < lower) };
+        let b = match consumer.upper.as_deref() {
+            Some(u) if r.key(n - 1) >= u => partition(n, |o| r.key(o) < u),
+            _ => n,
+        };
+        (a, b.max(a))
+    } else {
+        (0, n)
+    };
+    if a == b {
         return Ok(());
     }
-    let live = r.live_mask(n, seq);
-    let mask: BooleanBuffer = (0..n).map(|o| live[o] && consumer.in_range(r.key(o))).collect();
-    if mask.count_set_bits() == 0 {
+    let in_range = (!sorted).then(|| (a..b).map(|o| consumer.in_range(r.key(o))).collect::<BooleanBuffer>());
+    if !plan.aggs.is_empty() && aggregate_window(plan, consumer, t, r, (a, b), seq, in_range.as_ref())? {
+        return Ok(());
+    }
+    let mut mask = r.live_mask(b, seq).slice(a, b - a);
+    if let Some(k) = &in_range {
+        mask = &mask & k;
+    }
+    let live = mask.count_set_bits();
+    if live == 0 {
         return Ok(());
     }
     let info = &t.info;
@@ -69,21 +99,111 @@ fn by_position(plan: &Plan, consumer: &mut Consumer, t: &LineageTable, r: &Range
     let mut arrays: HashMap<usize, ArrayRef> = HashMap::with_capacity(plan.needed.len());
     let mut keys: Option<Vec<ArrayRef>> = None;
     for &col in &plan.needed {
-        let a = match schema.value_index(col) {
-            Some(vi) => r.column(info.value_types[vi], vi, n, seq),
+        let a_full = match schema.value_index(col) {
+            Some(vi) => r.column(info.value_types[vi], vi, b, seq),
             None => {
                 let ki = schema.primary_key().iter().position(|&k| k == col).unwrap_or(0);
                 let ks = match &keys {
                     Some(k) => k,
-                    None => keys.insert(key_columns(t, r, n)?),
+                    None => keys.insert(key_columns(t, r, b)?),
                 };
                 ks[ki].clone()
             }
         };
-        arrays.insert(col, a);
+        arrays.insert(col, a_full.slice(a, b - a));
     }
-    let mut chunk = RowsChunk { plan, rows: n, arrays };
-    consumer.consume(&mut chunk, &[], Some(mask))
+    let mut chunk = RowsChunk { plan, rows: b - a, arrays };
+    consumer.consume(&mut chunk, &[], (live < b - a).then_some(mask))
+}
+
+/// Aggregates over a window `[a, b)` of a range without copying its columns: the rows no tail
+/// record changed come straight from the pages (zero-copy slices, masked), the few changed ones
+/// as a second, small chunk built from their newest tail records. Order does not matter to
+/// aggregates. Returns false when a page is newer than `seq` (then the caller reads the window
+/// the general way).
+fn aggregate_window(
+    plan: &Plan,
+    consumer: &mut Consumer,
+    t: &LineageTable,
+    r: &Range,
+    (a, b): (usize, usize),
+    seq: u64,
+    in_range: Option<&BooleanBuffer>,
+) -> Result<bool> {
+    let info = &t.info;
+    let schema = &info.schema;
+    let vcols: Vec<(usize, usize)> =
+        plan.needed.iter().filter_map(|&col| schema.value_index(col).map(|vi| (col, vi))).collect();
+    let pages = r.pages.load();
+    let value_cols: Vec<usize> = vcols.iter().map(|&(_, vi)| vi).collect();
+    let Some(ch) = r.changes(&pages, &value_cols, b, seq) else { return Ok(false) };
+    let mut live = ch.live.slice(a, b - a);
+    if let Some(k) = in_range {
+        live = &live & k;
+    }
+    let (untouched, touched) = match &ch.changed {
+        Some(changed) => {
+            let changed = changed.slice(a, b - a);
+            (&live & &!&changed, Some(&live & &changed))
+        }
+        None => (live, None),
+    };
+    let keys = || key_columns(t, r, b).map(|ks| ks.into_iter().map(|k| k.slice(a, b - a)).collect::<Vec<_>>());
+    // Rows no tail record changed.
+    let n_untouched = untouched.count_set_bits();
+    if n_untouched > 0 {
+        let mut arrays: HashMap<usize, ArrayRef> = HashMap::with_capacity(plan.needed.len());
+        let mut key_arrays: Option<Vec<ArrayRef>> = None;
+        for &col in &plan.needed {
+            let arr = match schema.value_index(col) {
+                Some(vi) => r.base_column(&pages.0[vi], info.value_types[vi], vi, a, b),
+                None => {
+                    let ki = schema.primary_key().iter().position(|&k| k == col).unwrap_or(0);
+                    let ks = match &key_arrays {
+                        Some(k) => k,
+                        None => key_arrays.insert(keys()?),
+                    };
+                    ks[ki].clone()
+                }
+            };
+            arrays.insert(col, arr);
+        }
+        let mut chunk = RowsChunk { plan, rows: b - a, arrays };
+        consumer.consume(&mut chunk, &[], (n_untouched < b - a).then_some(untouched))?;
+    }
+    // The changed rows, one by one.
+    let rows: Vec<usize> = touched.map_or_else(Vec::new, |t| t.set_indices().map(|i| a + i).collect());
+    if !rows.is_empty() {
+        let mut arrays: HashMap<usize, ArrayRef> = HashMap::with_capacity(plan.needed.len());
+        let mut key_arrays: Option<Vec<ArrayRef>> = None;
+        for &col in &plan.needed {
+            let arr = match vcols.iter().position(|&(c, _)| c == col) {
+                Some(i) => {
+                    let vi = vcols[i].1;
+                    let ty = info.value_types[vi];
+                    let mut bld = ValuesBuilder::new(ty);
+                    for &o in &rows {
+                        bld.push(&r.value_of(&pages.0[vi], ty, vi, o, &ch.newest[i]));
+                    }
+                    bld.finish()
+                }
+                None => {
+                    let ki = schema.primary_key().iter().position(|&k| k == col).unwrap_or(0);
+                    let ks = match &key_arrays {
+                        Some(k) => k,
+                        None => key_arrays.insert(keys()?),
+                    };
+                    let idx = arrow_array::UInt32Array::from_iter_values(rows.iter().map(|&o| (o - a) as u32));
+                    arrow_select::take::take(ks[ki].as_ref(), &idx, None)
+                        .map_err(|e| crate::error::Error::InvalidArgument(format!("scan: {e}")))?
+                }
+            };
+            arrays.insert(col, arr);
+        }
+        let mut chunk = RowsChunk { plan, rows: rows.len(), arrays };
+        consumer.consume(&mut chunk, &[], None)?;
+    }
+    Ok(true)
 }
 
 /// The key columns of the first `n` base records of `r`, decoded (kept once the range is full).

@@ -1,0 +1,361 @@
+//! `strata-bench lstore`: L-Store's evaluation (seed 004 §6) scaled to this machine: short
+//! update transactions against a long-running analytical scan, at three degrees of contention,
+//! on strata's lineage engine, on strata's LSM engine (row and column layouts) and on the peers.
+//!
+//! The table has a BIGINT key and 10 BIGINT columns, `--rows` rows (the 2,000,000)
+//! loaded in key order. An *update operation* is the paper's short transaction: 8 point reads of
+//! whole rows and 2 writes, each setting 4 of the 10 columns (40%) of a row, all rows drawn
+//! uniformly from the *active set* (run as separate statements: strata has no multi-statement
+//! transactions yet). The active set is `--active` percent of the rows spread evenly over the
+//! key space: 100% (low contention), 5% (medium), 0.5% (high). The scan thread sums one column
+//! over a random 10% of the key range, in a loop.
+//!
+//! Per system and contention level: first the scan alone for half of `--duration` (its latency
+//! without updates), then `--threads` update threads with the scan thread for `--duration`
+//! seconds: update operations per second, the scan's latency under updates and, on the lineage
+//! engine, the merge lag (tail records not yet merged) sampled every 100 ms. Levels run one after
+//! the other on the same loaded table; after the load each system gets a guard check of point
+//! reads and one scan against the generator.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use rand::rngs::StdRng;
+use rand::seq::index::sample;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use strata::Value;
+
+use crate::harness::{CommonArgs, Latency, Progress, Results};
+use crate::tables::{Acc, Agg, Answer, Kind, Output, Query, TableDef, Tables};
+
+#[derive(Parser, Debug)]
+pub(crate) struct LstoreArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// strata variants to run: `lineage` (the lineage engine), `row` and `column` (the LSM engine
+    /// with rows everywhere, or one column per group from Level-1 on).
+    #[arg(long, value_delimiter = ',', default_values_t = ["lineage", "row", "column"].map(String::from).to_vec())]
+    variants: Vec<String>,
+    /// Active sets as percent of the rows (contention levels: 100 low, 5 medium, 0.5 high).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![100.0, 5.0, 0.5])]
+    active: Vec<f64>,
+    /// Lineage engine: committed tail records a range gathers before it is merged (the
+    /// paper's M, Fig. 6; default the engine's).
+    #[arg(long)]
+    merge_threshold: Option<usize>,
+}
+
+/// Value columns.
+const COLS: usize = 10;
+/// Columns each write sets (40%).
+const WRITE_COLS: usize = 4;
+const READS_PER_OP: usize = 8;
+const WRITES_PER_OP: usize = 2;
+/// The column the scan sums.
+const SCAN_COL: usize = 1;
+
+fn table() -> TableDef {
+    let mut columns = vec![("k".to_string(), Kind::BigInt)];
+    columns.extend((1..=COLS).map(|c| (format!("c{c}"), Kind::BigInt)));
+    TableDef { name: "lstore".into(), columns }
+}
+
+/// The loaded value of column `c` of row `k`.
+fn value(k: i64, c: usize) -> i64 {
+    k.wrapping_mul(31).wrapping_add(c as i64 * 1_000_003) % 1_000_000
+}
+
+fn row(k: i64) -> Vec<Value> {
+    std::iter::once(Value::BigInt(k)).chain((1..=COLS).map(|c| Value::BigInt(value(k, c)))).collect()
+}
+
+/// The scan of `[lo, lo + rows/10)`.
+fn scan_query(lo: i64, rows: u64) -> Query {
+    let hi = lo + (rows / 10).max(1) as i64 - 1;
+    Query { keys: Some((lo, hi)), preds: Vec::new(), out: Output::Aggs(vec![Agg::Sum(SCAN_COL)]) }
+}
+
+fn strata_options(a: &LstoreArgs) -> strata::Options {
+    let d = strata::Options::default();
+    strata::Options { lineage_merge_threshold: a.merge_threshold.unwrap_or(d.lineage_merge_threshold), ..d }
+}
+
+/// Opens a system (strata with a variant, or a peer) with the table created.
+fn open(system: &str, variant: &str, a: &LstoreArgs, def: &TableDef) -> Result<(Box<dyn Tables>, String), String> {
+    let dir = a.common.out.join("data").join(if system == "strata" { variant } else { system });
+    match system {
+        "strata" => {
+            let (topts, what) = match variant {
+                "lineage" => (strata::TableOptions::engine(strata::Engine::Lineage), "lineage engine"),
+                "row" => (strata::TableOptions::default(), "LSM engine, rows everywhere"),
+                "column" => {
+                    (strata::TableOptions::with_layout("L0: row; L1-: column"), "LSM engine, column per group from L1")
+                }
+                other => return Err(format!("unknown strata variant `{other}` (lineage, row, column)")),
+            };
+            let o = strata_options(a);
+            let config = format!(
+                "{what}; WAL without fsync, {} MiB memtable, {} MiB block cache, ranges of {} records, merge at {}",
+                o.memtable_size >> 20,
+                o.block_cache_size >> 20,
+                o.lineage_range,
+                o.lineage_merge_threshold
+            );
+            Ok((Box::new(crate::tables::StrataTables::open_with(&dir, def, o, topts)?), config))
+        }
+        other => crate::peers::open_tables(other, &dir, def, crate::peers::Tuning::Default, 1),
+    }
+}
+
+fn load(store: &dyn Tables, rows: u64, label: &str) -> Result<f64, String> {
+    let progress = Progress::new(&format!("{label}: load"), rows);
+    let t0 = Instant::now();
+    let mut i = 0;
+    while i < rows {
+        let end = (i + 1000).min(rows);
+        let batch: Vec<Vec<Value>> = (i..end).map(|k| row(k as i64)).collect();
+        store.load(&batch)?;
+        i = end;
+        progress.set(i);
+    }
+    store.settle(false)?;
+    progress.finish();
+    Ok(rows as f64 / t0.elapsed().as_secs_f64())
+}
+
+/// Point reads and one scan against the generator, before anything is updated.
+fn check(store: &dyn Tables, rows: u64, seed: u64) -> Result<(), String> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x15f0);
+    let all: Vec<usize> = (0..=COLS).collect();
+    for _ in 0..200 {
+        let k = rng.gen_range(0..rows) as i64;
+        let got = store.get(k, &all)?;
+        if got.as_ref() != Some(&row(k)) {
+            return Err(format!("row {k}: got {got:?}"));
+        }
+    }
+    let q = scan_query(rng.gen_range(0..rows - rows / 10) as i64, rows);
+    let mut acc = Acc::new(&q);
+    let (lo, hi) = q.keys.unwrap_or((0, -1));
+    for k in lo..=hi {
+        acc.add(&row(k));
+    }
+    let want = acc.finish();
+    let got = store.query(&q)?;
+    if got != want {
+        return Err(format!("{q:?}: got {got}, want {want}"));
+    }
+    Ok(())
+}
+
+/// What one contention level measured.
+struct Level {
+    scan_alone: Latency,
+    scan_loaded: Latency,
+    ops: u64,
+    secs: f64,
+    lag: Vec<u64>,
+}
+
+/// Runs the scan thread alone, then with the update threads, on `active` rows spread over the
+/// table.
+fn level(store: &dyn Tables, a: &LstoreArgs, active: u64, label: &str) -> Result<Level, String> {
+    let c = &a.common;
+    let rows = c.rows;
+    let stride = (rows / active.max(1)).max(1) as i64;
+    let phase = Duration::from_secs(c.duration.max(2));
+    let failed = AtomicBool::new(false);
+    let scan_loop = |stop: &AtomicBool, seed: u64| -> Result<Latency, String> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut lat = Latency::new();
+        while !stop.load(Ordering::Relaxed) && !failed.load(Ordering::Relaxed) {
+            let q = scan_query(rng.gen_range(0..rows - rows / 10) as i64, rows);
+            let t0 = Instant::now();
+            match store.query(&q) {
+                Ok(Answer::Aggs(_)) => lat.record(t0.elapsed()),
+                Ok(other) => return Err(format!("scan answered {other}")),
+                Err(e) => {
+                    failed.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(lat)
+    };
+    eprintln!("{label}: scan alone for {} s", phase.as_secs() / 2);
+    let stop = AtomicBool::new(false);
+    let scan_alone = std::thread::scope(|s| {
+        let h = s.spawn(|| scan_loop(&stop, c.seed ^ 0x5ca1));
+        std::thread::sleep(phase / 2);
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap_or_else(|_| Err("scan thread panicked".into()))
+    })?;
+
+    let progress = Progress::new(&format!("{label}: updates with the scan"), phase.as_secs());
+    let stop = AtomicBool::new(false);
+    let ops = AtomicU64::new(0);
+    let started = Instant::now();
+    let (scan_loaded, writers, lag) = std::thread::scope(|s| {
+        let scan = s.spawn(|| scan_loop(&stop, c.seed ^ 0x5ca2));
+        let writers: Vec<_> = (0..c.threads.max(1))
+            .map(|w| {
+                let (stop, ops, failed) = (&stop, &ops, &failed);
+                s.spawn(move || -> Result<(), String> {
+                    let mut rng = StdRng::seed_from_u64(c.seed ^ (0x0b7 + w as u64));
+                    let all: Vec<usize> = (0..=COLS).collect();
+                    let pick = |rng: &mut StdRng| rng.gen_range(0..active) as i64 * stride;
+                    while !stop.load(Ordering::Relaxed) && !failed.load(Ordering::Relaxed) {
+                        let res = (|| {
+                            for _ in 0..READS_PER_OP {
+                                let k = pick(&mut rng);
+                                if store.get(k, &all)?.is_none() {
+                                    return Err(format!("row {k} is missing"));
+                                }
+                            }
+                            for _ in 0..WRITES_PER_OP {
+                                let k = pick(&mut rng);
+                                let set: Vec<(usize, Value)> = sample(&mut rng, COLS, WRITE_COLS)
+                                    .iter()
+                                    .map(|i| (i + 1, Value::BigInt(rng.gen_range(0..1_000_000))))
+                                    .collect();
+                                store.update_cols(k, &set)?;
+                            }
+                            Ok(())
+                        })();
+                        if let Err(e) = res {
+                            failed.store(true, Ordering::Relaxed);
+                            return Err(e);
+                        }
+                        ops.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        let mut lag = Vec::new();
+        while started.elapsed() < phase && !failed.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+            if let Some(l) = store.merge_lag() {
+                lag.push(l);
+            }
+            progress.set(started.elapsed().as_secs());
+        }
+        stop.store(true, Ordering::Relaxed);
+        let writers: Vec<Result<(), String>> =
+            writers.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("update thread panicked".into()))).collect();
+        (scan.join().unwrap_or_else(|_| Err("scan thread panicked".into())), writers, lag)
+    });
+    let secs = started.elapsed().as_secs_f64();
+    progress.finish();
+    for w in writers {
+        w?;
+    }
+    Ok(Level { scan_alone, scan_loaded: scan_loaded?, ops: ops.load(Ordering::Relaxed), secs, lag })
+}
+
+/// The contention level's name.
+fn contention(pct: f64) -> String {
+    let name = if pct >= 50.0 {
+        "low"
+    } else if pct >= 1.0 {
+        "medium"
+    } else {
+        "high"
+    };
+    format!("{name} ({pct}%)")
+}
+
+pub(crate) fn lstore(a: &LstoreArgs) -> Result<(), String> {
+    let c = &a.common;
+    if c.rows < 100 {
+        return Err("--rows must be at least 100".into());
+    }
+    if let Some(p) = a.active.iter().find(|p| !(**p > 0.0 && **p <= 100.0)) {
+        return Err(format!("--active takes percentages in (0, 100], got {p}"));
+    }
+    let def = table();
+    let systems = c.systems()?;
+    let mut results = Results::new(
+        "lstore",
+        [
+            ("rows", json!(c.rows)),
+            ("value_columns", json!(COLS)),
+            ("op", json!(format!("{READS_PER_OP} reads + {WRITES_PER_OP} writes of {WRITE_COLS} columns"))),
+            ("active_percent", json!(a.active)),
+            ("update_threads", json!(c.threads.max(1))),
+            ("scan_threads", json!(1)),
+            ("duration_s", json!(c.duration)),
+            ("merge_threshold", json!(strata_options(a).lineage_merge_threshold)),
+            ("seed", json!(c.seed)),
+        ],
+    );
+    let mut runs: Vec<(String, String)> = Vec::new();
+    for system in &systems {
+        if system == "strata" {
+            runs.extend(a.variants.iter().map(|v| ("strata".to_string(), v.clone())));
+        } else {
+            runs.push((system.clone(), String::new()));
+        }
+    }
+    for (system, variant) in &runs {
+        let label = if variant.is_empty() { system.clone() } else { format!("{system}:{variant}") };
+        let (store, config) = open(system, variant, a, &def)?;
+        let load_rate = load(store.as_ref(), c.rows, &label)?;
+        if let Err(e) = check(store.as_ref(), c.rows, c.seed) {
+            eprintln!("{label}: refused, its answers disagree with the generator's: {e}");
+            continue;
+        }
+        let add = |r: &mut Results, metric: &str, value: f64, unit: &str| {
+            r.add_variant(system, variant, &config, metric, value, unit)
+        };
+        add(&mut results, "load", load_rate, "rows/s");
+        for &pct in &a.active {
+            let active = ((c.rows as f64 * pct / 100.0) as u64).max(1);
+            let name = contention(pct);
+            let l = level(store.as_ref(), a, active, &format!("{label}, {name}"))?;
+            add(&mut results, &format!("{name}: update ops"), l.ops as f64 / l.secs, "ops/s");
+            add(&mut results, &format!("{name}: scan alone p50"), l.scan_alone.quantile(0.5), "us");
+            add(&mut results, &format!("{name}: scan under updates p50"), l.scan_loaded.quantile(0.5), "us");
+            add(&mut results, &format!("{name}: scan under updates p99"), l.scan_loaded.quantile(0.99), "us");
+            add(&mut results, &format!("{name}: scans under updates"), l.scan_loaded.count() as f64, "scans");
+            if !l.lag.is_empty() {
+                let mean = l.lag.iter().sum::<u64>() as f64 / l.lag.len() as f64;
+                add(&mut results, &format!("{name}: merge lag mean"), mean, "records");
+                add(
+                    &mut results,
+                    &format!("{name}: merge lag max"),
+                    l.lag.iter().copied().max().unwrap_or(0) as f64,
+                    "records",
+                );
+            }
+        }
+        for (name, value, unit) in store.counters() {
+            add(&mut results, name, value, unit);
+        }
+        drop(store);
+        let _ = std::fs::remove_dir_all(c.out.join("data"));
+    }
+    results.finish(&c.out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scan_covers_a_tenth_of_the_rows_and_values_stay_in_range() {
+        let q = scan_query(100, 1000);
+        assert_eq!(q.keys, Some((100, 199)));
+        for k in [0, 1, 999_999, 1 << 40] {
+            for c in 1..=COLS {
+                assert!((0..1_000_000).contains(&value(k, c)));
+            }
+        }
+        assert_eq!(row(5).len(), COLS + 1);
+        assert_eq!(contention(0.5), "high (0.5%)");
+        assert_eq!(contention(5.0), "medium (5%)");
+        assert_eq!(contention(100.0), "low (100%)");
+    }
+}
