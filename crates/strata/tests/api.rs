@@ -8,7 +8,8 @@ use std::sync::Arc;
 use common::tiny_options;
 use strata::vfs::{FaultFs, OsFs};
 use strata::{
-    Column, ColumnType, Db, Error, KeyRange, Options, Projection, ReadOptions, Schema, TableOptions, Value, WriteBatch,
+    Column, ColumnType, Db, Engine, Error, KeyRange, Options, Projection, ReadOptions, Schema, TableOptions, Value,
+    WriteBatch,
 };
 
 fn schema() -> Schema {
@@ -75,14 +76,19 @@ fn tables_are_created_dropped_and_persisted() {
         db.drop_table("u").unwrap();
         assert!(matches!(db.drop_table("u"), Err(Error::UnknownTable(_))));
         assert!(matches!(db.table("u"), Err(Error::UnknownTable(_))));
-        // A handle to a dropped table fails cleanly.
-        let old = db.create_table("v", schema(), TableOptions::default()).unwrap();
-        db.drop_table("v").unwrap();
-        assert!(matches!(old.insert(&[Value::BigInt(1), Value::Int(1), Value::Null]), Err(Error::UnknownTable(_))));
-        assert!(matches!(
-            old.get(&[Value::BigInt(1)], &Projection::All, &ReadOptions::default()),
-            Err(Error::UnknownTable(_))
-        ));
+        // A handle to a dropped table fails cleanly, on either engine.
+        for engine in [Engine::Lineage, Engine::Lsm] {
+            let old = db.create_table("v", schema(), TableOptions::engine(engine)).unwrap();
+            old.insert(&[Value::BigInt(1), Value::Int(1), Value::Null]).unwrap();
+            db.drop_table("v").unwrap();
+            assert!(matches!(old.insert(&[Value::BigInt(1), Value::Int(1), Value::Null]), Err(Error::UnknownTable(_))));
+            assert!(matches!(
+                old.get(&[Value::BigInt(1)], &Projection::All, &ReadOptions::default()),
+                Err(Error::UnknownTable(_))
+            ));
+            let scan = old.scan(&KeyRange::all(), &Projection::All, &ReadOptions::default());
+            assert!(matches!(scan, Err(Error::UnknownTable(_))), "{engine:?}");
+        }
         // A new table of the same name starts empty.
         let v = db.create_table("v", schema(), TableOptions::default()).unwrap();
         assert!(all(&v).is_empty());

@@ -416,7 +416,9 @@ impl Db {
             let mut edit = VersionEdit::default();
             edit.push(EditRecord::DropTable(id));
             self.inner.install_locked(&mut vs, edit, None)?;
-            self.inner.lineage.write().remove(&id);
+            if let Some(t) = self.inner.lineage.write().remove(&id) {
+                t.dropped.store(true, Ordering::Release);
+            }
         }
         self.inner.delete_obsolete_files();
         Ok(())

@@ -219,11 +219,22 @@ impl Table {
         Ok(Projection::Columns { cols: cols.into(), wanted: wanted.into() })
     }
 
+    /// The lineage table behind this handle, if the lineage engine stores it; an error once the
+    /// table was dropped.
+    fn lineage(&self) -> Result<Option<&Arc<LineageTable>>> {
+        match &self.lineage {
+            Some(t) if t.dropped.load(std::sync::atomic::Ordering::Acquire) => {
+                Err(Error::UnknownTable(self.info.name.clone()))
+            }
+            t => Ok(t.as_ref()),
+        }
+    }
+
     /// The row with `key`, projected, or `None` if there is none at the read point.
     pub fn get(&self, key: &[Value], projection: &Projection, ropts: &ReadOptions<'_>) -> Result<Option<Vec<Value>>> {
         let k = self.encode_key(key)?;
         let wanted = projection.wanted().map(|w| &w[..]);
-        let cells = match &self.lineage {
+        let cells = match self.lineage()? {
             Some(t) => t.get(&k, self.db.read_seq(ropts)?, wanted),
             None => self.db.get_cells(&self.info, &k, wanted, ropts)?,
         };
@@ -242,7 +253,7 @@ impl Table {
     ) -> Result<crate::scan::BatchIter> {
         let (lo, hi) = self.encode_range(&req.range)?;
         self.db.check_open()?;
-        if let Some(t) = &self.lineage {
+        if let Some(t) = self.lineage()? {
             let seq = self.db.read_seq(ropts)?;
             return crate::scan::run_lineage_scan(&self.db.scans, t, lo, hi, req, seq);
         }
@@ -254,7 +265,7 @@ impl Table {
     /// The rows in `range`, in key order, projected.
     pub fn scan(&self, range: &KeyRange, projection: &Projection, ropts: &ReadOptions<'_>) -> Result<ScanIter> {
         let (lo, hi) = self.encode_range(range)?;
-        if let Some(t) = &self.lineage {
+        if let Some(t) = self.lineage()? {
             let seq = self.db.read_seq(ropts)?;
             return Ok(ScanIter::lineage(LineageRows::new(t.clone(), seq, lo, hi, projection)));
         }

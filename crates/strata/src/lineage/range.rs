@@ -239,6 +239,11 @@ impl Range {
         (r, open)
     }
 
+    /// Bytes of the keys of the range's base records.
+    pub(crate) fn key_bytes(&self) -> u64 {
+        self.key_bytes.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn key(&self, o: usize) -> &[u8] {
         self.keys.get(o).and_then(OnceLock::get).map_or(&[][..], |k| &k[..])
     }

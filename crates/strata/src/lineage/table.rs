@@ -52,6 +52,8 @@ pub(crate) struct LineageTable {
     /// so that below it RID order is key order.
     unsorted_since: AtomicU64,
     pub counters: Counters,
+    /// Set when the table is dropped: handles still holding it refuse to read.
+    pub dropped: std::sync::atomic::AtomicBool,
 }
 
 impl LineageTable {
@@ -66,6 +68,7 @@ impl LineageTable {
             writer: Mutex::new(Writer::default()),
             unsorted_since: AtomicU64::new(u64::MAX),
             counters: Counters::default(),
+            dropped: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -235,7 +238,10 @@ impl LineageTable {
 
     /// Rows (base records), and bytes of base and tail storage.
     pub(crate) fn sizes(&self) -> (u64, u64, u64) {
-        let mut base = self.index.len() * 48;
+        // Per key: a skiplist node and a hash entry, each with its own copy of the key (the
+        // ranges' copies are counted with them).
+        let key_bytes: u64 = (0..self.ranges()).filter_map(|i| self.range(i)).map(|r| r.key_bytes()).sum();
+        let mut base = self.index.len() * 96 + 2 * key_bytes as usize;
         let mut tail = 0;
         for i in 0..self.ranges() {
             if let Some(r) = self.range(i) {
