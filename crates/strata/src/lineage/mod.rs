@@ -59,6 +59,7 @@ pub(crate) struct LineageRows {
     next: Bound<Box<[u8]>>,
     upper: Option<Vec<u8>>,
     projection: Projection,
+    wanted: Option<Arc<[bool]>>,
     buf: VecDeque<(Box<[u8]>, u64)>,
     done: bool,
     last_key: Vec<u8>,
@@ -83,6 +84,7 @@ impl LineageRows {
             next: Bound::Included(lower.into()),
             upper,
             projection: projection.clone(),
+            wanted: projection.wanted().cloned(),
             buf: VecDeque::new(),
             done: false,
             last_key: Vec::new(),
@@ -94,7 +96,6 @@ impl LineageRows {
     }
 
     pub(crate) fn next_row(&mut self) -> Result<Option<Vec<Value>>> {
-        let wanted = self.projection.wanted().cloned();
         while !self.done {
             let Some((key, rid)) = self.buf.pop_front() else {
                 let lower = match &self.next {
@@ -110,7 +111,7 @@ impl LineageRows {
                 self.buf.extend(got);
                 continue;
             };
-            if let Some(cells) = self.table.row_of(rid, self.seq, wanted.as_deref()) {
+            if let Some(cells) = self.table.row_of(rid, self.seq, self.wanted.as_deref()) {
                 let row = project(&self.info, &key, cells, &self.projection)?;
                 self.last_key = key.into();
                 return Ok(Some(row));
