@@ -37,6 +37,20 @@ pub(crate) struct CommonArgs {
     pub out: PathBuf,
 }
 
+/// The runs of a comparative workload: strata once per variant (layout, engine), then each
+/// peer once (with no variant).
+pub(crate) fn runs(systems: &[String], variants: &[String]) -> Vec<(String, String)> {
+    let mut runs = Vec::new();
+    for system in systems {
+        if system == "strata" {
+            runs.extend(variants.iter().map(|v| ("strata".to_string(), v.clone())));
+        } else {
+            runs.push((system.clone(), String::new()));
+        }
+    }
+    runs
+}
+
 impl CommonArgs {
     /// The systems to run, in order; an error names the first one this binary cannot run, before
     /// anything has been loaded.

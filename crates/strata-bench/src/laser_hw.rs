@@ -432,15 +432,7 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
     );
     eprintln!("computing the guard's answers from the generator");
     let truth = truth(a, &shape);
-    let mut runs: Vec<(String, String)> = Vec::new();
-    for system in &systems {
-        if system == "strata" {
-            runs.extend(a.layouts.iter().map(|l| ("strata".to_string(), l.clone())));
-        } else {
-            runs.push((system.clone(), String::new()));
-        }
-    }
-    for (system, variant) in &runs {
+    for (system, variant) in &crate::harness::runs(&systems, &a.layouts) {
         let label = if variant.is_empty() { system.clone() } else { format!("{system}:{variant}") };
         let (store, config) = open(system, variant, a, &def)?;
         let load_rate = load(store.as_ref(), a, cols, &label)?;

@@ -291,15 +291,7 @@ pub(crate) fn lstore(a: &LstoreArgs) -> Result<(), String> {
             ("seed", json!(c.seed)),
         ],
     );
-    let mut runs: Vec<(String, String)> = Vec::new();
-    for system in &systems {
-        if system == "strata" {
-            runs.extend(a.variants.iter().map(|v| ("strata".to_string(), v.clone())));
-        } else {
-            runs.push((system.clone(), String::new()));
-        }
-    }
-    for (system, variant) in &runs {
+    for (system, variant) in &crate::harness::runs(&systems, &a.variants) {
         let label = if variant.is_empty() { system.clone() } else { format!("{system}:{variant}") };
         let (store, config) = open(system, variant, a, &def)?;
         let load_rate = load(store.as_ref(), c.rows, &label)?;
