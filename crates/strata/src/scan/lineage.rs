@@ -11,9 +11,10 @@ use std::sync::Arc;
 use arrow_array::ArrayRef;
 use arrow_buffer::BooleanBuffer;
 
+use super::agg::{finish_batch, AggState};
 use super::arrow::ValuesBuilder;
 use super::chunk::RowsChunk;
-use super::consumer::{feed_rows, Consumer};
+use super::consumer::{feed_rows, Consumer, Sink};
 use super::plan::Plan;
 use super::run::BatchIter;
 use super::state::{ScanCounters, Scans};
@@ -42,17 +43,82 @@ pub(crate) fn run_lineage_scan(
     if plan.aggs.is_empty() && !sorted {
         by_index(&plan, &mut consumer, t, lower, upper, seq)?;
     } else {
-        let ranges = if sorted { t.ranges_between(&lower, upper.as_deref(), seq) } else { 0..t.ranges() };
-        for i in ranges {
-            if consumer.done {
-                break;
-            }
-            if let Some(r) = t.range(i) {
-                by_position(&plan, &mut consumer, t, r, seq, sorted)?;
-            }
+        let ranges: Vec<usize> =
+            if sorted { t.ranges_between(&lower, upper.as_deref(), seq) } else { 0..t.ranges() }.collect();
+        let parts = req.partitions.clamp(1, ranges.len().max(1));
+        if parts > 1 {
+            return partitioned(scans, &plan, t, &ranges, parts, (lower, upper), seq, sorted);
         }
+        by_positions(&plan, &mut consumer, t, &ranges, seq, sorted)?;
     }
     Ok(BatchIter::ready(plan.schema.clone(), consumer.finish()?))
+}
+
+/// The ranges `ranges`, in order, into `consumer`.
+fn by_positions(
+    plan: &Plan,
+    consumer: &mut Consumer,
+    t: &LineageTable,
+    ranges: &[usize],
+    seq: u64,
+    sorted: bool,
+) -> Result<()> {
+    for &i in ranges {
+        if consumer.done {
+            break;
+        }
+        if let Some(r) = t.range(i) {
+            by_position(plan, consumer, t, r, seq, sorted)?;
+        }
+    }
+    Ok(())
+}
+
+/// The ranges split into `parts` runs of neighbouring ranges, each on the scan pool with its own
+/// consumer; aggregates merged, rows concatenated in order (and cut at the limit).
+#[allow(clippy::too_many_arguments)]
+fn partitioned(
+    scans: &Scans,
+    plan: &Arc<Plan>,
+    t: &Arc<LineageTable>,
+    ranges: &[usize],
+    parts: usize,
+    (lower, upper): (Vec<u8>, Option<Vec<u8>>),
+    seq: u64,
+    sorted: bool,
+) -> Result<BatchIter> {
+    use rayon::prelude::*;
+    let chunks: Vec<&[usize]> = ranges.chunks(ranges.len().div_ceil(parts)).collect();
+    let run = |chunk: &[usize]| -> Result<Consumer> {
+        let mut c = Consumer::new(plan.clone(), lower.clone(), upper.clone());
+        by_positions(plan, &mut c, t, chunk, seq, sorted)?;
+        Ok(c)
+    };
+    let done: Vec<Result<Consumer>> = scans.pool()?.install(|| chunks.par_iter().map(|c| run(c)).collect());
+    if !plan.aggs.is_empty() {
+        let mut total = vec![AggState::default(); plan.aggs.len()];
+        for c in done {
+            if let Sink::Aggs(states) = c?.sink {
+                for ((a, t), s) in plan.aggs.iter().zip(total.iter_mut()).zip(states) {
+                    t.merge(a, s);
+                }
+            }
+        }
+        return Ok(BatchIter::ready(plan.schema.clone(), vec![finish_batch(&plan.aggs, &total)?]));
+    }
+    let mut batches = Vec::new();
+    let mut left = plan.limit.unwrap_or(usize::MAX);
+    for c in done {
+        for b in c?.finish()? {
+            if left == 0 {
+                break;
+            }
+            let b = if b.num_rows() > left { b.slice(0, left) } else { b };
+            left -= b.num_rows();
+            batches.push(b);
+        }
+    }
+    Ok(BatchIter::ready(plan.schema.clone(), batches))
 }
 
 /// One range, column by column: the records inserted at or before `seq`; on a table in key
