@@ -51,6 +51,29 @@ pub(crate) fn runs(systems: &[String], variants: &[String]) -> Vec<(String, Stri
     runs
 }
 
+/// Loads rows `0..n` (`row(i)`) into `store` in batches of 1,000 with a progress bar, then lets
+/// it settle; returns rows per second.
+pub(crate) fn load_rows(
+    store: &dyn crate::tables::Tables,
+    n: u64,
+    label: &str,
+    row: impl Fn(u64) -> Vec<strata::Value>,
+) -> Result<f64, String> {
+    let progress = Progress::new(&format!("{label}: load"), n);
+    let t0 = std::time::Instant::now();
+    let mut i = 0;
+    while i < n {
+        let end = (i + 1000).min(n);
+        let rows: Vec<Vec<strata::Value>> = (i..end).map(&row).collect();
+        store.load(&rows)?;
+        i = end;
+        progress.set(i);
+    }
+    store.settle(false)?;
+    progress.finish();
+    Ok(n as f64 / t0.elapsed().as_secs_f64())
+}
+
 impl CommonArgs {
     /// The systems to run, in order; an error names the first one this binary cannot run, before
     /// anything has been loaded.

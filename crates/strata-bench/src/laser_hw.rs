@@ -390,23 +390,6 @@ fn steady(store: &dyn Tables, a: &LaserHwArgs, shape: &Shape, label: &str) -> Re
     Ok(Phase { lat, secs, insert_rate: (inserted.load(Ordering::Acquire) - c.rows) as f64 / writer_secs })
 }
 
-fn load(store: &dyn Tables, a: &LaserHwArgs, cols: usize, label: &str) -> Result<f64, String> {
-    let n = a.common.rows;
-    let progress = Progress::new(&format!("{label}: load"), n);
-    let t0 = Instant::now();
-    let mut i = 0;
-    while i < n {
-        let end = (i + 1000).min(n);
-        let rows: Vec<Vec<Value>> = (i..end).map(|j| row(cols, j)).collect();
-        store.load(&rows)?;
-        i = end;
-        progress.set(i);
-    }
-    store.settle(false)?;
-    progress.finish();
-    Ok(n as f64 / t0.elapsed().as_secs_f64())
-}
-
 pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
     let cols = if a.wide { 100 } else { 30 };
     let shape = Shape { cols };
@@ -435,7 +418,7 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
     for (system, variant) in &crate::harness::runs(&systems, &a.layouts) {
         let label = if variant.is_empty() { system.clone() } else { format!("{system}:{variant}") };
         let (store, config) = open(system, variant, a, &def)?;
-        let load_rate = load(store.as_ref(), a, cols, &label)?;
+        let load_rate = crate::harness::load_rows(store.as_ref(), c.rows, &label, |j| row(cols, j))?;
         if let Err(e) = check(store.as_ref(), &truth, &shape) {
             eprintln!("{label}: refused, its answers disagree with the generator's: {e}");
             continue;

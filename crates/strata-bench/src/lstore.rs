@@ -109,22 +109,6 @@ fn open(system: &str, variant: &str, a: &LstoreArgs, def: &TableDef) -> Result<(
     }
 }
 
-fn load(store: &dyn Tables, rows: u64, label: &str) -> Result<f64, String> {
-    let progress = Progress::new(&format!("{label}: load"), rows);
-    let t0 = Instant::now();
-    let mut i = 0;
-    while i < rows {
-        let end = (i + 1000).min(rows);
-        let batch: Vec<Vec<Value>> = (i..end).map(|k| row(k as i64)).collect();
-        store.load(&batch)?;
-        i = end;
-        progress.set(i);
-    }
-    store.settle(false)?;
-    progress.finish();
-    Ok(rows as f64 / t0.elapsed().as_secs_f64())
-}
-
 /// Point reads and one scan against the generator, before anything is updated.
 fn check(store: &dyn Tables, rows: u64, seed: u64) -> Result<(), String> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x15f0);
@@ -294,7 +278,7 @@ pub(crate) fn lstore(a: &LstoreArgs) -> Result<(), String> {
     for (system, variant) in &crate::harness::runs(&systems, &a.variants) {
         let label = if variant.is_empty() { system.clone() } else { format!("{system}:{variant}") };
         let (store, config) = open(system, variant, a, &def)?;
-        let load_rate = load(store.as_ref(), c.rows, &label)?;
+        let load_rate = crate::harness::load_rows(store.as_ref(), c.rows, &label, |k| row(k as i64))?;
         if let Err(e) = check(store.as_ref(), c.rows, c.seed) {
             eprintln!("{label}: refused, its answers disagree with the generator's: {e}");
             continue;

@@ -397,17 +397,20 @@ fn check_columnwise(db: &Db, t: &Table, model: &Model, snap: Option<&Snapshot>, 
     }
 }
 
+/// Inserts a row of random values with key `k` into `t` and the model.
+fn insert_random(rng: &mut StdRng, t: &Table, s: &Schema, model: &mut Model, k: i64) {
+    let row: Vec<Value> =
+        s.columns().iter().map(|c| if c.name == "id" { Value::BigInt(k) } else { value(rng, c) }).collect();
+    t.insert(&row).unwrap();
+    model.insert(k, row);
+}
+
 /// One random write over 3000 uniform keys: a full row, a partial update of random columns or
 /// a delete, applied to `t` and `model` alike.
 fn random_op(rng: &mut StdRng, t: &Table, s: &Schema, model: &mut Model) {
     let k = rng.gen_range(0..3000i64);
     match rng.gen_range(0..10) {
-        0..=4 => {
-            let row: Vec<Value> =
-                s.columns().iter().map(|c| if c.name == "id" { Value::BigInt(k) } else { value(rng, c) }).collect();
-            t.insert(&row).unwrap();
-            model.insert(k, row);
-        }
+        0..=4 => insert_random(rng, t, s, model, k),
         5..=7 => {
             let mut set = Vec::new();
             for c in s.columns().iter().skip(1) {
@@ -797,13 +800,7 @@ fn run_lineage(seed: u64, sorted: bool) {
     let mut model = Model::new();
     if sorted {
         for k in 0..3000i64 {
-            let row: Vec<Value> = s
-                .columns()
-                .iter()
-                .map(|c| if c.name == "id" { Value::BigInt(k) } else { value(&mut rng, c) })
-                .collect();
-            t.insert(&row).unwrap();
-            model.insert(k, row);
+            insert_random(&mut rng, &t, &s, &mut model, k);
         }
     }
     let mut snaps: Vec<(Snapshot, Model)> = Vec::new();
@@ -814,13 +811,7 @@ fn run_lineage(seed: u64, sorted: bool) {
             // Keys below every loaded one: from here on RID order is not key order, but reads
             // at the snapshots taken before still find it is.
             for k in [-5i64, -3, -4] {
-                let row: Vec<Value> = s
-                    .columns()
-                    .iter()
-                    .map(|c| if c.name == "id" { Value::BigInt(k) } else { value(&mut rng, c) })
-                    .collect();
-                t.insert(&row).unwrap();
-                model.insert(k, row);
+                insert_random(&mut rng, &t, &s, &mut model, k);
             }
         }
     }

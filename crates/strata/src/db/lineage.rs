@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{checkpoint_name, DbInner, ReadOptions};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::lineage::LineageTable;
 use crate::version::edit::{EditRecord, VersionEdit};
 
@@ -23,13 +23,7 @@ impl DbInner {
     /// The sequence number a read with `ropts` reads at.
     pub(crate) fn read_seq(&self, ropts: &ReadOptions<'_>) -> Result<u64> {
         self.check_open()?;
-        match ropts.snapshot {
-            Some(s) if !s.belongs_to(&self.snapshots) => {
-                Err(Error::InvalidArgument("the snapshot belongs to another database".into()))
-            }
-            Some(s) => Ok(s.seq()),
-            None => Ok(self.snapshots.visible()),
-        }
+        Ok(self.snapshot_seq(ropts)?.unwrap_or_else(|| self.snapshots.visible()))
     }
 
     /// The merge thread: folds committed tail records into new base pages, range by range,

@@ -15,12 +15,20 @@ impl DbInner {
     /// snapshot, the pair is taken atomically with compaction's snapshot capture, so versions the
     /// read needs cannot be collapsed away under it.
     pub(crate) fn read_point(&self, ropts: &ReadOptions<'_>) -> Result<(u64, Arc<ReadView>)> {
+        match self.snapshot_seq(ropts)? {
+            Some(seq) => Ok((seq, self.view.read().clone())),
+            None => Ok(self.snapshots.with_visible(|seq| (seq, self.view.read().clone()))),
+        }
+    }
+
+    /// The sequence number of the snapshot `ropts` names, if any (refused when it belongs to
+    /// another database).
+    pub(crate) fn snapshot_seq(&self, ropts: &ReadOptions<'_>) -> Result<Option<u64>> {
         match ropts.snapshot {
             Some(s) if !s.belongs_to(&self.snapshots) => {
                 Err(Error::InvalidArgument("the snapshot belongs to another database".into()))
             }
-            Some(s) => Ok((s.seq(), self.view.read().clone())),
-            None => Ok(self.snapshots.with_visible(|seq| (seq, self.view.read().clone()))),
+            s => Ok(s.map(|s| s.seq())),
         }
     }
 

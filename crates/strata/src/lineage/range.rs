@@ -492,61 +492,34 @@ impl Range {
     /// Which of the first `n` base records (all inserted at or before `seq`, see
     /// [`Range::visible_len`]) exist at `seq`.
     pub(crate) fn live_mask(&self, n: usize, seq: u64) -> BooleanBuffer {
-        let page = self.pages.load().0.last().cloned();
-        let Some(page) = page else { return BooleanBuffer::new_set(n) };
-        if page.tps_seq > seq {
-            return (0..n).map(|o| self.exists_at(o, At::read(self, o, seq).t, seq)).collect();
+        match self.changes(&self.pages.load(), &[], n, seq) {
+            Some(ch) => ch.live,
+            None => (0..n).map(|o| self.exists_at(o, At::read(self, o, seq).t, seq)).collect(),
         }
-        let len = self.tail.len.load(Ordering::Acquire) as usize;
-        let deleted = match &page.sealed {
-            Some(Sealed::Bool(d)) => Some(d),
-            _ => None,
-        };
-        let sealed = (page.rows as usize).min(n);
-        let mut live = BooleanBufferBuilder::new(n);
-        match deleted {
-            Some(d) if sealed > 0 => live.append_buffer(&!&d.values().slice(0, sealed)),
-            _ => live.append_n(sealed, true),
-        }
-        live.append_n(n - sealed, true);
-        for x in page.tps as usize..len {
-            let m = self.tail.meta(x);
-            if m.seq > seq {
-                break;
-            }
-            if m.flags & SNAPSHOT == 0 && m.base < n {
-                live.set_bit(m.base, m.flags & DELETE == 0);
-            }
-        }
-        live.finish()
     }
 
     /// Column `c` of the first `n` base records at `seq` (any value where a record does not
     /// exist at `seq`).
     pub(crate) fn column(&self, ty: ColumnType, c: usize, n: usize, seq: u64) -> ArrayRef {
-        let page = self.pages.load().0[c].clone();
-        if page.tps_seq > seq {
-            let mut b = ValuesBuilder::new(ty);
-            for o in 0..n {
-                b.push(&self.cell(ty, c, &page, &At::read(self, o, seq)));
+        let pages = self.pages.load();
+        let page = &pages.0[c];
+        match self.changes(&pages, &[c], n, seq) {
+            Some(ch) => {
+                let over: Vec<(usize, Value)> =
+                    ch.newest[0].iter().map(|&(o, x)| (o as usize, self.tail.value(ty, c, x as usize))).collect();
+                let rows = (page.rows as usize).min(n);
+                match &page.sealed {
+                    Some(a) if over.is_empty() && rows == n => a.array().slice(0, n),
+                    sealed => overlay(ty, sealed.as_ref(), rows, n, &|o| page.value(ty, c, o), &over),
+                }
             }
-            return b.finish();
-        }
-        let len = self.tail.len.load(Ordering::Acquire) as usize;
-        let mut over: Vec<(usize, Value)> = Vec::new();
-        for x in page.tps as usize..len {
-            let m = self.tail.meta(x);
-            if m.seq > seq {
-                break;
+            None => {
+                let mut b = ValuesBuilder::new(ty);
+                for o in 0..n {
+                    b.push(&self.cell(ty, c, page, &At::read(self, o, seq)));
+                }
+                b.finish()
             }
-            if m.flags & SNAPSHOT == 0 && m.cols & (1 << c) != 0 && m.base < n {
-                over.push((m.base, self.tail.value(ty, c, x)));
-            }
-        }
-        let rows = (page.rows as usize).min(n);
-        match &page.sealed {
-            Some(a) if over.is_empty() && rows == n => a.array().slice(0, n),
-            sealed => overlay(ty, sealed.as_ref(), rows, n, &|o| page.value(ty, c, o), &over),
         }
     }
 }

@@ -238,18 +238,16 @@ impl LineageTable {
 
     /// Rows (base records), and bytes of base and tail storage.
     pub(crate) fn sizes(&self) -> (u64, u64, u64) {
+        let (mut base, mut tail, mut key_bytes) = (0, 0, 0);
+        for r in (0..self.ranges()).filter_map(|i| self.range(i)) {
+            let (b, t) = r.bytes();
+            base += b;
+            tail += t;
+            key_bytes += r.key_bytes() as usize;
+        }
         // Per key: a skiplist node and a hash entry, each with its own copy of the key (the
         // ranges' copies are counted with them).
-        let key_bytes: u64 = (0..self.ranges()).filter_map(|i| self.range(i)).map(|r| r.key_bytes()).sum();
-        let mut base = self.index.len() * 96 + 2 * key_bytes as usize;
-        let mut tail = 0;
-        for i in 0..self.ranges() {
-            if let Some(r) = self.range(i) {
-                let (b, t) = r.bytes();
-                base += b;
-                tail += t;
-            }
-        }
+        base += self.index.len() * 96 + 2 * key_bytes;
         (self.index.len() as u64, base as u64, tail as u64)
     }
 }
