@@ -498,6 +498,7 @@ impl Tables for StrataTables {
             return vec![
                 ("lineage: base bytes", l.base_bytes as f64 / 1e6, "MB"),
                 ("lineage: tail bytes", l.tail_bytes as f64 / 1e6, "MB"),
+                ("lineage: history bytes", l.history_bytes as f64 / 1e6, "MB"),
                 ("lineage: range merges", l.merges as f64, "merges"),
                 ("lineage: tail records merged", l.merged_records as f64, "records"),
             ];

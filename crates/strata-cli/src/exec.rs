@@ -12,7 +12,7 @@ use std::ops::Bound;
 use serde_json::{json, Map, Value as Json};
 use strata::scan::{batch_rows, ScanRequest};
 use strata::{
-    Db, Engine, KeyRange, Projection, ReadOptions, Snapshot, Table, TableOptions, Value, WriteBatch, WriteOptions,
+    AsOf, Db, Engine, KeyRange, Projection, ReadOptions, Snapshot, Table, TableOptions, Value, WriteBatch, WriteOptions,
 };
 
 use crate::expr::{parse_agg, parse_where};
@@ -56,6 +56,7 @@ impl From<strata::Error> for CliError {
             strata::Error::InvalidArgument(_) => "invalid_argument",
             strata::Error::Locked(_) => "locked",
             strata::Error::Poisoned(_) => "read_only",
+            strata::Error::OutOfMemory(_) => "out_of_memory",
             _ => "closed",
         };
         CliError::new(kind, e.to_string())
@@ -63,6 +64,54 @@ impl From<strata::Error> for CliError {
 }
 
 type Res<T> = Result<T, CliError>;
+
+/// Where a read reads ([`Session::read_at`]).
+enum ReadAt<'a> {
+    Latest,
+    Named(&'a Snapshot),
+    Past(Snapshot),
+}
+
+impl ReadAt<'_> {
+    fn opts(&self) -> ReadOptions<'_> {
+        match self {
+            ReadAt::Latest => ReadOptions::default(),
+            ReadAt::Named(s) => ReadOptions { snapshot: Some(s) },
+            ReadAt::Past(s) => ReadOptions { snapshot: Some(s) },
+        }
+    }
+}
+
+/// A past point to read at: a sequence number (digits) or an RFC 3339 time.
+pub(crate) fn parse_as_of(s: &str) -> Result<AsOf, String> {
+    let s = s.trim();
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.parse().map(AsOf::Seq).map_err(|e| format!("sequence number `{s}`: {e}"));
+    }
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| AsOf::Time(t.into()))
+        .map_err(|_| format!("`{s}` is neither a sequence number nor an RFC 3339 time such as 2026-11-24T20:00:00Z"))
+}
+
+/// A duration such as `500ms`, `90s`, `15m`, `12h` or `7d` (`0` alone is zero).
+pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n.parse().map_err(|_| format!("`{s}` is not a duration such as 90s, 15m, 12h or 7d"))?;
+    let ms = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("`{s}`: the unit must be ms, s, m, h or d")),
+    };
+    n.checked_mul(ms).map(std::time::Duration::from_millis).ok_or_else(|| format!("`{s}` is too long"))
+}
 
 /// The fields each op takes besides `op`; `None` for an unknown op.
 fn fields_of(op: &str) -> Option<&'static [&'static str]> {
@@ -73,9 +122,10 @@ fn fields_of(op: &str) -> Option<&'static [&'static str]> {
         "update" => &["table", "key", "set"],
         "delete" => &["table", "key"],
         "batch" => &["ops"],
-        "get" => &["table", "key", "columns", "snapshot"],
-        "scan" => &["table", "from", "to", "columns", "where", "agg", "limit", "snapshot"],
-        "snapshot" | "release" => &["name"],
+        "get" => &["table", "key", "columns", "snapshot", "as_of"],
+        "scan" => &["table", "from", "to", "columns", "where", "agg", "limit", "snapshot", "as_of"],
+        "snapshot" => &["name", "as_of"],
+        "release" => &["name"],
         "flush" => &[],
         _ => return None,
     })
@@ -150,15 +200,33 @@ impl Session {
         }
     }
 
-    fn read_opts(&self, req: &Map<String, Json>) -> Res<ReadOptions<'_>> {
-        match req.get("snapshot") {
-            None | Some(Json::Null) => Ok(ReadOptions::default()),
-            Some(Json::String(name)) => match self.snapshots.get(name) {
-                Some(s) => Ok(ReadOptions { snapshot: Some(s) }),
+    /// Where a read reads: a named snapshot of the session, a snapshot as of a past point
+    /// (`as_of`), or the newest data.
+    fn read_at(&self, req: &Map<String, Json>) -> Res<ReadAt<'_>> {
+        match (req.get("snapshot"), self.as_of(req)?) {
+            (None | Some(Json::Null), None) => Ok(ReadAt::Latest),
+            (None | Some(Json::Null), Some(s)) => Ok(ReadAt::Past(s)),
+            (Some(Json::String(name)), None) => match self.snapshots.get(name) {
+                Some(s) => Ok(ReadAt::Named(s)),
                 None => Err(CliError::new("unknown_snapshot", format!("no snapshot named `{name}`"))),
             },
-            Some(_) => Err(CliError::bad("field `snapshot` must be a string")),
+            (Some(Json::String(_)), Some(_)) => Err(CliError::bad("give `snapshot` or `as_of`, not both")),
+            (Some(_), _) => Err(CliError::bad("field `snapshot` must be a string")),
         }
+    }
+
+    /// The snapshot as of the request's `as_of` (a sequence number or an RFC 3339 time), if any.
+    fn as_of(&self, req: &Map<String, Json>) -> Res<Option<Snapshot>> {
+        let at = match req.get("as_of") {
+            None | Some(Json::Null) => return Ok(None),
+            Some(Json::Number(n)) => match n.as_u64() {
+                Some(seq) => AsOf::Seq(seq),
+                None => return Err(CliError::bad("field `as_of` must be a sequence number or a time")),
+            },
+            Some(Json::String(s)) => parse_as_of(s).map_err(CliError::bad)?,
+            Some(_) => return Err(CliError::bad("field `as_of` must be a sequence number or a time")),
+        };
+        Ok(Some(self.db.snapshot_as_of(at)?))
     }
 
     fn handle(&mut self, req: &Map<String, Json>) -> Res<Map<String, Json>> {
@@ -226,8 +294,8 @@ impl Session {
                 let key = key_from_json(t.schema(), obj_field(req, "key")?, false)
                     .map_err(|m| CliError::new("type_mismatch", m))?;
                 let (names, proj) = projection(&t, columns_field(req)?)?;
-                let ro = self.read_opts(req)?;
-                let row = t.get(&key, &proj, &ro)?;
+                let at = self.read_at(req)?;
+                let row = t.get(&key, &proj, &at.opts())?;
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
                 Ok(answer("row", row.map_or(Json::Null, |r| object(&names, &r))))
             }
@@ -268,8 +336,8 @@ impl Session {
                     },
                 };
                 let t = self.db.table(str_field(req, "table")?)?;
-                let ro = self.read_opts(req)?;
-                match scan(&t, &args, &ro)? {
+                let at = self.read_at(req)?;
+                match scan(&t, &args, &at.opts())? {
                     ScanOut::Rows(names, rows) => {
                         let names: Vec<&str> = names.iter().map(String::as_str).collect();
                         Ok(answer("rows", rows.iter().map(|r| object(&names, r)).collect()))
@@ -279,7 +347,10 @@ impl Session {
             }
             "snapshot" => {
                 let name = str_field(req, "name")?.to_owned();
-                let s = self.db.snapshot();
+                let s = match self.as_of(req)? {
+                    Some(s) => s,
+                    None => self.db.snapshot(),
+                };
                 let seq = s.seq();
                 self.snapshots.insert(name, s);
                 Ok(answer("seq", Json::from(seq)))

@@ -13,7 +13,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{json, Map, Value as Json};
-use strata::{ColumnType, Db, Engine, KeyRange, Options, ReadOptions, TableOptions, TableStats, Value, WorkloadStats};
+use strata::{
+    AsOf, ColumnType, Db, Engine, KeyRange, Options, ReadOptions, TableOptions, TableStats, Value, WorkloadStats,
+};
 
 use exec::{projection, scan, CliError, ScanArgs, ScanOut, Session};
 
@@ -24,6 +26,10 @@ struct Cli {
     /// ./strata-demo-<time> directory].
     #[arg(long, global = true)]
     db: Option<PathBuf>,
+    /// How far back `--as-of` reads may reach, e.g. 90s, 15m, 12h, 7d (0 turns history off).
+    /// The database remembers it: later commands without the flag keep it.
+    #[arg(long, global = true, value_parser = exec::parse_duration)]
+    history_retention: Option<std::time::Duration>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -78,11 +84,11 @@ enum Cmd {
         /// Comma-separated columns to return (default: all).
         #[arg(long, value_delimiter = ',')]
         columns: Option<Vec<String>>,
-        /// Read as of this sequence number. Old versions are kept only while a snapshot pins
-        /// them, so a new process can read only at the newest sequence number; older ones are
-        /// refused with the readable range (use `exec` snapshots to read a fixed past).
-        #[arg(long)]
-        snapshot_seq: Option<u64>,
+        /// Read as of a past point: a sequence number or an RFC 3339 time
+        /// (2026-11-24T20:00:00Z), within the history retention window (--history-retention);
+        /// a point outside it is refused with the readable range.
+        #[arg(long, alias = "snapshot-seq", value_parser = exec::parse_as_of)]
+        as_of: Option<AsOf>,
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
@@ -106,6 +112,9 @@ enum Cmd {
         /// Aggregates instead of rows, e.g. "count(*),max(b)".
         #[arg(long, value_delimiter = ',')]
         agg: Vec<String>,
+        /// Read as of a past point, as for `get`.
+        #[arg(long, value_parser = exec::parse_as_of)]
+        as_of: Option<AsOf>,
         /// Return at most this many rows.
         #[arg(long)]
         limit: Option<usize>,
@@ -192,6 +201,11 @@ fn key_object(t: &strata::Table, vals: &[String]) -> Result<Map<String, Json>, C
     Ok(names.zip(key_values(t, vals)?.iter().map(json::to_json)).collect())
 }
 
+/// `t` as an RFC 3339 UTC time.
+fn rfc3339(t: std::time::SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 fn text_of(v: &Value) -> String {
     match json::to_json(v) {
         Json::Null => "NULL".into(),
@@ -258,7 +272,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
         });
         return demo::run(&dir, rows);
     }
-    let db = Db::open(cli.db.unwrap_or_else(|| PathBuf::from("./strata-data")), Options::default())?;
+    let opts = Options { history_retention: cli.history_retention, ..Options::default() };
+    let db = Db::open(cli.db.unwrap_or_else(|| PathBuf::from("./strata-data")), opts)?;
     match cli.cmd {
         Cmd::CreateTable { name, schema, layout, no_aligned_compaction, engine } => {
             let schema = schema_sql::parse_schema(&schema).map_err(|m| CliError::new("invalid_schema", m))?;
@@ -285,22 +300,23 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 println!("{n}: {}", schema_sql::schema_text(t.schema()));
             }
         }
-        Cmd::Get { name, key, columns, snapshot_seq, format } => {
+        Cmd::Get { name, key, columns, as_of, format } => {
             let t = db.table(&name)?;
             let k = key_values(&t, &key)?;
             let (names, proj) = projection(&t, columns)?;
-            let snap = snapshot_seq.map(|s| db.snapshot_at(s)).transpose()?;
+            let snap = as_of.map(|a| db.snapshot_as_of(a)).transpose()?;
             let ro = ReadOptions { snapshot: snap.as_ref() };
             let rows: Vec<Vec<Value>> = t.get(&k, &proj, &ro)?.into_iter().collect();
             print_rows(&names, &rows, format);
         }
-        Cmd::Scan { name, from, to, columns, filter, agg, limit, format } => {
+        Cmd::Scan { name, from, to, columns, filter, agg, as_of, limit, format } => {
             let t = db.table(&name)?;
             let from = from.map(|f| key_object(&t, &f)).transpose()?;
             let to = to.map(|f| key_object(&t, &f)).transpose()?;
             let args =
                 ScanArgs { from: from.as_ref(), to: to.as_ref(), columns, filter: filter.as_deref(), aggs: agg, limit };
-            match scan(&t, &args, &ReadOptions::default())? {
+            let snap = as_of.map(|a| db.snapshot_as_of(a)).transpose()?;
+            match scan(&t, &args, &ReadOptions { snapshot: snap.as_ref() })? {
                 ScanOut::Rows(names, rows) => print_rows(&names, &rows, format),
                 ScanOut::Aggs(a) => {
                     if matches!(format, Format::Json) {
@@ -352,9 +368,21 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     "files_probed": st.files_probed,
                     "files_skipped_by_bloom": st.files_skipped_by_bloom,
                     "files_skipped_by_snapshot": st.files_skipped_by_snapshot,
+                    "history": {
+                        "retention_ms": st.history.retention.as_millis() as u64,
+                        "oldest_seq": st.history.oldest_seq,
+                        "newest_seq": st.history.newest_seq,
+                        "oldest_time": st.history.oldest_time.map(rfc3339),
+                    },
                 });
                 println!("{out}");
             } else {
+                let h = &st.history;
+                let since = h.oldest_time.map_or(String::new(), |t| format!(", since {}", rfc3339(t)));
+                println!(
+                    "history: retention {:?}; readable sequence numbers {}..={}{since}",
+                    h.retention, h.oldest_seq, h.newest_seq
+                );
                 for t in tables {
                     print_stats(t);
                 }
@@ -418,7 +446,7 @@ fn stats_json(t: &TableStats) -> Json {
         "engine": t.engine.name(),
         "lineage": t.lineage.as_ref().map(|l| json!({
             "rows": l.rows, "base_bytes": l.base_bytes, "tail_bytes": l.tail_bytes,
-            "merge_lag": l.merge_lag, "merges": l.merges, "merged_records": l.merged_records,
+            "history_bytes": l.history_bytes, "merge_lag": l.merge_lag, "merges": l.merges, "merged_records": l.merged_records,
         })),
         "layout": t.layout,
         "aligned_compaction": t.aligned_compaction,
@@ -442,8 +470,8 @@ fn print_stats(t: &TableStats) {
     if let Some(l) = &t.lineage {
         println!("table {} (engine lineage)", t.name);
         println!(
-            "  rows {}; base {} bytes, tail {} bytes; merge lag {} tail records; {} merges folded {} records since open",
-            l.rows, l.base_bytes, l.tail_bytes, l.merge_lag, l.merges, l.merged_records
+            "  rows {}; base {} bytes, tail {} bytes, history {} bytes; merge lag {} tail records; {} merges folded {} records since open",
+            l.rows, l.base_bytes, l.tail_bytes, l.history_bytes, l.merge_lag, l.merges, l.merged_records
         );
         return;
     }

@@ -78,7 +78,7 @@ fn damaged_encodings_never_panic() {
     batch.push(BatchOp { table_id: 3, kind: Kind::Put, key: key.clone(), row: row.clone() });
     batch.push(BatchOp { table_id: 3, kind: Kind::Delete, key: key.clone(), row: Vec::new() });
     let mut wal = Vec::new();
-    batch.encode(42, &mut wal);
+    batch.encode(42, 1_795_000_000_000, &mut wal);
     let schema =
         Schema::new(vec![Column::new("k", ColumnType::Text), Column::new("v", ColumnType::Double)], &["k"]).unwrap();
     let mut edit = VersionEdit::default();

@@ -65,6 +65,11 @@ pub enum Error {
     /// The database has been closed.
     #[error("database is closed")]
     Closed,
+    /// A write would take lineage-engine tables past their memory budget
+    /// ([`Options::lineage_memory_budget`](crate::Options::lineage_memory_budget)); nothing of
+    /// it was written.
+    #[error("out of memory budget: {0}")]
+    OutOfMemory(String),
 }
 
 impl Error {

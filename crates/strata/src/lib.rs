@@ -32,8 +32,8 @@ pub mod vfs;
 mod write;
 
 pub use db::{
-    ColumnWorkload, Db, Engine, GroupStats, KeyRange, LevelStats, LineageStats, Options, Projection, ReadOptions,
-    ScanIter, Stats, Table, TableInfo, TableOptions, TableStats, WorkloadStats, WriteOptions,
+    AsOf, ColumnWorkload, Db, Engine, GroupStats, History, KeyRange, LevelStats, LineageStats, Options, Projection,
+    ReadOptions, ScanIter, Stats, Table, TableInfo, TableOptions, TableStats, WorkloadStats, WriteOptions,
 };
 pub use error::{Error, Result};
 pub use mvcc::snapshot::Snapshot;

@@ -4,12 +4,13 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use common::tiny_options;
 use strata::vfs::{FaultFs, OsFs};
 use strata::{
-    Column, ColumnType, Db, Engine, Error, KeyRange, Options, Projection, ReadOptions, Schema, TableOptions, Value,
-    WriteBatch,
+    AsOf, Column, ColumnType, Db, Engine, Error, KeyRange, Options, Projection, ReadOptions, Schema, TableOptions,
+    Value, WriteBatch,
 };
 
 fn schema() -> Schema {
@@ -153,6 +154,117 @@ fn snapshots_at_earlier_sequence_numbers_only_where_versions_are_kept() {
     assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("readable")), "{e}");
     assert!(db.snapshot_at(now).is_ok());
     assert!(matches!(db.snapshot_at(now + 100), Err(Error::InvalidArgument(_))));
+}
+
+/// With a history retention window, every version written within it stays readable as of its
+/// sequence number and its time, on both engines, after flushes, compactions and a restart; the
+/// window then moves on and older points are refused with the readable range.
+#[test]
+fn history_retention_keeps_past_versions_on_both_engines() {
+    let fs: Arc<dyn strata::vfs::Fs> = Arc::new(FaultFs::new());
+    let retained = |window: Duration| Options { history_retention: Some(window), ..tiny_options(fs.clone()) };
+    let db = Db::open("/history", retained(Duration::from_secs(3600))).unwrap();
+    let lsm = db.create_table("l", schema(), TableOptions::default()).unwrap();
+    let lin = db.create_table("g", schema(), TableOptions::default().with_engine(Engine::Lineage)).unwrap();
+    let key = [Value::BigInt(1)];
+    let mut points = Vec::new();
+    for i in 0..30 {
+        for t in [&lsm, &lin] {
+            if i % 7 == 6 {
+                t.delete(&key).unwrap();
+            } else {
+                t.insert(&[Value::BigInt(1), Value::Int(i), Value::Text(format!("v{i}"))]).unwrap();
+            }
+        }
+        // Filler rows push the LSM table through flushes and compactions.
+        for j in 0..40 {
+            lsm.insert(&[Value::BigInt(1000 + j), Value::Int(i), Value::Text("x".repeat(60))]).unwrap();
+        }
+        let expect = (i % 7 != 6).then_some(i);
+        points.push((db.snapshot().seq(), SystemTime::now(), expect));
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    db.flush().unwrap();
+    db.compact_range("l", &KeyRange::all()).unwrap();
+    let check = |db: &Db, lsm: &strata::Table, lin: &strata::Table| {
+        for &(seq, time, expect) in &points {
+            for at in [AsOf::Seq(seq), AsOf::Time(time)] {
+                let snap = db.snapshot_as_of(at).unwrap_or_else(|e| panic!("{at:?}: {e}"));
+                let ro = ReadOptions { snapshot: Some(&snap) };
+                for t in [lsm, lin] {
+                    let got = t.get(&key, &Projection::All, &ro).unwrap().map(|r| r[1].clone());
+                    assert_eq!(got, expect.map(Value::Int), "{} as of {at:?}", t.name());
+                }
+            }
+        }
+    };
+    check(&db, &lsm, &lin);
+    drop((lsm, lin, db));
+    // The window is remembered: a reopen without the option keeps it, twice over (the second
+    // open loads a checkpoint written by the first).
+    for _ in 0..2 {
+        let db = Db::open("/history", tiny_options(fs.clone())).unwrap();
+        assert_eq!(db.history().retention, Duration::from_secs(3600));
+        let (lsm, lin) = (db.table("l").unwrap(), db.table("g").unwrap());
+        check(&db, &lsm, &lin);
+    }
+    // A short window: once it has passed, merges may drop what it kept, and older points go.
+    let db = Db::open("/history", retained(Duration::from_millis(200))).unwrap();
+    let lsm = db.table("l").unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    for j in 0..200 {
+        lsm.insert(&[Value::BigInt(1000 + j), Value::Int(-1), Value::Text("y".repeat(60))]).unwrap();
+    }
+    db.flush().unwrap();
+    db.compact_range("l", &KeyRange::all()).unwrap();
+    let e = db.snapshot_as_of(AsOf::Seq(points[0].0)).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("readable sequence numbers")), "{e}");
+    let e = db.snapshot_as_of(AsOf::Time(points[0].1)).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(_)), "{e}");
+    let h = db.history();
+    assert!(h.oldest_seq >= points[29].0 && h.oldest_seq <= h.newest_seq, "{h:?}");
+    let future = SystemTime::now() + Duration::from_secs(60);
+    let e = db.snapshot_as_of(AsOf::Time(future)).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("future")), "{e}");
+}
+
+/// Lineage tables stay within their memory budget: the write that would pass it is refused
+/// with a clear error and leaves nothing behind, while LSM tables and reads go on; a reopen with
+/// a larger budget takes writes again and has lost nothing acknowledged.
+#[test]
+fn lineage_memory_budget_refuses_writes_and_loses_nothing() {
+    let fs: Arc<dyn strata::vfs::Fs> = Arc::new(FaultFs::new());
+    let budget = |b: u64| Options { lineage_memory_budget: b, ..tiny_options(fs.clone()) };
+    let db = Db::open("/budget", budget(1 << 20)).unwrap();
+    let lin = db.create_table("g", schema(), TableOptions::default().with_engine(Engine::Lineage)).unwrap();
+    let lsm = db.create_table("l", schema(), TableOptions::default()).unwrap();
+    let row = |i: i64| vec![Value::BigInt(i), Value::Int(i as i32), Value::Text("z".repeat(200))];
+    let mut acked = 0;
+    let refused = loop {
+        match lin.insert(&row(acked)) {
+            Ok(()) => acked += 1,
+            Err(e) => break e,
+        }
+        assert!(acked < 100_000, "the budget never refused a write");
+    };
+    assert!(matches!(&refused, Error::OutOfMemory(m) if m.contains("lineage_memory_budget")), "{refused}");
+    assert!(acked > 100, "refused after {acked} rows: {refused}");
+    assert_eq!(lin.get(&[Value::BigInt(acked)], &Projection::All, &ReadOptions::default()).unwrap(), None);
+    // A batch touching the lineage table is refused whole; LSM writes go on.
+    let mut b = WriteBatch::new();
+    b.insert(&lsm, &row(1)).unwrap();
+    b.insert(&lin, &row(acked)).unwrap();
+    assert!(matches!(db.write(b, &Default::default()), Err(Error::OutOfMemory(_))));
+    assert_eq!(lsm.get(&[Value::BigInt(1)], &Projection::All, &ReadOptions::default()).unwrap(), None);
+    lsm.insert(&row(1)).unwrap();
+    let st = db.stats();
+    let l = st.tables.iter().find(|t| t.name == "g").and_then(|t| t.lineage.clone()).unwrap();
+    assert!(l.base_bytes + l.tail_bytes + l.history_bytes > 0 && l.rows == acked as u64, "{l:?}");
+    drop((lin, lsm, db));
+    let db = Db::open("/budget", budget(64 << 20)).unwrap();
+    let lin = db.table("g").unwrap();
+    assert_eq!(all(&lin).len(), acked as usize);
+    lin.insert(&row(acked)).unwrap();
 }
 
 /// A hot key: a long run of partial updates in the memtable, each of one or two columns, over a

@@ -11,6 +11,7 @@ mod common;
 
 use std::ops::Bound;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use common::*;
 use rand::rngs::StdRng;
@@ -18,8 +19,8 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use strata::vfs::{FaultFs, Fs, OsFs};
 use strata::{
-    Db, Engine, KeyRange, Projection, ReadOptions, Schema, Snapshot, Table, TableOptions, Value, WriteBatch,
-    WriteOptions,
+    AsOf, Db, Engine, KeyRange, Options, Projection, ReadOptions, Schema, Snapshot, Table, TableOptions, Value,
+    WriteBatch, WriteOptions,
 };
 
 /// A model mutation recorded while a batch is built, applied once the batch commits.
@@ -41,13 +42,31 @@ struct World {
     long_since: Option<usize>,
     /// Files the snapshot filter passed over in earlier opens (statistics restart on open).
     skipped_before: u64,
+    /// With a history retention window: past points (sequence number, time, model then) that
+    /// reads as of a sequence number or a time may name, across reopens.
+    past: Option<Vec<(u64, SystemTime, Vec<TableModel>)>>,
+    /// Reads as of a past point made after a reopen.
+    past_reads_after_reopen: usize,
+    reopened: bool,
+}
+
+/// Where a read reads.
+#[derive(Debug, Clone, Copy)]
+enum ReadAt {
+    Latest,
+    /// A live snapshot, by index.
+    Snapshot(usize),
+    /// A past point, by index, as of its sequence number or its time.
+    Past(usize, bool),
 }
 
 const DOMAIN: i64 = 300;
 
 impl World {
     fn open(&mut self) {
-        let db = Db::open(&self.dir, tiny_options(self.fs.clone())).unwrap();
+        let retention = self.past.as_ref().map(|_| Duration::from_secs(3600));
+        let db =
+            Db::open(&self.dir, Options { history_retention: retention, ..tiny_options(self.fs.clone()) }).unwrap();
         self.tables = schemas().into_iter().map(|(n, s)| (db.table(n).unwrap(), s)).collect();
         self.db = Some(db);
     }
@@ -134,6 +153,15 @@ impl World {
                     let s = self.db().snapshot();
                     self.snaps.push((s, self.model.clone()));
                 }
+                let point = self.past.is_some().then(|| (self.db().history().newest_seq, SystemTime::now()));
+                if let (Some((seq, time)), Some(past)) = (point, self.past.as_mut()) {
+                    if past.len() == 32 {
+                        past.remove(self.rng.gen_range(0..32));
+                    }
+                    past.push((seq, time, self.model.clone()));
+                    // The next write lands in a later millisecond, so the time names this point.
+                    std::thread::sleep(Duration::from_millis(2));
+                }
             }
             870..=899 => {
                 // The long-lived snapshot, first, is not released here.
@@ -208,26 +236,44 @@ impl World {
         }
     }
 
-    /// Picks the latest state or a live snapshot; returns (snapshot index, model).
-    fn read_point(&mut self) -> Option<usize> {
-        if !self.snaps.is_empty() && self.rng.gen_ratio(1, 3) {
-            Some(self.rng.gen_range(0..self.snaps.len()))
-        } else {
-            None
+    /// Picks the latest state, a live snapshot or a past point; for a past point, also the
+    /// snapshot as of it.
+    fn read_point(&mut self) -> (ReadAt, Option<Snapshot>) {
+        let past = self.past.as_ref().map_or(0, Vec::len);
+        let at = match self.rng.gen_range(0..6) {
+            0 | 1 if !self.snaps.is_empty() => ReadAt::Snapshot(self.rng.gen_range(0..self.snaps.len())),
+            2 if past > 0 => ReadAt::Past(self.rng.gen_range(0..past), self.rng.gen()),
+            _ => ReadAt::Latest,
+        };
+        let snap = match at {
+            ReadAt::Past(i, by_time) => {
+                let (seq, time, _) = self.past.as_ref().unwrap()[i];
+                let as_of = if by_time { AsOf::Time(time) } else { AsOf::Seq(seq) };
+                self.past_reads_after_reopen += usize::from(self.reopened);
+                Some(self.db().snapshot_as_of(as_of).unwrap_or_else(|e| panic!("{}: {as_of:?}: {e}", self.ctx())))
+            }
+            _ => None,
+        };
+        (at, snap)
+    }
+
+    /// The snapshot and the model a read at `at` compares against.
+    fn model_at<'a>(&'a self, at: ReadAt, past: &'a Option<Snapshot>) -> (Option<&'a Snapshot>, &'a [TableModel]) {
+        match at {
+            ReadAt::Latest => (None, &self.model),
+            ReadAt::Snapshot(i) => (Some(&self.snaps[i].0), &self.snaps[i].1),
+            ReadAt::Past(i, _) => (past.as_ref(), &self.past.as_ref().unwrap()[i].2),
         }
     }
 
     fn check_get(&mut self, t: usize) {
         let key = self.random_key(t);
         let (proj, cols) = self.random_projection(t);
-        let at = self.read_point();
-        let (snapshot, model) = match at {
-            Some(i) => (Some(&self.snaps[i].0), &self.snaps[i].1),
-            None => (None, &self.model),
-        };
+        let (at, past) = self.read_point();
+        let (snapshot, model) = self.model_at(at, &past);
         let got = self.tables[t].0.get(&key, &proj, &ReadOptions { snapshot }).unwrap();
         let want = model[t].get(&key).map(|r| project(r, &cols));
-        assert_eq!(got, want, "{}: get {key:?} at {:?}", self.ctx(), snapshot.map(Snapshot::seq));
+        assert_eq!(got, want, "{}: get {key:?} at {at:?} {:?}", self.ctx(), snapshot.map(Snapshot::seq));
     }
 
     fn check_scan(&mut self, t: usize) {
@@ -250,16 +296,13 @@ impl World {
             ),
             _ => (KeyRange { start: Bound::Included(a), end: Bound::Unbounded }, Bound::Included(ma), Bound::Unbounded),
         };
-        let at = self.read_point();
-        let (snapshot, model) = match at {
-            Some(i) => (Some(&self.snaps[i].0), &self.snaps[i].1),
-            None => (None, &self.model),
-        };
+        let (at, past) = self.read_point();
+        let (snapshot, model) = self.model_at(at, &past);
         let got: Vec<Vec<Value>> =
             self.tables[t].0.scan(&range, &proj, &ReadOptions { snapshot }).unwrap().map(Result::unwrap).collect();
         let want: Vec<Vec<Value>> = model[t].rows.range::<MKey, _>((lo, hi)).map(|(_, r)| project(r, &cols)).collect();
-        assert_eq!(got.len(), want.len(), "{}: scan {range:?} row count", self.ctx());
-        assert_eq!(got, want, "{}: scan {range:?}", self.ctx());
+        assert_eq!(got.len(), want.len(), "{}: scan {range:?} at {at:?} row count", self.ctx());
+        assert_eq!(got, want, "{}: scan {range:?} at {at:?}", self.ctx());
     }
 
     fn reopen(&mut self) {
@@ -269,6 +312,7 @@ impl World {
         self.tables.clear();
         self.db.take().unwrap().close().unwrap();
         self.open();
+        self.reopened = true;
     }
 }
 
@@ -277,6 +321,8 @@ impl World {
 struct Mode {
     aligned: bool,
     long_snapshot_ops: usize,
+    /// Open with a history retention window and read as of past points.
+    history: bool,
 }
 
 fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
@@ -315,6 +361,9 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
         long_snapshot_ops: mode.long_snapshot_ops,
         long_since: None,
         skipped_before: 0,
+        past: mode.history.then(Vec::new),
+        past_reads_after_reopen: 0,
+        reopened: false,
     };
     w.open();
     for i in 0..ops {
@@ -324,6 +373,9 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
     if mode.long_snapshot_ops > 0 && lsm_tables > 0 {
         let skipped = w.skipped_before + w.db().stats().files_skipped_by_snapshot;
         assert!(skipped > 0, "reads at the long-lived snapshot never passed over a newer file");
+    }
+    if mode.history {
+        assert!(w.past_reads_after_reopen > 0, "no read as of a past point after a reopen");
     }
     w.snaps.clear();
     for t in 0..w.tables.len() {
@@ -340,7 +392,7 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
     w.db().check_supersede_marks().unwrap();
     for ts in w.db().stats().tables.iter().filter(|t| t.engine == Engine::Lineage) {
         let l = ts.lineage.as_ref().expect("lineage figures of a lineage table");
-        assert!(l.rows > 0 && l.tail_bytes > 0, "table {}: {l:?}", ts.name);
+        assert!(l.rows > 0 && l.tail_bytes + l.history_bytes > 0, "table {}: {l:?}", ts.name);
     }
     if lsm_tables < 2 {
         // Checkpoints ran, and restarts loaded them (a reopen replays only the WAL after one).
@@ -360,7 +412,7 @@ fn differential_against_btreemap_model() {
     for layout in LAYOUTS {
         for seed in seeds(&[1, 2, 3, 4]) {
             println!("layout {layout}, seed {seed}");
-            with_seed(seed, |s| run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0 }));
+            with_seed(seed, |s| run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: false }));
         }
     }
 }
@@ -374,7 +426,7 @@ fn differential_with_aligned_compaction_off_and_on_and_long_lived_snapshots() {
         for seed in seeds(&[5, 6]) {
             for aligned in [false, true] {
                 println!("layout {layout}, seed {seed}, aligned {aligned}");
-                with_seed(seed, |s| run(s, ops, layout, Mode { aligned, long_snapshot_ops: 5_000 }));
+                with_seed(seed, |s| run(s, ops, layout, Mode { aligned, long_snapshot_ops: 5_000, history: false }));
             }
         }
     }
@@ -388,9 +440,24 @@ fn differential_with_lineage_tables() {
     for layout in ["lineage", "mixed"] {
         for seed in seeds(&[7, 8]) {
             println!("layout {layout}, seed {seed}");
-            with_seed(seed, |s| run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0 }));
+            with_seed(seed, |s| run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: false }));
         }
         println!("layout {layout}, seed 9, long-lived snapshot");
-        with_seed(9, |s| run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 5_000 }));
+        with_seed(9, |s| run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 5_000, history: false }));
+    }
+}
+
+/// A history retention window on both engines (layouts: every table on the LSM engine in
+/// column groups, every table on the lineage engine, one of each): reads as of past sequence
+/// numbers and times match the model then, through flushes, compactions, merges, checkpoints
+/// and reopens.
+#[test]
+fn differential_with_history_reads() {
+    let ops: usize = std::env::var("STRATA_MODEL_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(30_000) * 2 / 3;
+    for layout in ["cg3", "lineage", "mixed"] {
+        for seed in seeds(&[10, 11]) {
+            println!("layout {layout}, seed {seed}, history");
+            with_seed(seed, |s| run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: true }));
+        }
     }
 }

@@ -21,19 +21,19 @@ use crate::catalog::TableInfo;
 use crate::column_group::group_id;
 use crate::error::{Error, Result};
 use crate::iter::merge::{MergeIter, Origin};
-use crate::mvcc::chain::{collapse, newest_per_stripe};
+use crate::mvcc::chain::{collapse, newest_per_stripe, Stripes};
 use crate::mvcc::{Entry, Kind};
 use crate::sst::builder::{SstBuilder, SstOptions};
 use crate::types::row::carries;
 use crate::version::FileMeta;
 use crate::vfs::Fs;
 
-/// Which versions a merge must keep: those the live snapshots (ascending) can tell apart; with
+/// Which versions a merge must keep: those readers can tell apart ([`Stripes`]); with
 /// `bottommost` (nothing older lies below the output) tombstones and partial rows over nothing
 /// go (see [`collapse`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Keep<'a> {
-    pub snapshots: &'a [u64],
+    pub stripes: Stripes<'a>,
     pub bottommost: bool,
     /// Every input version reads the same alone as with all older input versions of its key (a
     /// flush of one memtable that folded its partial rows, see
@@ -220,7 +220,7 @@ impl Outputs<'_> {
 /// directory and installs them.
 pub(crate) fn write_merged(
     mut iter: MergeIter,
-    Keep { snapshots, bottommost, folded }: Keep<'_>,
+    Keep { stripes, bottommost, folded }: Keep<'_>,
     spec: &OutputSpec<'_>,
     marker: &mut Marker<'_>,
 ) -> Result<Vec<FileMeta>> {
@@ -253,11 +253,11 @@ pub(crate) fn write_merged(
                     &[]
                 }
             } else if folded && !bottommost {
-                collapsed = newest_per_stripe(group.iter().filter(|e| out.covers(e)), snapshots);
+                collapsed = newest_per_stripe(group.iter().filter(|e| out.covers(e)), &stripes);
                 &collapsed
             } else {
                 let mine: Vec<Entry> = group.iter().filter(|e| out.covers(e)).cloned().collect();
-                collapsed = collapse(mine, snapshots, bottommost, &spec.table.value_types)
+                collapsed = collapse(mine, &stripes, bottommost, &spec.table.value_types)
                     .map_err(|d| Error::corruption("<compaction merge>", 0, d.0))?;
                 &collapsed
             };

@@ -16,6 +16,7 @@ use crate::compaction::supersede::{self, Made, Marker};
 use crate::error::{Error, Result};
 use crate::iter::merge::{MemSource, MergeIter, RunSource, Source};
 use crate::memtable::{MemCursor, Memtable};
+use crate::mvcc::chain::Stripes;
 use crate::sst::bloom::key_hash;
 use crate::sst::builder::SstOptions;
 use crate::sst::keyset::KeySet;
@@ -108,10 +109,12 @@ impl DbInner {
     /// Writes one Level-0 file per table present in `mem` and returns the edit adding them, with
     /// the marks the flush made (see [`Self::install_flush`]).
     pub(crate) fn write_level0(&self, mem: &Arc<Memtable>, version: &Version) -> Result<(VersionEdit, Vec<Flushed>)> {
-        // From here on versions up to the memtable's newest may be merged: raise the floor before
-        // capturing the snapshots, so no snapshot below it can be registered in between.
-        self.snapshots.raise_floor(mem.max_seq());
+        // From here on versions up to the memtable's newest (or the history horizon, if older)
+        // may be merged: raise the floor before capturing the snapshots, so no snapshot below it
+        // can be registered in between.
+        self.snapshots.raise_floor(mem.max_seq().min(self.history_horizon()));
         let snapshots = self.snapshots.capture();
+        let stripes = Stripes { snapshots: &snapshots, history_from: self.snapshots.floor() };
         let mut edit = VersionEdit::default();
         let mut written = Vec::new();
         let mut flushed = Vec::new();
@@ -128,7 +131,7 @@ impl DbInner {
                 0,
                 vec![Box::new(src)],
                 groups,
-                Keep { snapshots: &snapshots, bottommost: false, folded: mem.folded() },
+                Keep { stripes, bottommost: false, folded: mem.folded() },
                 &mut marker,
             )?;
             let numbers = files.iter().map(|f| f.number).collect();
@@ -323,10 +326,15 @@ impl DbInner {
                 (g, below)
             })
             .collect();
+        // Versions the history window no longer needs may go: raise the floor to the horizon
+        // (never above what the inputs hold) before capturing the snapshots.
+        let newest_input = task.all_inputs().map(|f| f.max_seq).max().unwrap_or(0);
+        self.snapshots.raise_floor(newest_input.min(self.history_horizon()));
         let snapshots = self.snapshots.capture();
+        let stripes = Stripes { snapshots: &snapshots, history_from: self.snapshots.floor() };
         let inputs = task.all_inputs().map(|f| f.number).collect();
         let mut marker = Marker::compaction(&self.tables, table, &inputs);
-        let keep = Keep { snapshots: &snapshots, bottommost: task.bottommost, folded: false };
+        let keep = Keep { stripes, bottommost: task.bottommost, folded: false };
         let files = self.write_files(&info, task.output_level, sources, groups, keep, &mut marker)?;
         let before = supersede::file_numbers(&version, task.table);
         drop(version);

@@ -9,12 +9,13 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::workload::{At, Op};
 use super::{DbInner, ReadView};
 use crate::error::{Error, Result};
 use crate::memtable::{Before, Fold, Memtable};
+use crate::mvcc::clock::unix_ms;
 use crate::mvcc::Kind;
 use crate::read::ReadPoint;
 use crate::types::row::{carried, encode_row};
@@ -40,6 +41,7 @@ impl DbInner {
                 return Err(Error::UnknownTable(format!("(dropped table id {})", op.table_id)));
             }
         }
+        self.check_lineage_budget(&batch)?;
         let mut st = self.commit.lock();
         let ticket = st.next_ticket;
         st.next_ticket += 1;
@@ -68,6 +70,27 @@ impl DbInner {
         }
     }
 
+    /// Refuses a batch that would take the lineage tables past their memory budget.
+    fn check_lineage_budget(&self, batch: &WriteBatch) -> Result<()> {
+        let lineage = self.lineage.read();
+        if lineage.is_empty() {
+            return Ok(());
+        }
+        let adds: u64 =
+            batch.ops.iter().filter(|op| lineage.contains_key(&op.table_id)).map(lineage_mem_estimate).sum();
+        let held = self.lineage_mem.load(Ordering::Relaxed);
+        let budget = self.opts.lineage_memory_budget;
+        if adds == 0 || held.saturating_add(adds) <= budget {
+            return Ok(());
+        }
+        Err(Error::OutOfMemory(format!(
+            "lineage tables hold {held} bytes of their {budget}-byte budget (Options::lineage_memory_budget), \
+             too little for this write of about {adds} bytes: nothing of it was written. Raise the budget, \
+             drop rows or tables, or shorten the history retention window (merged history is \
+             reclaimed at the next open)"
+        )))
+    }
+
     fn commit_group(&self, group: &[Request]) -> Result<()> {
         self.check_writable()?;
         self.make_room()?;
@@ -79,9 +102,10 @@ impl DbInner {
         let mut buf = Vec::with_capacity(bytes + 16 * group.len());
         let mut payload = Vec::with_capacity(group.iter().map(|r| r.batch.bytes + 32).max().unwrap_or(0));
         let mut sync = false;
+        let now = unix_ms(SystemTime::now());
         for r in group.iter() {
             payload.clear();
-            r.batch.encode(seq + 1, &mut payload);
+            r.batch.encode(seq + 1, now, &mut payload);
             frame(&payload, &mut buf);
             seq += r.batch.len() as u64;
             sync |= r.sync;
@@ -98,6 +122,7 @@ impl DbInner {
         let view = self.view.read().clone();
         let lineage = self.lineage.read();
         let mut lineage_bytes = 0u64;
+        let mut lineage_mem = 0u64;
         let mut s = first;
         // Bytes ingested per table, summed here so the counters are locked once per group.
         let mut ingested: Vec<(u32, u64)> = Vec::new();
@@ -110,6 +135,7 @@ impl DbInner {
                         return Err(e);
                     }
                     lineage_bytes += (op.key.len() + op.row.len() + 8) as u64;
+                    lineage_mem += lineage_mem_estimate(op);
                     s += 1;
                     continue;
                 }
@@ -142,6 +168,7 @@ impl DbInner {
         drop(lineage);
         if lineage_bytes > 0 {
             self.lineage_wal_bytes.fetch_add(lineage_bytes, Ordering::Relaxed);
+            self.lineage_mem.fetch_add(lineage_mem, Ordering::Relaxed);
         }
         let mut io = self.io.lock();
         for (t, n) in ingested {
@@ -149,6 +176,7 @@ impl DbInner {
         }
         drop(io);
         self.snapshots.publish(seq);
+        self.clock.lock().record(now, seq);
         Ok(())
     }
 
@@ -272,4 +300,11 @@ impl DbInner {
         })?;
         self.wait_background(|_, view| view.imm.is_empty())
     }
+}
+
+/// About how many bytes a lineage write adds in memory: its values in a tail record or base
+/// record (and, for a first update, a snapshot record of as much), plus per-record fields,
+/// index entries and key copies.
+fn lineage_mem_estimate(op: &crate::write::batch::BatchOp) -> u64 {
+    (2 * (op.key.len() + op.row.len()) + 128) as u64
 }

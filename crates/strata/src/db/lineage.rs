@@ -49,6 +49,9 @@ impl DbInner {
             let hold = || self.merge_hold_point();
             let merged: usize = tables.iter().map(|t| t.merge(visible, threshold, idle, &hold)).sum();
             idle = merged == 0;
+            // Measure what the tables hold (writes between this and the store are estimated).
+            let held = tables.iter().map(|t| t.sizes().bytes()).sum();
+            self.lineage_mem.store(held, Ordering::Relaxed);
             if self.lineage_wal_bytes.load(Ordering::Relaxed) >= self.opts.lineage_checkpoint_bytes
                 && self.check_writable().is_ok()
             {
@@ -89,7 +92,13 @@ impl DbInner {
             let number = self.alloc_output();
             let path = self.dir.join(checkpoint_name(number));
             let mut file = self.fs.create(&path)?;
-            crate::lineage::checkpoint::write(file.as_mut(), &tables, seq)?;
+            // Within a history window, the changes it covers go along (from no earlier than
+            // what reads may still ask for).
+            let from = match self.retention_ms {
+                0 => seq,
+                _ => self.history_horizon().max(self.snapshots.floor()).min(seq),
+            };
+            crate::lineage::checkpoint::write(file.as_mut(), &tables, from, seq)?;
             drop(file);
             self.fs.sync_dir(&self.dir)?;
             let mut edit = VersionEdit::default();

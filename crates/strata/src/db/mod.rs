@@ -21,6 +21,7 @@ pub use crate::catalog::{Engine, KeyRange, Projection, TableInfo, TableOptions};
 pub(crate) use crate::read::ReadView;
 pub use crate::read::ScanIter;
 pub use options::{Options, ReadOptions, WriteOptions};
+pub use read::{AsOf, History};
 pub use stats::{ColumnWorkload, GroupStats, LevelStats, LineageStats, Stats, TableStats, WorkloadStats};
 pub use table::Table;
 
@@ -36,6 +37,7 @@ use crate::column_group::{group_id, Layout};
 use crate::error::{Error, Result};
 use crate::lineage::LineageTable;
 use crate::memtable::{Fold, Memtable};
+use crate::mvcc::clock::{unix_ms, Clock};
 use crate::mvcc::snapshot::{Snapshot, SnapshotList};
 use crate::sst::cache::BlockCache;
 use crate::sst::table_cache::TableCache;
@@ -47,6 +49,7 @@ use crate::version::Version;
 use crate::vfs::{DirLock, Fs};
 use crate::write::batch::WriteBatch;
 use crate::write::wal::{read_log, Tail, WalWriter, WAL_MAGIC};
+use read::history_horizon;
 
 #[derive(Default)]
 pub(crate) struct BgState {
@@ -110,12 +113,19 @@ pub(crate) struct DbInner {
     pub lineage: RwLock<HashMap<u32, Arc<LineageTable>>>,
     /// WAL bytes of lineage writes since the last lineage checkpoint.
     pub lineage_wal_bytes: AtomicU64,
+    /// Bytes the lineage tables hold: measured by the merge thread, estimated for the writes
+    /// since (see [`Options::lineage_memory_budget`]).
+    pub lineage_mem: AtomicU64,
     /// Tests: while set, the merge thread stops at the point where a merge has built its pages
     /// and is about to swap them in ([`Db::hold_lineage_merges`]).
     pub merge_hold: Mutex<bool>,
     pub merge_hold_cv: Condvar,
     /// Merges that stopped at that point.
     pub merge_holds: AtomicU64,
+    /// Wall-clock time to sequence numbers (see [`crate::mvcc::clock`]).
+    pub clock: Mutex<Clock>,
+    /// The history retention window in milliseconds (0: none), as recorded in the manifest.
+    pub retention_ms: u64,
     /// Tests: runs once, on the thread of the first flush or compaction (as named) about to
     /// take the version lock to install.
     #[cfg(test)]
@@ -228,6 +238,8 @@ impl Db {
             .collect();
         wals.sort_unstable();
         let replay = Arc::new(Memtable::new(0));
+        // The manifest's clock samples, then the commit times the WAL holds.
+        let mut clock = vs.clock.clone();
         let current = vs.current().clone();
         let lineage: HashMap<u32, Arc<LineageTable>> = current
             .tables
@@ -237,15 +249,20 @@ impl Db {
             .collect();
         // Lineage tables start from their checkpoint; the WAL brings what came after it.
         let (checkpoint, checkpoint_seq) = vs.counters.lineage_checkpoint;
+        let mut lineage_history_from = 0;
         if checkpoint != 0 {
-            crate::lineage::checkpoint::load(fs.as_ref(), &dir.join(checkpoint_name(checkpoint)), &lineage)?;
+            let path = dir.join(checkpoint_name(checkpoint));
+            lineage_history_from = crate::lineage::checkpoint::load(fs.as_ref(), &path, &lineage)?;
         }
         for (i, &n) in wals.iter().enumerate() {
             let path = dir.join(wal_name(n));
             let (records, tail) = read_log(fs.as_ref(), &path, WAL_MAGIC)?;
             for rec in records {
-                let (first, ops) = WriteBatch::decode(&rec)
+                let (first, commit_ms, ops) = WriteBatch::decode(&rec)
                     .map_err(|e| Error::corruption(&path, 0, format!("bad WAL batch: {}", e.0)))?;
+                if let (Some(ms), Some(n)) = (commit_ms, ops.len().checked_sub(1)) {
+                    clock.record(ms, first + n as u64);
+                }
                 for (j, op) in ops.iter().enumerate() {
                     if let Some(t) = lineage.get(&op.table_id) {
                         if n >= lineage_log && first + j as u64 > checkpoint_seq {
@@ -283,9 +300,23 @@ impl Db {
         let tables = Arc::new(TableCache::new(fs.clone(), &dir, blocks));
         let snapshots = Arc::new(SnapshotList::default());
         snapshots.publish(last_seq);
-        // Whatever an earlier process wrote may have been merged: no reading before this point.
-        snapshots.raise_floor(last_seq);
+        let retention_ms = match opts.history_retention {
+            Some(d) => u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+            None => vs.counters.retention_ms,
+        };
+        clock.record(unix_ms(std::time::SystemTime::now()), last_seq);
+        // What an earlier process merged cannot be read any more; nor can what lies outside the
+        // retention window, nor lineage history from before what the checkpoint holds.
+        let mut floor = vs.counters.history_floor;
+        if retention_ms > 0 {
+            floor = floor.max(history_horizon(&clock, retention_ms));
+        }
+        if !lineage.is_empty() {
+            floor = floor.max(lineage_history_from);
+        }
+        snapshots.raise_floor(floor.min(last_seq));
         let view = ReadView { mem: Arc::new(Memtable::new(wal_number)), imm: Vec::new(), version: current.clone() };
+        let lineage_mem = lineage.values().map(|t| t.sizes().bytes()).sum();
         let inner = Arc::new(DbInner {
             dir: dir.clone(),
             fs: fs.clone(),
@@ -308,10 +339,13 @@ impl Db {
             closed: AtomicBool::new(false),
             scans: crate::scan::Scans::new(opts.scan_threads, opts.shared_scan_window),
             lineage: RwLock::new(lineage),
+            lineage_mem: AtomicU64::new(lineage_mem),
             lineage_wal_bytes: AtomicU64::new(0),
             merge_hold: Mutex::new(false),
             merge_hold_cv: Condvar::new(),
             merge_holds: AtomicU64::new(0),
+            clock: Mutex::new(clock),
+            retention_ms,
             #[cfg(test)]
             install_hook: Mutex::new(None),
         });
@@ -449,19 +483,30 @@ impl Db {
         Snapshot::new(self.inner.snapshots.clone())
     }
 
-    /// A snapshot at an earlier sequence number. Old versions are kept only for live snapshots,
-    /// so this works only from the newest flushed sequence number (at open: the newest sequence
-    /// number) up to the newest one.
+    /// A snapshot at an earlier sequence number: `snapshot_as_of(AsOf::Seq(seq))`.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming the readable range when `seq` is outside it.
+    /// As [`Db::snapshot_as_of`].
     pub fn snapshot_at(&self, seq: u64) -> Result<Snapshot> {
-        Snapshot::at(self.inner.snapshots.clone(), seq).map_err(|(floor, visible)| {
-            Error::InvalidArgument(format!(
-                "cannot read at sequence {seq}: readable sequence numbers are {floor}..={visible} \
-                 (older versions are kept only for snapshots taken while they were current)"
-            ))
-        })
+        self.snapshot_as_of(AsOf::Seq(seq))
+    }
+
+    /// A snapshot at a past point, a sequence number or a wall-clock time, pinned until it is
+    /// dropped; reads through it see the tables of both engines as they were then. The history
+    /// reaches back over [`Options::history_retention`] (kept across restarts); without a
+    /// window, only to the newest flushed sequence number, or to the last restart on lineage
+    /// tables. [`Db::history`] tells how far back reads reach now.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the readable range when the point is outside it, or
+    /// when the time is in the future.
+    pub fn snapshot_as_of(&self, at: AsOf) -> Result<Snapshot> {
+        self.inner.snapshot_as_of(at)
+    }
+
+    /// How far back reads as of a past point can reach now.
+    pub fn history(&self) -> History {
+        self.inner.history()
     }
 
     /// Writes a lineage checkpoint now: every lineage table's rows as of the newest sequence
@@ -682,6 +727,11 @@ impl DbInner {
                 edit.push(EditRecord::LogNumber(n));
             }
             edit.push(EditRecord::LastSequence(m.max_seq()));
+        }
+        edit.push(EditRecord::History { retention_ms: self.retention_ms, floor: self.snapshots.floor() });
+        if self.retention_ms > 0 {
+            // The clock samples taken since the last edit, so times stay resolvable after a restart.
+            edit.push(EditRecord::Clock(self.clock.lock().since(vs.clock.last_ms())));
         }
         let v = match vs.log_and_apply(self.fs.as_ref(), edit, &self.next_file) {
             Ok(v) => v,

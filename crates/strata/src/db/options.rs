@@ -73,6 +73,17 @@ pub struct Options {
     /// writes a checkpoint of every lineage table, so recovery replays less and older WAL files
     /// can go (default 256 MiB).
     pub lineage_checkpoint_bytes: u64,
+    /// Lineage-engine tables: bytes they may hold in memory together (base pages, tail records,
+    /// history, keys and indexes; default 8 GiB). A write that would go past it is refused
+    /// with [`Error::OutOfMemory`](crate::Error::OutOfMemory) before anything of it is written;
+    /// LSM tables and reads go on. `stats` shows the bytes per table.
+    pub lineage_memory_budget: u64,
+    /// How far back in time reads as of a past point may reach ([`Db::snapshot_as_of`](crate::Db::snapshot_as_of)):
+    /// flush and compaction keep every version written within this window, and lineage tables
+    /// keep their tail records for it. `None` (the default) keeps the window the database
+    /// recorded when it was last set (none for a new database); `Some(ZERO)` turns history
+    /// off (versions are kept only for live snapshots). The window is recorded in the manifest.
+    pub history_retention: Option<std::time::Duration>,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
 }
@@ -102,6 +113,8 @@ impl Default for Options {
             lineage_range: 4096,
             lineage_merge_threshold: 8,
             lineage_checkpoint_bytes: 256 << 20,
+            lineage_memory_budget: 8 << 30,
+            history_retention: None,
             fs: Arc::new(OsFs),
         }
     }
@@ -128,6 +141,8 @@ impl std::fmt::Debug for Options {
             .field("lineage_range", &self.lineage_range)
             .field("lineage_merge_threshold", &self.lineage_merge_threshold)
             .field("lineage_checkpoint_bytes", &self.lineage_checkpoint_bytes)
+            .field("lineage_memory_budget", &self.lineage_memory_budget)
+            .field("history_retention", &self.history_retention)
             .finish_non_exhaustive()
     }
 }

@@ -1,16 +1,118 @@
 //! Handing out read points: a sequence number and the read view holding everything at or below
-//! it, taken together (see [`DbInner::read_point`]). The reading itself lives in [`crate::read`]
-//! and [`crate::scan`].
+//! it, taken together (see [`DbInner::read_point`]), and the history reads as of a past point
+//! reach into. The reading itself lives in [`crate::read`] and [`crate::scan`].
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use super::{DbInner, ReadOptions, ReadView, TableInfo};
 use crate::catalog::Projection;
 use crate::error::{Error, Result};
+use crate::mvcc::clock::{time_of, unix_ms, Clock};
+use crate::mvcc::snapshot::Snapshot;
 use crate::read::{record_scan, ReadPoint, ScanIter};
 use crate::types::row::Cells;
 
+/// A point in the past to read at: [`Db::snapshot_as_of`](super::Db::snapshot_as_of).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AsOf {
+    /// Exactly the writes with sequence numbers up to this one.
+    Seq(u64),
+    /// The writes committed at or before this time (to the millisecond).
+    Time(SystemTime),
+}
+
+/// How far back reads as of a past point can reach ([`Db::history`](super::Db::history)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct History {
+    /// The history retention window ([`Options::history_retention`](super::Options::history_retention));
+    /// zero when versions are kept only for live snapshots.
+    pub retention: Duration,
+    /// The oldest sequence number a new snapshot can read at.
+    pub oldest_seq: u64,
+    /// The newest sequence number.
+    pub newest_seq: u64,
+    /// The oldest time a read as of a time can name, when the clock reaches back that far.
+    pub oldest_time: Option<SystemTime>,
+}
+
+/// The oldest sequence number a window of `retention_ms` still covers (`u64::MAX` without a
+/// window): the newest write committed at or before the window's start; 0 when the clock does
+/// not reach back that far (then everything it knows is in the window).
+pub(crate) fn history_horizon(clock: &Clock, retention_ms: u64) -> u64 {
+    if retention_ms == 0 {
+        return u64::MAX;
+    }
+    let start = unix_ms(SystemTime::now()).saturating_sub(retention_ms);
+    clock.seq_at(start).unwrap_or(0)
+}
+
+/// `t` as an RFC 3339 UTC time, for messages.
+pub(crate) fn rfc3339(t: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 impl DbInner {
+    /// The oldest sequence number the history retention window still covers: flush and
+    /// compaction keep every version newer than it.
+    pub(crate) fn history_horizon(&self) -> u64 {
+        history_horizon(&self.clock.lock(), self.retention_ms)
+    }
+
+    /// How far back reads can reach now.
+    pub(crate) fn history(&self) -> History {
+        let oldest_seq = self.snapshots.floor().min(self.snapshots.visible());
+        // The oldest time that resolves to a readable sequence number.
+        let oldest_time = self.clock.lock().time_of_seq(oldest_seq).map(time_of);
+        History {
+            retention: Duration::from_millis(self.retention_ms),
+            oldest_seq,
+            newest_seq: self.snapshots.visible(),
+            oldest_time,
+        }
+    }
+
+    /// A snapshot at a past point, pinned until it is dropped.
+    pub(crate) fn snapshot_as_of(&self, at: AsOf) -> Result<Snapshot> {
+        self.check_open()?;
+        let seq = match at {
+            AsOf::Seq(seq) => seq,
+            AsOf::Time(t) => {
+                let now = SystemTime::now();
+                if t > now {
+                    return Err(Error::InvalidArgument(format!(
+                        "cannot read as of {}: it is in the future (now is {})",
+                        rfc3339(t),
+                        rfc3339(now)
+                    )));
+                }
+                let resolved = self.clock.lock().seq_at(unix_ms(t));
+                resolved.ok_or_else(|| self.outside_history(&rfc3339(t)))?
+            }
+        };
+        let what = match at {
+            AsOf::Seq(seq) => format!("sequence {seq}"),
+            AsOf::Time(t) => format!("{} (sequence {seq})", rfc3339(t)),
+        };
+        Snapshot::at(self.snapshots.clone(), seq).map_err(|_| self.outside_history(&what))
+    }
+
+    fn outside_history(&self, what: &str) -> Error {
+        let h = self.history();
+        let since = h.oldest_time.map_or(String::new(), |t| format!(", since {}", rfc3339(t)));
+        let window = if h.retention.is_zero() {
+            "no history retention window is set, so older versions are kept only for snapshots taken \
+             while they were current"
+                .to_string()
+        } else {
+            format!("the history retention window is {} s", h.retention.as_secs_f64())
+        };
+        Error::InvalidArgument(format!(
+            "cannot read as of {what}: readable sequence numbers are {}..={}{since} ({window})",
+            h.oldest_seq, h.newest_seq
+        ))
+    }
+
     /// The sequence number to read at and a view holding everything at or below it. With no
     /// snapshot, the pair is taken atomically with compaction's snapshot capture, so versions the
     /// read needs cannot be collapsed away under it.

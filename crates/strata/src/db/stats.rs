@@ -116,8 +116,12 @@ pub struct LineageStats {
     pub rows: u64,
     /// Bytes of base pages, keys and per-record metadata.
     pub base_bytes: u64,
-    /// Bytes of tail records (recent updates and the history kept for snapshots).
+    /// Bytes of tail records not yet merged into base pages (recent updates).
     pub tail_bytes: u64,
+    /// Bytes of merged tail records, kept only for reads at older points (snapshots, the
+    /// history retention window). Not reclaimed yet: they stay until the table is dropped or
+    /// the database reopened (a reopen keeps only the window's changes).
+    pub history_bytes: u64,
     /// Committed tail records not yet folded into base pages (merge lag).
     pub merge_lag: u64,
     /// Range merges since open.
@@ -188,6 +192,8 @@ pub struct Stats {
     /// Files point reads and scans left out because every version in them is newer than the
     /// read's snapshot (snapshot filter).
     pub files_skipped_by_snapshot: u64,
+    /// How far back reads as of a past point reach.
+    pub history: super::History,
 }
 
 impl DbInner {
@@ -219,11 +225,12 @@ impl DbInner {
             let written: u64 = levels.iter().map(|l| l.bytes_written).sum();
             let write_amplification = if ingested == 0 { 0.0 } else { written as f64 / ingested as f64 };
             let lineage = lineage.get(&t.info.id).map(|l| {
-                let (rows, base_bytes, tail_bytes) = l.sizes();
+                let sizes = l.sizes();
                 LineageStats {
-                    rows,
-                    base_bytes,
-                    tail_bytes,
+                    rows: sizes.rows,
+                    base_bytes: sizes.base,
+                    tail_bytes: sizes.tail,
+                    history_bytes: sizes.history,
                     merge_lag: l.merge_lag(),
                     merges: l.counters.merges.load(Ordering::Relaxed),
                     merged_records: l.counters.merged_records.load(Ordering::Relaxed),
@@ -260,6 +267,7 @@ impl DbInner {
             files_probed: self.tables.probes.probed.load(Ordering::Relaxed),
             files_skipped_by_bloom: self.tables.probes.bloom.load(Ordering::Relaxed),
             files_skipped_by_snapshot: self.tables.probes.snapshot.load(Ordering::Relaxed),
+            history: self.history(),
         }
     }
 }

@@ -382,19 +382,48 @@ impl Range {
         Some((0..types.len()).map(|c| wants(c).then(|| self.cell(types[c], c, &pages.0[c], &at))).collect())
     }
 
-    /// Bytes held: tail records, open base values, sealed pages, keys.
-    pub(crate) fn bytes(&self) -> (usize, usize) {
+    /// The changes to rows of this range after `from` up to `to`, oldest first: (sequence
+    /// number, offset, the whole row then or `None` for a delete). An insert of a new row and
+    /// each update or delete is one change; snapshot records are not changes.
+    pub(crate) fn history(&self, types: &[ColumnType], from: u64, to: u64) -> Vec<(u64, usize, Option<Cells>)> {
+        let mut out = Vec::new();
+        let within = |s: u64| s > from && s <= to;
+        for o in 0..self.len.load(Ordering::Acquire) as usize {
+            let s = self.start.load(o);
+            if within(s) {
+                out.push((s, o, self.read_row(types, o, s, None)));
+            }
+        }
+        for x in 0..self.tail.len.load(Ordering::Acquire) as usize {
+            let m = self.tail.meta(x);
+            if within(m.seq) && m.flags & SNAPSHOT == 0 {
+                out.push((m.seq, m.base, self.read_row(types, m.base, m.seq, None)));
+            }
+        }
+        out.sort_unstable_by_key(|&(s, ..)| s);
+        out
+    }
+
+    /// Bytes held: base (open base values, sealed pages, keys, per-record fields), tail records
+    /// not yet merged, and merged tail records (kept only for reads at older points: the
+    /// history), the last two split in proportion to their record counts.
+    pub(crate) fn bytes(&self) -> (usize, usize, usize) {
         let mut base = self.keys.bytes() + self.start.bytes() + self.cap * 12;
         base += self.key_bytes.load(Ordering::Relaxed) as usize;
         let mut open_counted = false;
-        for p in self.pages.load().0.iter() {
+        let pages = self.pages.load();
+        for p in pages.0.iter() {
             base += p.sealed.as_ref().map_or(0, |a| a.array().get_array_memory_size());
             if let (Some(open), false) = (&p.open, open_counted) {
                 base += open.cols.iter().map(Column::bytes).sum::<usize>() + open.nulls.bytes();
                 open_counted = true;
             }
         }
-        (base, self.tail.bytes())
+        let tail = self.tail.bytes();
+        let records = self.tail.len.load(Ordering::Acquire) as usize;
+        let merged = pages.0.iter().map(|p| p.tps as usize).min().unwrap_or(0).min(records);
+        let history = if records == 0 { 0 } else { (tail as u128 * merged as u128 / records as u128) as usize };
+        (base, tail - history, history)
     }
 
     /// Folds committed tail records (those at or below `visible`) into new pages for every

@@ -29,6 +29,21 @@ struct Writer {
     last_key: Option<Box<[u8]>>,
 }
 
+/// A lineage table's size ([`LineageTable::sizes`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct LineageSizes {
+    pub rows: u64,
+    pub base: u64,
+    pub tail: u64,
+    pub history: u64,
+}
+
+impl LineageSizes {
+    pub(crate) fn bytes(&self) -> u64 {
+        self.base + self.tail + self.history
+    }
+}
+
 /// Counters of one table since open.
 #[derive(Default)]
 pub(crate) struct Counters {
@@ -236,18 +251,22 @@ impl LineageTable {
         (0..self.ranges()).filter_map(|i| self.range(i)).map(|r| r.unmerged() as u64).sum()
     }
 
-    /// Rows (base records), and bytes of base and tail storage.
-    pub(crate) fn sizes(&self) -> (u64, u64, u64) {
-        let (mut base, mut tail, mut key_bytes) = (0, 0, 0);
+    /// Rows (base records), and bytes of base storage, unmerged tail records and merged ones
+    /// (the history).
+    pub(crate) fn sizes(&self) -> LineageSizes {
+        let mut s = LineageSizes::default();
+        let mut key_bytes = 0;
         for r in (0..self.ranges()).filter_map(|i| self.range(i)) {
-            let (b, t) = r.bytes();
-            base += b;
-            tail += t;
-            key_bytes += r.key_bytes() as usize;
+            let (b, t, h) = r.bytes();
+            s.base += b as u64;
+            s.tail += t as u64;
+            s.history += h as u64;
+            key_bytes += r.key_bytes();
         }
         // Per key: a skiplist node and a hash entry, each with its own copy of the key (the
         // ranges' copies are counted with them).
-        base += self.index.len() * 96 + 2 * key_bytes;
-        (self.index.len() as u64, base as u64, tail as u64)
+        s.rows = self.index.len() as u64;
+        s.base += s.rows * 96 + 2 * key_bytes;
+        s
     }
 }

@@ -444,7 +444,7 @@ mod tests {
     /// row before an update answer now and then, as the commit path's may fail.
     #[test]
     fn folded_versions_read_as_the_whole_chain_at_every_snapshot() {
-        use crate::mvcc::chain::{newest_per_stripe, Resolver};
+        use crate::mvcc::chain::{newest_per_stripe, Resolver, Stripes};
         use crate::mvcc::Entry;
         use crate::types::row::{decode_row, encode_row};
         use crate::types::Value;
@@ -534,7 +534,7 @@ mod tests {
                     .filter(|e| e.key == [k])
                     .map(|e| Entry::new(e.key.clone(), e.seq, e.kind, e.row.clone(), None))
                     .collect();
-                let kept = newest_per_stripe(versions.iter(), &snapshots);
+                let kept = newest_per_stripe(versions.iter(), &Stripes::snapshots(&snapshots));
                 for &snap in snapshots.iter().chain([u64::MAX].iter()) {
                     let mut one = kept.iter().find(|v| v.seq <= snap).map(|v| (v.kind, v.row.clone())).into_iter();
                     assert_eq!(read(k, &mut one), chain(&log, k, snap), "seed {seed}: flushed key {k} at {snap}");

@@ -180,16 +180,43 @@ impl Resolver {
     }
 }
 
+/// Which versions of a key a merge must keep apart: readers at the live snapshots (sequence
+/// numbers ascending, captured after every input was visible, so any reader not in the list reads
+/// above every input version), and readers at any point above `history_from` (the history
+/// retention window, where `as_of` reads may land: every version there is its own stripe).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stripes<'a> {
+    pub snapshots: &'a [u64],
+    pub history_from: u64,
+}
+
+impl<'a> Stripes<'a> {
+    /// Only the live snapshots tell versions apart.
+    #[cfg(test)]
+    pub(crate) fn snapshots(snapshots: &'a [u64]) -> Self {
+        Stripes { snapshots, history_from: u64::MAX }
+    }
+
+    /// The stripe of a version at `seq`; versions of one key with equal stripes read the same
+    /// to every reader.
+    pub(crate) fn of(&self, seq: u64) -> (usize, u64) {
+        if seq > self.history_from {
+            (usize::MAX, seq)
+        } else {
+            (self.snapshots.partition_point(|&s| s < seq), 0)
+        }
+    }
+}
+
 /// Collapses the versions of one key (all with the same key, newest first) for flush/compaction.
 ///
-/// `snapshots` are the live snapshot sequence numbers in ascending order, captured after every
-/// input was visible: any reader not in the list reads above every input version. Versions that
-/// no reader can tell apart (same visibility stripe between consecutive snapshots) merge into one;
+/// `stripes` says which versions readers can tell apart (see [`Stripes`]). Versions that no
+/// reader can tell apart (the same stripe) merge into one;
 /// partial rows over a known full row become full rows. With `bottommost` (nothing older exists
 /// below the output for this key) tombstones and invisible partial rows are dropped.
 pub(crate) fn collapse(
     mut versions: Vec<Entry>,
-    snapshots: &[u64],
+    stripes: &Stripes<'_>,
     bottommost: bool,
     types: &[ColumnType],
 ) -> DecodeResult<Vec<Entry>> {
@@ -209,7 +236,7 @@ pub(crate) fn collapse(
             Ok(Ver { seq: v.seq, kind: v.kind, cells })
         })
         .collect::<DecodeResult<Vec<Ver>>>()?;
-    Ok(collapse_decoded(decoded, snapshots, bottommost)
+    Ok(collapse_decoded(decoded, stripes, bottommost)
         .into_iter()
         .map(|v| {
             let mut row = Vec::new();
@@ -225,11 +252,11 @@ pub(crate) fn collapse(
 /// one key's versions, given newest first: the collapse of versions that each read the same
 /// alone as with everything older (see [`Keep::folded`](crate::compaction::exec::Keep::folded)).
 /// A tombstone over another tombstone is kept, which [`collapse`] would drop; reads are the same.
-pub(crate) fn newest_per_stripe<'e>(versions: impl Iterator<Item = &'e Entry>, snapshots: &[u64]) -> Vec<Entry> {
+pub(crate) fn newest_per_stripe<'e>(versions: impl Iterator<Item = &'e Entry>, stripes: &Stripes<'_>) -> Vec<Entry> {
     let mut out: Vec<Entry> = Vec::new();
     let mut last_stripe = None;
     for v in versions {
-        let stripe = snapshots.partition_point(|&s| s < v.seq);
+        let stripe = stripes.of(v.seq);
         if last_stripe != Some(stripe) {
             last_stripe = Some(stripe);
             out.push(v.clone());
@@ -245,12 +272,12 @@ struct Ver {
     cells: Cells,
 }
 
-fn collapse_decoded(versions: Vec<Ver>, snapshots: &[u64], bottommost: bool) -> Vec<Ver> {
+fn collapse_decoded(versions: Vec<Ver>, keep: &Stripes<'_>, bottommost: bool) -> Vec<Ver> {
     // 1. Merge each stripe (versions visible to exactly the same snapshots) into one version.
     let mut stripes: Vec<Ver> = Vec::new();
-    let mut current: Option<(usize, Ver, bool)> = None; // (stripe, merged, settled)
+    let mut current: Option<((usize, u64), Ver, bool)> = None; // (stripe, merged, settled)
     for v in versions {
-        let stripe = snapshots.partition_point(|&s| s < v.seq);
+        let stripe = keep.of(v.seq);
         match &mut current {
             Some((s, merged, settled)) if *s == stripe => {
                 if *settled {
@@ -439,20 +466,43 @@ mod tests {
         ];
         for snaps in [vec![], vec![1], vec![2, 4], vec![3, 5], vec![1, 2, 3, 4, 5], vec![4]] {
             for bottom in [false, true] {
-                let out = collapse(v.clone(), &snaps, bottom, &TYPES).unwrap();
+                let out = collapse(v.clone(), &Stripes::snapshots(&snaps), bottom, &TYPES).unwrap();
                 for &s in snaps.iter().chain(std::iter::once(&7)) {
                     assert_eq!(read(&out, s), read(&v, s), "snaps {snaps:?} bottom {bottom} at {s}: {out:?}");
                 }
             }
         }
         // Everything above a tombstone at the bottom with no snapshots disappears.
-        assert!(collapse(v.clone(), &[], true, &TYPES).unwrap().is_empty());
+        assert!(collapse(v.clone(), &Stripes::snapshots(&[]), true, &TYPES).unwrap().is_empty());
         // A partial over a full row in one stripe becomes a full row.
-        let out = collapse(v[3..].to_vec(), &[], false, &TYPES).unwrap();
+        let out = collapse(v[3..].to_vec(), &Stripes::snapshots(&[]), false, &TYPES).unwrap();
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].kind, Kind::Put);
         // A lone partial row survives unless nothing can lie below it.
-        assert_eq!(collapse(v[..1].to_vec(), &[], false, &TYPES).unwrap().len(), 1);
-        assert!(collapse(v[..1].to_vec(), &[], true, &TYPES).unwrap().is_empty());
+        assert_eq!(collapse(v[..1].to_vec(), &Stripes::snapshots(&[]), false, &TYPES).unwrap().len(), 1);
+        assert!(collapse(v[..1].to_vec(), &Stripes::snapshots(&[]), true, &TYPES).unwrap().is_empty());
+        // Within a history window every point above `history_from` reads as before, whatever
+        // the snapshots; below it only the snapshots' points do.
+        for history_from in 0..=6 {
+            for snaps in [vec![], vec![1], vec![2]] {
+                for bottom in [false, true] {
+                    let stripes = Stripes { snapshots: &snaps, history_from };
+                    let out = collapse(v.clone(), &stripes, bottom, &TYPES).unwrap();
+                    let points = (history_from..=7).chain(snaps.iter().copied());
+                    for s in points {
+                        assert_eq!(
+                            read(&out, s),
+                            read(&v, s),
+                            "from {history_from} {snaps:?} {bottom} at {s}: {out:?}"
+                        );
+                    }
+                    let kept = newest_per_stripe(v.iter(), &stripes);
+                    assert_eq!(
+                        kept.iter().filter(|k| k.seq > history_from).count(),
+                        v.iter().filter(|k| k.seq > history_from).count()
+                    );
+                }
+            }
+        }
     }
 }

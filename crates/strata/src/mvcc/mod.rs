@@ -3,6 +3,7 @@
 //! which sequence numbers readers still pin ([`snapshot`]).
 
 pub mod chain;
+pub(crate) mod clock;
 pub mod snapshot;
 
 /// What a version of a row says.

@@ -37,7 +37,12 @@ impl SnapshotList {
         f(self.visible())
     }
 
-    /// Versions up to `seq` may now be merged (a flush wrote them out).
+    /// The oldest sequence number a new snapshot may read at.
+    pub(crate) fn floor(&self) -> u64 {
+        self.floor.load(Ordering::Acquire)
+    }
+
+    /// Versions up to `seq` may now be merged (a flush or compaction is about to).
     pub(crate) fn raise_floor(&self, seq: u64) {
         self.floor.fetch_max(seq, Ordering::AcqRel);
     }

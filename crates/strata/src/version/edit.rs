@@ -53,6 +53,17 @@ pub enum EditRecord {
         /// Sequence number.
         seq: u64,
     },
+    /// The history retention window in force and the history floor: reads as of any sequence
+    /// number from the floor up are answered (flush and compaction kept their versions).
+    History {
+        /// The retention window in milliseconds (0: history is kept only for live snapshots).
+        retention_ms: u64,
+        /// The history floor.
+        floor: u64,
+    },
+    /// Samples of the wall clock: (Unix milliseconds, newest sequence number committed by
+    /// then), oldest first (see [`crate::mvcc::clock`]); added to those logged before.
+    Clock(Vec<(u64, u64)>),
     /// Rows of a file were superseded (supersede vectors, see [`super::marks`]).
     Marks {
         /// Table id.
@@ -82,6 +93,8 @@ const NEXT_TABLE: u8 = 8;
 const MARKS: u8 = 9;
 const LINEAGE_LOG: u8 = 10;
 const LINEAGE_CHECKPOINT: u8 = 11;
+const HISTORY: u8 = 12;
+const CLOCK: u8 = 13;
 
 fn u32_of(v: u64) -> DecodeResult<u32> {
     u32::try_from(v).map_err(|_| DecodeError::new("value out of range"))
@@ -150,6 +163,21 @@ impl VersionEdit {
                     put_varint(&mut out, *number);
                     put_varint(&mut out, *seq);
                 }
+                EditRecord::History { retention_ms, floor } => {
+                    out.push(HISTORY);
+                    put_varint(&mut out, *retention_ms);
+                    put_varint(&mut out, *floor);
+                }
+                EditRecord::Clock(samples) => {
+                    out.push(CLOCK);
+                    put_varint(&mut out, samples.len() as u64);
+                    let mut prev = (0, 0);
+                    for &(ms, seq) in samples {
+                        put_varint(&mut out, ms.wrapping_sub(prev.0));
+                        put_varint(&mut out, seq.wrapping_sub(prev.1));
+                        prev = (ms, seq);
+                    }
+                }
                 EditRecord::Marks { table, number, chunk } => {
                     out.push(MARKS);
                     put_varint(&mut out, u64::from(*table));
@@ -211,6 +239,22 @@ impl VersionEdit {
                 NEXT_TABLE => EditRecord::NextTableId(u32_of(r.varint()?)?),
                 LINEAGE_LOG => EditRecord::LineageLogNumber(r.varint()?),
                 LINEAGE_CHECKPOINT => EditRecord::LineageCheckpoint { number: r.varint()?, seq: r.varint()? },
+                HISTORY => EditRecord::History { retention_ms: r.varint()?, floor: r.varint()? },
+                CLOCK => {
+                    let n = r.varint()?;
+                    let mut samples = Vec::new();
+                    let mut prev = (0u64, 0u64);
+                    for _ in 0..n {
+                        let (dt, ds) = (r.varint()?, r.varint()?);
+                        let next = (prev.0.checked_add(dt), prev.1.checked_add(ds));
+                        let (Some(ms), Some(seq)) = next else {
+                            return Err(DecodeError::new("clock sample out of range"));
+                        };
+                        prev = (ms, seq);
+                        samples.push(prev);
+                    }
+                    EditRecord::Clock(samples)
+                }
                 MARKS => {
                     let table = u32_of(r.varint()?)?;
                     let number = r.varint()?;

@@ -182,6 +182,8 @@ impl Version {
                 EditRecord::LogNumber(_)
                 | EditRecord::LineageLogNumber(_)
                 | EditRecord::LineageCheckpoint { .. }
+                | EditRecord::History { .. }
+                | EditRecord::Clock(_)
                 | EditRecord::NextFileNumber(_)
                 | EditRecord::LastSequence(_)
                 | EditRecord::NextTableId(_) => {}

@@ -10,6 +10,7 @@ use super::edit::{EditRecord, VersionEdit};
 use super::manifest::{current, read_edits, set_current, ManifestWriter};
 use super::Version;
 use crate::error::{Error, Result};
+use crate::mvcc::clock::Clock;
 use crate::vfs::Fs;
 
 /// A manifest larger than this is rewritten as a fresh snapshot.
@@ -26,6 +27,10 @@ pub(crate) struct Counters {
     pub lineage_log: u64,
     /// The lineage checkpoint to load: file number and sequence number ((0, 0): none).
     pub lineage_checkpoint: (u64, u64),
+    /// The history retention window in milliseconds (0: none).
+    pub retention_ms: u64,
+    /// Reads as of sequence numbers from here up are answered (see [`EditRecord::History`]).
+    pub history_floor: u64,
 }
 
 impl Counters {
@@ -44,11 +49,52 @@ pub(crate) struct VersionSet {
     current: Arc<Version>,
     manifest: ManifestWriter,
     pub(crate) counters: Counters,
+    /// The wall-clock samples logged so far, trimmed to the retention window when the
+    /// manifest is rewritten.
+    pub(crate) clock: Clock,
     /// A manifest write failed; nothing more may be appended.
     failed: bool,
 }
 
-fn snapshot_edit(v: &Version, c: &Counters) -> VersionEdit {
+/// Applies the counter records of `edit` to `c`.
+fn apply_counters(edit: &VersionEdit, c: &mut Counters) {
+    for r in &edit.records {
+        match r {
+            EditRecord::LogNumber(n) => c.log_number = c.log_number.max(*n),
+            EditRecord::NextFileNumber(n) => c.next_file = c.next_file.max(*n),
+            EditRecord::LastSequence(n) => c.last_sequence = c.last_sequence.max(*n),
+            EditRecord::NextTableId(n) => c.next_table_id = c.next_table_id.max(*n),
+            EditRecord::LineageLogNumber(n) => c.lineage_log = c.lineage_log.max(*n),
+            EditRecord::LineageCheckpoint { number, seq } => {
+                c.lineage_checkpoint = c.lineage_checkpoint.max((*number, *seq));
+                c.next_file = c.next_file.max(number + 1);
+            }
+            EditRecord::AddFile { file, .. } => c.next_file = c.next_file.max(file.number + 1),
+            EditRecord::CreateTable(t) => c.next_table_id = c.next_table_id.max(t.id + 1),
+            EditRecord::History { retention_ms, floor } => {
+                c.retention_ms = *retention_ms;
+                c.history_floor = c.history_floor.max(*floor);
+            }
+            EditRecord::Clock(_)
+            | EditRecord::DropTable(_)
+            | EditRecord::DeleteFile { .. }
+            | EditRecord::Marks { .. } => {}
+        }
+    }
+}
+
+/// Adds the clock samples of `edit` to `clock`.
+fn record_samples(edit: &VersionEdit, clock: &mut Clock) {
+    for r in &edit.records {
+        if let EditRecord::Clock(samples) = r {
+            for &(ms, seq) in samples {
+                clock.record(ms, seq);
+            }
+        }
+    }
+}
+
+fn snapshot_edit(v: &Version, c: &Counters, clock: &Clock) -> VersionEdit {
     let mut e = VersionEdit::default();
     for t in v.tables.values() {
         e.push(EditRecord::CreateTable((*t.info).clone()));
@@ -73,6 +119,8 @@ fn snapshot_edit(v: &Version, c: &Counters) -> VersionEdit {
         let (number, seq) = c.lineage_checkpoint;
         e.push(EditRecord::LineageCheckpoint { number, seq });
     }
+    e.push(EditRecord::History { retention_ms: c.retention_ms, floor: c.history_floor });
+    e.push(EditRecord::Clock(clock.samples()));
     e
 }
 
@@ -86,12 +134,15 @@ impl VersionSet {
             next_table_id: 1,
             lineage_log: 0,
             lineage_checkpoint: (0, 0),
+            retention_ms: 0,
+            history_floor: 0,
         };
         let v = Version::new(num_levels);
-        let manifest = ManifestWriter::create(fs, dir, 1, &snapshot_edit(&v, &counters).encode())?;
+        let clock = Clock::default();
+        let manifest = ManifestWriter::create(fs, dir, 1, &snapshot_edit(&v, &counters, &clock).encode())?;
         fs.sync_dir(dir)?;
         set_current(fs, dir, 1)?;
-        Ok(VersionSet { dir: dir.to_owned(), current: Arc::new(v), manifest, counters, failed: false })
+        Ok(VersionSet { dir: dir.to_owned(), current: Arc::new(v), manifest, counters, clock, failed: false })
     }
 
     /// Replays the live manifest, then starts a new one holding a snapshot of the result. File
@@ -100,34 +151,28 @@ impl VersionSet {
         let (path, _) = current(fs, dir)?;
         let mut v = Version::new(num_levels);
         let mut c = Counters::default();
+        let mut clock = Clock::default();
+        let mut history_logged = false;
         for rec in read_edits(fs, &path)? {
             let edit = VersionEdit::decode(&rec, num_levels)
                 .map_err(|e| Error::corruption(&path, 0, format!("bad version edit: {}", e.0)))?;
-            for r in &edit.records {
-                match r {
-                    EditRecord::LogNumber(n) => c.log_number = c.log_number.max(*n),
-                    EditRecord::NextFileNumber(n) => c.next_file = c.next_file.max(*n),
-                    EditRecord::LastSequence(n) => c.last_sequence = c.last_sequence.max(*n),
-                    EditRecord::NextTableId(n) => c.next_table_id = c.next_table_id.max(*n),
-                    EditRecord::LineageLogNumber(n) => c.lineage_log = c.lineage_log.max(*n),
-                    EditRecord::LineageCheckpoint { number, seq } => {
-                        c.lineage_checkpoint = c.lineage_checkpoint.max((*number, *seq));
-                        c.next_file = c.next_file.max(number + 1);
-                    }
-                    EditRecord::AddFile { file, .. } => c.next_file = c.next_file.max(file.number + 1),
-                    EditRecord::CreateTable(t) => c.next_table_id = c.next_table_id.max(t.id + 1),
-                    _ => {}
-                }
-            }
+            history_logged |= edit.records.iter().any(|r| matches!(r, EditRecord::History { .. }));
+            apply_counters(&edit, &mut c);
+            record_samples(&edit, &mut clock);
             v = v.apply(&edit);
+        }
+        if !history_logged {
+            // Written before history was logged: anything up to the last sequence number may
+            // have been merged.
+            c.history_floor = c.last_sequence;
         }
         c.next_file = c.next_file.max(min_next_file);
         let number = c.next_file;
         c.next_file += 1;
-        let manifest = ManifestWriter::create(fs, dir, number, &snapshot_edit(&v, &c).encode())?;
+        let manifest = ManifestWriter::create(fs, dir, number, &snapshot_edit(&v, &c, &clock).encode())?;
         fs.sync_dir(dir)?;
         set_current(fs, dir, number)?;
-        Ok(VersionSet { dir: dir.to_owned(), current: Arc::new(v), manifest, counters: c, failed: false })
+        Ok(VersionSet { dir: dir.to_owned(), current: Arc::new(v), manifest, counters: c, clock, failed: false })
     }
 
     pub(crate) fn current(&self) -> &Arc<Version> {
@@ -159,18 +204,7 @@ impl VersionSet {
         // Counters change only once the edit is durable: a failed edit must not, say, advance
         // the log number and let cleanup delete a WAL whose data no SST holds.
         let mut counters = self.counters;
-        for r in &edit.records {
-            match r {
-                EditRecord::LogNumber(n) => counters.log_number = counters.log_number.max(*n),
-                EditRecord::LastSequence(n) => counters.last_sequence = counters.last_sequence.max(*n),
-                EditRecord::NextTableId(n) => counters.next_table_id = counters.next_table_id.max(*n),
-                EditRecord::LineageLogNumber(n) => counters.lineage_log = counters.lineage_log.max(*n),
-                EditRecord::LineageCheckpoint { number, seq } => {
-                    counters.lineage_checkpoint = counters.lineage_checkpoint.max((*number, *seq));
-                }
-                _ => {}
-            }
-        }
+        apply_counters(&edit, &mut counters);
         let roll = self.manifest.size() > MANIFEST_ROLL_BYTES;
         let roll_number = roll.then(|| next_file.fetch_add(1, Ordering::SeqCst));
         counters.next_file = counters.next_file.max(next_file.load(Ordering::SeqCst));
@@ -178,7 +212,11 @@ impl VersionSet {
         let next = Arc::new(self.current.apply(&edit));
         let written = match roll_number {
             Some(number) => (|| {
-                let m = ManifestWriter::create(fs, &self.dir, number, &snapshot_edit(&next, &counters).encode())?;
+                let mut clock = self.clock.clone();
+                record_samples(&edit, &mut clock);
+                clock.trim_before(clock.last_ms().saturating_sub(counters.retention_ms));
+                let m =
+                    ManifestWriter::create(fs, &self.dir, number, &snapshot_edit(&next, &counters, &clock).encode())?;
                 fs.sync_dir(&self.dir)?;
                 set_current(fs, &self.dir, number)?;
                 self.manifest = m;
@@ -191,6 +229,10 @@ impl VersionSet {
             return Err(e);
         }
         self.counters = counters;
+        record_samples(&edit, &mut self.clock);
+        if roll {
+            self.clock.trim_before(self.clock.last_ms().saturating_sub(counters.retention_ms));
+        }
         self.current = next.clone();
         Ok(next)
     }

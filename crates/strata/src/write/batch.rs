@@ -13,6 +13,10 @@ use crate::mvcc::Kind;
 use crate::types::Value;
 use crate::Table;
 
+/// Set in a WAL batch's operation count when the commit time follows it (a batch never holds
+/// 2^31 operations).
+const TIMED: u32 = 1 << 31;
+
 /// One encoded operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BatchOp {
@@ -86,10 +90,12 @@ impl WriteBatch {
         Ok(())
     }
 
-    /// Encodes the batch as a WAL payload whose operations get `first_seq`, `first_seq + 1`, ….
-    pub(crate) fn encode(&self, first_seq: u64, out: &mut Vec<u8>) {
+    /// Encodes the batch, committed at `commit_ms` (Unix milliseconds), as a WAL payload whose
+    /// operations get `first_seq`, `first_seq + 1`, ….
+    pub(crate) fn encode(&self, first_seq: u64, commit_ms: u64, out: &mut Vec<u8>) {
         out.extend_from_slice(&first_seq.to_le_bytes());
-        out.extend_from_slice(&(self.ops.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(self.ops.len() as u32 | TIMED).to_le_bytes());
+        out.extend_from_slice(&commit_ms.to_le_bytes());
         for op in &self.ops {
             out.push(op.kind as u8);
             put_varint(out, u64::from(op.table_id));
@@ -98,11 +104,14 @@ impl WriteBatch {
         }
     }
 
-    /// Decodes a WAL payload into its first sequence number and operations.
-    pub(crate) fn decode(payload: &[u8]) -> DecodeResult<(u64, Vec<BatchOp>)> {
+    /// Decodes a WAL payload into its first sequence number, its commit time (Unix
+    /// milliseconds; absent in batches written before times were logged) and operations.
+    pub(crate) fn decode(payload: &[u8]) -> DecodeResult<(u64, Option<u64>, Vec<BatchOp>)> {
         let mut r = Reader::new(payload);
         let first_seq = r.u64()?;
-        let count = r.u32()? as usize;
+        let count = r.u32()?;
+        let commit_ms = if count & TIMED != 0 { Some(r.u64()?) } else { None };
+        let count = (count & !TIMED) as usize;
         let mut ops = Vec::with_capacity(count.min(payload.len()));
         for _ in 0..count {
             let kind = Kind::from_u8(r.u8()?).ok_or_else(|| DecodeError::new("bad op kind"))?;
@@ -114,6 +123,6 @@ impl WriteBatch {
         if !r.is_empty() {
             return Err(DecodeError::new("trailing bytes after batch"));
         }
-        Ok((first_seq, ops))
+        Ok((first_seq, commit_ms, ops))
     }
 }

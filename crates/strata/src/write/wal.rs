@@ -16,8 +16,10 @@ use crate::vfs::{Fs, WritableFile};
 
 const HEADER: usize = 12;
 
-/// Version of the log formats (WAL and manifest) written by this build.
-pub const LOG_FORMAT_VERSION: u32 = 1;
+/// Version of the log formats (WAL, manifest and lineage checkpoint) written by this build: 2
+/// added commit times to WAL batches, the history records to the manifest and the history to
+/// checkpoints.
+pub const LOG_FORMAT_VERSION: u32 = 2;
 /// Magic of WAL files.
 pub(crate) const WAL_MAGIC: [u8; 4] = *b"SWAL";
 /// Magic of manifest files.
@@ -95,7 +97,9 @@ pub(crate) fn read_log(fs: &dyn Fs, path: &Path, magic: [u8; 4]) -> Result<(Vec<
         return Err(corrupt(0, "bad magic in log header"));
     }
     let version = u32::from_le_bytes([data[4], data[5], data[6], data[7]]);
-    if version != LOG_FORMAT_VERSION {
+    // Version 1 files (no commit times in WAL batches, no history in manifests and
+    // checkpoints) read as they are.
+    if !(1..=LOG_FORMAT_VERSION).contains(&version) {
         return Err(corrupt(4, &format!("unsupported log format version {version}")));
     }
     let mut pos = FILE_HEADER;
