@@ -447,6 +447,7 @@ fn stats_json(t: &TableStats) -> Json {
         "lineage": t.lineage.as_ref().map(|l| json!({
             "rows": l.rows, "base_bytes": l.base_bytes, "tail_bytes": l.tail_bytes,
             "history_bytes": l.history_bytes, "merge_lag": l.merge_lag, "merges": l.merges, "merged_records": l.merged_records,
+            "reclaimed_ranges": l.reclaimed_ranges,
         })),
         "layout": t.layout,
         "aligned_compaction": t.aligned_compaction,
@@ -470,8 +471,8 @@ fn print_stats(t: &TableStats) {
     if let Some(l) = &t.lineage {
         println!("table {} (engine lineage)", t.name);
         println!(
-            "  rows {}; base {} bytes, tail {} bytes, history {} bytes; merge lag {} tail records; {} merges folded {} records since open",
-            l.rows, l.base_bytes, l.tail_bytes, l.history_bytes, l.merge_lag, l.merges, l.merged_records
+            "  rows {}; base {} bytes, tail {} bytes, history {} bytes; merge lag {} tail records; {} merges folded {} records, {} ranges reclaimed since open",
+            l.rows, l.base_bytes, l.tail_bytes, l.history_bytes, l.merge_lag, l.merges, l.merged_records, l.reclaimed_ranges
         );
         return;
     }

@@ -336,10 +336,8 @@ fn sigkill_loses_no_acknowledged_write() {
         let out = strata(&db).arg("check").output().unwrap();
         assert!(out.status.success(), "seed {seed} round {round}: {}", String::from_utf8_lossy(&out.stderr));
         // Every acknowledged past point reads as it was, on both engines.
-        let reqs: Vec<Json> = points
-            .iter()
-            .flat_map(|(seq, _)| ["t", "l"].map(|t| json!({"op":"scan","table":t,"as_of":seq})))
-            .collect();
+        let reqs: Vec<Json> =
+            points.iter().flat_map(|(seq, _)| ["t", "l"].map(|t| json!({"op":"scan","table":t,"as_of":seq}))).collect();
         let got = exec(&db, &reqs);
         for ((seq, want), pair) in points.iter().zip(got.chunks(2)) {
             let mut rows = Model::new();

@@ -45,6 +45,8 @@ struct World {
     /// With a history retention window: past points (sequence number, time, model then) that
     /// reads as of a sequence number or a time may name, across reopens.
     past: Option<Vec<(u64, SystemTime, Vec<TableModel>)>>,
+    /// Lineage ranges rebuilt without their history in earlier opens.
+    reclaimed_before: u64,
     /// Reads as of a past point made after a reopen.
     past_reads_after_reopen: usize,
     reopened: bool,
@@ -305,10 +307,15 @@ impl World {
         assert_eq!(got, want, "{}: scan {range:?} at {at:?}", self.ctx());
     }
 
+    fn reclaimed_now(&self) -> u64 {
+        self.db().stats().tables.iter().filter_map(|t| t.lineage.as_ref()).map(|l| l.reclaimed_ranges).sum()
+    }
+
     fn reopen(&mut self) {
         self.snaps.clear();
         self.long_since = None;
         self.skipped_before += self.db().stats().files_skipped_by_snapshot;
+        self.reclaimed_before += self.reclaimed_now();
         self.tables.clear();
         self.db.take().unwrap().close().unwrap();
         self.open();
@@ -363,6 +370,7 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
         skipped_before: 0,
         past: mode.history.then(Vec::new),
         past_reads_after_reopen: 0,
+        reclaimed_before: 0,
         reopened: false,
     };
     w.open();
@@ -393,6 +401,11 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
     for ts in w.db().stats().tables.iter().filter(|t| t.engine == Engine::Lineage) {
         let l = ts.lineage.as_ref().expect("lineage figures of a lineage table");
         assert!(l.rows > 0 && l.tail_bytes + l.history_bytes > 0, "table {}: {l:?}", ts.name);
+    }
+    if lsm_tables < 2 && !mode.history {
+        // Ranges lost their history once no snapshot needed it, and reads stayed right.
+        let reclaimed = w.reclaimed_before + w.reclaimed_now();
+        assert!(reclaimed > 0, "no lineage range was ever rebuilt without its history");
     }
     if lsm_tables < 2 {
         // Checkpoints ran, and restarts loaded them (a reopen replays only the WAL after one).

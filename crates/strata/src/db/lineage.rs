@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use super::{checkpoint_name, DbInner, ReadOptions};
 use crate::error::Result;
-use crate::lineage::LineageTable;
+use crate::lineage::{LineageTable, View};
+use crate::mvcc::snapshot::Snapshot;
 use crate::version::edit::{EditRecord, VersionEdit};
 
 /// How long an idle merge thread sleeps between looks.
@@ -20,10 +21,16 @@ impl DbInner {
         self.lineage.read().get(&id).cloned()
     }
 
-    /// The sequence number a read with `ropts` reads at.
-    pub(crate) fn read_seq(&self, ropts: &ReadOptions<'_>) -> Result<u64> {
+    /// The sequence number a read of lineage table `t` with `ropts` reads at, and the table's
+    /// ranges it reads. Without a snapshot the two are taken atomically with respect to a
+    /// range's rebuild ([`DbInner::reclaim_history`]), so the read never meets a range rebuilt
+    /// without history it needs; a snapshot's own registration protects it.
+    pub(crate) fn lineage_read_point(&self, t: &LineageTable, ropts: &ReadOptions<'_>) -> Result<(u64, Arc<View>)> {
         self.check_open()?;
-        Ok(self.snapshot_seq(ropts)?.unwrap_or_else(|| self.snapshots.visible()))
+        match self.snapshot_seq(ropts)? {
+            Some(seq) => Ok((seq, t.view())),
+            None => Ok(self.snapshots.with_visible(|seq| (seq, t.view()))),
+        }
     }
 
     /// The merge thread: folds committed tail records into new base pages, range by range,
@@ -49,6 +56,9 @@ impl DbInner {
             let hold = || self.merge_hold_point();
             let merged: usize = tables.iter().map(|t| t.merge(visible, threshold, idle, &hold)).sum();
             idle = merged == 0;
+            for t in &tables {
+                self.reclaim_history(t);
+            }
             // Measure what the tables hold (writes between this and the store are estimated).
             let held = tables.iter().map(|t| t.sizes().bytes()).sum();
             self.lineage_mem.store(held, Ordering::Relaxed);
@@ -58,6 +68,46 @@ impl DbInner {
                 // A checkpoint that fails leaves the WAL as it was: nothing is lost, and the
                 // next pass tries again (a failed manifest write poisons the database).
                 let _ = self.checkpoint_lineage();
+            }
+        }
+    }
+
+    /// Rebuilds, without their tail records, the full ranges of `t` that gathered at least a
+    /// range's worth of them, all older than the history window and every live snapshot: the
+    /// memory of updates nothing can read any more goes (the paper moves such history to
+    /// colder storage; strata has no use for it). Each rebuild takes the commit leader's turn
+    /// (writers wait for one range's merge and copy, well under a millisecond for 4,096
+    /// records; readers never wait) and raises the snapshot floor to the newest sequence
+    /// number the range folded in.
+    fn reclaim_history(&self, t: &LineageTable) {
+        let horizon = self.history_horizon();
+        let types = &t.info.value_types;
+        let view = t.view();
+        for (i, r) in view.0.iter().enumerate() {
+            let records = r.tail.len.load(Ordering::Acquire) as usize;
+            let full = r.len.load(Ordering::Acquire) as usize == r.cap;
+            if !full || records < r.cap || r.tail.seq(records - 1) > horizon {
+                continue;
+            }
+            let reclaimed = self.as_leader(|| {
+                let Some(r) = t.view().0.get(i).cloned() else { return false };
+                // With no write in flight, fold every tail record in, then copy the pages.
+                r.merge(types, self.snapshots.visible(), &|| ());
+                let Some((fresh, newest)) = r.reclaimed(types) else { return false };
+                self.snapshots.with_oldest(|_, oldest| {
+                    let allowed = newest <= horizon && oldest.is_none_or(|o| o >= newest);
+                    if allowed {
+                        // No snapshot older than the new range can be taken from now on, and
+                        // a read without one takes its sequence number and the ranges under
+                        // this same lock: it reads at `newest` or later, or the old range.
+                        self.snapshots.raise_floor(newest);
+                        t.replace(i, fresh);
+                    }
+                    allowed
+                })
+            });
+            if reclaimed {
+                t.counters.reclaims.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -78,12 +128,26 @@ impl DbInner {
     pub(crate) fn checkpoint_lineage(&self) -> Result<()> {
         // Fix the point with no write group in flight, and start a new WAL there: every write
         // after the point is in that WAL or a later one.
-        let (seq, wal, lsm_idle) = self.as_leader(|| -> Result<(u64, u64, bool)> {
+        let (seq, from, pin, wal, lsm_idle) = self.as_leader(|| -> Result<(u64, u64, Snapshot, u64, bool)> {
             let wal = self.rotate_wal()?;
             // With no LSM write in any memtable, the LSM tables need no log before the new one.
             let view = self.view.read().clone();
             let lsm_idle = view.mem.is_empty() && view.imm.is_empty();
-            Ok((self.snapshots.visible(), wal, lsm_idle))
+            let seq = self.snapshots.visible();
+            // Within a history window, the changes it covers go along (from no earlier than
+            // what reads may still ask for). Pinned there, so no range loses history the
+            // checkpoint reads.
+            let from = match self.retention_ms {
+                0 => seq,
+                _ => self.history_horizon().max(self.snapshots.floor()).min(seq),
+            };
+            let (from, pin) = match Snapshot::at(self.snapshots.clone(), from) {
+                Ok(pin) => (from, pin),
+                // Cannot happen (the floor never passes the visible sequence number); without
+                // the pin the checkpoint goes without history.
+                Err(_) => (seq, Snapshot::new(self.snapshots.clone())),
+            };
+            Ok((seq, from, pin, wal, lsm_idle))
         })?;
         let bytes_before = self.lineage_wal_bytes.swap(0, Ordering::Relaxed);
         let res = (|| {
@@ -92,12 +156,6 @@ impl DbInner {
             let number = self.alloc_output();
             let path = self.dir.join(checkpoint_name(number));
             let mut file = self.fs.create(&path)?;
-            // Within a history window, the changes it covers go along (from no earlier than
-            // what reads may still ask for).
-            let from = match self.retention_ms {
-                0 => seq,
-                _ => self.history_horizon().max(self.snapshots.floor()).min(seq),
-            };
             crate::lineage::checkpoint::write(file.as_mut(), &tables, from, seq)?;
             drop(file);
             self.fs.sync_dir(&self.dir)?;
@@ -112,6 +170,7 @@ impl DbInner {
             self.pending_outputs.lock().remove(&number);
             installed
         })();
+        drop(pin);
         match res {
             Ok(()) => self.delete_obsolete_files(),
             Err(_) => {

@@ -119,8 +119,8 @@ pub struct LineageStats {
     /// Bytes of tail records not yet merged into base pages (recent updates).
     pub tail_bytes: u64,
     /// Bytes of merged tail records, kept only for reads at older points (snapshots, the
-    /// history retention window). Not reclaimed yet: they stay until the table is dropped or
-    /// the database reopened (a reopen keeps only the window's changes).
+    /// history retention window). A full range's go once it gathered a range's worth of them
+    /// and no snapshot or window reaches back to them ([`LineageStats::reclaimed_ranges`]).
     pub history_bytes: u64,
     /// Committed tail records not yet folded into base pages (merge lag).
     pub merge_lag: u64,
@@ -128,6 +128,9 @@ pub struct LineageStats {
     pub merges: u64,
     /// Tail records folded into base pages since open.
     pub merged_records: u64,
+    /// Ranges rebuilt without their tail records since open (the history no read needs any
+    /// more reclaimed).
+    pub reclaimed_ranges: u64,
 }
 
 /// One table.
@@ -234,6 +237,7 @@ impl DbInner {
                     merge_lag: l.merge_lag(),
                     merges: l.counters.merges.load(Ordering::Relaxed),
                     merged_records: l.counters.merged_records.load(Ordering::Relaxed),
+                    reclaimed_ranges: l.counters.reclaims.load(Ordering::Relaxed),
                 }
             });
             tables.push(TableStats {

@@ -235,7 +235,10 @@ impl Table {
         let k = self.encode_key(key)?;
         let wanted = projection.wanted().map(|w| &w[..]);
         let cells = match self.lineage()? {
-            Some(t) => t.get(&k, self.db.read_seq(ropts)?, wanted),
+            Some(t) => {
+                let (seq, view) = self.db.lineage_read_point(t, ropts)?;
+                t.get(&view, &k, seq, wanted)
+            }
             None => self.db.get_cells(&self.info, &k, wanted, ropts)?,
         };
         match cells {
@@ -254,8 +257,8 @@ impl Table {
         let (lo, hi) = self.encode_range(&req.range)?;
         self.db.check_open()?;
         if let Some(t) = self.lineage()? {
-            let seq = self.db.read_seq(ropts)?;
-            return crate::scan::run_lineage_scan(&self.db.scans, t, lo, hi, req, seq);
+            let point = self.db.lineage_read_point(t, ropts)?;
+            return crate::scan::run_lineage_scan(&self.db.scans, t, lo, hi, req, point);
         }
         let point = || self.db.read_point_of(&self.info, ropts);
         let at = crate::scan::ReadAt { snapshot: ropts.snapshot.map(|s| s.seq()), point: &point };
@@ -266,8 +269,8 @@ impl Table {
     pub fn scan(&self, range: &KeyRange, projection: &Projection, ropts: &ReadOptions<'_>) -> Result<ScanIter> {
         let (lo, hi) = self.encode_range(range)?;
         if let Some(t) = self.lineage()? {
-            let seq = self.db.read_seq(ropts)?;
-            return Ok(ScanIter::lineage(LineageRows::new(t.clone(), seq, lo, hi, projection)));
+            let point = self.db.lineage_read_point(t, ropts)?;
+            return Ok(ScanIter::lineage(LineageRows::new(t.clone(), point, lo, hi, projection)));
         }
         self.db.scan(&self.info, lo, hi, projection, ropts)
     }

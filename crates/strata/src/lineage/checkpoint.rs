@@ -30,7 +30,8 @@ const ROWS_PER_RECORD: usize = 1024;
 
 /// Writes the rows of `tables` as of `from`, then every change after it up to `seq`, to `file`
 /// and syncs it (`from == seq`: the rows at `seq` only). Reads like any snapshot read, so
-/// writers and the merge go on meanwhile. Returns the rows written.
+/// writers and the merge go on meanwhile; the caller holds a snapshot at `from` or older, so
+/// no range is rebuilt without the history it reads. Returns the rows written.
 pub(crate) fn write(file: &mut dyn WritableFile, tables: &[Arc<LineageTable>], from: u64, seq: u64) -> Result<u64> {
     file.append(&file_header(CHECKPOINT_MAGIC))?;
     let mut framed = Vec::new();
@@ -52,8 +53,8 @@ pub(crate) fn write(file: &mut dyn WritableFile, tables: &[Arc<LineageTable>], f
         let mut rows = Vec::new();
         let mut n = 0;
         let mut row = Vec::new();
-        for i in 0..t.ranges() {
-            let Some(r) = t.range(i) else { continue };
+        let view = t.view();
+        for r in view.0.iter() {
             let len = r.len.load(std::sync::atomic::Ordering::Acquire) as usize;
             for o in 0..len {
                 let Some(cells) = r.read_row(types, o, from, None) else { continue };
@@ -78,8 +79,7 @@ pub(crate) fn write(file: &mut dyn WritableFile, tables: &[Arc<LineageTable>], f
         }
         if from < seq {
             let mut changes = Vec::new();
-            for i in 0..t.ranges() {
-                let Some(r) = t.range(i) else { continue };
+            for r in view.0.iter() {
                 changes.extend(r.history(types, from, seq).into_iter().map(|(s, o, cells)| (s, r.clone(), o, cells)));
             }
             changes.sort_unstable_by_key(|c| c.0);

@@ -22,7 +22,7 @@ pub(crate) mod range;
 mod sealed;
 mod table;
 
-pub(crate) use table::LineageTable;
+pub(crate) use table::{LineageTable, View};
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -53,6 +53,7 @@ pub(crate) const MAX_COLUMNS: usize = 64;
 /// Rows of a key range of a lineage table at one sequence number, in key order.
 pub(crate) struct LineageRows {
     table: Arc<LineageTable>,
+    view: Arc<View>,
     info: Arc<TableInfo>,
     seq: u64,
     /// Keys at or after this bound are still to come.
@@ -71,7 +72,7 @@ const INDEX_CHUNK: usize = 256;
 impl LineageRows {
     pub(crate) fn new(
         table: Arc<LineageTable>,
-        seq: u64,
+        (seq, view): (u64, Arc<View>),
         lower: Vec<u8>,
         upper: Option<Vec<u8>>,
         projection: &Projection,
@@ -79,6 +80,7 @@ impl LineageRows {
         let info = table.info.clone();
         LineageRows {
             table,
+            view,
             info,
             seq,
             next: Bound::Included(lower.into()),
@@ -111,7 +113,7 @@ impl LineageRows {
                 self.buf.extend(got);
                 continue;
             };
-            if let Some(cells) = self.table.row_of(rid, self.seq, self.wanted.as_deref()) {
+            if let Some(cells) = self.table.row_of(&self.view, rid, self.seq, self.wanted.as_deref()) {
                 let row = project(&self.info, &key, cells, &self.projection)?;
                 self.last_key = key.into();
                 return Ok(Some(row));

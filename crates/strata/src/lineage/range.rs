@@ -184,6 +184,9 @@ pub(crate) struct Range {
     pub key_arrays: OnceLock<Vec<ArrayRef>>,
     /// The tail length the merge thread saw last (merge thread only).
     pub merge_seen: AtomicU32,
+    /// In a range rebuilt without its tail records: the records deleted then, which no tail
+    /// record says any more (reads older than a later merge's pages need it).
+    base_deleted: Option<BooleanBuffer>,
 }
 
 /// A base record's chain as a reader at `seq` sees it.
@@ -235,8 +238,51 @@ impl Range {
             tail: Tail::new(types),
             key_arrays: OnceLock::new(),
             merge_seen: AtomicU32::new(0),
+            base_deleted: None,
         };
         (r, open)
+    }
+
+    /// This range rebuilt without its tail records, when it is full and every page has folded
+    /// in every tail record: the pages then answer every read at or after the newest sequence
+    /// number they folded in (returned with the range). Writer only: nothing may be appended
+    /// meanwhile, and the caller makes sure no reader older than that sequence number can meet
+    /// the new range.
+    pub(crate) fn reclaimed(&self, types: &[ColumnType]) -> Option<(Range, u64)> {
+        let len = self.len.load(Ordering::Acquire) as usize;
+        let records = self.tail.len.load(Ordering::Acquire);
+        let pages = self.pages.load();
+        if len != self.cap || records == 0 || pages.0.iter().any(|p| p.tps != records || p.rows as usize != len) {
+            return None;
+        }
+        let newest = pages.0.iter().map(|p| p.tps_seq).max().unwrap_or(0);
+        let page = |p: &Page| {
+            Arc::new(Page { tps: 0, tps_seq: p.tps_seq, rows: p.rows, sealed: p.sealed.clone(), open: None })
+        };
+        let keys: Segments<OnceLock<Box<[u8]>>> = Segments::default();
+        let start: Segments<AtomicU64> = Segments::default();
+        for o in 0..len {
+            let _ = keys.slot(o).set(self.key(o).into());
+            start.store(o, self.start.load(o));
+        }
+        let fresh = Range {
+            cap: self.cap,
+            len: AtomicU32::new(len as u32),
+            keys,
+            key_bytes: AtomicU64::new(self.key_bytes()),
+            start,
+            indirection: (0..self.cap).map(|_| AtomicU32::new(0)).collect(),
+            updated: (0..self.cap).map(|_| AtomicU64::new(0)).collect(),
+            pages: ArcSwap::from_pointee(Pages(pages.0.iter().map(|p| page(p)).collect())),
+            tail: Tail::new(types),
+            key_arrays: self.key_arrays.clone(),
+            merge_seen: AtomicU32::new(0),
+            base_deleted: match pages.0.last().and_then(|p| p.sealed.as_ref()) {
+                Some(Sealed::Bool(d)) if d.true_count() > 0 => Some(d.values().clone()),
+                _ => None,
+            },
+        };
+        Some((fresh, newest))
     }
 
     /// Bytes of the keys of the range's base records.
@@ -268,7 +314,10 @@ impl Range {
     /// exists now. Writer only (it sees every record).
     pub(crate) fn newest(&self, o: usize) -> (u32, bool) {
         let t = self.indirection[o].load(Ordering::Acquire);
-        let exists = t == 0 || self.tail.meta(t as usize - 1).flags & DELETE == 0;
+        let exists = match t {
+            0 => !self.deleted_at_base(o),
+            t => self.tail.meta(t as usize - 1).flags & DELETE == 0,
+        };
         (t, exists)
     }
 
@@ -325,10 +374,22 @@ impl Range {
         self.indirection[o].store(x as u32 + 1, Ordering::Release);
     }
 
-    /// Whether base record `o` exists at `seq` (its newest visible tail record, `t`, decides).
+    /// Whether base record `o` exists at `seq`: its newest visible tail record, `t`, decides;
+    /// without one, whether it was deleted when the range was rebuilt.
     #[inline]
     pub(crate) fn exists_at(&self, o: usize, t: u32, seq: u64) -> bool {
-        self.start.load(o) <= seq && (t == 0 || self.tail.meta(t as usize - 1).flags & DELETE == 0)
+        self.start.load(o) <= seq
+            && match t {
+                0 => !self.deleted_at_base(o),
+                t => self.tail.meta(t as usize - 1).flags & DELETE == 0,
+            }
+    }
+
+    /// Whether base record `o` was deleted before every tail record: only in a range rebuilt
+    /// without its tail records ([`Range::reclaimed`]), which keeps the deletes it folded in.
+    #[inline]
+    fn deleted_at_base(&self, o: usize) -> bool {
+        self.base_deleted.as_ref().is_some_and(|d| d.value(o))
     }
 
     /// Column `c` of a base record as `at` sees it, given the page loaded before the
@@ -521,7 +582,8 @@ impl Range {
     /// Which of the first `n` base records (all inserted at or before `seq`, see
     /// [`Range::visible_len`]) exist at `seq`.
     pub(crate) fn live_mask(&self, n: usize, seq: u64) -> BooleanBuffer {
-        match self.changes(&self.pages.load(), &[], n, seq) {
+        let pages = self.pages.load();
+        match self.changes(&pages, &[], n, seq) {
             Some(ch) => ch.live,
             None => (0..n).map(|o| self.exists_at(o, At::read(self, o, seq).t, seq)).collect(),
         }

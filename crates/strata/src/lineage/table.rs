@@ -4,13 +4,14 @@
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crossbeam_skiplist::SkipMap;
 use parking_lot::Mutex;
 use xxhash_rust::xxh3::Xxh3Builder;
 
-use super::append::Segments;
+use arc_swap::ArcSwap;
+
 use super::partition;
 use super::range::{OpenBase, Range};
 use crate::catalog::TableInfo;
@@ -27,6 +28,36 @@ struct Writer {
     /// Base records so far (the next RID).
     next_rid: u64,
     last_key: Option<Box<[u8]>>,
+}
+
+/// A table's ranges as a reader sees them ([`LineageTable::view`]).
+pub(crate) struct View(pub Vec<Arc<Range>>);
+
+impl View {
+    /// The range and offset of a RID.
+    pub(crate) fn locate(&self, rid: u64, cap: usize) -> Option<(&Arc<Range>, usize)> {
+        let cap = cap as u64;
+        self.0.get((rid / cap) as usize).map(|r| (r, (rid % cap) as usize))
+    }
+
+    /// For a table whose RID order is key order at `seq`: the ranges holding keys in
+    /// `[lower, upper)` at `seq`, as a range of range indexes.
+    pub(crate) fn ranges_between(&self, lower: &[u8], upper: Option<&[u8]>, seq: u64) -> std::ops::Range<usize> {
+        // Rows inserted after `seq` are a suffix of the RIDs (and may be out of order): look
+        // only at the ranges holding rows inserted before.
+        let n = partition(self.0.len(), |i| self.0[i].visible_len(seq) > 0);
+        // The first range whose last key is at or above `lower`, the first whose first key is
+        // at or above `upper`.
+        let first = partition(n, |i| {
+            let r = &self.0[i];
+            r.key(r.visible_len(seq) - 1) < lower
+        });
+        let end = match upper {
+            Some(u) => partition(n, |i| self.0[i].key(0) < u),
+            None => n,
+        };
+        first..end.max(first)
+    }
 }
 
 /// A lineage table's size ([`LineageTable::sizes`]).
@@ -49,6 +80,8 @@ impl LineageSizes {
 pub(crate) struct Counters {
     pub merges: AtomicU64,
     pub merged_records: AtomicU64,
+    /// Ranges rebuilt without their tail records.
+    pub reclaims: AtomicU64,
 }
 
 pub(crate) struct LineageTable {
@@ -59,9 +92,10 @@ pub(crate) struct LineageTable {
     /// The same entries hashed, for point reads and writes (a lookup costs a hash and a probe
     /// or two, not a skiplist walk of key comparisons).
     by_key: papaya::HashMap<Box<[u8]>, u64, Xxh3Builder>,
-    ranges: Segments<OnceLock<Arc<Range>>>,
-    /// Ranges created.
-    nranges: AtomicU64,
+    /// The ranges, swapped as one list when the writer adds one or a range is rebuilt without
+    /// its history ([`LineageTable::replace`]); a reader takes the list with its sequence
+    /// number ([`View`]).
+    view: ArcSwap<View>,
     writer: Mutex<Writer>,
     /// The sequence number of the first insert that came out of key order (`u64::MAX`: none),
     /// so that below it RID order is key order.
@@ -78,8 +112,7 @@ impl LineageTable {
             range_cap,
             index: SkipMap::new(),
             by_key: papaya::HashMap::with_hasher(Xxh3Builder::new()),
-            ranges: Segments::default(),
-            nranges: AtomicU64::new(0),
+            view: ArcSwap::from_pointee(View(Vec::new())),
             writer: Mutex::new(Writer::default()),
             unsorted_since: AtomicU64::new(u64::MAX),
             counters: Counters::default(),
@@ -87,30 +120,25 @@ impl LineageTable {
         }
     }
 
-    /// Ranges created so far.
-    pub(crate) fn ranges(&self) -> usize {
-        self.nranges.load(Ordering::Acquire) as usize
+    /// The ranges now. A reader takes it together with its sequence number (see
+    /// [`crate::db`]'s lineage read point), so it never meets a range rebuilt after it.
+    pub(crate) fn view(&self) -> Arc<View> {
+        self.view.load_full()
     }
 
-    pub(crate) fn range(&self, i: usize) -> Option<&Arc<Range>> {
-        self.ranges.get(i).and_then(OnceLock::get)
+    /// Range `i` now (writer and merge thread).
+    fn range(&self, i: usize) -> Option<Arc<Range>> {
+        self.view.load().0.get(i).cloned()
     }
 
-    /// For a table whose RID order is key order at `seq`: the ranges holding keys in
-    /// `[lower, upper)` at `seq`, as a range of range indexes.
-    pub(crate) fn ranges_between(&self, lower: &[u8], upper: Option<&[u8]>, seq: u64) -> std::ops::Range<usize> {
-        // Rows inserted after `seq` are a suffix of the RIDs (and may be out of order): look
-        // only at the ranges holding rows inserted before.
-        let n = partition(self.ranges(), |i| self.range(i).is_some_and(|r| r.visible_len(seq) > 0));
-        // The first range whose last key is at or above `lower`, the first whose first key is
-        // at or above `upper`.
-        let last_key = |i: usize| self.range(i).map(|r| r.key(r.visible_len(seq) - 1).to_vec());
-        let first = partition(n, |i| last_key(i).is_some_and(|k| k.as_slice() < lower));
-        let end = match upper {
-            Some(u) => partition(n, |i| self.range(i).is_some_and(|r| r.key(0) < u)),
-            None => n,
-        };
-        first..end.max(first)
+    /// Puts `fresh` in place of range `i`: readers that took the list before keep the old
+    /// range. Writer only (the commit leader's turn, so nothing is appended meanwhile).
+    pub(crate) fn replace(&self, i: usize, fresh: Range) {
+        let mut next = self.view.load().0.clone();
+        if let Some(slot) = next.get_mut(i) {
+            *slot = Arc::new(fresh);
+        }
+        self.view.store(Arc::new(View(next)));
     }
 
     /// Whether RID order is key order among the rows inserted at or before `seq`.
@@ -118,8 +146,8 @@ impl LineageTable {
         seq < self.unsorted_since.load(Ordering::Acquire)
     }
 
-    /// The range and offset of a RID.
-    fn locate(&self, rid: u64) -> Option<(&Arc<Range>, usize)> {
+    /// The range and offset of a RID, in the writer's current list.
+    fn locate(&self, rid: u64) -> Option<(Arc<Range>, usize)> {
         let cap = self.range_cap as u64;
         self.range((rid / cap) as usize).map(|r| (r, (rid % cap) as usize))
     }
@@ -173,9 +201,9 @@ impl LineageTable {
             (Some(open), o) if o != 0 => open.clone(),
             _ => {
                 let (r, open) = Range::new(self.range_cap, &self.info.value_types);
-                let i = (rid / cap) as usize;
-                let _ = self.ranges.slot(i).set(Arc::new(r));
-                self.nranges.store(i as u64 + 1, Ordering::Release);
+                let mut next = self.view.load().0.clone();
+                next.push(Arc::new(r));
+                self.view.store(Arc::new(View(next)));
                 w.open = Some(open.clone());
                 open
             }
@@ -201,11 +229,10 @@ impl LineageTable {
         self.by_key.pin().contains_key(key)
     }
 
-    /// The row with `key` at `seq`.
-    pub(crate) fn get(&self, key: &[u8], seq: u64, wanted: Option<&[bool]>) -> Option<Cells> {
+    /// The row with `key` at `seq`, read in `view`.
+    pub(crate) fn get(&self, view: &View, key: &[u8], seq: u64, wanted: Option<&[bool]>) -> Option<Cells> {
         let rid = self.by_key.pin().get(key).copied()?;
-        let (r, o) = self.locate(rid)?;
-        r.read_row(&self.info.value_types, o, seq, wanted)
+        self.row_of(view, rid, seq, wanted)
     }
 
     /// Up to `n` (key, RID) pairs of the index from `lower` on, below `upper`.
@@ -217,9 +244,9 @@ impl LineageTable {
         self.index.range::<[u8], _>((lower, hi)).take(n).map(|e| (e.key().clone(), *e.value())).collect()
     }
 
-    /// The row of RID `rid` at `seq`.
-    pub(crate) fn row_of(&self, rid: u64, seq: u64, wanted: Option<&[bool]>) -> Option<Cells> {
-        let (r, o) = self.locate(rid)?;
+    /// The row of RID `rid` at `seq`, read in `view`.
+    pub(crate) fn row_of(&self, view: &View, rid: u64, seq: u64, wanted: Option<&[bool]>) -> Option<Cells> {
+        let (r, o) = view.locate(rid, self.range_cap)?;
         r.read_row(&self.info.value_types, o, seq, wanted)
     }
 
@@ -228,8 +255,7 @@ impl LineageTable {
     /// not grow since the last look. Returns the ranges merged. Merge thread only.
     pub(crate) fn merge(&self, visible: u64, threshold: usize, idle: bool, before_swap: &dyn Fn()) -> usize {
         let mut merged = 0;
-        for i in 0..self.ranges() {
-            let Some(r) = self.range(i) else { continue };
+        for r in self.view().0.iter() {
             let full = r.len.load(Ordering::Acquire) as usize == self.range_cap;
             let len = r.tail.len.load(Ordering::Acquire);
             let quiet = r.merge_seen.swap(len, Ordering::Relaxed) == len;
@@ -248,7 +274,7 @@ impl LineageTable {
 
     /// Committed tail records waiting for a merge, over all ranges.
     pub(crate) fn merge_lag(&self) -> u64 {
-        (0..self.ranges()).filter_map(|i| self.range(i)).map(|r| r.unmerged() as u64).sum()
+        self.view().0.iter().map(|r| r.unmerged() as u64).sum()
     }
 
     /// Rows (base records), and bytes of base storage, unmerged tail records and merged ones
@@ -256,7 +282,7 @@ impl LineageTable {
     pub(crate) fn sizes(&self) -> LineageSizes {
         let mut s = LineageSizes::default();
         let mut key_bytes = 0;
-        for r in (0..self.ranges()).filter_map(|i| self.range(i)) {
+        for r in self.view().0.iter() {
             let (b, t, h) = r.bytes();
             s.base += b as u64;
             s.tail += t as u64;

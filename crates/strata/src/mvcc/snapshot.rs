@@ -76,6 +76,13 @@ impl SnapshotList {
         }
     }
 
+    /// Runs `f` with the visible sequence number and the oldest live snapshot, atomically with
+    /// respect to registering snapshots and to [`Self::with_visible`].
+    pub(crate) fn with_oldest<T>(&self, f: impl FnOnce(u64, Option<u64>) -> T) -> T {
+        let live = self.live.lock();
+        f(self.visible(), live.keys().next().copied())
+    }
+
     /// The live snapshot sequence numbers, ascending.
     pub(crate) fn capture(&self) -> Vec<u64> {
         self.live.lock().keys().copied().collect()

@@ -22,7 +22,7 @@ use super::ScanRequest;
 use crate::catalog::Projection;
 use crate::error::Result;
 use crate::lineage::range::Range;
-use crate::lineage::{partition, LineageRows, LineageTable};
+use crate::lineage::{partition, LineageRows, LineageTable, View};
 use crate::types::key::decode_key;
 use crate::types::Value;
 
@@ -33,7 +33,7 @@ pub(crate) fn run_lineage_scan(
     lower: Vec<u8>,
     upper: Option<Vec<u8>>,
     req: &ScanRequest,
-    seq: u64,
+    (seq, view): (u64, Arc<View>),
 ) -> Result<BatchIter> {
     let plan = Arc::new(Plan::new(&t.info, req)?);
     ScanCounters::add(&scans.counters.scans, 1);
@@ -41,15 +41,15 @@ pub(crate) fn run_lineage_scan(
     let mut consumer = Consumer::new(plan.clone(), lower.clone(), upper.clone());
     let sorted = t.sorted_at(seq);
     if plan.aggs.is_empty() && !sorted {
-        by_index(&plan, &mut consumer, t, lower, upper, seq)?;
+        by_index(&plan, &mut consumer, t, (seq, &view), lower, upper)?;
     } else {
-        let ranges: Vec<usize> =
-            if sorted { t.ranges_between(&lower, upper.as_deref(), seq) } else { 0..t.ranges() }.collect();
+        let ranges = if sorted { view.ranges_between(&lower, upper.as_deref(), seq) } else { 0..view.0.len() };
+        let ranges = &view.0[ranges];
         let parts = req.partitions.clamp(1, ranges.len().max(1));
         if parts > 1 {
-            return partitioned(scans, &plan, t, &ranges, parts, (lower, upper), seq, sorted);
+            return partitioned(scans, &plan, t, ranges, parts, (lower, upper), seq, sorted);
         }
-        by_positions(&plan, &mut consumer, t, &ranges, seq, sorted)?;
+        by_positions(&plan, &mut consumer, t, ranges, seq, sorted)?;
     }
     Ok(BatchIter::ready(plan.schema.clone(), consumer.finish()?))
 }
@@ -59,17 +59,15 @@ fn by_positions(
     plan: &Plan,
     consumer: &mut Consumer,
     t: &LineageTable,
-    ranges: &[usize],
+    ranges: &[Arc<Range>],
     seq: u64,
     sorted: bool,
 ) -> Result<()> {
-    for &i in ranges {
+    for r in ranges {
         if consumer.done {
             break;
         }
-        if let Some(r) = t.range(i) {
-            by_position(plan, consumer, t, r, seq, sorted)?;
-        }
+        by_position(plan, consumer, t, r, seq, sorted)?;
     }
     Ok(())
 }
@@ -81,15 +79,15 @@ fn partitioned(
     scans: &Scans,
     plan: &Arc<Plan>,
     t: &Arc<LineageTable>,
-    ranges: &[usize],
+    ranges: &[Arc<Range>],
     parts: usize,
     (lower, upper): (Vec<u8>, Option<Vec<u8>>),
     seq: u64,
     sorted: bool,
 ) -> Result<BatchIter> {
     use rayon::prelude::*;
-    let chunks: Vec<&[usize]> = ranges.chunks(ranges.len().div_ceil(parts)).collect();
-    let run = |chunk: &[usize]| -> Result<Consumer> {
+    let chunks: Vec<&[Arc<Range>]> = ranges.chunks(ranges.len().div_ceil(parts)).collect();
+    let run = |chunk: &[Arc<Range>]| -> Result<Consumer> {
         let mut c = Consumer::new(plan.clone(), lower.clone(), upper.clone());
         by_positions(plan, &mut c, t, chunk, seq, sorted)?;
         Ok(c)
@@ -297,9 +295,9 @@ fn by_index(
     plan: &Plan,
     consumer: &mut Consumer,
     t: &Arc<LineageTable>,
+    (seq, view): (u64, &Arc<View>),
     lower: Vec<u8>,
     upper: Option<Vec<u8>>,
-    seq: u64,
 ) -> Result<()> {
     let info = &t.info;
     let projection = {
@@ -311,7 +309,7 @@ fn by_index(
         }
         Projection::Columns { cols: plan.needed.clone().into(), wanted: wanted.into() }
     };
-    let mut rows = LineageRows::new(t.clone(), seq, lower, upper, &projection);
+    let mut rows = LineageRows::new(t.clone(), (seq, view.clone()), lower, upper, &projection);
     let mut builders: Vec<ValuesBuilder> = plan.needed.iter().map(|&c| ValuesBuilder::new(plan.ty(c))).collect();
     let mut n = 0;
     let no_keys: [&[u8]; 0] = [];
