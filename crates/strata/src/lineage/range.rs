@@ -16,6 +16,7 @@ use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder};
 use super::append::{Column, Segments};
 use super::sealed::{overlay, Sealed};
 use crate::scan::arrow::ValuesBuilder;
+use crate::scan::cnf::compare;
 use crate::types::row::Cells;
 use crate::types::{ColumnType, Value};
 
@@ -55,6 +56,8 @@ pub(crate) struct Page {
     pub tps_seq: u64,
     pub rows: u32,
     pub sealed: Option<Sealed>,
+    /// The smallest and largest non-null sealed value (value pages; see [`Sealed::bounds`]).
+    pub zone: Option<(Value, Value)>,
     pub open: Option<Arc<OpenBase>>,
 }
 
@@ -223,7 +226,14 @@ impl Range {
     pub(crate) fn new(cap: usize, types: &[ColumnType]) -> (Range, Arc<OpenBase>) {
         let open = Arc::new(OpenBase::new(types));
         let page = |with_open: bool| {
-            Arc::new(Page { tps: 0, tps_seq: 0, rows: 0, sealed: None, open: with_open.then(|| open.clone()) })
+            Arc::new(Page {
+                tps: 0,
+                tps_seq: 0,
+                rows: 0,
+                sealed: None,
+                zone: None,
+                open: with_open.then(|| open.clone()),
+            })
         };
         let pages = ArcSwap::from_pointee(Pages((0..=types.len()).map(|c| page(c < types.len())).collect()));
         let r = Range {
@@ -257,7 +267,8 @@ impl Range {
         }
         let newest = pages.0.iter().map(|p| p.tps_seq).max().unwrap_or(0);
         let page = |p: &Page| {
-            Arc::new(Page { tps: 0, tps_seq: p.tps_seq, rows: p.rows, sealed: p.sealed.clone(), open: None })
+            let (sealed, zone) = (p.sealed.clone(), p.zone.clone());
+            Arc::new(Page { tps: 0, tps_seq: p.tps_seq, rows: p.rows, sealed, zone, open: None })
         };
         let keys: Segments<OnceLock<Box<[u8]>>> = Segments::default();
         let start: Segments<AtomicU64> = Segments::default();
@@ -392,6 +403,40 @@ impl Range {
         self.base_deleted.as_ref().is_some_and(|d| d.value(o))
     }
 
+    /// The bounds of value column `c` over the first `n` base records as a reader at `seq` sees
+    /// them: the page's zone map widened by the values tail records it has not folded in carry.
+    /// `None` when unknown (the page is newer than `seq`, or does not seal all `n` records, or
+    /// keeps no bounds). Deleted rows' values may be inside; the bounds only ever rule out.
+    pub(crate) fn bounds(&self, ty: ColumnType, c: usize, n: usize, seq: u64) -> Option<(Value, Value)> {
+        let pages = self.pages.load();
+        let page = &pages.0[c];
+        if page.tps_seq > seq || (page.rows as usize) < n {
+            return None;
+        }
+        let (mut lo, mut hi) = page.zone.clone()?;
+        let len = self.tail.len.load(Ordering::Acquire) as usize;
+        for x in page.tps as usize..len {
+            let m = self.tail.meta(x);
+            if m.seq > seq {
+                break;
+            }
+            if m.flags & SNAPSHOT != 0 || m.cols & (1 << c) == 0 {
+                continue;
+            }
+            let v = self.tail.value(ty, c, x);
+            if v.is_null() {
+                continue;
+            }
+            if compare(&v, &lo) == std::cmp::Ordering::Less {
+                lo = v.clone();
+            }
+            if compare(&v, &hi) == std::cmp::Ordering::Greater {
+                hi = v;
+            }
+        }
+        Some((lo, hi))
+    }
+
     /// Column `c` of a base record as `at` sees it, given the page loaded before the
     /// indirection. With a page no newer than the read, the walk stops at the page's merge
     /// point: at most the newest record and the page when updates are cumulative. With a newer
@@ -511,18 +556,20 @@ impl Range {
         let mut built: Vec<(usize, Page)> = Vec::new();
         for (c, old) in current.0.iter().enumerate() {
             let grown = (old.rows as usize) < rows;
-            let sealed = match ch.newest.get(c) {
+            let (sealed, zone) = match ch.newest.get(c) {
                 Some(newest) if !newest.is_empty() || grown => {
                     let ty = types[c];
                     let over: Vec<(usize, Value)> =
                         newest.iter().map(|&(o, x)| (o as usize, self.tail.value(ty, c, x as usize))).collect();
                     let fill = |o: usize| old.value(ty, c, o);
-                    Some(Sealed::new(overlay(ty, old.sealed.as_ref(), old.rows as usize, rows, &fill, &over)))
+                    let sealed = Sealed::new(overlay(ty, old.sealed.as_ref(), old.rows as usize, rows, &fill, &over));
+                    let zone = sealed.bounds();
+                    (Some(sealed), zone)
                 }
                 // A value column nothing changed: its values stay, its merge point moves on.
-                Some(_) => old.sealed.clone(),
+                Some(_) => (old.sealed.clone(), old.zone.clone()),
                 // The existence page: deleted = not live.
-                None => Some(Sealed::new(Arc::new(arrow_array::BooleanArray::new(!&ch.live, None)))),
+                None => (Some(Sealed::new(Arc::new(arrow_array::BooleanArray::new(!&ch.live, None)))), None),
             };
             let tps_new = (old.tps as usize).max(n) as u32;
             built.push((
@@ -532,6 +579,7 @@ impl Range {
                     tps_seq: if tps_new == old.tps { old.tps_seq } else { tps_seq },
                     rows: rows as u32,
                     sealed,
+                    zone,
                     open: if rows < self.cap { old.open.clone() } else { None },
                 },
             ));

@@ -77,6 +77,27 @@ impl Sealed {
         }
     }
 
+    /// The smallest and largest non-null value (`None` when every value is NULL, or for a
+    /// floating-point or other type): the page's zone map.
+    pub(crate) fn bounds(&self) -> Option<(Value, Value)> {
+        use arrow_arith::aggregate::{
+            max, max_binary, max_boolean, max_string, min, min_binary, min_boolean, min_string,
+        };
+        Some(match self {
+            Sealed::I64(a) => (Value::BigInt(min(a)?), Value::BigInt(max(a)?)),
+            Sealed::I32(a) => (Value::Int(min(a)?), Value::Int(max(a)?)),
+            Sealed::I16(a) => (Value::SmallInt(min(a)?), Value::SmallInt(max(a)?)),
+            Sealed::I8(a) => (Value::TinyInt(min(a)?), Value::TinyInt(max(a)?)),
+            // Floats have none: filters order them totally (-0.0 below 0.0, NaN above all),
+            // which the kernels' minimum need not follow.
+            Sealed::F64(_) | Sealed::F32(_) => return None,
+            Sealed::Bool(a) => (Value::Boolean(min_boolean(a)?), Value::Boolean(max_boolean(a)?)),
+            Sealed::Text(a) => (Value::Text(min_string(a)?.to_owned()), Value::Text(max_string(a)?.to_owned())),
+            Sealed::Bytes(a) => (Value::Bytea(min_binary(a)?.to_vec()), Value::Bytea(max_binary(a)?.to_vec())),
+            Sealed::Other(_) => return None,
+        })
+    }
+
     /// Value `o`.
     #[inline]
     pub(crate) fn value(&self, o: usize) -> Value {

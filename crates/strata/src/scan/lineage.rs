@@ -14,7 +14,9 @@ use arrow_buffer::BooleanBuffer;
 use super::agg::{finish_batch, AggState};
 use super::arrow::ValuesBuilder;
 use super::chunk::RowsChunk;
+use super::cnf::Test;
 use super::consumer::{feed_rows, Consumer, Sink};
+use super::eval::{atom_verdict, Verdict};
 use super::plan::Plan;
 use super::run::BatchIter;
 use super::state::{ScanCounters, Scans};
@@ -23,6 +25,7 @@ use crate::catalog::Projection;
 use crate::error::Result;
 use crate::lineage::range::Range;
 use crate::lineage::{partition, LineageRows, LineageTable, View};
+use crate::sst::zone::ZoneMap;
 use crate::types::key::decode_key;
 use crate::types::Value;
 
@@ -49,7 +52,7 @@ pub(crate) fn run_lineage_scan(
         if parts > 1 {
             return partitioned(scans, &plan, t, ranges, parts, (lower, upper), seq, sorted);
         }
-        by_positions(&plan, &mut consumer, t, ranges, seq, sorted)?;
+        by_positions(&plan, &mut consumer, t, ranges, seq, sorted, &scans.counters)?;
     }
     Ok(BatchIter::ready(plan.schema.clone(), consumer.finish()?))
 }
@@ -62,10 +65,15 @@ fn by_positions(
     ranges: &[Arc<Range>],
     seq: u64,
     sorted: bool,
+    counters: &ScanCounters,
 ) -> Result<()> {
     for r in ranges {
         if consumer.done {
             break;
+        }
+        if ruled_out(plan, t, r, seq) {
+            ScanCounters::add(&counters.ranges_skipped, 1);
+            continue;
         }
         by_position(plan, consumer, t, r, seq, sorted)?;
     }
@@ -89,7 +97,7 @@ fn partitioned(
     let chunks: Vec<&[Arc<Range>]> = ranges.chunks(ranges.len().div_ceil(parts)).collect();
     let run = |chunk: &[Arc<Range>]| -> Result<Consumer> {
         let mut c = Consumer::new(plan.clone(), lower.clone(), upper.clone());
-        by_positions(plan, &mut c, t, chunk, seq, sorted)?;
+        by_positions(plan, &mut c, t, chunk, seq, sorted, &scans.counters)?;
         Ok(c)
     };
     let done: Vec<Result<Consumer>> = scans.pool()?.install(|| chunks.par_iter().map(|c| run(c)).collect());
@@ -178,6 +186,37 @@ fn by_position(
     }
     let mut chunk = RowsChunk { plan, rows: b - a, arrays };
     consumer.consume(&mut chunk, &[], (live < b - a).then_some(mask))
+}
+
+/// Whether no row of range `r` at `seq` can pass the filter: some clause whose every atom
+/// compares a value column that the range's bounds there ([`Range::bounds`]) put wholly on the
+/// wrong side. (Atoms on NULLs, on key columns and on floating-point columns never rule out.)
+fn ruled_out(plan: &Plan, t: &LineageTable, r: &Range, seq: u64) -> bool {
+    let clauses = plan.filter.clauses();
+    if clauses.is_empty() {
+        return false;
+    }
+    let n = r.visible_len(seq);
+    let info = &t.info;
+    let mut zones: HashMap<usize, Option<ZoneMap>> = HashMap::new();
+    let mut zone = |col: usize| -> Option<ZoneMap> {
+        zones
+            .entry(col)
+            .or_insert_with(|| {
+                let vi = info.schema.value_index(col)?;
+                let (min, max) = r.bounds(info.value_types[vi], vi, n, seq)?;
+                // NULL rows never pass a comparison: counting none keeps the verdicts that rule
+                // out right (only those are used).
+                Some(ZoneMap::bounds(min, max, n as u64))
+            })
+            .clone()
+    };
+    clauses.iter().any(|clause| {
+        clause.iter().all(|atom| {
+            matches!(atom.test, Test::Cmp(..))
+                && zone(atom.column).is_some_and(|z| atom_verdict(atom, &z, n as u64) == Verdict::Never)
+        })
+    })
 }
 
 /// Aggregates over a window `[a, b)` of a range without copying its columns: the rows no tail

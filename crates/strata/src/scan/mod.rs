@@ -44,7 +44,7 @@
 mod agg;
 pub(crate) mod arrow;
 mod chunk;
-mod cnf;
+pub(crate) mod cnf;
 mod columns;
 mod consumer;
 mod driver;
@@ -367,6 +367,8 @@ pub struct ScanStats {
     pub bulk_blocks: u64,
     /// Blocks skipped by their zone maps without reading them.
     pub blocks_skipped: u64,
+    /// Lineage-table update ranges skipped by their pages' zone maps.
+    pub ranges_skipped: u64,
     /// Blocks whose aggregates came from block statistics without reading them.
     pub blocks_from_stats: u64,
     /// Rows produced by the per-row merge path.

@@ -183,6 +183,11 @@ impl ZoneBuilder {
 }
 
 impl ZoneMap {
+    /// The zone map of `rows` rows with no NULL whose values lie in `[min, max]`.
+    pub(crate) fn bounds(min: Value, max: Value, rows: u64) -> ZoneMap {
+        ZoneMap { min: Some(min), max: Some(max), nulls: 0, carried: rows, bounded: true }
+    }
+
     pub(crate) fn encode(&self, ty: ColumnType, out: &mut Vec<u8>) {
         let has = self.min.is_some() && self.max.is_some();
         out.push(u8::from(has));
