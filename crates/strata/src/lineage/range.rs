@@ -213,6 +213,20 @@ impl At {
     }
 }
 
+/// Bounds `(lo, hi)` widened to hold `v` (a NULL changes nothing).
+fn widen((lo, hi): (Value, Value), v: &Value) -> (Value, Value) {
+    use std::cmp::Ordering::{Greater, Less};
+    if v.is_null() {
+        (lo, hi)
+    } else if compare(v, &lo) == Less {
+        (v.clone(), hi)
+    } else if compare(v, &hi) == Greater {
+        (lo, v.clone())
+    } else {
+        (lo, hi)
+    }
+}
+
 /// The newest tail record of a chain visible at `seq`, as a pointer (0: none).
 #[inline]
 pub(crate) fn visible_from(tail: &Tail, mut t: u32, seq: u64) -> u32 {
@@ -423,16 +437,7 @@ impl Range {
             if m.flags & SNAPSHOT != 0 || m.cols & (1 << c) == 0 {
                 continue;
             }
-            let v = self.tail.value(ty, c, x);
-            if v.is_null() {
-                continue;
-            }
-            if compare(&v, &lo) == std::cmp::Ordering::Less {
-                lo = v.clone();
-            }
-            if compare(&v, &hi) == std::cmp::Ordering::Greater {
-                hi = v;
-            }
+            (lo, hi) = widen((lo, hi), &self.tail.value(ty, c, x));
         }
         Some((lo, hi))
     }
@@ -563,7 +568,12 @@ impl Range {
                         newest.iter().map(|&(o, x)| (o as usize, self.tail.value(ty, c, x as usize))).collect();
                     let fill = |o: usize| old.value(ty, c, o);
                     let sealed = Sealed::new(overlay(ty, old.sealed.as_ref(), old.rows as usize, rows, &fill, &over));
-                    let zone = sealed.bounds();
+                    // Bounds only ever need to hold every value: widen the old ones by the
+                    // changes (values replaced may leave them loose) unless records were sealed.
+                    let zone = match &old.zone {
+                        Some(z) if !grown => Some(over.iter().fold(z.clone(), |z, (_, v)| widen(z, v))),
+                        _ => sealed.bounds(),
+                    };
                     (Some(sealed), zone)
                 }
                 // A value column nothing changed: its values stay, its merge point moves on.
