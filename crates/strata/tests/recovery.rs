@@ -18,8 +18,8 @@ use rand::{Rng, SeedableRng};
 use strata::scan::{batch_rows, AggFunc, Aggregate, ScanRequest};
 use strata::vfs::{FaultFs, FaultKind, Fs};
 use strata::{
-    Column, ColumnType, Db, Engine, KeyRange, Projection, ReadOptions, Schema, Table, TableOptions, Value, WriteBatch,
-    WriteOptions,
+    Column, ColumnType, Db, Engine, KeyRange, Options, Projection, ReadOptions, Schema, Table, TableOptions, Value,
+    WriteBatch, WriteOptions,
 };
 
 const WRITERS: i64 = 3;
@@ -326,13 +326,22 @@ fn reopen_never_reuses_numbers_of_files_on_disk() {
 /// The same writers on a lineage table, whose small checkpoint threshold makes the merge thread
 /// checkpoint every few dozen writes: power loss at any point (during a checkpoint, a merge,
 /// with checkpoint or manifest writes failing or torn) loses nothing acknowledged, and the
-/// state after each restart comes from the last checkpoint plus the WAL after it.
+/// state after each restart comes from the last checkpoint plus the WAL after it; with a history
+/// window (odd seeds) as well, whose checkpoints carry every change since the window's start.
 #[test]
 fn power_loss_during_lineage_checkpoints_and_merges_loses_nothing_acknowledged() {
     for seed in seeds(&[16, 17]) {
         with_seed(seed, |seed| {
             let fs = FaultFs::new();
             let dir = Path::new("/lineage");
+            if seed % 2 == 1 {
+                // With a history window (the database keeps it): checkpoints carry history.
+                let history = Some(std::time::Duration::from_secs(3600));
+                drop(
+                    Db::open(dir, Options { history_retention: history, ..tiny_options(Arc::new(fs.clone())) })
+                        .unwrap(),
+                );
+            }
             let parts = setup_with(&fs, dir, TableOptions::engine(Engine::Lineage));
             let mut rng = StdRng::seed_from_u64(seed);
             for r in 0..10 {

@@ -513,7 +513,9 @@ fn run(seed: u64, layout: &str) {
 /// aggregating, partitioned and shared, and every answer must equal the model at its snapshot.
 fn run_concurrent(seed: u64, layout: &str) {
     let tmp = tempfile::tempdir().unwrap();
-    let opts = Options { block_size: 1024, ..common::tiny_options(Arc::new(OsFs)) };
+    // A history window, so readers also scan as of past points no snapshot pinned.
+    let history = Some(std::time::Duration::from_secs(3600));
+    let opts = Options { block_size: 1024, history_retention: history, ..common::tiny_options(Arc::new(OsFs)) };
     let db = Db::open(tmp.path(), opts).unwrap();
     let s = schema();
     let topts = match layout_spec(layout, &s) {
@@ -547,15 +549,20 @@ fn scan_while_churning(db: &Db, t: &Table, s: &Schema, mut rng: StdRng, mut mode
     type Published = Arc<(Snapshot, Model)>;
     let published: std::sync::Mutex<Vec<Published>> =
         std::sync::Mutex::new(vec![Arc::new((db.snapshot(), model.clone()))]);
+    // Every point published, pinned or not: with a history window, readers scan as of them.
+    let history = db.history().retention > std::time::Duration::ZERO;
+    let past: std::sync::Mutex<Vec<Arc<(u64, Model)>>> = std::sync::Mutex::new(Vec::new());
     let done = std::sync::atomic::AtomicBool::new(false);
     let checked = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|sc| {
-        let (published, done) = (&published, &done);
+        let (published, past, done) = (&published, &past, &done);
         sc.spawn(move || {
             for _ in 0..12 {
                 churn(&mut rng, t, s, &mut model, 400);
+                let snap = db.snapshot();
+                past.lock().unwrap().push(Arc::new((snap.seq(), model.clone())));
                 let mut p = published.lock().unwrap();
-                p.push(Arc::new((db.snapshot(), model.clone())));
+                p.push(Arc::new((snap, model.clone())));
                 if p.len() > 4 {
                     p.remove(0);
                 }
@@ -569,21 +576,31 @@ fn scan_while_churning(db: &Db, t: &Table, s: &Schema, mut rng: StdRng, mut mode
                 let mut round = 0;
                 while !done.load(std::sync::atomic::Ordering::SeqCst) || round < 4 {
                     round += 1;
-                    let entry = {
-                        let p = published.lock().unwrap();
-                        // The newest, or any older one.
-                        if rng.gen_ratio(1, 2) {
-                            p[p.len() - 1].clone()
-                        } else {
-                            p[rng.gen_range(0..p.len())].clone()
-                        }
-                    };
-                    let (snap, m) = &*entry;
                     let mut req = random_request(&mut rng, s);
                     if rng.gen_ratio(1, 2) {
                         req.filter = None;
                     }
-                    let ctx = format!("reader {r}, round {round}, snapshot {}: {req:?}", snap.seq());
+                    let old = past.lock().unwrap().first().cloned().filter(|_| history && rng.gen_ratio(1, 3));
+                    let (as_of, oldest, pinned);
+                    let (snap, m, what) = match old {
+                        // The oldest point published (long unpinned), as of its sequence number.
+                        Some(o) => {
+                            as_of = db.snapshot_as_of(AsOf::Seq(o.0)).unwrap();
+                            oldest = o;
+                            (&as_of, &oldest.1, "as of")
+                        }
+                        None => {
+                            let p = published.lock().unwrap();
+                            // The newest, or any older one.
+                            pinned = if rng.gen_ratio(1, 2) {
+                                p[p.len() - 1].clone()
+                            } else {
+                                p[rng.gen_range(0..p.len())].clone()
+                            };
+                            (&pinned.0, &pinned.1, "snapshot")
+                        }
+                    };
+                    let ctx = format!("reader {r}, round {round}, {what} {}: {req:?}", snap.seq());
                     let got = answer(t, &req, Some(snap)).unwrap_or_else(|e| panic!("{ctx}: {e}"));
                     compare(&got, &expected(&req, s, m), &ctx);
                     checked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -849,21 +866,26 @@ fn lineage_scans_match_the_model() {
 
 /// A writer updates a lineage table while the merge thread folds its tail records and readers
 /// scan at the newest and at old published snapshots: every answer equals the model there.
+/// With a history window, readers also scan as of long-unpinned points.
 #[test]
 fn lineage_scans_during_merges_match_the_model() {
     let seed = seeds(&[43])[0];
-    let tmp = tempfile::tempdir().unwrap();
-    let db = Db::open(tmp.path(), common::tiny_options(Arc::new(OsFs))).unwrap();
-    let s = schema();
-    let t = db.create_table("t", s.clone(), TableOptions::engine(Engine::Lineage)).unwrap();
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut model = Model::new();
-    churn(&mut rng, &t, &s, &mut model, 3000);
-    let merges0 = db.stats().tables[0].lineage.as_ref().unwrap().merges;
-    let checked = scan_while_churning(&db, &t, &s, rng, model, seed);
-    let merges = db.stats().tables[0].lineage.as_ref().unwrap().merges - merges0;
-    println!("{checked} answers checked; {merges} merges meanwhile");
-    assert!(merges >= 10, "too few merges ran during the scans");
+    for history in [None, Some(std::time::Duration::from_secs(3600))] {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = Options { history_retention: history, ..common::tiny_options(Arc::new(OsFs)) };
+        let db = Db::open(tmp.path(), opts).unwrap();
+        let s = schema();
+        let t = db.create_table("t", s.clone(), TableOptions::engine(Engine::Lineage)).unwrap();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut model = Model::new();
+        churn(&mut rng, &t, &s, &mut model, 3000);
+        let before = db.stats().tables[0].lineage.clone().unwrap();
+        let checked = scan_while_churning(&db, &t, &s, rng, model, seed);
+        let after = db.stats().tables[0].lineage.clone().unwrap();
+        let (merges, reclaims) = (after.merges - before.merges, after.reclaimed_ranges);
+        println!("history {history:?}: {checked} answers checked; {merges} merges, {reclaims} ranges reclaimed");
+        assert!(merges >= 10, "too few merges ran during the scans");
+    }
 }
 
 /// Zone maps of lineage base pages: a selective filter skips the ranges whose pages (widened by

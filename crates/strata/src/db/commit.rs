@@ -86,8 +86,8 @@ impl DbInner {
         Err(Error::OutOfMemory(format!(
             "lineage tables hold {held} bytes of their {budget}-byte budget (Options::lineage_memory_budget), \
              too little for this write of about {adds} bytes: nothing of it was written. Raise the budget, \
-             drop rows or tables, or shorten the history retention window (merged history is \
-             reclaimed at the next open)"
+             drop rows or tables, or shorten the history retention window and release old \
+             snapshots (history no read can reach any more is reclaimed as the merge goes)"
         )))
     }
 
