@@ -72,35 +72,38 @@ impl DbInner {
         }
     }
 
-    /// Rebuilds, without their tail records, the full ranges of `t` that gathered at least a
-    /// range's worth of them, all older than the history window and every live snapshot: the
-    /// memory of updates nothing can read any more goes (the paper moves such history to
-    /// colder storage; strata has no use for it). Each rebuild takes the commit leader's turn
-    /// (writers wait for one range's merge and copy, well under a millisecond for 4,096
-    /// records; readers never wait) and raises the snapshot floor to the newest sequence
-    /// number the range folded in.
+    /// Rebases the full ranges of `t` that gathered at least a range's worth of tail records no
+    /// read can reach any more (older than the history window's start and than every live
+    /// snapshot), and at least as many as they keep: new base pages as of that point, tail
+    /// records only for the changes after it. The memory of updates nothing can read goes (the
+    /// paper moves such history to colder storage; strata has no use for it). Each rebase takes
+    /// the commit leader's turn (writers wait for one range's copy; readers never wait) and
+    /// raises the snapshot floor to the point.
     fn reclaim_history(&self, t: &LineageTable) {
         let horizon = self.history_horizon();
         let types = &t.info.value_types;
+        let cut_now =
+            || self.snapshots.with_oldest(|visible, oldest| horizon.min(oldest.unwrap_or(visible)).min(visible));
         let view = t.view();
         for (i, r) in view.0.iter().enumerate() {
+            let cut = cut_now();
             let records = r.tail.len.load(Ordering::Acquire) as usize;
+            let old = r.records_by(cut);
             let full = r.len.load(Ordering::Acquire) as usize == r.cap;
-            if !full || records < r.cap || r.tail.seq(records - 1) > horizon {
+            if !full || old < r.cap || old < records - old {
                 continue;
             }
             let reclaimed = self.as_leader(|| {
                 let Some(r) = t.view().0.get(i).cloned() else { return false };
-                // With no write in flight, fold every tail record in, then copy the pages.
-                r.merge(types, self.snapshots.visible(), &|| ());
-                let Some((fresh, newest)) = r.reclaimed(types) else { return false };
+                let cut = cut_now();
+                let Some(fresh) = r.rebased(types, cut) else { return false };
                 self.snapshots.with_oldest(|_, oldest| {
-                    let allowed = newest <= horizon && oldest.is_none_or(|o| o >= newest);
+                    let allowed = oldest.is_none_or(|o| o >= cut);
                     if allowed {
                         // No snapshot older than the new range can be taken from now on, and
                         // a read without one takes its sequence number and the ranges under
-                        // this same lock: it reads at `newest` or later, or the old range.
-                        self.snapshots.raise_floor(newest);
+                        // this same lock: it reads at `cut` or later, or the old range.
+                        self.snapshots.raise_floor(cut);
                         t.replace(i, fresh);
                     }
                     allowed

@@ -267,23 +267,30 @@ impl Range {
         (r, open)
     }
 
-    /// This range rebuilt without its tail records, when it is full and every page has folded
-    /// in every tail record: the pages then answer every read at or after the newest sequence
-    /// number they folded in (returned with the range). Writer only: nothing may be appended
-    /// meanwhile, and the caller makes sure no reader older than that sequence number can meet
-    /// the new range.
-    pub(crate) fn reclaimed(&self, types: &[ColumnType]) -> Option<(Range, u64)> {
+    /// This range rebased at `cut`: base pages holding every row as of `cut`, and tail records
+    /// only for the changes after it, replayed as whole-row updates and deletes (the first
+    /// update of a column writes its snapshot record again). Reads at `cut` or later see the
+    /// same rows; older ones cannot be answered. `None` unless the range is full with every row
+    /// inserted by `cut`. Writer only (nothing may be appended meanwhile); the caller makes sure
+    /// no reader older than `cut` meets the new range.
+    pub(crate) fn rebased(&self, types: &[ColumnType], cut: u64) -> Option<Range> {
         let len = self.len.load(Ordering::Acquire) as usize;
-        let records = self.tail.len.load(Ordering::Acquire);
-        let pages = self.pages.load();
-        if len != self.cap || records == 0 || pages.0.iter().any(|p| p.tps != records || p.rows as usize != len) {
+        if len != self.cap || self.start.load(len - 1) > cut {
             return None;
         }
-        let newest = pages.0.iter().map(|p| p.tps_seq).max().unwrap_or(0);
-        let page = |p: &Page| {
-            let (sealed, zone) = (p.sealed.clone(), p.zone.clone());
-            Arc::new(Page { tps: 0, tps_seq: p.tps_seq, rows: p.rows, sealed, zone, open: None })
+        let live = self.live_mask(len, cut);
+        let deleted = !&live;
+        let page = |sealed: Sealed, zone| {
+            Arc::new(Page { tps: 0, tps_seq: cut, rows: len as u32, sealed: Some(sealed), zone, open: None })
         };
+        let mut pages: Vec<Arc<Page>> = (0..types.len())
+            .map(|c| {
+                let sealed = Sealed::new(self.column(types[c], c, len, cut));
+                let zone = sealed.bounds();
+                page(sealed, zone)
+            })
+            .collect();
+        pages.push(page(Sealed::new(Arc::new(arrow_array::BooleanArray::new(deleted.clone(), None))), None));
         let keys: Segments<OnceLock<Box<[u8]>>> = Segments::default();
         let start: Segments<AtomicU64> = Segments::default();
         for o in 0..len {
@@ -298,16 +305,30 @@ impl Range {
             start,
             indirection: (0..self.cap).map(|_| AtomicU32::new(0)).collect(),
             updated: (0..self.cap).map(|_| AtomicU64::new(0)).collect(),
-            pages: ArcSwap::from_pointee(Pages(pages.0.iter().map(|p| page(p)).collect())),
+            pages: ArcSwap::from_pointee(Pages(pages.into_boxed_slice())),
             tail: Tail::new(types),
             key_arrays: self.key_arrays.clone(),
             merge_seen: AtomicU32::new(0),
-            base_deleted: match pages.0.last().and_then(|p| p.sealed.as_ref()) {
-                Some(Sealed::Bool(d)) if d.true_count() > 0 => Some(d.values().clone()),
-                _ => None,
-            },
+            base_deleted: (deleted.count_set_bits() > 0).then_some(deleted),
         };
-        Some((fresh, newest))
+        for (seq, o, row) in self.history(types, cut, u64::MAX) {
+            match row {
+                Some(cells) => {
+                    let set: Vec<(usize, &Value)> =
+                        cells.iter().enumerate().map(|(c, v)| (c, v.as_ref().unwrap_or(&Value::Null))).collect();
+                    fresh.update(types, o, &set, true, seq);
+                }
+                None => fresh.delete(o, seq),
+            }
+        }
+        Some(fresh)
+    }
+
+    /// Tail records committed at or before `seq` (their sequence numbers grow with their
+    /// position).
+    pub(crate) fn records_by(&self, seq: u64) -> usize {
+        let len = self.tail.len.load(Ordering::Acquire) as usize;
+        super::partition(len, |x| self.tail.seq(x) <= seq)
     }
 
     /// Bytes of the keys of the range's base records.
