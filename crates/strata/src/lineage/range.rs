@@ -526,11 +526,29 @@ impl Range {
                 out.push((s, o, self.read_row(types, o, s, None)));
             }
         }
-        for x in 0..self.tail.len.load(Ordering::Acquire) as usize {
+        // One pass forward over the tail records: each row's state is read once, just before
+        // its first change here, and then follows its records (a walk back per change would
+        // cost the square of a hot row's changes).
+        let mut rows: std::collections::HashMap<usize, Option<Cells>> = std::collections::HashMap::new();
+        let len = self.tail.len.load(Ordering::Acquire) as usize;
+        for x in self.records_by(from)..len {
             let m = self.tail.meta(x);
-            if within(m.seq) && m.flags & SNAPSHOT == 0 {
-                out.push((m.seq, m.base, self.read_row(types, m.base, m.seq, None)));
+            if m.seq > to {
+                break;
             }
+            if m.flags & SNAPSHOT != 0 {
+                continue;
+            }
+            let row = rows.entry(m.base).or_insert_with(|| self.read_row(types, m.base, m.seq - 1, None));
+            if m.flags & DELETE != 0 {
+                *row = None;
+            } else {
+                let cells = row.get_or_insert_with(|| vec![None; types.len()]);
+                for c in (0..types.len()).filter(|&c| m.cols & (1 << c) != 0) {
+                    cells[c] = Some(self.tail.value(types[c], c, x));
+                }
+            }
+            out.push((m.seq, m.base, row.clone()));
         }
         out.sort_unstable_by_key(|&(s, ..)| s);
         out
