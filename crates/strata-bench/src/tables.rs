@@ -499,6 +499,8 @@ impl Tables for StrataTables {
                 ("lineage: base bytes", l.base_bytes as f64 / 1e6, "MB"),
                 ("lineage: tail bytes", l.tail_bytes as f64 / 1e6, "MB"),
                 ("lineage: history bytes", l.history_bytes as f64 / 1e6, "MB"),
+                ("lineage: ranges rebased", l.reclaimed_ranges as f64, "ranges"),
+                ("lineage: writers held by rebases", l.reclaim_wait_micros as f64 / 1e3, "ms"),
                 ("lineage: range merges", l.merges as f64, "merges"),
                 ("lineage: tail records merged", l.merged_records as f64, "records"),
             ];

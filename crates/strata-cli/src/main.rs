@@ -447,7 +447,7 @@ fn stats_json(t: &TableStats) -> Json {
         "lineage": t.lineage.as_ref().map(|l| json!({
             "rows": l.rows, "base_bytes": l.base_bytes, "tail_bytes": l.tail_bytes,
             "history_bytes": l.history_bytes, "merge_lag": l.merge_lag, "merges": l.merges, "merged_records": l.merged_records,
-            "reclaimed_ranges": l.reclaimed_ranges,
+            "reclaimed_ranges": l.reclaimed_ranges, "reclaim_wait_micros": l.reclaim_wait_micros,
         })),
         "layout": t.layout,
         "aligned_compaction": t.aligned_compaction,

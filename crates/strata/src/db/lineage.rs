@@ -12,6 +12,15 @@ use crate::lineage::{LineageTable, View};
 use crate::mvcc::snapshot::Snapshot;
 use crate::version::edit::{EditRecord, VersionEdit};
 
+/// Adds the time since its start to a counter when dropped.
+struct CountMicros<'a>(&'a std::sync::atomic::AtomicU64, std::time::Instant);
+
+impl Drop for CountMicros<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(self.1.elapsed().as_micros() as u64, Ordering::Relaxed);
+    }
+}
+
 /// How long an idle merge thread sleeps between looks.
 const MERGE_IDLE: Duration = Duration::from_millis(20);
 
@@ -94,6 +103,7 @@ impl DbInner {
                 continue;
             }
             let reclaimed = self.as_leader(|| {
+                let _waited = CountMicros(&t.counters.reclaim_micros, std::time::Instant::now());
                 let Some(r) = t.view().0.get(i).cloned() else { return false };
                 let cut = cut_now();
                 let Some(fresh) = r.rebased(types, cut) else { return false };

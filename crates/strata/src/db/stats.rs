@@ -131,6 +131,9 @@ pub struct LineageStats {
     /// Ranges rebuilt without their tail records since open (the history no read needs any
     /// more reclaimed).
     pub reclaimed_ranges: u64,
+    /// Microseconds writers waited for those rebases since open (a rebase takes the commit
+    /// leader's turn; merges never do).
+    pub reclaim_wait_micros: u64,
 }
 
 /// One table.
@@ -238,6 +241,7 @@ impl DbInner {
                     merges: l.counters.merges.load(Ordering::Relaxed),
                     merged_records: l.counters.merged_records.load(Ordering::Relaxed),
                     reclaimed_ranges: l.counters.reclaims.load(Ordering::Relaxed),
+                    reclaim_wait_micros: l.counters.reclaim_micros.load(Ordering::Relaxed),
                 }
             });
             tables.push(TableStats {

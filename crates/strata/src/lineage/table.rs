@@ -80,8 +80,10 @@ impl LineageSizes {
 pub(crate) struct Counters {
     pub merges: AtomicU64,
     pub merged_records: AtomicU64,
-    /// Ranges rebuilt without their tail records.
+    /// Ranges rebased past history no read can reach.
     pub reclaims: AtomicU64,
+    /// Microseconds writers were held back by rebases (they take the commit leader's turn).
+    pub reclaim_micros: AtomicU64,
 }
 
 pub(crate) struct LineageTable {
