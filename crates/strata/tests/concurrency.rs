@@ -33,6 +33,11 @@ fn schema() -> Schema {
     .unwrap()
 }
 
+/// How long the stress tests run (`STRATA_STRESS_MS`, default 4000).
+fn stress_ms() -> u64 {
+    std::env::var("STRATA_STRESS_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(4000)
+}
+
 fn check_row(r: &[Value]) {
     match (&r[1], &r[2]) {
         (Value::BigInt(a), Value::BigInt(b)) => assert_eq!(*b, 2 * *a, "row {r:?} breaks b = 2a"),
@@ -123,7 +128,7 @@ fn writers_readers_and_compaction_together() {
     let opts = Options { memtable_size: 64 << 10, l1_max_bytes: 128 << 10, ..tiny_options(Arc::new(OsFs)) };
     let db = Arc::new(Db::open(tmp.path(), opts).unwrap());
     let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
-    let ms: u64 = std::env::var("STRATA_STRESS_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(4000);
+    let ms = stress_ms();
     let stop = Arc::new(AtomicBool::new(false));
     let (ops, checks) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let mut hs = Vec::new();
@@ -256,4 +261,63 @@ fn lineage_readers_and_writers_never_wait_for_the_merge() {
     assert_eq!(got, want);
     let l = db.stats().tables[0].lineage.clone().unwrap();
     assert!(l.merges > 0 && l.merged_records > 0, "{l:?}");
+}
+
+/// Reads without a snapshot while the merge thread rebases ranges under them: a writer sets
+/// `a` of every row to the round number, in key order, round after round; every scan must see
+/// one point in time, so `a` in key order is a run of the newer round followed by a run of the
+/// one before (a range rebased past the scan's point would show a later round out of place).
+#[test]
+fn lineage_reads_without_snapshots_during_rebases_see_one_point() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(tmp.path(), tiny_options(Arc::new(OsFs))).unwrap());
+    let t = db.create_table("t", schema(), TableOptions::engine(strata::Engine::Lineage)).unwrap();
+    let rows = 512i64;
+    for i in 0..rows {
+        t.insert(&[Value::BigInt(i), Value::BigInt(0), Value::BigInt(0), Value::Null]).unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let scans = Arc::new(AtomicU64::new(0));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (t, stop, scans) = (db.table("t").unwrap(), stop.clone(), scans.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let got: Vec<i64> = t
+                        .scan(&KeyRange::all(), &Projection::All, &ReadOptions::default())
+                        .unwrap()
+                        .map(|r| {
+                            let r = r.unwrap();
+                            check_row(&r);
+                            if let Value::BigInt(a) = r[1] {
+                                a
+                            } else {
+                                -1
+                            }
+                        })
+                        .collect();
+                    assert_eq!(got.len(), rows as usize);
+                    let (first, last) = (got[0], got[got.len() - 1]);
+                    assert!(first == last || first == last + 1, "rounds {first} and {last} in one scan");
+                    let cut = got.iter().position(|&a| a != first).unwrap_or(got.len());
+                    assert!(got[cut..].iter().all(|&a| a == last), "a scan mixes points in time: {got:?}");
+                    scans.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_millis(stress_ms().min(3000));
+    let mut round = 0;
+    while Instant::now() < deadline || db.stats().tables[0].lineage.as_ref().unwrap().reclaimed_ranges < 8 {
+        round += 1;
+        for i in 0..rows {
+            t.update(&[Value::BigInt(i)], &[("a", Value::BigInt(round)), ("b", Value::BigInt(2 * round))]).unwrap();
+        }
+        assert!(round < 100_000, "no range was rebased");
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert!(scans.load(Ordering::Relaxed) > 10);
 }

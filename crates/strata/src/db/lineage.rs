@@ -31,14 +31,22 @@ impl DbInner {
     }
 
     /// The sequence number a read of lineage table `t` with `ropts` reads at, and the table's
-    /// ranges it reads. Without a snapshot the two are taken atomically with respect to a
-    /// range's rebuild ([`DbInner::reclaim_history`]), so the read never meets a range rebuilt
-    /// without history it needs; a snapshot's own registration protects it.
+    /// ranges it reads, which all answer at that sequence number: a snapshot's registration
+    /// keeps its ranges from being rebased past it ([`DbInner::reclaim_history`]); without one,
+    /// a list holding a range rebased past the visible sequence number read first is taken
+    /// again with a newer one (a rebase's cut is never above the visible sequence number, so
+    /// the second try holds).
     pub(crate) fn lineage_read_point(&self, t: &LineageTable, ropts: &ReadOptions<'_>) -> Result<(u64, Arc<View>)> {
         self.check_open()?;
-        match self.snapshot_seq(ropts)? {
-            Some(seq) => Ok((seq, t.view())),
-            None => Ok(self.snapshots.with_visible(|seq| (seq, t.view()))),
+        if let Some(seq) = self.snapshot_seq(ropts)? {
+            return Ok((seq, t.view()));
+        }
+        loop {
+            let seq = self.snapshots.visible();
+            let view = t.view();
+            if view.floor() <= seq {
+                return Ok((seq, view));
+            }
         }
     }
 
@@ -111,10 +119,10 @@ impl DbInner {
                     let allowed = oldest.is_none_or(|o| o >= cut);
                     if allowed {
                         // No snapshot older than the new range can be taken from now on, and
-                        // a read without one takes its sequence number and the ranges under
-                        // this same lock: it reads at `cut` or later, or the old range.
+                        // a read without one checks the list's floor against its sequence
+                        // number: it reads at `cut` or later, or the old range.
                         self.snapshots.raise_floor(cut);
-                        t.replace(i, fresh);
+                        t.replace(i, fresh, cut);
                     }
                     allowed
                 })

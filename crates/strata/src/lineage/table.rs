@@ -31,9 +31,15 @@ struct Writer {
 }
 
 /// A table's ranges as a reader sees them ([`LineageTable::view`]).
-pub(crate) struct View(pub Vec<Arc<Range>>);
+pub(crate) struct View(pub Vec<Arc<Range>>, u64);
 
 impl View {
+    /// The oldest sequence number every range here answers: the newest cut any of them was
+    /// rebased at ([`LineageTable::replace`]).
+    pub(crate) fn floor(&self) -> u64 {
+        self.1
+    }
+
     /// The range and offset of a RID.
     pub(crate) fn locate(&self, rid: u64, cap: usize) -> Option<(&Arc<Range>, usize)> {
         let cap = cap as u64;
@@ -114,7 +120,7 @@ impl LineageTable {
             range_cap,
             index: SkipMap::new(),
             by_key: papaya::HashMap::with_hasher(Xxh3Builder::new()),
-            view: ArcSwap::from_pointee(View(Vec::new())),
+            view: ArcSwap::from_pointee(View(Vec::new(), 0)),
             writer: Mutex::new(Writer::default()),
             unsorted_since: AtomicU64::new(u64::MAX),
             counters: Counters::default(),
@@ -133,14 +139,16 @@ impl LineageTable {
         self.view.load().0.get(i).cloned()
     }
 
-    /// Puts `fresh` in place of range `i`: readers that took the list before keep the old
-    /// range. Writer only (the commit leader's turn, so nothing is appended meanwhile).
-    pub(crate) fn replace(&self, i: usize, fresh: Range) {
-        let mut next = self.view.load().0.clone();
+    /// Puts `fresh`, rebased at `cut`, in place of range `i`: readers that took the list before
+    /// keep the old range. Writer only (the commit leader's turn, so nothing is appended
+    /// meanwhile).
+    pub(crate) fn replace(&self, i: usize, fresh: Range, cut: u64) {
+        let old = self.view.load();
+        let mut next = old.0.clone();
         if let Some(slot) = next.get_mut(i) {
             *slot = Arc::new(fresh);
         }
-        self.view.store(Arc::new(View(next)));
+        self.view.store(Arc::new(View(next, old.1.max(cut))));
     }
 
     /// Whether RID order is key order among the rows inserted at or before `seq`.
@@ -203,9 +211,10 @@ impl LineageTable {
             (Some(open), o) if o != 0 => open.clone(),
             _ => {
                 let (r, open) = Range::new(self.range_cap, &self.info.value_types);
-                let mut next = self.view.load().0.clone();
+                let old = self.view.load();
+                let mut next = old.0.clone();
                 next.push(Arc::new(r));
-                self.view.store(Arc::new(View(next)));
+                self.view.store(Arc::new(View(next, old.1)));
                 w.open = Some(open.clone());
                 open
             }
