@@ -128,8 +128,7 @@ pub struct LineageStats {
     pub merges: u64,
     /// Tail records folded into base pages since open.
     pub merged_records: u64,
-    /// Ranges rebuilt without their tail records since open (the history no read needs any
-    /// more reclaimed).
+    /// Ranges rebased since open (their tail records no read can reach any more dropped).
     pub reclaimed_ranges: u64,
     /// Microseconds writers waited for those rebases since open (a rebase takes the commit
     /// leader's turn; merges never do).

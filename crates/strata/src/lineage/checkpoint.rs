@@ -31,7 +31,7 @@ const ROWS_PER_RECORD: usize = 1024;
 /// Writes the rows of `tables` as of `from`, then every change after it up to `seq`, to `file`
 /// and syncs it (`from == seq`: the rows at `seq` only). Reads like any snapshot read, so
 /// writers and the merge go on meanwhile; the caller holds a snapshot at `from` or older, so
-/// no range is rebuilt without the history it reads. Returns the rows written.
+/// no range is rebased past the history it reads. Returns the rows written.
 pub(crate) fn write(file: &mut dyn WritableFile, tables: &[Arc<LineageTable>], from: u64, seq: u64) -> Result<u64> {
     file.append(&file_header(CHECKPOINT_MAGIC))?;
     let mut framed = Vec::new();

@@ -187,7 +187,7 @@ pub(crate) struct Range {
     pub key_arrays: OnceLock<Vec<ArrayRef>>,
     /// The tail length the merge thread saw last (merge thread only).
     pub merge_seen: AtomicU32,
-    /// In a range rebuilt without its tail records: the records deleted then, which no tail
+    /// In a rebased range ([`Range::rebased`]): the records deleted at the cut, which no tail
     /// record says any more (reads older than a later merge's pages need it).
     base_deleted: Option<BooleanBuffer>,
 }
@@ -421,7 +421,7 @@ impl Range {
     }
 
     /// Whether base record `o` exists at `seq`: its newest visible tail record, `t`, decides;
-    /// without one, whether it was deleted when the range was rebuilt.
+    /// without one, whether it was deleted at the cut the range was rebased at.
     #[inline]
     pub(crate) fn exists_at(&self, o: usize, t: u32, seq: u64) -> bool {
         self.start.load(o) <= seq
@@ -431,8 +431,8 @@ impl Range {
             }
     }
 
-    /// Whether base record `o` was deleted before every tail record: only in a range rebuilt
-    /// without its tail records ([`Range::reclaimed`]), which keeps the deletes it folded in.
+    /// Whether base record `o` was deleted before every tail record: only in a rebased range
+    /// ([`Range::rebased`]), which keeps the deletes at its cut.
     #[inline]
     fn deleted_at_base(&self, o: usize) -> bool {
         self.base_deleted.as_ref().is_some_and(|d| d.value(o))

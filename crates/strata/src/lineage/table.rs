@@ -100,7 +100,7 @@ pub(crate) struct LineageTable {
     /// The same entries hashed, for point reads and writes (a lookup costs a hash and a probe
     /// or two, not a skiplist walk of key comparisons).
     by_key: papaya::HashMap<Box<[u8]>, u64, Xxh3Builder>,
-    /// The ranges, swapped as one list when the writer adds one or a range is rebuilt without
+    /// The ranges, swapped as one list when the writer adds one or a range is rebased without
     /// its history ([`LineageTable::replace`]); a reader takes the list with its sequence
     /// number ([`View`]).
     view: ArcSwap<View>,
@@ -129,7 +129,7 @@ impl LineageTable {
     }
 
     /// The ranges now. A reader takes it together with its sequence number (see
-    /// [`crate::db`]'s lineage read point), so it never meets a range rebuilt after it.
+    /// [`crate::db`]'s lineage read point), so it never meets a range rebased past it.
     pub(crate) fn view(&self) -> Arc<View> {
         self.view.load_full()
     }
