@@ -51,6 +51,21 @@ pub(crate) fn runs(systems: &[String], variants: &[String]) -> Vec<(String, Stri
     runs
 }
 
+/// Ends one run of `system` (`variant`, `config`): the store's counters go into `results`, the
+/// store closes and the run's data directory under `out` is removed.
+pub(crate) fn finish_run(
+    results: &mut Results,
+    (system, variant, config): (&str, &str, &str),
+    store: Box<dyn crate::tables::Tables>,
+    out: &std::path::Path,
+) {
+    for (name, value, unit) in store.counters() {
+        results.add_variant(system, variant, config, name, value, unit);
+    }
+    drop(store);
+    let _ = std::fs::remove_dir_all(out.join("data"));
+}
+
 /// Loads rows `0..n` (`row(i)`) into `store` in batches of 1,000 with a progress bar, then lets
 /// it settle; returns rows per second.
 pub(crate) fn load_rows(

@@ -444,11 +444,7 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
         add(&mut results, "Q2a-Q4 total time", query_secs, "s");
         add(&mut results, "phase wall time", phase.secs, "s");
         // Counted since the store opened: the guard's two scans and the phase's.
-        for (name, value, unit) in store.counters() {
-            add(&mut results, name, value, unit);
-        }
-        drop(store);
-        let _ = std::fs::remove_dir_all(c.out.join("data"));
+        crate::harness::finish_run(&mut results, (system, variant, &config), store, &c.out);
     }
     results.finish(&c.out)
 }

@@ -307,11 +307,7 @@ pub(crate) fn lstore(a: &LstoreArgs) -> Result<(), String> {
                 );
             }
         }
-        for (name, value, unit) in store.counters() {
-            add(&mut results, name, value, unit);
-        }
-        drop(store);
-        let _ = std::fs::remove_dir_all(c.out.join("data"));
+        crate::harness::finish_run(&mut results, (system, variant, &config), store, &c.out);
     }
     results.finish(&c.out)
 }

@@ -21,6 +21,10 @@ impl Drop for CountMicros<'_> {
     }
 }
 
+/// How often the merge thread measures the lineage tables' memory (see
+/// [`super::Options::lineage_memory_budget`]).
+const MEASURE_EVERY: Duration = Duration::from_millis(50);
+
 /// How long an idle merge thread sleeps between looks.
 const MERGE_IDLE: Duration = Duration::from_millis(20);
 
@@ -54,6 +58,7 @@ impl DbInner {
     /// while readers and writers go on (they take no lock the merge holds).
     pub(crate) fn merge_loop(&self) {
         let mut idle = false;
+        let mut measured = std::time::Instant::now();
         loop {
             {
                 let mut bg = self.bg.lock();
@@ -76,9 +81,12 @@ impl DbInner {
             for t in &tables {
                 self.reclaim_history(t);
             }
-            // Measure what the tables hold (writes between this and the store are estimated).
-            let held = tables.iter().map(|t| t.sizes().bytes()).sum();
-            self.lineage_mem.store(held, Ordering::Relaxed);
+            // Measure what the tables hold now and then (writes in between are estimated).
+            if measured.elapsed() >= MEASURE_EVERY {
+                let held = tables.iter().map(|t| t.sizes().bytes()).sum();
+                self.lineage_mem.store(held, Ordering::Relaxed);
+                measured = std::time::Instant::now();
+            }
             if self.lineage_wal_bytes.load(Ordering::Relaxed) >= self.opts.lineage_checkpoint_bytes
                 && self.check_writable().is_ok()
             {
@@ -101,9 +109,10 @@ impl DbInner {
         let types = &t.info.value_types;
         let cut_now =
             || self.snapshots.with_oldest(|visible, oldest| horizon.min(oldest.unwrap_or(visible)).min(visible));
+        // A first look with one cut for the whole pass (cuts only grow); each rebase takes its own.
+        let cut = cut_now();
         let view = t.view();
         for (i, r) in view.0.iter().enumerate() {
-            let cut = cut_now();
             let records = r.tail.len.load(Ordering::Acquire) as usize;
             let old = r.records_by(cut);
             let full = r.len.load(Ordering::Acquire) as usize == r.cap;
@@ -163,10 +172,10 @@ impl DbInner {
                 _ => self.history_horizon().max(self.snapshots.floor()).min(seq),
             };
             let (from, pin) = match Snapshot::at(self.snapshots.clone(), from) {
-                Ok(pin) => (from, pin),
+                Some(pin) => (from, pin),
                 // Cannot happen (the floor never passes the visible sequence number); without
                 // the pin the checkpoint goes without history.
-                Err(_) => (seq, Snapshot::new(self.snapshots.clone())),
+                None => (seq, Snapshot::new(self.snapshots.clone())),
             };
             Ok((seq, from, pin, wal, lsm_idle))
         })?;

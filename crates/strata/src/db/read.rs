@@ -94,7 +94,7 @@ impl DbInner {
             AsOf::Seq(seq) => format!("sequence {seq}"),
             AsOf::Time(t) => format!("{} (sequence {seq})", rfc3339(t)),
         };
-        Snapshot::at(self.snapshots.clone(), seq).map_err(|_| self.outside_history(&what))
+        Snapshot::at(self.snapshots.clone(), seq).ok_or_else(|| self.outside_history(&what))
     }
 
     fn outside_history(&self, what: &str) -> Error {

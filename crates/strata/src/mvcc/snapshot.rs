@@ -47,16 +47,15 @@ impl SnapshotList {
         self.floor.fetch_max(seq, Ordering::AcqRel);
     }
 
-    /// Registers a snapshot at `seq` if every version it needs is still kept; otherwise
-    /// returns the range of sequence numbers that can be read, `(floor, visible)`.
-    fn acquire_at(&self, seq: u64) -> Result<(), (u64, u64)> {
+    /// Registers a snapshot at `seq` if every version it needs is still kept (`seq` between the
+    /// floor and the visible sequence number).
+    fn acquire_at(&self, seq: u64) -> bool {
         let mut live = self.live.lock();
-        let (floor, visible) = (self.floor.load(Ordering::Acquire), self.visible());
-        if seq < floor || seq > visible {
-            return Err((floor, visible));
+        if seq < self.floor() || seq > self.visible() {
+            return false;
         }
         *live.entry(seq).or_insert(0) += 1;
-        Ok(())
+        true
     }
 
     fn acquire(&self) -> u64 {
@@ -103,11 +102,9 @@ impl Snapshot {
         Snapshot { seq, list }
     }
 
-    /// A snapshot at an earlier sequence number, if the versions it needs are still kept:
-    /// `Err((oldest readable, newest))` otherwise.
-    pub(crate) fn at(list: Arc<SnapshotList>, seq: u64) -> Result<Self, (u64, u64)> {
-        list.acquire_at(seq)?;
-        Ok(Snapshot { seq, list })
+    /// A snapshot at an earlier sequence number, if the versions it needs are still kept.
+    pub(crate) fn at(list: Arc<SnapshotList>, seq: u64) -> Option<Self> {
+        list.acquire_at(seq).then_some(Snapshot { seq, list })
     }
 
     /// The sequence number this snapshot reads at.
