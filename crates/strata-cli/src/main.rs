@@ -6,6 +6,7 @@ mod expr;
 mod json;
 mod load;
 mod schema_sql;
+mod sql;
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -66,6 +67,17 @@ enum Cmd {
         /// `lineage` (in memory, for tables updated in place at high rates while scanned).
         #[arg(long, default_value = "lsm", value_parser = ["lsm", "lineage"])]
         engine: String,
+    },
+    /// Run SQL: `-c "SELECT ..."` runs statements and exits, SQL on stdin runs as a script, and
+    /// with neither an interactive shell starts (history, multi-line statements, timing). A
+    /// failed statement prints its error and exits non-zero; statements before it stay applied.
+    Sql {
+        /// Statements to run (separated by `;`).
+        #[arg(short = 'c', long = "command")]
+        command: Option<String>,
+        /// Output format: aligned table, CSV with a header, or one JSON object per row.
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
     },
     /// Drop a table and its data.
     DropTable {
@@ -290,6 +302,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 println!("created table {name}; layout {layout}");
             }
         }
+        Cmd::Sql { command, format } => return sql::run(db, command, format),
         Cmd::DropTable { name } => {
             db.drop_table(&name)?;
             println!("dropped table {name}");

@@ -687,3 +687,66 @@ fn as_of_reads_in_later_processes_on_both_engines() {
     let (okay, _, err) = run(&["get", "g", "1", "--as-of", &points[0].1]);
     assert!(!okay && err.contains("readable sequence numbers"), "{err}");
 }
+
+#[test]
+fn sql_runs_statements_prints_formats_and_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (ok_, out, err) = run_cli(
+        &db,
+        &[
+            "sql",
+            "-c",
+            "CREATE TABLE t (id BIGINT PRIMARY KEY, n INT, s TEXT) WITH (layout = 'L1-: column'); \
+             INSERT INTO t VALUES (1, 10, 'a'), (2, NULL, 'b'), (3, 30, NULL); UPDATE t SET n = 20 WHERE id = 2",
+        ],
+    );
+    assert!(ok_, "{err}");
+    assert_eq!(out, "CREATE TABLE\nINSERT 0 3\nUPDATE 1\n");
+
+    // JSON: one object per row, keyed by the result's column names in order, NULL as null.
+    let (ok_, out, err) = run_cli(&db, &["sql", "--format", "json", "-c", "SELECT s, id AS k FROM t ORDER BY id"]);
+    assert!(ok_, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines, vec![r#"{"s":"a","k":1}"#, r#"{"s":"b","k":2}"#, r#"{"s":null,"k":3}"#]);
+
+    let (ok_, out, _) =
+        run_cli(&db, &["sql", "--format", "csv", "-c", "SELECT id, n FROM t WHERE n >= 20 ORDER BY id"]);
+    assert!(ok_);
+    assert_eq!(out, "id,n\n2,20\n3,30\n");
+
+    let (ok_, out, _) = run_cli(&db, &["sql", "-c", "SELECT count(*) AS c FROM t"]);
+    assert!(ok_);
+    assert!(out.contains("| c |") && out.contains("| 3 |") && out.ends_with("(1 row)\n"), "{out}");
+
+    // A failing statement: an error message with its SQLSTATE, a non-zero exit, nothing applied
+    // by it; the statements before it stay applied.
+    let (ok_, _, err) = run_cli(
+        &db,
+        &["sql", "-c", "INSERT INTO t VALUES (4, 40, 'd'); INSERT INTO t VALUES (5, 50, 'e'), (1, 0, 'dup')"],
+    );
+    assert!(!ok_);
+    assert!(err.contains("duplicate key (1)") && err.contains("23505"), "{err}");
+    let (_, out, _) = run_cli(&db, &["sql", "--format", "csv", "-c", "SELECT id FROM t ORDER BY id"]);
+    assert_eq!(out, "id\n1\n2\n3\n4\n");
+    let (ok_, _, err) = run_cli(&db, &["sql", "-c", "SELEC 1"]);
+    assert!(!ok_ && err.contains("42601"), "{err}");
+
+    // A script on stdin.
+    let mut child = strata(&db)
+        .args(["sql", "--format", "csv"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"DELETE FROM t WHERE id > 2;\nSELECT sum(n) AS total\n  FROM t;\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "total\n30\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "DELETE 2\n");
+
+    // Tables made through SQL are ordinary strata tables.
+    let (ok_, out, _) = run_cli(&db, &["get", "t", "2"]);
+    assert!(ok_ && out.contains("20"), "{out}");
+}

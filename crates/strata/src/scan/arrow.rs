@@ -26,7 +26,7 @@ compile_error!(
 );
 
 /// The Arrow type a column of `ty` is returned as.
-pub(crate) fn arrow_type(ty: ColumnType) -> DataType {
+pub fn arrow_type(ty: ColumnType) -> DataType {
     match ty {
         ColumnType::BigInt => DataType::Int64,
         ColumnType::Int => DataType::Int32,
@@ -40,8 +40,9 @@ pub(crate) fn arrow_type(ty: ColumnType) -> DataType {
     }
 }
 
-/// The Arrow schema of rows made of schema columns `cols`.
-pub(crate) fn row_schema(schema: &Schema, cols: &[usize]) -> SchemaRef {
+/// The Arrow schema of rows made of schema columns `cols` (by schema index), as scans return
+/// them.
+pub fn row_schema(schema: &Schema, cols: &[usize]) -> SchemaRef {
     let fields: Vec<Field> = cols
         .iter()
         .map(|&c| {
@@ -263,6 +264,34 @@ pub fn value_at(a: &dyn arrow_array::Array, i: usize) -> Value {
         DataType::Binary => Value::Bytea(a.as_binary::<i32>().value(i).to_vec()),
         _ => Value::Null,
     }
+}
+
+/// A record batch of `rows`, each holding the values of schema columns `cols` (by schema index),
+/// as a scan returning those columns would; a value of another type than its column's is an
+/// error.
+pub fn rows_batch(schema: &Schema, cols: &[usize], rows: &[Vec<Value>]) -> Result<arrow_array::RecordBatch> {
+    let arrow_schema = row_schema(schema, cols);
+    let mut builders: Vec<ValuesBuilder> = cols.iter().map(|&c| ValuesBuilder::new(schema.columns()[c].ty)).collect();
+    for row in rows {
+        if row.len() != cols.len() {
+            return Err(Error::InvalidArgument(format!("a row of {} values for {} columns", row.len(), cols.len())));
+        }
+        for ((b, v), &c) in builders.iter_mut().zip(row).zip(cols) {
+            let col = &schema.columns()[c];
+            if !v.is_null() && !v.has_type(col.ty) {
+                return Err(Error::InvalidArgument(format!(
+                    "column {} is {}, not {}",
+                    col.name,
+                    col.ty.name(),
+                    v.type_name()
+                )));
+            }
+            b.push(v);
+        }
+    }
+    let arrays = builders.iter_mut().map(ValuesBuilder::finish).collect();
+    let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows.len()));
+    arrow_array::RecordBatch::try_new_with_options(arrow_schema, arrays, &opts).map_err(arrow_err)
 }
 
 /// An array of `n` copies of `v` (a literal for the comparison kernels, or an aggregate result).

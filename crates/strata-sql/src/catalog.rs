@@ -1,0 +1,61 @@
+//! The database's tables as DataFusion's schema `strata.public`. Tables are looked up in the
+//! database on every statement, so tables created or dropped by other sessions (or through the
+//! Rust API) are seen at once; DDL goes through [`crate::ddl`], not through this provider.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::catalog::SchemaProvider;
+use datafusion::common::{exec_err, Result as DfResult};
+use datafusion::datasource::TableProvider;
+use strata::Db;
+
+use crate::table::StrataTable;
+
+/// The catalog and schema names tables resolve in (`strata.public.t`, or plain `t`).
+pub const CATALOG: &str = "strata";
+/// See [`CATALOG`].
+pub const SCHEMA: &str = "public";
+
+pub(crate) struct StrataSchema {
+    db: Arc<Db>,
+}
+
+impl std::fmt::Debug for StrataSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StrataSchema").finish_non_exhaustive()
+    }
+}
+
+impl StrataSchema {
+    pub(crate) fn new(db: Arc<Db>) -> Self {
+        StrataSchema { db }
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for StrataSchema {
+    fn table_names(&self) -> Vec<String> {
+        self.db.table_names()
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        match self.db.table(name) {
+            Ok(t) => Ok(Some(Arc::new(StrataTable::new(t)))),
+            Err(strata::Error::UnknownTable(_)) => Ok(None),
+            Err(e) => Err(crate::error::external(e)),
+        }
+    }
+
+    fn register_table(&self, name: String, _table: Arc<dyn TableProvider>) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        exec_err!("cannot register `{name}`: strata tables are created with CREATE TABLE")
+    }
+
+    fn deregister_table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        exec_err!("cannot deregister `{name}`: strata tables are dropped with DROP TABLE")
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.db.table(name).is_ok()
+    }
+}

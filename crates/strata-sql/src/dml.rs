@@ -1,0 +1,241 @@
+//! INSERT, UPDATE and DELETE. Each runs the statement's input plan (the rows to insert, or the
+//! target rows with their new values) as a query at the statement's snapshot, then commits every
+//! change in one `WriteBatch`: a statement applies entirely or not at all.
+//!
+//! Running the input plan, rather than taking the filters DataFusion hands a table provider's
+//! `delete_from`/`update`, is what makes `WHERE x IN (SELECT ...)`, `EXISTS` and `WHERE false`
+//! right: DataFusion 55 plans those as semi-joins or an empty relation and passes no filters at
+//! all (apache/datafusion#24654), which would mean every row.
+//!
+//! An UPDATE writes only the assigned columns (a partial update); one that changes a primary key
+//! deletes the old row and inserts the new one. INSERT refuses a key already present, as SQL's
+//! primary key constraint does (`REPLACE INTO` overwrites instead).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::Column;
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, LogicalPlanBuilder, WriteOp};
+use strata::scan::value_at;
+use strata::{Db, ReadOptions, Table, Value, WriteBatch, WriteOptions};
+
+use crate::error::{ErrorKind, SqlError};
+
+/// What a DML statement did: its command tag and the rows it touched.
+pub(crate) struct Done {
+    pub tag: &'static str,
+    pub rows: u64,
+}
+
+async fn run(state: &SessionState, plan: LogicalPlan) -> Result<Vec<RecordBatch>, SqlError> {
+    let physical = state.create_physical_plan(&plan).await?;
+    Ok(datafusion::physical_plan::collect(physical, state.task_ctx()).await?)
+}
+
+fn rows(batches: &[RecordBatch]) -> impl Iterator<Item = Vec<Value>> + '_ {
+    batches.iter().flat_map(|b| (0..b.num_rows()).map(move |i| b.columns().iter().map(|a| value_at(a, i)).collect()))
+}
+
+/// A key as a set member (values are not `Hash`: floats compare by bits).
+fn key_id(key: &[Value]) -> String {
+    format!("{key:?}")
+}
+
+fn key_of(table: &Table, row: &[Value]) -> Vec<Value> {
+    table.schema().primary_key().iter().map(|&k| row[k].clone()).collect()
+}
+
+fn exists(table: &Table, key: &[Value]) -> Result<bool, SqlError> {
+    let names: Vec<&str> =
+        table.schema().primary_key().iter().map(|&k| table.schema().columns()[k].name.as_str()).collect();
+    let projection = table.projection(&names)?;
+    Ok(table.get(key, &projection, &ReadOptions::default())?.is_some())
+}
+
+fn duplicate(table: &Table, key: &[Value]) -> SqlError {
+    SqlError::new(
+        ErrorKind::UniqueViolation,
+        format!("duplicate key {} in table {}", crate::display_key(key), table.name()),
+    )
+}
+
+async fn commit(db: &Arc<Db>, batch: WriteBatch) -> Result<(), SqlError> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let db = db.clone();
+    tokio::task::spawn_blocking(move || db.write(batch, &WriteOptions::default()))
+        .await
+        .map_err(|e| SqlError::new(ErrorKind::Internal, format!("write task failed: {e}")))??;
+    Ok(())
+}
+
+/// Runs a planned DML statement (the caller holds the write lock and set the snapshot).
+pub(crate) async fn execute(db: &Arc<Db>, state: &SessionState, dml: &DmlStatement) -> Result<Done, SqlError> {
+    let table = db.table(dml.table_name.table())?;
+    match &dml.op {
+        WriteOp::Insert(op @ (InsertOp::Append | InsertOp::Replace)) => {
+            insert(db, state, &table, dml, *op == InsertOp::Replace).await
+        }
+        WriteOp::Insert(InsertOp::Overwrite) => Err(SqlError::unsupported("INSERT OVERWRITE")),
+        WriteOp::Delete => {
+            let n = delete(db, state, &table, dml, dml.input.as_ref().clone()).await?;
+            Ok(Done { tag: "DELETE", rows: n })
+        }
+        WriteOp::Truncate => {
+            let all = LogicalPlanBuilder::scan(dml.table_name.clone(), dml.target.clone(), None)?.build()?;
+            let n = delete(db, state, &table, dml, all).await?;
+            Ok(Done { tag: "TRUNCATE TABLE", rows: n })
+        }
+        WriteOp::Update => update(db, state, &table, dml).await,
+        other => Err(SqlError::unsupported(format!("{other}"))),
+    }
+}
+
+async fn insert(
+    db: &Arc<Db>,
+    state: &SessionState,
+    table: &Table,
+    dml: &DmlStatement,
+    replace: bool,
+) -> Result<Done, SqlError> {
+    let batches = run(state, dml.input.as_ref().clone()).await?;
+    let mut batch = WriteBatch::new();
+    let mut seen = HashSet::new();
+    let mut n = 0;
+    for row in rows(&batches) {
+        if !replace {
+            let key = key_of(table, &row);
+            if !seen.insert(key_id(&key)) || exists(table, &key)? {
+                return Err(duplicate(table, &key));
+            }
+        }
+        batch.insert(table, &row)?;
+        n += 1;
+    }
+    commit(db, batch).await?;
+    Ok(Done { tag: "INSERT", rows: n })
+}
+
+/// Deletes the rows `input` produces (rows of the target table, possibly narrowed by joins).
+async fn delete(
+    db: &Arc<Db>,
+    state: &SessionState,
+    table: &Table,
+    dml: &DmlStatement,
+    input: LogicalPlan,
+) -> Result<u64, SqlError> {
+    let keys: Vec<Expr> = table
+        .schema()
+        .primary_key()
+        .iter()
+        .map(|&k| Expr::Column(Column::new(Some(dml.table_name.clone()), &table.schema().columns()[k].name)))
+        .collect();
+    let plan = LogicalPlanBuilder::from(input).project(keys)?.build()?;
+    let batches = run(state, plan).await?;
+    let mut batch = WriteBatch::new();
+    let mut seen = HashSet::new();
+    for key in rows(&batches) {
+        if seen.insert(key_id(&key)) {
+            batch.delete(table, &key)?;
+        }
+    }
+    let n = seen.len() as u64;
+    commit(db, batch).await?;
+    Ok(n)
+}
+
+async fn update(db: &Arc<Db>, state: &SessionState, table: &Table, dml: &DmlStatement) -> Result<Done, SqlError> {
+    // DataFusion plans an UPDATE as a projection with one expression per column: the column
+    // itself where it is not assigned, the assigned value (cast to the column type) where it is.
+    let LogicalPlan::Projection(p) = dml.input.as_ref() else {
+        return Err(SqlError::unsupported("this form of UPDATE"));
+    };
+    let schema = table.schema();
+    let columns = schema.columns();
+    if p.expr.len() != columns.len() {
+        return Err(SqlError::unsupported("this form of UPDATE"));
+    }
+    let mut qualifier = None;
+    let assigned: Vec<bool> = p
+        .expr
+        .iter()
+        .zip(columns)
+        .map(|(e, col)| match e.clone().unalias() {
+            Expr::Column(c) if c.name == col.name => {
+                qualifier = qualifier.take().or(c.relation.clone());
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    let key = schema.primary_key();
+    let moves_keys = key.iter().any(|&k| assigned[k]);
+    let qualifier = qualifier.or_else(|| Some(dml.table_name.clone()));
+    // Output: the old key, then the columns written (all of them when the key may change).
+    let written: Vec<usize> = (0..columns.len()).filter(|&c| moves_keys || assigned[c]).collect();
+    let mut exprs: Vec<Expr> = key
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| {
+            Expr::Column(Column::new(qualifier.clone(), &columns[k].name)).alias(format!("__strata_key_{i}"))
+        })
+        .collect();
+    exprs.extend(written.iter().map(|&c| p.expr[c].clone()));
+    let plan = LogicalPlanBuilder::from(p.input.as_ref().clone()).project(exprs)?.build()?;
+    let batches = run(state, plan).await?;
+
+    let mut targets = HashSet::new();
+    let mut changes: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
+    for row in rows(&batches) {
+        let (old, new) = row.split_at(key.len());
+        if !targets.insert(key_id(old)) {
+            return Err(SqlError::invalid(format!(
+                "UPDATE matched row {} of {} more than once",
+                crate::display_key(old),
+                table.name()
+            )));
+        }
+        changes.push((old.to_vec(), new.to_vec()));
+    }
+    let mut batch = WriteBatch::new();
+    if moves_keys {
+        // Rows whose key changes are deleted first and inserted after, so that keys may move
+        // onto keys other rows of the statement vacate.
+        let mut moved = Vec::new();
+        let mut vacated = HashSet::new();
+        for (old, new) in &changes {
+            let new_key = key_of(table, new);
+            if key_id(&new_key) == key_id(old) {
+                let set: Vec<(&str, Value)> = (0..columns.len())
+                    .filter(|&c| assigned[c])
+                    .map(|c| (columns[c].name.as_str(), new[c].clone()))
+                    .collect();
+                batch.update(table, old, &set)?;
+            } else {
+                batch.delete(table, old)?;
+                vacated.insert(key_id(old));
+                moved.push((new_key, new));
+            }
+        }
+        let mut taken = HashSet::new();
+        for (new_key, new) in moved {
+            let id = key_id(&new_key);
+            if !taken.insert(id.clone()) || (!vacated.contains(&id) && exists(table, &new_key)?) {
+                return Err(duplicate(table, &new_key));
+            }
+            batch.insert(table, new)?;
+        }
+    } else {
+        for (old, new) in &changes {
+            let set: Vec<(&str, Value)> =
+                written.iter().zip(new).map(|(&c, v)| (columns[c].name.as_str(), v.clone())).collect();
+            batch.update(table, old, &set)?;
+        }
+    }
+    commit(db, batch).await?;
+    Ok(Done { tag: "UPDATE", rows: changes.len() as u64 })
+}

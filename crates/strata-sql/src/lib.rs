@@ -1,0 +1,218 @@
+//! SQL over a strata database, with DataFusion as the query engine.
+//!
+//! [`SqlEngine`] puts a database's tables in a DataFusion catalog (`strata.public`) and runs
+//! statements against them: queries go through DataFusion's planner with projections, filters
+//! and limits pushed into strata's scans (and primary-key lookups turned into point reads);
+//! `CREATE TABLE`, `DROP TABLE`, `INSERT`, `UPDATE` and `DELETE` change real strata tables, each
+//! statement atomically. `docs/sql.md` lists what is supported.
+//!
+//! ```
+//! # async fn demo() -> Result<(), strata_sql::SqlError> {
+//! let dir = std::env::temp_dir().join(format!("strata-sql-doc-{}", std::process::id()));
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! let db = std::sync::Arc::new(strata::Db::open(&dir, strata::Options::default())?);
+//! let sql = strata_sql::SqlEngine::new(db)?;
+//! sql.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, n INT)").await?;
+//! sql.execute("INSERT INTO t VALUES (1, 10), (2, 20), (3, 30)").await?;
+//! let out = sql.execute("SELECT sum(n) FROM t WHERE id >= 2").await?;
+//! assert_eq!(out[0].rows(), Some(1));
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # Ok(()) }
+//! # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+//! ```
+
+#![deny(missing_docs)]
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod catalog;
+mod ddl;
+mod dml;
+mod error;
+mod filter;
+mod rewrite;
+mod table;
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider};
+use datafusion::execution::context::SessionContext;
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::SessionConfig;
+use datafusion::sql::parser::{DFParser, Statement};
+use datafusion::sql::sqlparser::ast::{ObjectType, Statement as AstStatement};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use strata::{Db, Value};
+
+pub use catalog::{CATALOG, SCHEMA};
+/// The DataFusion this crate runs on (and its Arrow), for callers formatting or building batches.
+pub use datafusion;
+pub use error::{ErrorKind, SqlError};
+
+use table::StatementSnapshot;
+
+/// What one statement returned.
+#[derive(Debug)]
+pub enum Output {
+    /// A query's result.
+    Rows {
+        /// Column names and types.
+        schema: SchemaRef,
+        /// The rows.
+        batches: Vec<RecordBatch>,
+    },
+    /// A command's tag (`INSERT`, `UPDATE`, `DELETE`, `CREATE TABLE`, `DROP TABLE`, ...) and
+    /// the rows it touched.
+    Command {
+        /// The command, as PostgreSQL names it in a command-complete message.
+        tag: &'static str,
+        /// Rows inserted, updated or deleted (0 for DDL).
+        rows: u64,
+    },
+}
+
+impl Output {
+    /// Rows a query returned, `None` for a command.
+    pub fn rows(&self) -> Option<usize> {
+        match self {
+            Output::Rows { batches, .. } => Some(batches.iter().map(RecordBatch::num_rows).sum()),
+            Output::Command { .. } => None,
+        }
+    }
+}
+
+/// SQL over one database. Cheap to clone; clones share the database and serialize their
+/// writing statements, so concurrent sessions each see a statement as applied whole.
+#[derive(Clone)]
+pub struct SqlEngine {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    db: Arc<Db>,
+    /// DataFusion's state with the strata catalog; each statement runs on a copy carrying its
+    /// snapshot.
+    base: SessionState,
+    /// Held by a writing statement from its read of the target rows to its commit.
+    writes: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for SqlEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlEngine").finish_non_exhaustive()
+    }
+}
+
+impl SqlEngine {
+    /// SQL over `db`'s tables.
+    pub fn new(db: Arc<Db>) -> Result<SqlEngine, SqlError> {
+        let config = SessionConfig::new()
+            .with_default_catalog_and_schema(CATALOG, SCHEMA)
+            .with_create_default_catalog_and_schema(false)
+            .with_information_schema(true)
+            .set_str("datafusion.sql_parser.dialect", "PostgreSQL");
+        let ctx = SessionContext::new_with_config(config);
+        let catalog = MemoryCatalogProvider::new();
+        catalog.register_schema(SCHEMA, Arc::new(catalog::StrataSchema::new(db.clone())))?;
+        ctx.register_catalog(CATALOG, Arc::new(catalog));
+        Ok(SqlEngine { shared: Arc::new(Shared { db, base: ctx.state(), writes: tokio::sync::Mutex::new(()) }) })
+    }
+
+    /// The database.
+    pub fn db(&self) -> &Arc<Db> {
+        &self.shared.db
+    }
+
+    /// Parses `sql` into statements (PostgreSQL dialect).
+    pub fn parse(&self, sql: &str) -> Result<Vec<Statement>, SqlError> {
+        Ok(DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {})?.into_iter().collect())
+    }
+
+    /// Runs every statement of `sql` in order and returns their outputs. It stops at the first
+    /// statement that fails; the statements before it stay applied, the failed one changed
+    /// nothing.
+    pub async fn execute(&self, sql: &str) -> Result<Vec<Output>, SqlError> {
+        let mut out = Vec::new();
+        for stmt in self.parse(sql)? {
+            out.push(self.run(&stmt).await?);
+        }
+        Ok(out)
+    }
+
+    /// Runs one parsed statement.
+    pub async fn run(&self, stmt: &Statement) -> Result<Output, SqlError> {
+        let db = &self.shared.db;
+        if let Statement::Statement(ast) = stmt {
+            match ast.as_ref() {
+                AstStatement::CreateTable(ct) => {
+                    let _w = self.shared.writes.lock().await;
+                    ddl::create_table(db, ct)?;
+                    return Ok(Output::Command { tag: "CREATE TABLE", rows: 0 });
+                }
+                AstStatement::Drop { object_type: ObjectType::Table, if_exists, names, .. } => {
+                    let _w = self.shared.writes.lock().await;
+                    ddl::drop_tables(db, names, *if_exists)?;
+                    return Ok(Output::Command { tag: "DROP TABLE", rows: 0 });
+                }
+                AstStatement::StartTransaction { .. } | AstStatement::Commit { .. } | AstStatement::Rollback { .. } => {
+                    return Err(SqlError::unsupported("transactions: each statement commits on its own (autocommit)"));
+                }
+                _ => {}
+            }
+        }
+        if matches!(stmt, Statement::CreateExternalTable(_) | Statement::CopyTo(_)) {
+            return Err(SqlError::unsupported("CREATE EXTERNAL TABLE and COPY"));
+        }
+        let mut stmt = stmt.clone();
+        if let Statement::Statement(ast) = &mut stmt {
+            rewrite::in_lists_without_nulls(ast);
+        }
+        let mut state = self.shared.base.clone();
+        let plan = state.statement_to_plan(stmt.clone()).await?;
+        match &plan {
+            LogicalPlan::Dml(dml) => {
+                let _w = self.shared.writes.lock().await;
+                state.config_mut().set_extension(Arc::new(StatementSnapshot(db.snapshot())));
+                let done = dml::execute(db, &state, dml).await?;
+                Ok(Output::Command { tag: done.tag, rows: done.rows })
+            }
+            LogicalPlan::Ddl(_) | LogicalPlan::Copy(_) | LogicalPlan::Statement(_) => {
+                Err(SqlError::unsupported(format!("statement {}", first_words(&stmt))))
+            }
+            _ => {
+                state.config_mut().set_extension(Arc::new(StatementSnapshot(db.snapshot())));
+                let physical = state.create_physical_plan(&plan).await?;
+                let schema = physical.schema();
+                let batches = datafusion::physical_plan::collect(physical, state.task_ctx()).await?;
+                Ok(Output::Rows { schema, batches })
+            }
+        }
+    }
+}
+
+/// The first words of a statement, to name it in an error.
+fn first_words(stmt: &Statement) -> String {
+    stmt.to_string().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+/// A key as SQL shows it: `(1, 'a')`.
+pub(crate) fn display_key(key: &[Value]) -> String {
+    let parts: Vec<String> = key
+        .iter()
+        .map(|v| match v {
+            Value::Text(s) => format!("'{s}'"),
+            Value::Null => "NULL".into(),
+            Value::BigInt(x) => x.to_string(),
+            Value::Int(x) => x.to_string(),
+            Value::SmallInt(x) => x.to_string(),
+            Value::TinyInt(x) => x.to_string(),
+            Value::Double(x) => x.to_string(),
+            Value::Real(x) => x.to_string(),
+            Value::Boolean(x) => x.to_string(),
+            Value::Bytea(b) => format!("'\\x{}'", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+        })
+        .collect();
+    format!("({})", parts.join(", "))
+}
