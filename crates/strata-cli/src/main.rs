@@ -79,6 +79,29 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
+    /// Serve the database over PostgreSQL's wire protocol (psql, psycopg, pgjdbc, ...) until
+    /// interrupted (Ctrl-C / SIGINT). Loopback only unless --listen-any is given.
+    Serve {
+        /// Address for the PostgreSQL protocol, e.g. 127.0.0.1:5433.
+        #[arg(long, value_name = "ADDR")]
+        pg: std::net::SocketAddr,
+        /// File holding the password (its first line); clients must then authenticate. Without
+        /// it every local connection is accepted.
+        #[arg(long, value_name = "FILE")]
+        password_file: Option<PathBuf>,
+        /// The user clients log in as.
+        #[arg(long, default_value = "strata")]
+        user: String,
+        /// Password check: scram (SCRAM-SHA-256) or md5.
+        #[arg(long, default_value = "scram", value_parser = ["scram", "md5"])]
+        auth: String,
+        /// Listen on a non-loopback address (requires --password-file).
+        #[arg(long)]
+        listen_any: bool,
+        /// Connections served at once; more are refused.
+        #[arg(long, default_value_t = 64)]
+        max_connections: usize,
+    },
     /// Drop a table and its data.
     DropTable {
         /// Table name.
@@ -303,6 +326,25 @@ fn run(cli: Cli) -> Result<(), CliError> {
             }
         }
         Cmd::Sql { command, format } => return sql::run(db, command, format),
+        Cmd::Serve { pg, password_file, user, auth, listen_any, max_connections } => {
+            let password = match password_file {
+                None => None,
+                Some(f) => Some(sql::read_password(&f)?),
+            };
+            if listen_any && password.is_none() {
+                return Err(CliError::new(
+                    "bad_request",
+                    "--listen-any needs --password-file: other hosts must not reach the database unauthenticated",
+                ));
+            }
+            let mut config = strata_pg::Config::new(pg);
+            config.allow_remote = listen_any;
+            config.user = user;
+            config.password = password;
+            config.auth = if auth == "md5" { strata_pg::AuthMethod::Md5 } else { strata_pg::AuthMethod::Scram };
+            config.max_connections = max_connections.max(1);
+            return sql::serve(db, config);
+        }
         Cmd::DropTable { name } => {
             db.drop_table(&name)?;
             println!("dropped table {name}");

@@ -109,6 +109,49 @@ pub fn run(db: Db, command: Option<String>, format: Format) -> Result<(), CliErr
     result
 }
 
+/// The password in `path`: its first line, which must not be empty.
+pub fn read_password(path: &std::path::Path) -> Result<String, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::new("io_error", format!("reading the password file {}: {e}", path.display())))?;
+    let line = text.lines().next().unwrap_or("").trim_end_matches('\r');
+    if line.is_empty() {
+        return Err(CliError::new("bad_request", format!("the password file {} is empty", path.display())));
+    }
+    Ok(line.to_string())
+}
+
+/// `strata serve --pg ADDR`: serves until Ctrl-C, then closes the database.
+pub fn serve(db: Db, config: strata_pg::Config) -> Result<(), CliError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new("io_error", format!("cannot start the server runtime: {e}")))?;
+    let db = Arc::new(db);
+    let engine = SqlEngine::new(db.clone()).map_err(cli_error)?;
+    let auth = match (&config.password, config.auth) {
+        (None, _) => "no password".to_string(),
+        (Some(_), strata_pg::AuthMethod::Scram) => format!("user {}, SCRAM-SHA-256", config.user),
+        (Some(_), strata_pg::AuthMethod::Md5) => format!("user {}, MD5", config.user),
+    };
+    rt.block_on(async move {
+        let server = strata_pg::Server::bind(engine, config)
+            .await
+            .map_err(|e| CliError::new("io_error", format!("cannot listen: {e}")))?;
+        let addr = server.local_addr().map_err(|e| CliError::new("io_error", e.to_string()))?;
+        eprintln!("strata: serving PostgreSQL protocol on {addr} ({auth}); Ctrl-C stops");
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        server.run(shutdown).await.map_err(|e| CliError::new("io_error", e.to_string()))
+    })?;
+    eprintln!("strata: stopped");
+    drop(rt);
+    match Arc::try_unwrap(db) {
+        Ok(db) => db.close().map_err(CliError::from),
+        Err(_) => Ok(()),
+    }
+}
+
 /// Whether `buf` holds a complete statement: it ends with `;` outside quotes and comments.
 fn complete(buf: &str) -> bool {
     let mut quote: Option<char> = None;

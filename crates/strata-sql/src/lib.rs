@@ -34,9 +34,10 @@ mod table;
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider};
+use datafusion::common::ParamValues;
 use datafusion::execution::context::SessionContext;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::LogicalPlan;
@@ -143,18 +144,17 @@ impl SqlEngine {
 
     /// Runs one parsed statement.
     pub async fn run(&self, stmt: &Statement) -> Result<Output, SqlError> {
-        let db = &self.shared.db;
+        let prepared = self.prepare(stmt).await?;
+        self.execute_prepared(&prepared, None).await
+    }
+
+    /// Plans a statement for running, possibly many times with different parameters (`$1`,
+    /// `$2`, ...): the extended query protocol's prepared statements.
+    pub async fn prepare(&self, stmt: &Statement) -> Result<Prepared, SqlError> {
         if let Statement::Statement(ast) = stmt {
             match ast.as_ref() {
-                AstStatement::CreateTable(ct) => {
-                    let _w = self.shared.writes.lock().await;
-                    ddl::create_table(db, ct)?;
-                    return Ok(Output::Command { tag: "CREATE TABLE", rows: 0 });
-                }
-                AstStatement::Drop { object_type: ObjectType::Table, if_exists, names, .. } => {
-                    let _w = self.shared.writes.lock().await;
-                    ddl::drop_tables(db, names, *if_exists)?;
-                    return Ok(Output::Command { tag: "DROP TABLE", rows: 0 });
+                AstStatement::CreateTable(_) | AstStatement::Drop { object_type: ObjectType::Table, .. } => {
+                    return Ok(Prepared::Ddl(ast.clone()));
                 }
                 AstStatement::StartTransaction { .. } | AstStatement::Commit { .. } | AstStatement::Rollback { .. } => {
                     return Err(SqlError::unsupported("transactions: each statement commits on its own (autocommit)"));
@@ -169,17 +169,45 @@ impl SqlEngine {
         if let Statement::Statement(ast) = &mut stmt {
             rewrite::in_lists_without_nulls(ast);
         }
+        let plan = self.shared.base.statement_to_plan(stmt.clone()).await?;
+        match &plan {
+            LogicalPlan::Ddl(_) | LogicalPlan::Copy(_) | LogicalPlan::Statement(_) => {
+                Err(SqlError::unsupported(format!("statement {}", first_words(&stmt))))
+            }
+            _ => Ok(Prepared::Plan(plan)),
+        }
+    }
+
+    /// Runs a prepared statement, with values for its parameters if it has any.
+    pub async fn execute_prepared(&self, prepared: &Prepared, params: Option<ParamValues>) -> Result<Output, SqlError> {
+        let db = &self.shared.db;
+        let plan = match prepared {
+            Prepared::Ddl(ast) => {
+                let _w = self.shared.writes.lock().await;
+                return match ast.as_ref() {
+                    AstStatement::CreateTable(ct) => {
+                        ddl::create_table(db, ct)?;
+                        Ok(Output::Command { tag: "CREATE TABLE", rows: 0 })
+                    }
+                    AstStatement::Drop { names, if_exists, .. } => {
+                        ddl::drop_tables(db, names, *if_exists)?;
+                        Ok(Output::Command { tag: "DROP TABLE", rows: 0 })
+                    }
+                    other => Err(SqlError::unsupported(format!("statement {other}"))),
+                };
+            }
+            Prepared::Plan(plan) => match params {
+                None => plan.clone(),
+                Some(params) => plan.clone().with_param_values(params)?,
+            },
+        };
         let mut state = self.shared.base.clone();
-        let plan = state.statement_to_plan(stmt.clone()).await?;
         match &plan {
             LogicalPlan::Dml(dml) => {
                 let _w = self.shared.writes.lock().await;
                 state.config_mut().set_extension(Arc::new(StatementSnapshot(db.snapshot())));
                 let done = dml::execute(db, &state, dml).await?;
                 Ok(Output::Command { tag: done.tag, rows: done.rows })
-            }
-            LogicalPlan::Ddl(_) | LogicalPlan::Copy(_) | LogicalPlan::Statement(_) => {
-                Err(SqlError::unsupported(format!("statement {}", first_words(&stmt))))
             }
             _ => {
                 state.config_mut().set_extension(Arc::new(StatementSnapshot(db.snapshot())));
@@ -188,6 +216,48 @@ impl SqlEngine {
                 let batches = datafusion::physical_plan::collect(physical, state.task_ctx()).await?;
                 Ok(Output::Rows { schema, batches })
             }
+        }
+    }
+}
+
+/// A statement ready to run: see [`SqlEngine::prepare`].
+#[derive(Debug, Clone)]
+pub enum Prepared {
+    /// CREATE TABLE or DROP TABLE, run by strata itself.
+    Ddl(Box<AstStatement>),
+    /// A query or DML statement as DataFusion planned it.
+    Plan(LogicalPlan),
+}
+
+impl Prepared {
+    /// The types of the parameters `$1`, `$2`, ... where DataFusion could infer them.
+    pub fn parameter_types(&self) -> Result<Vec<Option<DataType>>, SqlError> {
+        match self {
+            Prepared::Ddl(_) => Ok(Vec::new()),
+            Prepared::Plan(plan) => {
+                let types = plan.get_parameter_types()?;
+                let mut named: Vec<(usize, Option<DataType>)> = types
+                    .into_iter()
+                    .filter_map(|(name, t)| Some((name.trim_start_matches('$').parse::<usize>().ok()?, t)))
+                    .collect();
+                named.sort_by_key(|(i, _)| *i);
+                let n = named.last().map_or(0, |(i, _)| *i);
+                let mut out = vec![None; n];
+                for (i, t) in named {
+                    if i >= 1 {
+                        out[i - 1] = t;
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// The columns a query returns (none for a command).
+    pub fn output_schema(&self) -> Option<SchemaRef> {
+        match self {
+            Prepared::Plan(LogicalPlan::Dml(_)) | Prepared::Ddl(_) => None,
+            Prepared::Plan(plan) => Some(Arc::new(plan.schema().as_arrow().clone())),
         }
     }
 }

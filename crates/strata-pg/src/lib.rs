@@ -1,0 +1,399 @@
+//! A PostgreSQL wire-protocol server (protocol 3.0: simple and extended query) over a strata
+//! database, so psql, psycopg, pgjdbc and other PostgreSQL clients can run SQL on it
+//! ([`strata_sql::SqlEngine`] does the SQL).
+//!
+//! - It listens on a loopback address unless [`Config::allow_remote`] is set.
+//! - With a password configured, a client must authenticate as [`Config::user`] by
+//!   SCRAM-SHA-256 (or MD5, if chosen); without one, every connection is accepted. Any
+//!   database name is accepted.
+//! - Each connection is its own session; at most [`Config::max_connections`] are served at once,
+//!   and one more is refused with SQLSTATE 53300.
+//! - Commands answer with PostgreSQL's tags and row counts (`INSERT 0 3`, `UPDATE 2`,
+//!   `DELETE 1`); errors carry SQLSTATE codes ([`strata_sql::ErrorKind::sqlstate`]).
+//! - A statement runs to its end once started, also when its client goes away: it commits
+//!   whole or not at all, never half.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use arrow_pg::datatypes::df::deserialize_parameters;
+use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch, into_pg_type};
+use async_trait::async_trait;
+use futures::sink::Sink;
+use pgwire::api::auth::md5pass::{hash_md5_password, Md5PasswordAuthStartupHandler};
+use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
+use pgwire::api::auth::sasl::SASLAuthStartupHandler;
+use pgwire::api::auth::{AuthSource, DefaultServerParameterProvider, LoginInfo, Password, StartupHandler};
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use strata_sql::{Output, Prepared, SqlEngine, SqlError};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// How clients prove they know the password.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMethod {
+    /// SCRAM-SHA-256 (PostgreSQL's default since version 14).
+    Scram,
+    /// MD5 (older clients).
+    Md5,
+}
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Accept a non-loopback listen address (otherwise [`Server::bind`] refuses it).
+    pub allow_remote: bool,
+    /// The one user clients log in as.
+    pub user: String,
+    /// The user's password; `None` accepts every connection without authentication.
+    pub password: Option<String>,
+    /// How a password is checked.
+    pub auth: AuthMethod,
+    /// Connections served at once.
+    pub max_connections: usize,
+}
+
+impl Config {
+    /// Loopback on `listen`, user `strata`, no password, SCRAM, 64 connections.
+    pub fn new(listen: SocketAddr) -> Config {
+        Config {
+            listen,
+            allow_remote: false,
+            user: "strata".into(),
+            password: None,
+            auth: AuthMethod::Scram,
+            max_connections: 64,
+        }
+    }
+}
+
+const SCRAM_ITERATIONS: usize = 4096;
+
+/// A bound server; [`Server::run`] serves it.
+pub struct Server {
+    listener: TcpListener,
+    engine: SqlEngine,
+    config: Arc<Config>,
+}
+
+impl Server {
+    /// Binds the listening socket. A non-loopback address without [`Config::allow_remote`] is
+    /// refused.
+    pub async fn bind(engine: SqlEngine, config: Config) -> std::io::Result<Server> {
+        if !config.listen.ip().is_loopback() && !config.allow_remote {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} is not a loopback address; listening on other interfaces needs --listen-any \
+                     (and a password)",
+                    config.listen
+                ),
+            ));
+        }
+        let listener = TcpListener::bind(config.listen).await?;
+        Ok(Server { listener, engine, config: Arc::new(config) })
+    }
+
+    /// The address the server listens on (with the port chosen, if 0 was asked for).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves connections until `shutdown` completes.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+        let slots = Arc::new(Semaphore::new(self.config.max_connections));
+        tokio::pin!(shutdown);
+        loop {
+            let (socket, _) = tokio::select! {
+                accepted = self.listener.accept() => match accepted {
+                    Ok(a) => a,
+                    // A failed accept (a client gone before it was accepted, too many open
+                    // files) ends that connection, not the server.
+                    Err(_) => continue,
+                },
+                () = &mut shutdown => return Ok(()),
+            };
+            let _ = socket.set_nodelay(true);
+            let engine = self.engine.clone();
+            let config = self.config.clone();
+            let slot = slots.clone().try_acquire_owned().ok();
+            tokio::spawn(async move {
+                let startup = match slot {
+                    Some(_) => Startup::for_config(&config),
+                    None => {
+                        Startup::Reject("53300", format!("too many connections (at most {})", config.max_connections))
+                    }
+                };
+                let handlers = Connection {
+                    session: Arc::new(Session { parser: Arc::new(Parser { engine: engine.clone() }), engine }),
+                    startup: Arc::new(startup),
+                };
+                let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
+                drop(slot);
+            });
+        }
+    }
+}
+
+fn error_info(e: &SqlError) -> ErrorInfo {
+    ErrorInfo::new("ERROR".into(), e.kind.sqlstate().into(), e.message.clone())
+}
+
+fn user_error(e: SqlError) -> PgWireError {
+    PgWireError::UserError(Box::new(error_info(&e)))
+}
+
+/// The password check: the configured user and password, nothing else.
+#[derive(Debug)]
+struct Credentials {
+    user: String,
+    password: String,
+    method: AuthMethod,
+}
+
+#[async_trait]
+impl AuthSource for Credentials {
+    async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
+        let user = login.user().unwrap_or_default();
+        if user != self.user {
+            return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                "FATAL".into(),
+                "28P01".into(),
+                format!("password authentication failed for user \"{user}\""),
+            ))));
+        }
+        let salt: Vec<u8> = match self.method {
+            AuthMethod::Scram => rand::random::<[u8; 16]>().to_vec(),
+            AuthMethod::Md5 => rand::random::<[u8; 4]>().to_vec(),
+        };
+        let hashed = match self.method {
+            AuthMethod::Scram => gen_salted_password(&self.password, &salt, SCRAM_ITERATIONS),
+            AuthMethod::Md5 => hash_md5_password(user, &self.password, &salt).into_bytes(),
+        };
+        Ok(Password::new(Some(salt), hashed))
+    }
+}
+
+/// Accepts a connection without authentication.
+struct Trust;
+
+impl NoopStartupHandler for Trust {}
+
+/// How a connection starts: trusted, authenticated, or refused.
+enum Startup {
+    Trust(Trust),
+    Scram(SASLAuthStartupHandler<DefaultServerParameterProvider>),
+    Md5(Md5PasswordAuthStartupHandler<Credentials, DefaultServerParameterProvider>),
+    Reject(&'static str, String),
+}
+
+impl Startup {
+    fn for_config(config: &Config) -> Startup {
+        let params = Arc::new(DefaultServerParameterProvider::default());
+        let Some(password) = &config.password else { return Startup::Trust(Trust) };
+        let credentials = Credentials { user: config.user.clone(), password: password.clone(), method: config.auth };
+        match config.auth {
+            AuthMethod::Scram => {
+                let mut scram = ScramAuth::new(Arc::new(credentials));
+                scram.set_iterations(SCRAM_ITERATIONS);
+                Startup::Scram(SASLAuthStartupHandler::new(params).with_scram(scram))
+            }
+            AuthMethod::Md5 => Startup::Md5(Md5PasswordAuthStartupHandler::new(Arc::new(credentials), params)),
+        }
+    }
+}
+
+#[async_trait]
+impl StartupHandler for Startup {
+    async fn on_startup<C>(&self, client: &mut C, message: PgWireFrontendMessage) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        match self {
+            Startup::Trust(h) => h.on_startup(client, message).await,
+            Startup::Scram(h) => h.on_startup(client, message).await,
+            Startup::Md5(h) => h.on_startup(client, message).await,
+            Startup::Reject(code, message) => {
+                Err(PgWireError::UserError(Box::new(ErrorInfo::new("FATAL".into(), (*code).into(), message.clone()))))
+            }
+        }
+    }
+}
+
+/// One connection's handlers.
+struct Connection {
+    session: Arc<Session>,
+    startup: Arc<Startup>,
+}
+
+impl PgWireServerHandlers for Connection {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        self.session.clone()
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        self.session.clone()
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        self.startup.clone()
+    }
+}
+
+/// A connection's SQL session.
+struct Session {
+    engine: SqlEngine,
+    parser: Arc<Parser>,
+}
+
+/// Turns a statement's output into a wire response, rows encoded in `format`.
+fn response(out: Output, format: &Format) -> PgWireResult<Response> {
+    match out {
+        Output::Command { tag, rows } => {
+            let rows = usize::try_from(rows).unwrap_or(usize::MAX);
+            Ok(Response::Execution(match tag {
+                "INSERT" => Tag::new(tag).with_oid(0).with_rows(rows),
+                "UPDATE" | "DELETE" => Tag::new(tag).with_rows(rows),
+                _ => Tag::new(tag),
+            }))
+        }
+        Output::Rows { schema, batches } => {
+            let fields = Arc::new(arrow_schema_to_pg_fields(&schema, format, None)?);
+            let encoding = fields.clone();
+            let rows = batches.into_iter().flat_map(move |b| encode_recordbatch(encoding.clone(), b));
+            Ok(Response::Query(QueryResponse::new(fields, futures::stream::iter(rows))))
+        }
+    }
+}
+
+/// Runs a statement to its end even if the client disconnects meanwhile (the task is not
+/// cancelled with the connection), so a write is never cut between planning and commit.
+async fn detached<T: Send + 'static>(
+    f: impl Future<Output = Result<T, SqlError>> + Send + 'static,
+) -> Result<T, SqlError> {
+    tokio::spawn(f).await.map_err(|e| SqlError::new(strata_sql::ErrorKind::Internal, format!("statement task: {e}")))?
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Session {
+    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let statements = self.engine.parse(query).map_err(user_error)?;
+        let mut out = Vec::with_capacity(statements.len());
+        for stmt in statements {
+            let engine = self.engine.clone();
+            match detached(async move { engine.run(&stmt).await }).await {
+                Ok(o) => out.push(response(o, &Format::UnifiedText)?),
+                Err(e) => {
+                    // Later statements of the query are not run, as in PostgreSQL.
+                    out.push(Response::Error(Box::new(error_info(&e))));
+                    break;
+                }
+            }
+        }
+        if out.is_empty() {
+            out.push(Response::EmptyQuery);
+        }
+        Ok(out)
+    }
+}
+
+/// Plans statements of the extended protocol (Parse) with DataFusion.
+struct Parser {
+    engine: SqlEngine,
+}
+
+fn arrow_to_pg(t: Option<&strata_sql::datafusion::arrow::datatypes::DataType>) -> Type {
+    t.and_then(|t| into_pg_type(t).ok()).unwrap_or(Type::UNKNOWN)
+}
+
+#[async_trait]
+impl QueryParser for Parser {
+    type Statement = Arc<Prepared>;
+
+    async fn parse_sql<C>(&self, _client: &C, sql: &str, _types: &[Option<Type>]) -> PgWireResult<Option<Arc<Prepared>>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let mut statements = self.engine.parse(sql).map_err(user_error)?;
+        let stmt = match statements.len() {
+            0 => return Ok(None),
+            1 => statements.remove(0),
+            _ => {
+                return Err(user_error(SqlError::new(
+                    strata_sql::ErrorKind::Syntax,
+                    "cannot insert multiple commands into a prepared statement",
+                )))
+            }
+        };
+        Ok(Some(Arc::new(self.engine.prepare(&stmt).await.map_err(user_error)?)))
+    }
+
+    fn get_parameter_types(&self, stmt: &Arc<Prepared>) -> PgWireResult<Vec<Type>> {
+        let types = stmt.parameter_types().map_err(user_error)?;
+        Ok(types.iter().map(|t| arrow_to_pg(t.as_ref())).collect())
+    }
+
+    fn get_result_schema(&self, stmt: &Arc<Prepared>, format: Option<&Format>) -> PgWireResult<Vec<FieldInfo>> {
+        match stmt.output_schema() {
+            Some(schema) => arrow_schema_to_pg_fields(&schema, format.unwrap_or(&Format::UnifiedText), None),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Session {
+    type Statement = Arc<Prepared>;
+    type QueryParser = Parser;
+
+    fn query_parser(&self) -> Arc<Parser> {
+        self.parser.clone()
+    }
+
+    async fn do_query<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Arc<Prepared>>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let prepared = portal.statement.statement.clone();
+        let params = if portal.parameter_len() == 0 {
+            None
+        } else {
+            let inferred = prepared.parameter_types().map_err(user_error)?;
+            let refs: Vec<Option<&strata_sql::datafusion::arrow::datatypes::DataType>> =
+                inferred.iter().map(Option::as_ref).collect();
+            Some(deserialize_parameters(portal, &refs)?)
+        };
+        let engine = self.engine.clone();
+        let out =
+            detached(async move { engine.execute_prepared(&prepared, params).await }).await.map_err(user_error)?;
+        response(out, &portal.result_column_format)
+    }
+}
