@@ -120,8 +120,12 @@ impl Server {
                 accepted = self.listener.accept() => match accepted {
                     Ok(a) => a,
                     // A failed accept (a client gone before it was accepted, too many open
-                    // files) ends that connection, not the server.
-                    Err(_) => continue,
+                    // files) ends that connection, not the server; a pause keeps a lasting
+                    // error from spinning the loop.
+                    Err(_) => {
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
                 },
                 () = &mut shutdown => return Ok(()),
             };
