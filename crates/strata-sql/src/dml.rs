@@ -9,7 +9,7 @@
 //!
 //! An UPDATE writes only the assigned columns (a partial update); one that changes a primary key
 //! deletes the old row and inserts the new one. INSERT refuses a key already present, as SQL's
-//! primary key constraint does (`REPLACE INTO` overwrites instead).
+//! primary key constraint does (`INSERT OR REPLACE INTO` overwrites instead).
 
 use std::collections::HashSet;
 use std::sync::Arc;
