@@ -48,11 +48,23 @@ fn key_of(table: &Table, row: &[Value]) -> Vec<Value> {
     table.schema().primary_key().iter().map(|&k| row[k].clone()).collect()
 }
 
-fn exists(table: &Table, key: &[Value]) -> Result<bool, SqlError> {
-    let names: Vec<&str> =
-        table.schema().primary_key().iter().map(|&k| table.schema().columns()[k].name.as_str()).collect();
-    let projection = table.projection(&names)?;
-    Ok(table.get(key, &projection, &ReadOptions::default())?.is_some())
+/// Whether rows exist, by key: a point read of the key columns only (the projection is built
+/// once per statement).
+struct Exists<'a> {
+    table: &'a Table,
+    projection: strata::Projection,
+}
+
+impl<'a> Exists<'a> {
+    fn new(table: &'a Table) -> Result<Self, SqlError> {
+        let schema = table.schema();
+        let names: Vec<&str> = schema.primary_key().iter().map(|&k| schema.columns()[k].name.as_str()).collect();
+        Ok(Exists { table, projection: table.projection(&names)? })
+    }
+
+    fn check(&self, key: &[Value]) -> Result<bool, SqlError> {
+        Ok(self.table.get(key, &self.projection, &ReadOptions::default())?.is_some())
+    }
 }
 
 fn duplicate(table: &Table, key: &[Value]) -> SqlError {
@@ -105,11 +117,12 @@ async fn insert(
     let batches = run(state, dml.input.as_ref().clone()).await?;
     let mut batch = WriteBatch::new();
     let mut seen = HashSet::new();
+    let exists = Exists::new(table)?;
     let mut n = 0;
     for row in rows(&batches) {
         if !replace {
             let key = key_of(table, &row);
-            if !seen.insert(key_id(&key)) || exists(table, &key)? {
+            if !seen.insert(key_id(&key)) || exists.check(&key)? {
                 return Err(duplicate(table, &key));
             }
         }
@@ -222,9 +235,10 @@ async fn update(db: &Arc<Db>, state: &SessionState, table: &Table, dml: &DmlStat
             }
         }
         let mut taken = HashSet::new();
+        let exists = Exists::new(table)?;
         for (new_key, new) in moved {
             let id = key_id(&new_key);
-            if !taken.insert(id.clone()) || (!vacated.contains(&id) && exists(table, &new_key)?) {
+            if !taken.insert(id.clone()) || (!vacated.contains(&id) && exists.check(&new_key)?) {
                 return Err(duplicate(table, &new_key));
             }
             batch.insert(table, new)?;

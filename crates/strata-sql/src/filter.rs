@@ -179,9 +179,10 @@ pub(crate) fn translate(e: &Expr, schema: &Schema) -> Option<SExpr> {
     }
 }
 
-/// Whether strata applies `e` exactly: it translates and strata accepts the translation.
-pub(crate) fn exact(table: &str, e: &Expr, schema: &Schema) -> bool {
-    translate(e, schema).is_some_and(|s| Filter::new(table, schema, &s).is_ok())
+/// The strata expression of `e` when strata applies it exactly: it translates and strata
+/// accepts the translation.
+pub(crate) fn exact(table: &str, e: &Expr, schema: &Schema) -> Option<SExpr> {
+    translate(e, schema).filter(|s| Filter::new(table, schema, s).is_ok())
 }
 
 /// What the conjuncts of a filter say about the primary key.

@@ -32,7 +32,7 @@ use strata::scan::{Expr as SExpr, ScanRequest};
 use strata::{ReadOptions, Snapshot, Value};
 
 use crate::error::external;
-use crate::filter::{exact, translate, KeyBounds};
+use crate::filter::{exact, KeyBounds};
 
 /// The snapshot every read of one statement uses, carried in the session's configuration.
 #[derive(Debug)]
@@ -64,10 +64,7 @@ impl StrataTable {
     /// The translated filters and what they say about the key.
     fn conditions(&self, filters: &[&Expr]) -> (Vec<Option<SExpr>>, KeyBounds) {
         let schema = self.table.schema();
-        let translated: Vec<Option<SExpr>> = filters
-            .iter()
-            .map(|f| if exact(self.table.name(), f, schema) { translate(f, schema) } else { None })
-            .collect();
+        let translated: Vec<Option<SExpr>> = filters.iter().map(|f| exact(self.table.name(), f, schema)).collect();
         let pushed: Vec<SExpr> = translated.iter().flatten().cloned().collect();
         let bounds = KeyBounds::of(&pushed, schema);
         (translated, bounds)
