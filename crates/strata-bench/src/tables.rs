@@ -137,6 +137,7 @@ fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (Value::Double(x), y) => x.partial_cmp(&(int_of(y)? as f64)),
         (x, Value::Double(y)) => (int_of(x)? as f64).partial_cmp(y),
         (Value::Text(x), Value::Text(y)) => Some(x.cmp(y)),
+        (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
         (x, y) => Some(int_of(x)?.cmp(&int_of(y)?)),
     }
 }
@@ -260,6 +261,7 @@ pub(crate) mod sql {
             Value::Real(x) => format!("{x:?}"),
             Value::Text(s) => format!("'{}'", s.replace('\'', "''")),
             Value::Bytea(b) => format!("'\\x{}'", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+            Value::Date(d) => format!("DATE '{}'", strata::types::format_date(*d)),
         }
     }
 

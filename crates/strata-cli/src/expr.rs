@@ -166,6 +166,10 @@ impl Parser<'_> {
             Lit::Str(s) if ty == ColumnType::Bytea => Value::Bytea(
                 parse_hex(&s).ok_or_else(|| format!("`{name}` is BYTEA: write its literals as '\\x0a1b'"))?,
             ),
+            Lit::Str(s) if ty == ColumnType::Date => Value::Date(
+                strata::types::parse_date(&s)
+                    .ok_or_else(|| format!("`{name}` is DATE: write its literals as '2026-11-25'"))?,
+            ),
             Lit::Str(s) => Value::Text(s),
         })
     }

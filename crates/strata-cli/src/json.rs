@@ -26,6 +26,7 @@ pub fn to_json(v: &Value) -> Json {
         Value::Real(x) => float(f64::from(*x)),
         Value::Boolean(b) => Json::from(*b),
         Value::Text(s) => Json::from(s.as_str()),
+        Value::Date(d) => Json::from(strata::types::format_date(*d)),
         Value::Bytea(b) => {
             let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
             Json::from(format!("\\x{hex}"))
@@ -77,6 +78,11 @@ pub fn from_json(ty: ColumnType, j: &Json) -> Result<Value, String> {
         ColumnType::Real => Value::Real(parse_float(j).ok_or_else(bad)? as f32),
         ColumnType::Boolean => Value::Boolean(j.as_bool().ok_or_else(bad)?),
         ColumnType::Text => Value::Text(j.as_str().ok_or_else(bad)?.to_owned()),
+        ColumnType::Date => Value::Date(
+            j.as_str()
+                .and_then(strata::types::parse_date)
+                .ok_or_else(|| format!("expected DATE as a \"YYYY-MM-DD\" string, got {j}"))?,
+        ),
         ColumnType::Bytea => Value::Bytea(
             j.as_str()
                 .and_then(parse_hex)

@@ -48,6 +48,7 @@ pub fn parse_field(ty: ColumnType, nullable: bool, s: &str) -> Result<Value, Str
         },
         ColumnType::Text => Value::Text(s.to_owned()),
         ColumnType::Bytea => Value::Bytea(crate::json::parse_hex(s).ok_or_else(bad)?),
+        ColumnType::Date => Value::Date(strata::types::parse_date(s).ok_or_else(bad)?),
     })
 }
 
@@ -162,6 +163,8 @@ fn from_parquet(ty: ColumnType, f: &Field) -> Result<Value, String> {
         (ColumnType::Text, Field::Str(s)) => Value::Text(s.clone()),
         (ColumnType::Bytea, Field::Bytes(b)) => Value::Bytea(b.data().to_vec()),
         (ColumnType::Bytea, Field::Str(s)) => Value::Bytea(s.as_bytes().to_vec()),
+        (ColumnType::Date, Field::Date(d)) => Value::Date(*d),
+        (ColumnType::Date, Field::Str(s)) => Value::Date(strata::types::parse_date(s).ok_or_else(bad)?),
         _ => return Err(bad()),
     })
 }

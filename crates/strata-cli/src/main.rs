@@ -210,6 +210,7 @@ fn parse_text(ty: ColumnType, s: &str) -> Result<Value, String> {
         ColumnType::Boolean => Value::Boolean(s.parse().map_err(|_| bad())?),
         ColumnType::Text => Value::Text(s.to_owned()),
         ColumnType::Bytea => Value::Bytea(json::parse_hex(s).ok_or_else(bad)?),
+        ColumnType::Date => Value::Date(strata::types::parse_date(s).ok_or_else(bad)?),
     })
 }
 

@@ -41,6 +41,7 @@ pub fn column_type(name: &str) -> Option<ColumnType> {
         "BOOLEAN" | "BOOL" => ColumnType::Boolean,
         "TEXT" | "VARCHAR" => ColumnType::Text,
         "BYTEA" | "BLOB" => ColumnType::Bytea,
+        "DATE" => ColumnType::Date,
         _ => return None,
     })
 }

@@ -67,10 +67,11 @@ fn column_type(t: &DataType) -> Result<ColumnType, SqlError> {
         | DataType::CharVarying(_)
         | DataType::Nvarchar(_) => ColumnType::Text,
         DataType::Bytea | DataType::Blob(_) | DataType::Varbinary(_) | DataType::Binary(_) => ColumnType::Bytea,
+        DataType::Date => ColumnType::Date,
         other => {
             return Err(SqlError::unsupported(format!(
-                "column type {other} (strata has BIGINT, INT, SMALLINT, TINYINT, DOUBLE, REAL, BOOLEAN, TEXT, BYTEA)"
-            )))
+            "column type {other} (strata has BIGINT, INT, SMALLINT, TINYINT, DOUBLE, REAL, BOOLEAN, TEXT, BYTEA, DATE)"
+        )))
         }
     })
 }

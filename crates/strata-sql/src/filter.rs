@@ -29,6 +29,7 @@ pub(crate) fn scalar_value(v: &ScalarValue) -> Option<Value> {
         ScalarValue::Float64(Some(x)) => Value::Double(*x),
         ScalarValue::Float32(Some(x)) => Value::Real(*x),
         ScalarValue::Boolean(Some(x)) => Value::Boolean(*x),
+        ScalarValue::Date32(Some(x)) => Value::Date(*x),
         ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
             Value::Text(s.clone())
         }

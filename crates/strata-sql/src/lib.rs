@@ -281,6 +281,7 @@ pub(crate) fn display_key(key: &[Value]) -> String {
             Value::Double(x) => x.to_string(),
             Value::Real(x) => x.to_string(),
             Value::Boolean(x) => x.to_string(),
+            Value::Date(d) => format!("'{}'", strata::types::format_date(*d)),
             Value::Bytea(b) => format!("'\\x{}'", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
         })
         .collect();

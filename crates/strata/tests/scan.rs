@@ -33,6 +33,7 @@ fn schema() -> Schema {
             Column::new("flag", ColumnType::Boolean),
             Column::new("blob", ColumnType::Bytea),
             Column::new("big", ColumnType::BigInt),
+            Column::new("day", ColumnType::Date),
         ],
         &["id"],
     )
@@ -65,6 +66,7 @@ fn value(rng: &mut StdRng, c: &Column) -> Value {
         ColumnType::Bytea => Value::Bytea((0..rng.gen_range(0..6)).map(|_| rng.gen_range(0..4u8)).collect()),
         ColumnType::BigInt => Value::BigInt(rng.gen_range(-1000..1000)),
         ColumnType::TinyInt => Value::TinyInt(rng.gen()),
+        ColumnType::Date => Value::Date([i32::MIN, i32::MAX, 0][rng.gen_range(0..3)].max(rng.gen_range(8000..8040))),
     }
 }
 
@@ -151,6 +153,7 @@ fn cmp_lit(ty: ColumnType, v: &Value, lit: &Value) -> Option<Ordering> {
             (Value::Text(a), Value::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
             (Value::Bytea(a), Value::Bytea(b)) => a.cmp(b),
             (Value::Boolean(a), Value::Boolean(b)) => a.cmp(b),
+            (Value::Date(a), Value::Date(b)) => a.cmp(b),
             _ => return None,
         }),
     }
@@ -191,6 +194,7 @@ fn total(a: &Value, b: &Value) -> Ordering {
         (Value::Double(x), Value::Double(y)) => x.total_cmp(y),
         (Value::Real(x), Value::Real(y)) => x.total_cmp(y),
         (Value::Text(x), Value::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
+        (Value::Date(x), Value::Date(y)) => x.cmp(y),
         _ => {
             cmp_lit(ColumnType::BigInt, a, b).or_else(|| cmp_lit(ColumnType::Boolean, a, b)).unwrap_or(Ordering::Equal)
         }

@@ -169,6 +169,7 @@ fn to_json(v: &Value) -> Json {
         Value::Text(s) => json!(s),
         // YCSB fields are ASCII letters; other bytes would not survive JSON text.
         Value::Bytea(b) => json!(String::from_utf8_lossy(b)),
+        Value::Date(d) => json!(strata::types::format_date(*d)),
     }
 }
 

@@ -250,6 +250,7 @@ fn param(v: &Value) -> Box<dyn ToSql + Sync> {
         Value::Double(x) => Box::new(*x),
         Value::Text(s) => Box::new(s.clone()),
         Value::Bytea(b) => Box::new(b.clone()),
+        Value::Date(d) => Box::new(strata::types::format_date(*d)),
     }
 }
 

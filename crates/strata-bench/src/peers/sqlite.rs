@@ -124,6 +124,7 @@ fn param(v: &Value) -> rusqlite::types::Value {
         Value::Double(x) => V::Real(*x),
         Value::Text(s) => V::Text(s.clone()),
         Value::Bytea(b) => V::Blob(b.clone()),
+        Value::Date(d) => V::Text(strata::types::format_date(*d)),
     }
 }
 

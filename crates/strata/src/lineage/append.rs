@@ -71,7 +71,7 @@ impl Segments<AtomicU64> {
 pub(crate) fn to_bits(v: &Value) -> u64 {
     match v {
         Value::BigInt(x) => *x as u64,
-        Value::Int(x) => *x as u32 as u64,
+        Value::Int(x) | Value::Date(x) => *x as u32 as u64,
         Value::SmallInt(x) => *x as u16 as u64,
         Value::TinyInt(x) => *x as u8 as u64,
         Value::Double(x) => x.to_bits(),

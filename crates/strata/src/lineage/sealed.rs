@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::types::{Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type};
+use arrow_array::types::{Date32Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type};
 use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, BinaryArray, BooleanArray, PrimitiveArray, StringArray};
 use arrow_buffer::{BooleanBufferBuilder, NullBuffer};
 
@@ -20,6 +20,7 @@ pub(crate) enum Sealed {
     I8(PrimitiveArray<Int8Type>),
     F64(PrimitiveArray<Float64Type>),
     F32(PrimitiveArray<Float32Type>),
+    Date(PrimitiveArray<Date32Type>),
     Bool(BooleanArray),
     Text(StringArray),
     Bytes(BinaryArray),
@@ -39,6 +40,7 @@ impl Sealed {
             DataType::Int8 => Sealed::I8(a.as_primitive::<Int8Type>().clone()),
             DataType::Float64 => Sealed::F64(a.as_primitive::<Float64Type>().clone()),
             DataType::Float32 => Sealed::F32(a.as_primitive::<Float32Type>().clone()),
+            DataType::Date32 => Sealed::Date(a.as_primitive::<Date32Type>().clone()),
             DataType::Boolean => Sealed::Bool(a.as_boolean().clone()),
             DataType::Utf8 => Sealed::Text(a.as_string::<i32>().clone()),
             DataType::Binary => Sealed::Bytes(a.as_binary::<i32>().clone()),
@@ -55,6 +57,7 @@ impl Sealed {
             Sealed::I8(a) => Arc::new(a.clone()),
             Sealed::F64(a) => Arc::new(a.clone()),
             Sealed::F32(a) => Arc::new(a.clone()),
+            Sealed::Date(a) => Arc::new(a.clone()),
             Sealed::Bool(a) => Arc::new(a.clone()),
             Sealed::Text(a) => Arc::new(a.clone()),
             Sealed::Bytes(a) => Arc::new(a.clone()),
@@ -70,6 +73,7 @@ impl Sealed {
             Sealed::I8(a) => a,
             Sealed::F64(a) => a,
             Sealed::F32(a) => a,
+            Sealed::Date(a) => a,
             Sealed::Bool(a) => a,
             Sealed::Text(a) => a,
             Sealed::Bytes(a) => a,
@@ -88,6 +92,7 @@ impl Sealed {
             Sealed::I32(a) => (Value::Int(min(a)?), Value::Int(max(a)?)),
             Sealed::I16(a) => (Value::SmallInt(min(a)?), Value::SmallInt(max(a)?)),
             Sealed::I8(a) => (Value::TinyInt(min(a)?), Value::TinyInt(max(a)?)),
+            Sealed::Date(a) => (Value::Date(min(a)?), Value::Date(max(a)?)),
             // Floats have none: filters order them totally (-0.0 below 0.0, NaN above all),
             // which the kernels' minimum need not follow.
             Sealed::F64(_) | Sealed::F32(_) => return None,
@@ -111,6 +116,7 @@ impl Sealed {
             Sealed::I8(a) => Value::TinyInt(a.value(o)),
             Sealed::F64(a) => Value::Double(a.value(o)),
             Sealed::F32(a) => Value::Real(a.value(o)),
+            Sealed::Date(a) => Value::Date(a.value(o)),
             Sealed::Bool(a) => Value::Boolean(a.value(o)),
             Sealed::Text(a) => Value::Text(a.value(o).to_owned()),
             Sealed::Bytes(a) => Value::Bytea(a.value(o).to_vec()),
@@ -163,6 +169,7 @@ pub(crate) fn overlay(
         ColumnType::TinyInt => primitive!(Int8Type, I8, TinyInt),
         ColumnType::Double => primitive!(Float64Type, F64, Double),
         ColumnType::Real => primitive!(Float32Type, F32, Real),
+        ColumnType::Date => primitive!(Date32Type, Date, Date),
         ColumnType::Boolean | ColumnType::Text | ColumnType::Bytea => {
             let mut latest: Vec<Option<&Value>> = vec![None; n];
             for (o, v) in over {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow_arith::aggregate;
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type};
+use arrow_array::types::{Date32Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type};
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef};
 
@@ -126,6 +126,7 @@ fn extreme(a: &dyn Array, max: bool) -> Option<Value> {
         DataType::Int8 => prim!(Int8Type, Value::TinyInt),
         DataType::Float64 => prim!(Float64Type, Value::Double),
         DataType::Float32 => prim!(Float32Type, Value::Real),
+        DataType::Date32 => prim!(Date32Type, Value::Date),
         DataType::Boolean => {
             let b = a.as_boolean();
             (if max { aggregate::max_boolean(b) } else { aggregate::min_boolean(b) }).map(Value::Boolean)

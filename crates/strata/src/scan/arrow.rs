@@ -6,11 +6,11 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    BinaryBuilder, BooleanBuilder, Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder,
-    Int8Builder, StringBuilder,
+    BinaryBuilder, BooleanBuilder, Date32Builder, Float32Builder, Float64Builder, Int16Builder, Int32Builder,
+    Int64Builder, Int8Builder, StringBuilder,
 };
 use arrow_array::types::{
-    ArrowPrimitiveType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt32Type,
+    ArrowPrimitiveType, Date32Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt32Type,
 };
 use arrow_array::{ArrayRef, BinaryArray, BooleanArray, PrimitiveArray, StringArray, UInt32Array};
 use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
@@ -37,6 +37,7 @@ pub fn arrow_type(ty: ColumnType) -> DataType {
         ColumnType::Boolean => DataType::Boolean,
         ColumnType::Text => DataType::Utf8,
         ColumnType::Bytea => DataType::Binary,
+        ColumnType::Date => DataType::Date32,
     }
 }
 
@@ -159,6 +160,7 @@ pub(crate) fn block_array(p: &ColumnParts<'_>, rows: &Range<usize>, sel: Option<
         ColumnType::TinyInt => Arc::new(primitive::<Int8Type>(p, rows, sel)?),
         ColumnType::Double => Arc::new(primitive::<Float64Type>(p, rows, sel)?),
         ColumnType::Real => Arc::new(primitive::<Float32Type>(p, rows, sel)?),
+        ColumnType::Date => Arc::new(primitive::<Date32Type>(p, rows, sel)?),
         ColumnType::Boolean => {
             let all = p.fixed.get(rows.clone()).ok_or_else(|| bad("column shorter than its rows"))?;
             let values = match sel {
@@ -182,6 +184,7 @@ pub(crate) enum ValuesBuilder {
     Boolean(BooleanBuilder),
     Text(StringBuilder),
     Bytea(BinaryBuilder),
+    Date(Date32Builder),
 }
 
 impl ValuesBuilder {
@@ -196,6 +199,7 @@ impl ValuesBuilder {
             ColumnType::Boolean => ValuesBuilder::Boolean(BooleanBuilder::new()),
             ColumnType::Text => ValuesBuilder::Text(StringBuilder::new()),
             ColumnType::Bytea => ValuesBuilder::Bytea(BinaryBuilder::new()),
+            ColumnType::Date => ValuesBuilder::Date(Date32Builder::new()),
         }
     }
 
@@ -212,6 +216,7 @@ impl ValuesBuilder {
             (ValuesBuilder::Boolean(b), Value::Boolean(x)) => b.append_value(*x),
             (ValuesBuilder::Text(b), Value::Text(x)) => b.append_value(x),
             (ValuesBuilder::Bytea(b), Value::Bytea(x)) => b.append_value(x),
+            (ValuesBuilder::Date(b), Value::Date(x)) => b.append_value(*x),
             (ValuesBuilder::BigInt(b), _) => b.append_null(),
             (ValuesBuilder::Int(b), _) => b.append_null(),
             (ValuesBuilder::SmallInt(b), _) => b.append_null(),
@@ -221,6 +226,7 @@ impl ValuesBuilder {
             (ValuesBuilder::Boolean(b), _) => b.append_null(),
             (ValuesBuilder::Text(b), _) => b.append_null(),
             (ValuesBuilder::Bytea(b), _) => b.append_null(),
+            (ValuesBuilder::Date(b), _) => b.append_null(),
         }
     }
 
@@ -236,6 +242,7 @@ impl ValuesBuilder {
             ValuesBuilder::Boolean(b) => Arc::new(b.finish()),
             ValuesBuilder::Text(b) => Arc::new(b.finish()),
             ValuesBuilder::Bytea(b) => Arc::new(b.finish()),
+            ValuesBuilder::Date(b) => Arc::new(b.finish()),
         }
     }
 }
@@ -262,6 +269,7 @@ pub fn value_at(a: &dyn arrow_array::Array, i: usize) -> Value {
         DataType::Boolean => Value::Boolean(a.as_boolean().value(i)),
         DataType::Utf8 => Value::Text(a.as_string::<i32>().value(i).to_string()),
         DataType::Binary => Value::Bytea(a.as_binary::<i32>().value(i).to_vec()),
+        DataType::Date32 => Value::Date(a.as_primitive::<Date32Type>().value(i)),
         _ => Value::Null,
     }
 }

@@ -323,6 +323,7 @@ fn coerce(ty: ColumnType, op: CmpOp, v: &Value) -> Option<Coerced> {
         ColumnType::Boolean => matches!(v, Value::Boolean(_)).then(|| Coerced::Cmp(op, v.clone())),
         ColumnType::Text => matches!(v, Value::Text(_)).then(|| Coerced::Cmp(op, v.clone())),
         ColumnType::Bytea => matches!(v, Value::Bytea(_)).then(|| Coerced::Cmp(op, v.clone())),
+        ColumnType::Date => matches!(v, Value::Date(_)).then(|| Coerced::Cmp(op, v.clone())),
     }
 }
 
@@ -340,6 +341,7 @@ pub(crate) fn compare(a: &Value, b: &Value) -> Ordering {
         (Value::Boolean(x), Value::Boolean(y)) => x.cmp(y),
         (Value::Text(x), Value::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
         (Value::Bytea(x), Value::Bytea(y)) => x.cmp(y),
+        (Value::Date(x), Value::Date(y)) => x.cmp(y),
         _ => a.type_name().cmp(b.type_name()),
     }
 }

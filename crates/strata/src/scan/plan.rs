@@ -70,7 +70,8 @@ impl Plan {
                 Some(n) => {
                     let c = col(n)?;
                     let ty = schema.columns()[c].ty;
-                    let numeric = !matches!(ty, ColumnType::Text | ColumnType::Bytea | ColumnType::Boolean);
+                    let numeric =
+                        !matches!(ty, ColumnType::Text | ColumnType::Bytea | ColumnType::Boolean | ColumnType::Date);
                     if matches!(a.func, AggFunc::Sum | AggFunc::Avg) && !numeric {
                         return Err(Error::TypeMismatch {
                             table: info.name.clone(),

@@ -5,7 +5,7 @@
 //! self-delimiting, so no encoded key of a table is a proper prefix of another — which lets the
 //! memtable append a sequence number to the key and still compare plain bytes.
 //!
-//! - integers: big-endian two's complement with the sign bit flipped;
+//! - integers and DATE (days): big-endian two's complement with the sign bit flipped;
 //! - floats: big-endian IEEE bits, all bits flipped for negatives, sign bit flipped otherwise;
 //! - BOOLEAN: one byte 0 or 1;
 //! - TEXT / BYTEA: bytes with `00` escaped as `00 FF`, terminated by `00 01`.
@@ -18,7 +18,9 @@ use crate::codec::{DecodeError, DecodeResult};
 pub(crate) fn encode_value(out: &mut Vec<u8>, ty: ColumnType, v: &Value) {
     match (ty, v) {
         (ColumnType::BigInt, Value::BigInt(x)) => out.extend_from_slice(&((*x as u64) ^ (1 << 63)).to_be_bytes()),
-        (ColumnType::Int, Value::Int(x)) => out.extend_from_slice(&((*x as u32) ^ (1 << 31)).to_be_bytes()),
+        (ColumnType::Int, Value::Int(x)) | (ColumnType::Date, Value::Date(x)) => {
+            out.extend_from_slice(&((*x as u32) ^ (1 << 31)).to_be_bytes())
+        }
         (ColumnType::SmallInt, Value::SmallInt(x)) => out.extend_from_slice(&((*x as u16) ^ (1 << 15)).to_be_bytes()),
         (ColumnType::TinyInt, Value::TinyInt(x)) => out.push((*x as u8) ^ 0x80),
         (ColumnType::Double, Value::Double(x)) => {
@@ -89,6 +91,11 @@ fn decode_value(ty: ColumnType, b: &[u8]) -> DecodeResult<(Value, usize)> {
             let mut a = [0u8; 4];
             a.copy_from_slice(fixed(4)?);
             (Value::Int((u32::from_be_bytes(a) ^ (1 << 31)) as i32), 4)
+        }
+        ColumnType::Date => {
+            let mut a = [0u8; 4];
+            a.copy_from_slice(fixed(4)?);
+            (Value::Date((u32::from_be_bytes(a) ^ (1 << 31)) as i32), 4)
         }
         ColumnType::SmallInt => {
             let mut a = [0u8; 2];

@@ -8,4 +8,4 @@ mod schema;
 mod value;
 
 pub use schema::{Column, ColumnType, Schema};
-pub use value::Value;
+pub use value::{format_date, parse_date, Value};

@@ -28,6 +28,8 @@ pub enum ColumnType {
     Text,
     /// Arbitrary bytes.
     Bytea,
+    /// A calendar date: days since 1970-01-01 (negative before), as Arrow's Date32.
+    Date,
 }
 
 impl ColumnType {
@@ -36,7 +38,7 @@ impl ColumnType {
     pub fn fixed_width(self) -> Option<usize> {
         match self {
             ColumnType::BigInt | ColumnType::Double => Some(8),
-            ColumnType::Int | ColumnType::Real => Some(4),
+            ColumnType::Int | ColumnType::Real | ColumnType::Date => Some(4),
             ColumnType::SmallInt => Some(2),
             ColumnType::TinyInt | ColumnType::Boolean => Some(1),
             ColumnType::Text | ColumnType::Bytea => None,
@@ -55,6 +57,7 @@ impl ColumnType {
             ColumnType::Boolean => "BOOLEAN",
             ColumnType::Text => "TEXT",
             ColumnType::Bytea => "BYTEA",
+            ColumnType::Date => "DATE",
         }
     }
 
@@ -63,7 +66,7 @@ impl ColumnType {
     }
 
     pub(crate) fn from_code(c: u8) -> DecodeResult<Self> {
-        const ALL: [ColumnType; 9] = [
+        const ALL: [ColumnType; 10] = [
             ColumnType::BigInt,
             ColumnType::Int,
             ColumnType::SmallInt,
@@ -73,6 +76,7 @@ impl ColumnType {
             ColumnType::Boolean,
             ColumnType::Text,
             ColumnType::Bytea,
+            ColumnType::Date,
         ];
         ALL.get(c as usize).copied().ok_or_else(|| DecodeError::new(format!("unknown column type {c}")))
     }

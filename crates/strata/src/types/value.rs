@@ -26,6 +26,8 @@ pub enum Value {
     Text(String),
     /// BYTEA.
     Bytea(Vec<u8>),
+    /// DATE: days since 1970-01-01.
+    Date(i32),
 }
 
 impl PartialEq for Value {
@@ -42,6 +44,7 @@ impl PartialEq for Value {
             (Boolean(a), Boolean(b)) => a == b,
             (Text(a), Text(b)) => a == b,
             (Bytea(a), Bytea(b)) => a == b,
+            (Date(a), Date(b)) => a == b,
             _ => false,
         }
     }
@@ -66,6 +69,7 @@ impl Value {
                 | (Value::Boolean(_), ColumnType::Boolean)
                 | (Value::Text(_), ColumnType::Text)
                 | (Value::Bytea(_), ColumnType::Bytea)
+                | (Value::Date(_), ColumnType::Date)
         )
     }
 
@@ -82,6 +86,7 @@ impl Value {
             Value::Boolean(_) => "BOOLEAN",
             Value::Text(_) => "TEXT",
             Value::Bytea(_) => "BYTEA",
+            Value::Date(_) => "DATE",
         }
     }
 
@@ -89,7 +94,7 @@ impl Value {
     pub(crate) fn put_fixed(&self, out: &mut Vec<u8>) {
         match self {
             Value::BigInt(v) => out.extend_from_slice(&v.to_le_bytes()),
-            Value::Int(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::Int(v) | Value::Date(v) => out.extend_from_slice(&v.to_le_bytes()),
             Value::SmallInt(v) => out.extend_from_slice(&v.to_le_bytes()),
             Value::TinyInt(v) => out.extend_from_slice(&v.to_le_bytes()),
             Value::Double(v) => out.extend_from_slice(&v.to_le_bytes()),
@@ -115,6 +120,7 @@ impl Value {
             ColumnType::Double => Value::Double(f64::from_le_bytes(arr(b))),
             ColumnType::Real => Value::Real(f32::from_le_bytes(arr(b))),
             ColumnType::Boolean => Value::Boolean(b[0] != 0),
+            ColumnType::Date => Value::Date(i32::from_le_bytes(arr(b))),
             ColumnType::Text | ColumnType::Bytea => Value::Null,
         }
     }
@@ -170,5 +176,47 @@ impl From<String> for Value {
 impl From<Vec<u8>> for Value {
     fn from(v: Vec<u8>) -> Self {
         Value::Bytea(v)
+    }
+}
+
+/// The first day DATE counts from.
+fn epoch() -> chrono::NaiveDate {
+    chrono::NaiveDate::default()
+}
+
+/// The DATE days of an ISO calendar date (`2026-11-25`); `None` if it is not one.
+pub fn parse_date(text: &str) -> Option<i32> {
+    let d = chrono::NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d").ok()?;
+    i32::try_from(d.signed_duration_since(epoch()).num_days()).ok()
+}
+
+/// The ISO calendar date (`2026-11-25`) of DATE days; days beyond the calendar's range (about
+/// ±262,000 years) print as a day count.
+pub fn format_date(days: i32) -> String {
+    match epoch().checked_add_signed(chrono::TimeDelta::days(days.into())) {
+        Some(d) => d.format("%Y-%m-%d").to_string(),
+        None => format!("{days} days"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_parse_and_print_as_days_since_1970() {
+        assert_eq!(parse_date("1970-01-01"), Some(0));
+        assert_eq!(parse_date("1969-12-31"), Some(-1));
+        assert_eq!(parse_date("1992-01-01"), Some(8035));
+        assert_eq!(parse_date(" 2000-02-29 "), Some(11016));
+        for bad in ["2001-02-29", "1992-13-01", "1992-1-1x", "", "yesterday"] {
+            assert_eq!(parse_date(bad), None, "{bad}");
+        }
+        for days in [-700_000, -1, 0, 1, 8035, 10_591, 2_000_000] {
+            let text = format_date(days);
+            assert_eq!(parse_date(&text), Some(days), "{text}");
+        }
+        assert_eq!(format_date(10_591), "1998-12-31");
+        assert_eq!(format_date(i32::MAX), format!("{} days", i32::MAX));
     }
 }

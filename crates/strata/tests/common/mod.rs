@@ -65,6 +65,7 @@ pub fn schemas() -> Vec<(&'static str, Schema)> {
             Column::new("r", ColumnType::Real),
             Column::new("flag", ColumnType::Boolean),
             Column::new("blob", ColumnType::Bytea),
+            Column::new("day", ColumnType::Date),
         ],
         &["id"],
     )
@@ -101,6 +102,7 @@ pub fn random_value(rng: &mut StdRng, c: &Column) -> Value {
             Value::Text((0..n).map(|_| char::from(b'a' + rng.gen_range(0..26u8))).collect())
         }
         ColumnType::Bytea => Value::Bytea((0..rng.gen_range(0..16)).map(|_| rng.gen()).collect()),
+        ColumnType::Date => Value::Date(rng.gen_range(-100_000..100_000)),
     }
 }
 
