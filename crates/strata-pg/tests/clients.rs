@@ -235,3 +235,92 @@ fn psql_runs_statements_and_reports_errors() {
     let (ok, _, err) = psql(server.addr, "nope", &["-c", "SELECT 1"]).unwrap();
     assert!(!ok && err.to_lowercase().contains("password authentication failed"), "{err}");
 }
+
+/// Runs a client check program (`tests/clients/*`) against a fresh password-protected server:
+/// `program args... HOST PORT PASSWORD`. The program names its failure and exits non-zero.
+/// `None` when the client is not set up here (see the environment variables below).
+fn client_check(mut cmd: Command) {
+    let server = start(|c| c.password = Some("secret pw".into()));
+    let out = cmd
+        .args([server.addr.ip().to_string(), server.addr.port().to_string(), "secret pw".into()])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "client check failed ({}):\n{stdout}\n{stderr}", out.status);
+    assert!(stdout.contains("checks passed"), "{stdout}\n{stderr}");
+}
+
+/// The value of `var`, or `None` (and a note) when the client it names is not set up; under
+/// `STRATA_REQUIRE_CLIENTS` (set by `.ci/run`, which sets the client variables up too) a
+/// missing client fails the test instead.
+fn client_env(var: &str) -> Option<std::ffi::OsString> {
+    let value = std::env::var_os(var).filter(|v| !v.is_empty());
+    if value.is_none() {
+        assert!(std::env::var_os("STRATA_REQUIRE_CLIENTS").is_none(), "{var} is not set");
+        eprintln!("{var} not set; skipping this client's checks");
+    }
+    value
+}
+
+#[test]
+fn psycopg_runs_ddl_dml_prepared_statements_and_is_refused_a_wrong_password() {
+    // A Python interpreter with psycopg 3 installed.
+    let Some(python) = client_env("STRATA_PSYCOPG_PYTHON") else { return };
+    let mut cmd = Command::new(python);
+    cmd.arg("tests/clients/psycopg_check.py");
+    client_check(cmd);
+}
+
+#[test]
+fn pgjdbc_runs_ddl_dml_prepared_statements_and_is_refused_a_wrong_password() {
+    // The path of pgjdbc's jar (org.postgresql:postgresql).
+    let Some(jar) = client_env("STRATA_PGJDBC_JAR") else { return };
+    let mut cmd = Command::new("java");
+    cmd.arg("-cp").arg(jar).arg("tests/clients/JdbcCheck.java");
+    client_check(cmd);
+}
+
+#[test]
+fn a_client_killed_mid_statement_leaves_it_whole_or_not_applied() {
+    let server = start(|c| c.password = Some("pw".into()));
+    let mut client = connect(server.addr, "strata", "pw").unwrap();
+    let n = 100_000;
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE src (id BIGINT PRIMARY KEY, v BIGINT); CREATE TABLE dst (id BIGINT PRIMARY KEY, v BIGINT);
+             INSERT INTO src SELECT value, value * 2 FROM generate_series(1, {n})"
+        ))
+        .unwrap();
+    let Some(mut child) = Command::new("psql")
+        .arg(format!("postgresql://strata@{}:{}/strata", server.addr.ip(), server.addr.port()))
+        .args(["-X", "-q", "-c", "INSERT INTO dst SELECT id, v FROM src"])
+        .env("PGPASSWORD", "pw")
+        .spawn()
+        .ok()
+    else {
+        assert!(std::env::var_os("STRATA_REQUIRE_CLIENTS").is_none(), "psql is not installed");
+        eprintln!("psql not found; skipping");
+        return;
+    };
+    // Kill psql while the statement runs (the INSERT checks each key first, so it takes a
+    // while); the server notices the closed connection but lets the statement finish or not
+    // start, never stop halfway.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Every state readers see is all or nothing; poll until the statement has landed (or
+    // clearly never reached the server).
+    let count = |c: &mut Client| -> i64 { c.query_one("SELECT count(*) FROM dst", &[]).unwrap().get(0) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut seen = count(&mut client);
+    while seen != n && std::time::Instant::now() < deadline {
+        assert_eq!(seen, 0, "{seen} of {n} rows applied");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        seen = count(&mut client);
+    }
+    assert!(seen == 0 || seen == n, "{seen} of {n} rows applied");
+    let sum: i64 = client.query_one("SELECT coalesce(sum(v), 0) FROM dst", &[]).unwrap().get(0);
+    assert_eq!(sum, if seen == 0 { 0 } else { n * (n + 1) });
+}

@@ -30,6 +30,7 @@ mod dml;
 mod error;
 mod filter;
 mod rewrite;
+mod session;
 mod table;
 
 use std::sync::Arc;
@@ -37,10 +38,12 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider};
-use datafusion::common::ParamValues;
+use datafusion::common::{DFSchema, ParamValues};
 use datafusion::execution::context::SessionContext;
 use datafusion::execution::SessionState;
+use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::LogicalPlan;
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::parser::{DFParser, Statement};
 use datafusion::sql::sqlparser::ast::{ObjectType, Statement as AstStatement};
@@ -156,6 +159,10 @@ impl SqlEngine {
                 AstStatement::CreateTable(_) | AstStatement::Drop { object_type: ObjectType::Table, .. } => {
                     return Ok(Prepared::Ddl(ast.clone()));
                 }
+                AstStatement::Set(set) => {
+                    session::check(set)?;
+                    return Ok(Prepared::Set);
+                }
                 AstStatement::StartTransaction { .. } | AstStatement::Commit { .. } | AstStatement::Rollback { .. } => {
                     return Err(SqlError::unsupported("transactions: each statement commits on its own (autocommit)"));
                 }
@@ -178,10 +185,36 @@ impl SqlEngine {
         }
     }
 
+    /// A SQL boolean expression over `table`'s columns (`a > 5 AND b IS NOT NULL`) as a filter
+    /// strata's own scans apply ([`strata::scan::ScanRequest::filter`]): comparisons of a column
+    /// with a literal, `IS [NOT] NULL`, `BETWEEN`, `IN` lists, boolean columns, `AND`, `OR` and
+    /// `NOT`. Anything else is refused (run such queries through SQL instead).
+    pub fn scan_filter(&self, table: &strata::Table, sql: &str) -> Result<strata::scan::Expr, SqlError> {
+        let schema = table.schema();
+        let all: Vec<usize> = (0..schema.columns().len()).collect();
+        let arrow = strata::scan::row_schema(schema, &all);
+        let qualified = Arc::new(DFSchema::try_from_qualified_schema(table.name(), &arrow)?);
+        let expr = self.shared.base.create_logical_expr(sql, &qualified)?;
+        if let Some(e) = filter::translate(&expr, schema) {
+            return Ok(e);
+        }
+        // Typed literals (`DATE '2026-11-25'`) and constant arithmetic arrive as casts and
+        // expressions: coerce and fold them, then try again.
+        let simplifier = ExprSimplifier::new(SimplifyContext::builder().with_schema(qualified.clone()).build());
+        let folded = simplifier.simplify(simplifier.coerce(expr, &qualified)?)?;
+        filter::translate(&folded, schema).ok_or_else(|| {
+            SqlError::unsupported(format!(
+                "filter `{sql}`: a scan applies comparisons of a column with a literal, IS [NOT] NULL, \
+                 BETWEEN, IN lists, AND, OR and NOT; run other filters through SQL"
+            ))
+        })
+    }
+
     /// Runs a prepared statement, with values for its parameters if it has any.
     pub async fn execute_prepared(&self, prepared: &Prepared, params: Option<ParamValues>) -> Result<Output, SqlError> {
         let db = &self.shared.db;
         let plan = match prepared {
+            Prepared::Set => return Ok(Output::Command { tag: "SET", rows: 0 }),
             Prepared::Ddl(ast) => {
                 let _w = self.shared.writes.lock().await;
                 return match ast.as_ref() {
@@ -225,6 +258,9 @@ impl SqlEngine {
 pub enum Prepared {
     /// CREATE TABLE or DROP TABLE, run by strata itself.
     Ddl(Box<AstStatement>),
+    /// A `SET` of a session parameter to the value strata already works with (drivers send
+    /// these when they connect); it changes nothing.
+    Set,
     /// A query or DML statement as DataFusion planned it.
     Plan(LogicalPlan),
 }
@@ -233,7 +269,7 @@ impl Prepared {
     /// The types of the parameters `$1`, `$2`, ... where DataFusion could infer them.
     pub fn parameter_types(&self) -> Result<Vec<Option<DataType>>, SqlError> {
         match self {
-            Prepared::Ddl(_) => Ok(Vec::new()),
+            Prepared::Ddl(_) | Prepared::Set => Ok(Vec::new()),
             Prepared::Plan(plan) => {
                 let types = plan.get_parameter_types()?;
                 let mut named: Vec<(usize, Option<DataType>)> = types
@@ -256,7 +292,7 @@ impl Prepared {
     /// The columns a query returns (none for a command).
     pub fn output_schema(&self) -> Option<SchemaRef> {
         match self {
-            Prepared::Plan(LogicalPlan::Dml(_)) | Prepared::Ddl(_) => None,
+            Prepared::Plan(LogicalPlan::Dml(_)) | Prepared::Ddl(_) | Prepared::Set => None,
             Prepared::Plan(plan) => Some(Arc::new(plan.schema().as_arrow().clone())),
         }
     }
