@@ -46,20 +46,7 @@ impl std::fmt::Display for CliError {
 
 impl From<strata::Error> for CliError {
     fn from(e: strata::Error) -> Self {
-        let kind = match &e {
-            strata::Error::Io { .. } => "io",
-            strata::Error::Corruption { .. } => "corruption",
-            strata::Error::UnknownTable(_) => "unknown_table",
-            strata::Error::TableExists(_) => "table_exists",
-            strata::Error::UnknownColumn { .. } => "unknown_column",
-            strata::Error::TypeMismatch { .. } => "type_mismatch",
-            strata::Error::InvalidArgument(_) => "invalid_argument",
-            strata::Error::Locked(_) => "locked",
-            strata::Error::Poisoned(_) => "read_only",
-            strata::Error::OutOfMemory(_) => "out_of_memory",
-            _ => "closed",
-        };
-        CliError::new(kind, e.to_string())
+        CliError::new(e.kind(), e.to_string())
     }
 }
 

@@ -81,6 +81,24 @@ impl Error {
         Error::Corruption { path: path.into(), offset, reason: reason.into() }
     }
 
+    /// A short, stable name of the error's kind (`unknown_table`, `type_mismatch`, `corruption`,
+    /// ...), as the CLI's JSON protocol and the Python package report it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Io { .. } => "io",
+            Error::Corruption { .. } => "corruption",
+            Error::UnknownTable(_) => "unknown_table",
+            Error::TableExists(_) => "table_exists",
+            Error::UnknownColumn { .. } => "unknown_column",
+            Error::TypeMismatch { .. } => "type_mismatch",
+            Error::InvalidArgument(_) => "invalid_argument",
+            Error::Locked(_) => "locked",
+            Error::Poisoned(_) => "read_only",
+            Error::Closed => "closed",
+            Error::OutOfMemory(_) => "out_of_memory",
+        }
+    }
+
     /// True for [`Error::Corruption`].
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })

@@ -1,0 +1,70 @@
+from os import PathLike
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+import pyarrow
+
+__version__: str
+
+Key = Any  # a scalar for a one-column primary key, a tuple of values otherwise
+Row = Union[Mapping[str, Any], Sequence[Any]]
+
+class Error(Exception):
+    """An error reported by strata."""
+
+    kind: str
+    """The cause: "sql", "unknown_table", "unknown_column", "type_mismatch", "closed", ..."""
+    sqlstate: Optional[str]
+    """The SQLSTATE code of a SQL error, None for other errors."""
+
+def open(path: Union[str, PathLike[str]], *, create: bool = True) -> Database:
+    """Opens (by default creating) the database in directory ``path``."""
+
+class Database:
+    @property
+    def path(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
+    def sql(self, query: str, params: Optional[Sequence[Any]] = None) -> Union[pyarrow.Table, int, None]:
+        """Runs SQL: a query returns a pyarrow.Table, INSERT/UPDATE/DELETE the rows touched,
+        DDL None. With several statements, the last one's result. ``params`` fill $1, $2, ..."""
+    def table(self, name: str) -> Table: ...
+    def tables(self) -> List[str]: ...
+    def create_table(
+        self,
+        name: str,
+        schema: pyarrow.Schema,
+        primary_key: Sequence[str],
+        *,
+        layout: Optional[str] = None,
+        engine: str = "lsm",
+    ) -> Table: ...
+    def drop_table(self, name: str) -> None: ...
+    def flush(self) -> None: ...
+    def compact(self, table: Optional[str] = None) -> None: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Database: ...
+    def __exit__(self, *exc: Any) -> bool: ...
+
+class Table:
+    @property
+    def name(self) -> str: ...
+    @property
+    def primary_key(self) -> List[str]: ...
+    @property
+    def schema(self) -> pyarrow.Schema: ...
+    def get(self, key: Key, columns: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]: ...
+    def insert(self, row: Row) -> None: ...
+    def update(self, key: Key, values: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> None: ...
+    def delete(self, key: Key) -> None: ...
+    def scan(
+        self,
+        columns: Optional[Sequence[str]] = None,
+        *,
+        where: Optional[str] = None,
+        start: Optional[Key] = None,
+        end: Optional[Key] = None,
+        limit: Optional[int] = None,
+    ) -> pyarrow.Table: ...
+    def insert_arrow(self, data: Any) -> int:
+        """Bulk-loads a pyarrow Table/RecordBatch/RecordBatchReader, a pandas DataFrame or any
+        Arrow stream; returns the rows written."""

@@ -1,0 +1,303 @@
+//! `strata.Table`: one table's rows by key, scans into pyarrow, and bulk loads from Arrow data.
+
+use std::ops::Bound as KeyBound;
+use std::sync::Arc;
+
+use arrow_array::{Array, RecordBatch, RecordBatchReader};
+use arrow_pyarrow::{FromPyArrow, ToPyArrow};
+use arrow_schema::{ArrowError, SchemaRef};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use strata::scan::ScanRequest;
+use strata::{KeyRange, ReadOptions, Value, WriteBatch, WriteOptions};
+
+use crate::convert;
+use crate::database::Database;
+use crate::errors;
+
+/// Rows per write batch of `insert_arrow`: each such chunk commits atomically.
+const LOAD_CHUNK_ROWS: usize = 65_536;
+
+/// A table of an open database (from `Database.table` or `Database.create_table`).
+#[pyclass(module = "strata._strata", frozen)]
+pub struct Table {
+    table: strata::Table,
+    db: Py<Database>,
+}
+
+impl Table {
+    pub(crate) fn new(table: strata::Table, db: Py<Database>) -> Table {
+        Table { table, db }
+    }
+
+    /// The database, or the error for a closed one.
+    fn db(&self, py: Python<'_>) -> PyResult<Arc<strata::Db>> {
+        Ok(self.db.bind(py).get().handles()?.0)
+    }
+
+    fn key_bound(&self, obj: Option<&Bound<'_, PyAny>>, inclusive: bool) -> PyResult<KeyBound<Vec<Value>>> {
+        Ok(match obj {
+            None => KeyBound::Unbounded,
+            Some(o) if inclusive => KeyBound::Included(convert::key(o, self.table.schema())?),
+            Some(o) => KeyBound::Excluded(convert::key(o, self.table.schema())?),
+        })
+    }
+}
+
+#[pymethods]
+impl Table {
+    /// The table's name.
+    #[getter]
+    fn name(&self) -> &str {
+        self.table.name()
+    }
+
+    /// The primary-key columns, in key order.
+    #[getter]
+    fn primary_key(&self) -> Vec<String> {
+        let s = self.table.schema();
+        s.primary_key().iter().map(|&c| s.columns()[c].name.clone()).collect()
+    }
+
+    /// The columns as a `pyarrow.Schema` (the types scans return).
+    #[getter]
+    fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let s = self.table.schema();
+        let all: Vec<usize> = (0..s.columns().len()).collect();
+        strata::scan::row_schema(s, &all).as_ref().to_pyarrow(py)
+    }
+
+    /// The row with primary key `key` as a dict (only `columns` if given), or None.
+    #[pyo3(signature = (key, columns = None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        columns: Option<Vec<String>>,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let key = convert::key(key, self.table.schema())?;
+        let _db = self.db(py)?;
+        let names: Vec<String> = match columns {
+            Some(c) => c,
+            None => self.table.schema().columns().iter().map(|c| c.name.clone()).collect(),
+        };
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let projection = self.table.projection(&refs).map_err(errors::engine)?;
+        let row = py.detach(|| self.table.get(&key, &projection, &ReadOptions::default())).map_err(errors::engine)?;
+        let Some(row) = row else { return Ok(None) };
+        let dict = PyDict::new(py);
+        for (name, v) in names.iter().zip(&row) {
+            dict.set_item(name, convert::to_py(py, v)?)?;
+        }
+        Ok(Some(dict))
+    }
+
+    /// Writes a row (a dict by column name, absent columns NULL, or a sequence in column
+    /// order), replacing any row with the same key.
+    fn insert(&self, py: Python<'_>, row: &Bound<'_, PyAny>) -> PyResult<()> {
+        let row = convert::row(row, self.table.name(), self.table.schema())?;
+        let _db = self.db(py)?;
+        py.detach(|| self.table.insert(&row)).map_err(errors::engine)
+    }
+
+    /// Sets the given columns of the row with key `key` (a dict, keyword arguments, or both);
+    /// only those columns are written. A key with no row is left alone.
+    #[pyo3(signature = (key, values = None, **kwargs))]
+    fn update(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        values: Option<&Bound<'_, PyDict>>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        let schema = self.table.schema();
+        let key = convert::key(key, schema)?;
+        let mut set = Vec::new();
+        for d in [values, kwargs].into_iter().flatten() {
+            set.extend(convert::assignments(d, self.table.name(), schema)?);
+        }
+        if set.is_empty() {
+            return Err(PyValueError::new_err("update sets no columns"));
+        }
+        let _db = self.db(py)?;
+        let refs: Vec<(&str, Value)> = set.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+        py.detach(|| self.table.update(&key, &refs)).map_err(errors::engine)
+    }
+
+    /// Deletes the row with key `key` (nothing happens if there is none).
+    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let key = convert::key(key, self.table.schema())?;
+        let _db = self.db(py)?;
+        py.detach(|| self.table.delete(&key)).map_err(errors::engine)
+    }
+
+    /// Reads rows in key order as a `pyarrow.Table`: the `columns` named (all by default), keys
+    /// from `start` (inclusive) to `end` (exclusive), rows satisfying `where` (a SQL condition
+    /// strata applies inside the scan, such as `"qty > 5 AND region = 'EU'"`), at most `limit`.
+    #[pyo3(signature = (columns = None, *, r#where = None, start = None, end = None, limit = None))]
+    fn scan<'py>(
+        &self,
+        py: Python<'py>,
+        columns: Option<Vec<String>>,
+        r#where: Option<&str>,
+        start: Option<&Bound<'py, PyAny>>,
+        end: Option<&Bound<'py, PyAny>>,
+        limit: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let range = KeyRange { start: self.key_bound(start, true)?, end: self.key_bound(end, false)? };
+        let (_db, engine) = self.db.bind(py).get().handles()?;
+        let filter = match r#where {
+            Some(w) => Some(engine.scan_filter(&self.table, w).map_err(errors::sql)?),
+            None => None,
+        };
+        let mut req = ScanRequest::new().with_range(range);
+        if let Some(c) = &columns {
+            req = req.with_columns(c);
+        }
+        if let Some(f) = filter {
+            req = req.with_filter(f);
+        }
+        if let Some(n) = limit {
+            req = req.with_limit(n);
+        }
+        let (schema, batches) = py
+            .detach(|| -> strata::Result<(SchemaRef, Vec<RecordBatch>)> {
+                let iter = self.table.scan_batches(&req, &ReadOptions::default())?;
+                let schema = iter.schema();
+                let batches = iter.collect::<strata::Result<Vec<_>>>()?;
+                Ok((schema, batches))
+            })
+            .map_err(errors::engine)?;
+        crate::database::to_pyarrow(py, schema, batches)
+    }
+
+    /// Bulk-loads Arrow data: a `pyarrow.Table`, `RecordBatch` or `RecordBatchReader`, a pandas
+    /// DataFrame, or anything exporting an Arrow stream. Columns are matched by name and cast
+    /// to the table's types (a value that does not fit is an error, never silently NULL);
+    /// columns the data lacks are NULL. Rows replace rows with the same key. The data is
+    /// written in atomic chunks of 65,536 rows; returns the number of rows written.
+    fn insert_arrow(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let data = as_stream(py, data)?;
+        let reader = arrow_array::ffi_stream::ArrowArrayStreamReader::from_pyarrow_bound(&data)?;
+        let plan = LoadPlan::new(&self.table, &reader.schema())?;
+        let db = self.db(py)?;
+        let mut written = 0u64;
+        let result = py.detach(|| -> Result<(), LoadError> {
+            for batch in reader {
+                let batch = batch.map_err(LoadError::Arrow)?;
+                let columns = plan.cast(&batch).map_err(LoadError::Arrow)?;
+                let mut at = 0;
+                while at < batch.num_rows() {
+                    let n = LOAD_CHUNK_ROWS.min(batch.num_rows() - at);
+                    let mut wb = WriteBatch::new();
+                    let mut row = vec![Value::Null; plan.width];
+                    for i in at..at + n {
+                        for (slot, array) in &columns {
+                            row[*slot] = strata::scan::value_at(array.as_ref(), i);
+                        }
+                        wb.insert(&self.table, &row).map_err(LoadError::Engine)?;
+                    }
+                    db.write(wb, &WriteOptions::default()).map_err(LoadError::Engine)?;
+                    written += n as u64;
+                    at += n;
+                }
+            }
+            Ok(())
+        });
+        result.map_err(|e| e.into_py(written))?;
+        Ok(written)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<strata.Table {}>", self.table.name())
+    }
+}
+
+/// `data` as an object exporting an Arrow stream (pandas DataFrames and record batches are
+/// wrapped in a `pyarrow.Table`).
+fn as_stream<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let pa = py.import("pyarrow")?;
+    if data.is_instance(&pa.getattr("RecordBatch")?)? {
+        return pa.getattr("Table")?.call_method1("from_batches", (vec![data.clone()],));
+    }
+    let module = data.get_type().module()?.to_string();
+    if module.starts_with("pandas") {
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("preserve_index", false)?;
+        return pa.getattr("Table")?.call_method("from_pandas", (data,), Some(&kwargs));
+    }
+    if data.hasattr("__arrow_c_stream__")? || data.is_instance(&pa.getattr("RecordBatchReader")?)? {
+        return Ok(data.clone());
+    }
+    Err(PyTypeError::new_err(format!(
+        "insert_arrow takes a pyarrow Table, RecordBatch or RecordBatchReader, a pandas DataFrame, or an Arrow \
+         stream; got {}",
+        data.get_type().name()?
+    )))
+}
+
+/// Which input column fills which table column, and the Arrow type it is cast to.
+struct LoadPlan {
+    /// (input column, table column, target type).
+    columns: Vec<(usize, usize, arrow_schema::DataType)>,
+    width: usize,
+}
+
+impl LoadPlan {
+    fn new(table: &strata::Table, input: &arrow_schema::Schema) -> PyResult<LoadPlan> {
+        let schema = table.schema();
+        let mut columns = Vec::new();
+        for (i, f) in input.fields().iter().enumerate() {
+            let Some(c) = schema.column_index(f.name()) else {
+                return Err(errors::engine(strata::Error::UnknownColumn {
+                    table: table.name().to_string(),
+                    column: f.name().clone(),
+                }));
+            };
+            if columns.iter().any(|&(_, t, _)| t == c) {
+                return Err(PyValueError::new_err(format!("the data has column `{}` twice", f.name())));
+            }
+            columns.push((i, c, strata::scan::arrow_type(schema.columns()[c].ty)));
+        }
+        for (c, col) in schema.columns().iter().enumerate() {
+            if !col.nullable && !columns.iter().any(|&(_, t, _)| t == c) {
+                return Err(errors::engine(strata::Error::TypeMismatch {
+                    table: table.name().to_string(),
+                    column: col.name.clone(),
+                    message: "the data has no such column and it is NOT NULL".into(),
+                }));
+            }
+        }
+        Ok(LoadPlan { columns, width: schema.columns().len() })
+    }
+
+    /// The batch's columns cast to the table's types, each with the table column it fills.
+    fn cast(&self, batch: &RecordBatch) -> Result<Vec<(usize, arrow_array::ArrayRef)>, ArrowError> {
+        let options = arrow_cast::CastOptions { safe: false, ..Default::default() };
+        self.columns
+            .iter()
+            .map(|(i, c, ty)| {
+                let a = batch.column(*i);
+                let a = if a.data_type() == ty { a.clone() } else { arrow_cast::cast_with_options(a, ty, &options)? };
+                Ok((*c, a))
+            })
+            .collect()
+    }
+}
+
+/// Why a bulk load stopped.
+enum LoadError {
+    Arrow(ArrowError),
+    Engine(strata::Error),
+}
+
+impl LoadError {
+    fn into_py(self, written: u64) -> PyErr {
+        let done = format!("({written} rows were written before this error)");
+        match self {
+            LoadError::Arrow(e) => PyValueError::new_err(format!("{e} {done}")),
+            LoadError::Engine(e) => errors::engine_noted(e, &done),
+        }
+    }
+}
