@@ -43,6 +43,8 @@ pub(crate) fn value(obj: &Bound<'_, PyAny>, column: &Column) -> PyResult<Value> 
             let f: f64 = obj.extract()?;
             if column.ty == ColumnType::Double {
                 Value::Double(f)
+            } else if f.is_finite() && !(f as f32).is_finite() {
+                return Err(out_of_range(column));
             } else {
                 Value::Real(f as f32)
             }

@@ -138,6 +138,7 @@ def test_bad_values_are_refused_before_writing(db):
     t = people(db)
     bad = [
         ({"id": 1, "age": 2**31}, OverflowError),
+        ({"id": 1, "score": 10**400}, OverflowError),
         ({"id": 1, "age": "3"}, TypeError),
         ({"id": 1, "age": 1.5}, TypeError),
         ({"id": 1, "active": 1}, TypeError),
@@ -162,6 +163,16 @@ def test_bad_values_are_refused_before_writing(db):
     with pytest.raises(ValueError):
         t.get((1, 2))
     assert db.sql("SELECT count(*) AS n FROM people").to_pylist() == [{"n": 0}]
+
+
+def test_real_columns_refuse_what_a_float32_cannot_hold(db):
+    db.sql("CREATE TABLE r (id INT PRIMARY KEY, w REAL)")
+    t = db.table("r")
+    t.insert({"id": 1, "w": 0.5})
+    t.insert({"id": 2, "w": float("inf")})
+    with pytest.raises(OverflowError):
+        t.insert({"id": 3, "w": 1e300})
+    assert t.get(1)["w"] == 0.5 and t.get(2)["w"] == float("inf") and t.get(3) is None
 
 
 def test_composite_keys_and_key_ranges(db):

@@ -1,12 +1,14 @@
 from os import PathLike
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union, final
 
 import pyarrow
 
 __version__: str
+__all__ = ["Database", "Error", "Table", "__version__", "open"]
 
-Key = Any  # a scalar for a one-column primary key, a tuple of values otherwise
-Row = Union[Mapping[str, Any], Sequence[Any]]
+_Key = Any  # a scalar for a one-column primary key, a tuple of values otherwise
+_Row = Union[Mapping[str, Any], Sequence[Any]]
 
 class Error(Exception):
     """An error reported by strata."""
@@ -19,9 +21,10 @@ class Error(Exception):
 def open(path: Union[str, PathLike[str]], *, create: bool = True) -> Database:
     """Opens (by default creating) the database in directory ``path``."""
 
+@final
 class Database:
     @property
-    def path(self) -> str: ...
+    def path(self) -> Path: ...
     @property
     def closed(self) -> bool: ...
     def sql(self, query: str, params: Optional[Sequence[Any]] = None) -> Union[pyarrow.Table, int, None]:
@@ -45,6 +48,7 @@ class Database:
     def __enter__(self) -> Database: ...
     def __exit__(self, *exc: Any) -> bool: ...
 
+@final
 class Table:
     @property
     def name(self) -> str: ...
@@ -52,17 +56,17 @@ class Table:
     def primary_key(self) -> List[str]: ...
     @property
     def schema(self) -> pyarrow.Schema: ...
-    def get(self, key: Key, columns: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]: ...
-    def insert(self, row: Row) -> None: ...
-    def update(self, key: Key, values: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> None: ...
-    def delete(self, key: Key) -> None: ...
+    def get(self, key: _Key, columns: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]: ...
+    def insert(self, row: _Row) -> None: ...
+    def update(self, key: _Key, values: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> None: ...
+    def delete(self, key: _Key) -> None: ...
     def scan(
         self,
         columns: Optional[Sequence[str]] = None,
         *,
         where: Optional[str] = None,
-        start: Optional[Key] = None,
-        end: Optional[Key] = None,
+        start: Optional[_Key] = None,
+        end: Optional[_Key] = None,
         limit: Optional[int] = None,
     ) -> pyarrow.Table: ...
     def insert_arrow(self, data: Any) -> int:
