@@ -2,7 +2,8 @@
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use strata::{Column, ColumnType, Schema, Value};
 
 /// `obj` as a value of `column`'s type (`None` is NULL; the engine refuses it in a NOT NULL
@@ -78,11 +79,19 @@ pub(crate) fn value(obj: &Bound<'_, PyAny>, column: &Column) -> PyResult<Value> 
 /// `date.toordinal()` of 1970-01-01, where DATE days start.
 const EPOCH_ORDINAL: i64 = 719_163;
 
+/// Python's `datetime.date` and `datetime.datetime` types, looked up once per process (every
+/// DATE value converted needs them).
+fn date_types(py: Python<'_>) -> PyResult<(&Bound<'_, PyType>, &Bound<'_, PyType>)> {
+    static DATE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    static DATETIME: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    Ok((DATE.import(py, "datetime", "date")?, DATETIME.import(py, "datetime", "datetime")?))
+}
+
 /// The DATE days of a `datetime.date` (not a `datetime.datetime`, whose time would be lost);
 /// `None` for any other object.
 fn date_days(obj: &Bound<'_, PyAny>) -> PyResult<Option<i32>> {
-    let datetime = obj.py().import("datetime")?;
-    if !obj.is_instance(&datetime.getattr("date")?)? || obj.is_instance(&datetime.getattr("datetime")?)? {
+    let (date, datetime) = date_types(obj.py())?;
+    if !obj.is_instance(date)? || obj.is_instance(datetime)? {
         return Ok(None);
     }
     let ordinal: i64 = obj.call_method0("toordinal")?.extract()?;
@@ -92,7 +101,7 @@ fn date_days(obj: &Bound<'_, PyAny>) -> PyResult<Option<i32>> {
 
 /// A `datetime.date` of DATE days (`OverflowError` beyond Python's years 1-9999).
 fn py_date<'py>(py: Python<'py>, days: i32) -> PyResult<Bound<'py, PyAny>> {
-    let date = py.import("datetime")?.getattr("date")?;
+    let (date, _) = date_types(py)?;
     date.call_method1("fromordinal", (i64::from(days) + EPOCH_ORDINAL,))
 }
 
