@@ -6,8 +6,9 @@
 #   postgres  Debian's PostgreSQL 15 server (initdb, pg_ctl); each run starts a private cluster
 #   rocksdb   clang and libclang-dev, to build the rocksdb crate's bundled RocksDB (about 8 minutes
 #             on 2 cores, once)
-#   duckdb    a Python virtual environment in target/peers-venv with the PyPI wheels duckdb==1.5.5
-#             and pyarrow (seconds; strata-bench runs DuckDB in a helper process with it)
+#   duckdb    a Python virtual environment in target/peers-venv with the PyPI wheels duckdb==1.5.5,
+#             duckdb-extension-tpch==1.5.5 (TPC-H data and reference answers) and pyarrow
+#             (seconds; strata-bench runs DuckDB in a helper process with it)
 #   charts    fonts-dejavu-core, the font the PNG charts are labelled with
 set -euo pipefail
 
@@ -33,14 +34,15 @@ test -x /usr/lib/postgresql/15/bin/initdb || { echo "initdb not found under /usr
 if [ "$(id -u)" -eq 0 ]; then id postgres >/dev/null; fi
 
 venv=target/peers-venv
-if ! "$venv/bin/python3" -c 'import duckdb, pyarrow, sys; sys.exit(duckdb.__version__ != "1.5.5")' 2>/dev/null; then
-    echo "making $venv with duckdb 1.5.5 and pyarrow"
+if ! "$venv/bin/python3" -c 'import duckdb, duckdb_extension_tpch, pyarrow, sys; sys.exit(duckdb.__version__ != "1.5.5")' 2>/dev/null; then
+    echo "making $venv with duckdb 1.5.5, its tpch extension and pyarrow"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "duckdb==1.5.5" pyarrow
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "duckdb==1.5.5" "duckdb-extension-tpch==1.5.5" pyarrow
 else
-    echo "$venv has duckdb 1.5.5 and pyarrow"
+    echo "$venv has duckdb 1.5.5, its tpch extension and pyarrow"
 fi
 
 echo "building strata-bench with every peer"
 cargo build --release --locked -p strata-bench --features peers
 echo "done: target/release/strata-bench ycsb --systems strata,rocksdb,postgres,duckdb,sqlite"
+echo "      target/release/strata-bench tpch --sf 1"

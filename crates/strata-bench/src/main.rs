@@ -19,7 +19,9 @@
 //! - `ycsb-sharp`: TellStore's YCSB# scan queries, and strata's under a get/update load
 //!   (`ycsb_sharp.rs`);
 //! - `lstore`: L-Store's update transactions against a long-running scan, per contention level,
-//!   on the lineage engine, the LSM engine and the peers (`lstore.rs`).
+//!   on the lineage engine, the LSM engine and the peers (`lstore.rs`);
+//! - `tpch`: the 22 TPC-H queries through strata-sql on both engines, beside DuckDB and SQLite,
+//!   every system's rows checked against DuckDB's reference answers (`tpch/`).
 
 mod chart;
 mod engine;
@@ -30,6 +32,7 @@ mod lstore;
 mod peers;
 mod snapshot_reads;
 mod tables;
+mod tpch;
 mod write_amp;
 mod ycsb;
 mod ycsb_sharp;
@@ -66,6 +69,9 @@ enum Cmd {
     /// L-Store: short update transactions (8 reads, 2 writes) against a long-running scan at
     /// low, medium and high contention; the lineage engine, the LSM engine and the peers.
     Lstore(lstore::LstoreArgs),
+    /// TPC-H: the 22 queries through strata's SQL over tables generated in process, answers
+    /// checked against DuckDB's reference answers, times beside DuckDB and SQLite.
+    Tpch(tpch::TpchArgs),
 }
 
 fn main() {
@@ -91,6 +97,7 @@ fn main() {
         Cmd::SnapshotReads(a) => snapshot_reads::snapshot_reads(a).map_err(strata::Error::InvalidArgument),
         Cmd::WriteAmp(a) => write_amp::write_amp(a).map_err(strata::Error::InvalidArgument),
         Cmd::Lstore(a) => lstore::lstore(a).map_err(strata::Error::InvalidArgument),
+        Cmd::Tpch(a) => tpch::tpch(a).map_err(strata::Error::InvalidArgument),
         Cmd::YcsbSharp(a) => {
             let root = std::env::temp_dir().join(format!("strata-bench-ycsb-sharp-{}", std::process::id()));
             let r = ycsb_sharp::ycsb_sharp(a, &root).map_err(strata::Error::InvalidArgument);

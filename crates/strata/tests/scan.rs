@@ -946,3 +946,44 @@ fn lineage_zone_maps_skip_ranges_and_stay_right() {
     assert_eq!(count(&db, &Default::default()).0, want, "merged");
     assert_eq!(count(&db, &ReadOptions { snapshot: Some(&before) }).0, 148, "at the old snapshot, merged");
 }
+
+/// The scan pool serves every scan of the database, and a reader may leave one partitioned scan
+/// undrained until another has finished (a hash join reads its probe side only after its build
+/// side). Partitions waiting for their reader must give their pool threads back, or the second
+/// scan never runs: with both pool threads held by the first scan's partitions, this deadlocked.
+#[test]
+fn an_undrained_partitioned_scan_does_not_starve_another() {
+    const ROWS: i64 = 20_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options { scan_threads: 2, ..common::tiny_options(Arc::new(OsFs)) };
+    let db = Db::open(tmp.path(), opts).unwrap();
+    let s = Schema::new(vec![Column::new("id", ColumnType::BigInt), Column::new("v", ColumnType::BigInt)], &["id"])
+        .unwrap();
+    let t = db.create_table("p", s, TableOptions::with_layout("L1-: column")).unwrap();
+    for chunk in (0..ROWS).collect::<Vec<_>>().chunks(1000) {
+        let mut wb = WriteBatch::new();
+        for &i in chunk {
+            wb.insert(&t, &[Value::BigInt(i), Value::BigInt(i * 7)]).unwrap();
+        }
+        db.write(wb, &WriteOptions::default()).unwrap();
+    }
+    db.compact_range("p", &KeyRange::all()).unwrap();
+    let req = ScanRequest::new().with_columns(&["id", "v"]).with_batch_rows(64).with_partitions(4);
+    let mut first = t.scan_batches(&req, &ReadOptions::default()).unwrap();
+    let first_batch = first.next().unwrap().unwrap().num_rows();
+    // Its partitions now fill their channels and wait for this reader.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (done, finished) = std::sync::mpsc::channel();
+    let t2 = t.clone();
+    let req2 = req.clone();
+    std::thread::spawn(move || {
+        let rows: usize = t2.scan_batches(&req2, &ReadOptions::default()).unwrap().map(|b| b.unwrap().num_rows()).sum();
+        let _ = done.send(rows);
+    });
+    let second = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the second scan made no progress while the first waited for its reader");
+    assert_eq!(second, ROWS as usize);
+    let rest: usize = first.map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(first_batch + rest, ROWS as usize);
+}

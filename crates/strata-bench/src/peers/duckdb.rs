@@ -11,8 +11,7 @@
 //! it in mind. Scans are unaffected: the helper materializes a query's whole result as an Arrow
 //! table inside the helper and sends back only its row count and key sum.
 //!
-//! The Python comes from `STRATA_BENCH_PYTHON`, else the virtual environment
-//! scripts/install-peers.sh makes (`target/peers-venv`), else `python3` on the PATH.
+//! The Python is [`super::python`].
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -29,17 +28,6 @@ use crate::tables::{sql, Answer, Kind, Output, Query, TableDef, Tables};
 use crate::ycsb::Store;
 
 const HELPER: &str = include_str!("duckdb_peer.py");
-
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("STRATA_BENCH_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/peers-venv/bin/python3");
-    if venv.exists() {
-        return venv;
-    }
-    PathBuf::from("python3")
-}
 
 /// One client connection to the helper.
 struct Conn {
@@ -98,7 +86,7 @@ impl Duck {
         // Socket paths are limited to about 100 bytes, so the socket goes in the temp directory.
         let socket = std::env::temp_dir().join(format!("strata-bench-duckdb-{}.sock", std::process::id()));
         let _ = std::fs::remove_file(&socket);
-        let py = python();
+        let py = super::python();
         let mut child = Command::new(&py)
             .arg(&script)
             .arg(dir.join("bench.duckdb"))

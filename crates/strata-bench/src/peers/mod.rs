@@ -10,6 +10,19 @@ pub(crate) mod rocksdb;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 
+/// The Python that runs DuckDB's helpers: `STRATA_BENCH_PYTHON`, else the virtual environment
+/// scripts/install-peers.sh makes (`target/peers-venv`), else `python3` on the PATH.
+pub(crate) fn python() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("STRATA_BENCH_PYTHON") {
+        return p.into();
+    }
+    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/peers-venv/bin/python3");
+    if venv.exists() {
+        return venv;
+    }
+    "python3".into()
+}
+
 /// The peers this binary was built with, in the order runs take them.
 pub(crate) fn built() -> Vec<&'static str> {
     [

@@ -35,7 +35,8 @@ enum Inner {
     Serial(Box<Partition>),
     /// Partitions running on the scan pool, read in key order; `left` rows of the limit remain.
     Parallel {
-        parts: std::collections::VecDeque<std::sync::mpsc::Receiver<Result<RecordBatch>>>,
+        parts: std::collections::VecDeque<Running>,
+        pool: Arc<rayon::ThreadPool>,
         left: Option<usize>,
     },
     Ready(std::vec::IntoIter<RecordBatch>),
@@ -60,15 +61,16 @@ impl Iterator for BatchIter {
     fn next(&mut self) -> Option<Self::Item> {
         let item = match &mut self.inner {
             Inner::Serial(p) => p.next_batch().transpose(),
-            Inner::Parallel { parts, left } => loop {
+            Inner::Parallel { parts, pool, left } => loop {
                 if *left == Some(0) {
                     // Dropping the receivers stops the partitions still running.
                     parts.clear();
                     return None;
                 }
-                let rx = parts.front()?;
-                match rx.recv() {
+                let run = parts.front()?;
+                match run.rx.recv() {
                     Ok(Ok(mut b)) => {
+                        run.taken(pool);
                         if let Some(l) = left {
                             b = b.slice(0, b.num_rows().min(*l));
                             *l -= b.num_rows();
@@ -89,6 +91,81 @@ impl Iterator for BatchIter {
             self.inner = Inner::Failed;
         }
         item
+    }
+}
+
+/// Batches a partition on the scan pool may have sent and its reader not yet taken.
+const FEED_DEPTH: usize = 2;
+
+/// A partition running on the scan pool, as its reader sees it.
+struct Running {
+    rx: std::sync::mpsc::Receiver<Result<RecordBatch>>,
+    feed: Arc<Feed>,
+}
+
+/// What a partition on the pool and its reader share.
+#[derive(Default)]
+struct Feed {
+    state: parking_lot::Mutex<FeedState>,
+}
+
+#[derive(Default)]
+struct FeedState {
+    /// Batches sent and not yet taken.
+    queued: usize,
+    /// The partition while its reader has `FEED_DEPTH` batches to take.
+    parked: Option<Parked>,
+}
+
+/// A partition off the pool: it resumes by sending `batch` if it has one.
+struct Parked {
+    part: Box<Partition>,
+    batch: Option<RecordBatch>,
+    tx: std::sync::mpsc::Sender<Result<RecordBatch>>,
+}
+
+impl Running {
+    /// The reader took a batch: a partition parked for want of room resumes.
+    fn taken(&self, pool: &Arc<rayon::ThreadPool>) {
+        let parked = {
+            let mut st = self.feed.state.lock();
+            st.queued = st.queued.saturating_sub(1);
+            st.parked.take()
+        };
+        if let Some(p) = parked {
+            let feed = self.feed.clone();
+            pool.spawn_fifo(move || produce(p, feed));
+        }
+    }
+}
+
+/// Runs a partition on a pool thread until it ends, its reader goes away, or `FEED_DEPTH`
+/// batches wait to be taken: then it parks in `feed` and gives the thread back.
+fn produce(mut p: Parked, feed: Arc<Feed>) {
+    loop {
+        let batch = match p.batch.take() {
+            Some(b) => b,
+            None => match p.part.next_batch() {
+                Ok(Some(b)) => b,
+                Ok(None) => return,
+                Err(e) => {
+                    let _ = p.tx.send(Err(e));
+                    return;
+                }
+            },
+        };
+        {
+            let mut st = feed.state.lock();
+            if st.queued >= FEED_DEPTH {
+                p.batch = Some(batch);
+                st.parked = Some(p);
+                return;
+            }
+            st.queued += 1;
+        }
+        if p.tx.send(Ok(batch)).is_err() {
+            return;
+        }
     }
 }
 
@@ -147,30 +224,23 @@ pub(crate) fn run_scan(
             None => Inner::Ready(Vec::new().into_iter()),
         }
     } else {
-        // Each partition streams into its own small channel; partitions start in key order on
-        // the pool, and the reader drains them in that order, so the oldest running partition is
-        // always being read and progress is guaranteed.
+        // Each partition streams into its own channel, holding at most `FEED_DEPTH` batches;
+        // partitions start in key order on the pool, and the reader drains them in that order.
+        // A partition whose channel is full parks instead of blocking its pool thread, and the
+        // reader restarts it when it takes a batch: the pool is shared by every scan of the
+        // database, and a reader may not drain one scan until another has finished (a hash
+        // join reads its probe side only after its build side), so a worker blocked on a full
+        // channel could hold the very thread the other scan needs.
         let pool = scans.pool()?;
-        let mut rxs = std::collections::VecDeque::with_capacity(parts.len());
-        for mut p in parts {
-            let (tx, rx) = std::sync::mpsc::sync_channel(2);
-            pool.spawn_fifo(move || loop {
-                match p.next_batch() {
-                    Ok(Some(b)) => {
-                        if tx.send(Ok(b)).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) => return,
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                        return;
-                    }
-                }
-            });
-            rxs.push_back(rx);
+        let mut feeds = std::collections::VecDeque::with_capacity(parts.len());
+        for p in parts {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let feed = Arc::new(Feed::default());
+            let shared = feed.clone();
+            pool.spawn_fifo(move || produce(Parked { part: Box::new(p), batch: None, tx }, shared));
+            feeds.push_back(Running { rx, feed });
         }
-        Inner::Parallel { parts: rxs, left: plan.limit }
+        Inner::Parallel { parts: feeds, pool: pool.clone(), left: plan.limit }
     };
     Ok(BatchIter { schema, inner })
 }

@@ -14,7 +14,7 @@ pub(crate) struct Scans {
     pub(crate) counters: Arc<ScanCounters>,
     pub(super) shared: SharedScans,
     /// Started on first use.
-    pool: OnceLock<rayon::ThreadPool>,
+    pool: OnceLock<Arc<rayon::ThreadPool>>,
     threads: usize,
     /// How long the first scan of a shared pass waits for others to join.
     pub(super) window: Duration,
@@ -28,7 +28,7 @@ impl Scans {
     }
 
     /// The scan pool, started on first use.
-    pub(super) fn pool(&self) -> Result<&rayon::ThreadPool> {
+    pub(super) fn pool(&self) -> Result<&Arc<rayon::ThreadPool>> {
         if let Some(p) = self.pool.get() {
             return Ok(p);
         }
@@ -39,7 +39,7 @@ impl Scans {
             .map_err(|e| {
                 Error::io("<scan threads>", std::io::Error::other(format!("cannot start scan threads: {e}")))
             })?;
-        Ok(self.pool.get_or_init(|| p))
+        Ok(self.pool.get_or_init(|| Arc::new(p)))
     }
 }
 

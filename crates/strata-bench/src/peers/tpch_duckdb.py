@@ -1,0 +1,89 @@
+"""TPC-H on DuckDB for `strata-bench tpch` (written next to the run's data and started by it).
+
+Creates the eight tables with the tpch extension's schema (DECIMAL money, DATE dates), loads them
+from the text files strata-bench wrote (`<table>.<part>.tbl`, the rows strata loads), runs each
+query of a file `runs` times and writes one JSON document: the load's seconds and, per query,
+the times in milliseconds and the first run's rows as text (the reference the other systems'
+rows are checked against).
+"""
+
+import argparse
+import datetime
+import decimal
+import glob
+import json
+import os
+import sys
+import time
+
+import duckdb
+
+
+def extension_path():
+    try:
+        import duckdb_extension_tpch
+    except ImportError:
+        sys.exit("the tpch extension is missing: pip install duckdb-extension-tpch==" + duckdb.__version__)
+    base = os.path.dirname(duckdb_extension_tpch.__file__)
+    found = glob.glob(os.path.join(base, "**", "tpch.duckdb_extension"), recursive=True)
+    if not found:
+        sys.exit(f"no tpch.duckdb_extension under {base}")
+    return found[0]
+
+
+def text(v):
+    if v is None:
+        return ""  # as the reference answers write NULL
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, (decimal.Decimal, int)):
+        return str(v)
+    if isinstance(v, datetime.date):
+        return v.isoformat()
+    return str(v)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--db", required=True)
+    p.add_argument("--tbl", required=True, help="directory of <table>.<part>.tbl files")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--queries", required=True, help="JSON file: [[number, sql], ...]")
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+
+    doc = {"version": duckdb.__version__, "times": {}, "results": {}, "errors": {}}
+    con = duckdb.connect(a.db)
+    con.execute(f"LOAD '{extension_path()}'")
+    con.execute(f"SET threads = {a.threads}")
+    t0 = time.perf_counter()
+    con.execute("CALL dbgen(sf = 0)")  # the tables, empty
+    for name in sorted(os.listdir(a.tbl)):
+        if name.endswith(".tbl"):
+            table = name.split(".")[0]
+            con.execute(f"COPY {table} FROM '{os.path.join(a.tbl, name)}' (DELIMITER '|', HEADER false)")
+    con.execute("CHECKPOINT")
+    doc["load_seconds"] = time.perf_counter() - t0
+    with open(a.queries) as f:
+        queries = json.load(f)
+    for nr, sql in queries:
+        times = []
+        try:
+            for i in range(a.runs):
+                t = time.perf_counter()
+                rows = con.execute(sql).fetchall()
+                times.append((time.perf_counter() - t) * 1000.0)
+                if i == 0:
+                    doc["results"][str(nr)] = [[text(v) for v in r] for r in rows]
+        except duckdb.Error as e:
+            doc["errors"][str(nr)] = str(e)
+        doc["times"][str(nr)] = times
+        print(f"duckdb: Q{nr} {min(times) if times else float('nan'):.1f} ms", file=sys.stderr, flush=True)
+    con.close()
+    with open(a.out, "w") as f:
+        json.dump(doc, f)
+
+
+if __name__ == "__main__":
+    main()
