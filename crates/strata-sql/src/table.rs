@@ -147,7 +147,9 @@ impl TableProvider for StrataTable {
                     .with_range(bounds.range())
                     .with_columns(&names)
                     .with_batch_rows(config.batch_size())
-                    .with_partitions(if limit.is_some() { 1 } else { config.target_partitions().max(1) });
+                    .with_partitions(if limit.is_some() { 1 } else { config.target_partitions().max(1) })
+                    // The plan promises no order, so partitions feed it side by side.
+                    .with_unordered(true);
                 if !pushed.is_empty() {
                     req = req.with_filter(SExpr::And(pushed));
                 }

@@ -50,6 +50,10 @@ pub(crate) struct TpchArgs {
     /// Column groups per level of the LSM engine's tables (as `strata create-table --layout`).
     #[arg(long, default_value = "L1-: column")]
     pub layout: String,
+    /// strata's block cache in MiB (decoded blocks; DuckDB keeps its tables in a buffer pool of up
+    /// to 80% of memory by default).
+    #[arg(long, default_value_t = 4096)]
+    pub block_cache_mib: usize,
     /// Queries to run, comma-separated numbers (default: all 22).
     #[arg(long, value_delimiter = ',')]
     pub queries: Vec<u32>,
@@ -182,6 +186,7 @@ pub(crate) fn tpch(a: &TpchArgs) -> Result<(), String> {
             ("runs", json!(a.runs)),
             ("sqlite_runs", json!(a.sqlite_runs)),
             ("layout", json!(a.layout)),
+            ("block_cache_mib", json!(a.block_cache_mib)),
         ],
     );
     // DuckDB first: its rows are the reference answers.
@@ -444,8 +449,8 @@ fn run_strata(
         Engine::Lsm => "lsm",
         Engine::Lineage => "lineage",
     };
-    let opts = Options::default();
-    let cache_mib = opts.block_cache_size >> 20;
+    let opts = Options { block_cache_size: a.block_cache_mib << 20, ..Options::default() };
+    let cache_mib = a.block_cache_mib;
     let db = Arc::new(Db::open(dir, opts).map_err(|e| format!("strata: {e}"))?);
     let options = match engine {
         Engine::Lsm => TableOptions::with_layout(a.layout.clone()),

@@ -265,8 +265,12 @@ pub struct ScanRequest {
     /// Rows per output batch (at most; default 8192).
     pub batch_rows: usize,
     /// Split the key range into this many partitions run on the scan worker pool (1 = run on the
-    /// calling thread). Batches still come out in key order.
+    /// calling thread). Batches still come out in key order unless `unordered`.
     pub partitions: usize,
+    /// With several partitions, return each batch as soon as any partition has one, in no
+    /// particular order, so the partitions run side by side (in key order, a partition runs
+    /// ahead of its reader by only two batches). Rows within a batch stay in key order.
+    pub unordered: bool,
     /// Join concurrent shared scans of the same table (and snapshot) into one pass over the
     /// data: the first waits [`Options::shared_scan_window`](crate::Options::shared_scan_window)
     /// for others, then one pass on the scan pool serves them all. The result is collected
@@ -286,6 +290,7 @@ impl Default for ScanRequest {
             limit: None,
             batch_rows: 8192,
             partitions: 1,
+            unordered: false,
             shared: false,
             block_stats: true,
         }
@@ -337,6 +342,12 @@ impl ScanRequest {
     /// Runs on `n` key-range partitions in parallel.
     pub fn with_partitions(mut self, n: usize) -> Self {
         self.partitions = n;
+        self
+    }
+
+    /// Batches of several partitions come out as they are ready, in no particular key order.
+    pub fn with_unordered(mut self, unordered: bool) -> Self {
+        self.unordered = unordered;
         self
     }
 

@@ -33,9 +33,12 @@ pub struct BatchIter {
 
 enum Inner {
     Serial(Box<Partition>),
-    /// Partitions running on the scan pool, read in key order; `left` rows of the limit remain.
+    /// Partitions running on the scan pool, read from `rxs` front first (one channel per
+    /// partition in key order, or one shared by all when unordered); `left` rows of the limit
+    /// remain.
     Parallel {
-        parts: std::collections::VecDeque<Running>,
+        rxs: std::collections::VecDeque<std::sync::mpsc::Receiver<Fed>>,
+        feeds: Vec<Arc<Feed>>,
         pool: Arc<rayon::ThreadPool>,
         left: Option<usize>,
     },
@@ -61,26 +64,30 @@ impl Iterator for BatchIter {
     fn next(&mut self) -> Option<Self::Item> {
         let item = match &mut self.inner {
             Inner::Serial(p) => p.next_batch().transpose(),
-            Inner::Parallel { parts, pool, left } => loop {
+            Inner::Parallel { rxs, feeds, pool, left } => loop {
                 if *left == Some(0) {
-                    // Dropping the receivers stops the partitions still running.
-                    parts.clear();
+                    // Dropping the receivers stops the partitions still running, and dropping
+                    // the feeds the parked ones.
+                    rxs.clear();
+                    feeds.clear();
                     return None;
                 }
-                let run = parts.front()?;
-                match run.rx.recv() {
-                    Ok(Ok(mut b)) => {
-                        run.taken(pool);
+                let rx = rxs.front()?;
+                match rx.recv() {
+                    Ok((i, Ok(mut b))) => {
+                        if let Some(f) = feeds.get(i) {
+                            taken(f, pool);
+                        }
                         if let Some(l) = left {
                             b = b.slice(0, b.num_rows().min(*l));
                             *l -= b.num_rows();
                         }
                         break Some(Ok(b));
                     }
-                    Ok(Err(e)) => break Some(Err(e)),
-                    // That partition is finished.
+                    Ok((_, Err(e))) => break Some(Err(e)),
+                    // That partition is finished (unordered: every partition).
                     Err(_) => {
-                        parts.pop_front();
+                        rxs.pop_front();
                     }
                 }
             },
@@ -97,11 +104,8 @@ impl Iterator for BatchIter {
 /// Batches a partition on the scan pool may have sent and its reader not yet taken.
 const FEED_DEPTH: usize = 2;
 
-/// A partition running on the scan pool, as its reader sees it.
-struct Running {
-    rx: std::sync::mpsc::Receiver<Result<RecordBatch>>,
-    feed: Arc<Feed>,
-}
+/// What a partition sends its reader: its index and a batch or the error that ended it.
+type Fed = (usize, Result<RecordBatch>);
 
 /// What a partition on the pool and its reader share.
 #[derive(Default)]
@@ -119,23 +123,23 @@ struct FeedState {
 
 /// A partition off the pool: it resumes by sending `batch` if it has one.
 struct Parked {
+    index: usize,
     part: Box<Partition>,
     batch: Option<RecordBatch>,
-    tx: std::sync::mpsc::Sender<Result<RecordBatch>>,
+    tx: std::sync::mpsc::Sender<Fed>,
 }
 
-impl Running {
-    /// The reader took a batch: a partition parked for want of room resumes.
-    fn taken(&self, pool: &Arc<rayon::ThreadPool>) {
-        let parked = {
-            let mut st = self.feed.state.lock();
-            st.queued = st.queued.saturating_sub(1);
-            st.parked.take()
-        };
-        if let Some(p) = parked {
-            let feed = self.feed.clone();
-            pool.spawn_fifo(move || produce(p, feed));
-        }
+/// The reader took a batch of the partition fed through `feed`: if it was parked for want of
+/// room, it resumes.
+fn taken(feed: &Arc<Feed>, pool: &Arc<rayon::ThreadPool>) {
+    let parked = {
+        let mut st = feed.state.lock();
+        st.queued = st.queued.saturating_sub(1);
+        st.parked.take()
+    };
+    if let Some(p) = parked {
+        let feed = feed.clone();
+        pool.spawn_fifo(move || produce(p, feed));
     }
 }
 
@@ -149,7 +153,7 @@ fn produce(mut p: Parked, feed: Arc<Feed>) {
                 Ok(Some(b)) => b,
                 Ok(None) => return,
                 Err(e) => {
-                    let _ = p.tx.send(Err(e));
+                    let _ = p.tx.send((p.index, Err(e)));
                     return;
                 }
             },
@@ -163,7 +167,7 @@ fn produce(mut p: Parked, feed: Arc<Feed>) {
             }
             st.queued += 1;
         }
-        if p.tx.send(Ok(batch)).is_err() {
+        if p.tx.send((p.index, Ok(batch))).is_err() {
             return;
         }
     }
@@ -224,23 +228,37 @@ pub(crate) fn run_scan(
             None => Inner::Ready(Vec::new().into_iter()),
         }
     } else {
-        // Each partition streams into its own channel, holding at most `FEED_DEPTH` batches;
-        // partitions start in key order on the pool, and the reader drains them in that order.
+        // Each partition streams into its own channel (unordered: one channel for all), holding
+        // at most `FEED_DEPTH` batches of it; partitions start in key order on the pool, and the
+        // reader drains them in that order (unordered: as they come).
         // A partition whose channel is full parks instead of blocking its pool thread, and the
         // reader restarts it when it takes a batch: the pool is shared by every scan of the
         // database, and a reader may not drain one scan until another has finished (a hash
         // join reads its probe side only after its build side), so a worker blocked on a full
         // channel could hold the very thread the other scan needs.
         let pool = scans.pool()?;
-        let mut feeds = std::collections::VecDeque::with_capacity(parts.len());
-        for p in parts {
+        let mut rxs = std::collections::VecDeque::with_capacity(parts.len());
+        let mut feeds = Vec::with_capacity(parts.len());
+        let mut shared_tx = None;
+        if req.unordered {
             let (tx, rx) = std::sync::mpsc::channel();
-            let feed = Arc::new(Feed::default());
-            let shared = feed.clone();
-            pool.spawn_fifo(move || produce(Parked { part: Box::new(p), batch: None, tx }, shared));
-            feeds.push_back(Running { rx, feed });
+            shared_tx = Some(tx);
+            rxs.push_back(rx);
         }
-        Inner::Parallel { parts: feeds, pool: pool.clone(), left: plan.limit }
+        for (index, p) in parts.into_iter().enumerate() {
+            let tx = match &shared_tx {
+                Some(tx) => tx.clone(),
+                None => {
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    rxs.push_back(rx);
+                    tx
+                }
+            };
+            let feed = Arc::new(Feed::default());
+            feeds.push(feed.clone());
+            pool.spawn_fifo(move || produce(Parked { index, part: Box::new(p), batch: None, tx }, feed));
+        }
+        Inner::Parallel { rxs, feeds, pool: pool.clone(), left: plan.limit }
     };
     Ok(BatchIter { schema, inner })
 }
