@@ -90,6 +90,22 @@ impl QueryRun {
     fn best(&self) -> Option<f64> {
         self.times.iter().copied().reduce(f64::min)
     }
+
+    /// Reports query `n` of `system` on stderr as it finishes.
+    fn log(&self, system: &str, n: u32) {
+        match self.best() {
+            Some(ms) => eprintln!("{system}: Q{n} {ms:.1} ms"),
+            None => eprintln!("{system}: Q{n} failed: {}", self.error.as_deref().unwrap_or("?")),
+        }
+    }
+}
+
+/// The name strata's engines go by in flags and columns.
+fn engine_name(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Lsm => "lsm",
+        Engine::Lineage => "lineage",
+    }
 }
 
 /// The queries of the `-- Qn` file, numbered.
@@ -240,10 +256,7 @@ pub(crate) fn tpch(a: &TpchArgs) -> Result<(), String> {
     }
     if systems.iter().any(|s| s == "strata") {
         for engine in &engines {
-            let variant = match engine {
-                Engine::Lsm => "lsm",
-                Engine::Lineage => "lineage",
-            };
+            let variant = engine_name(*engine);
             let dir = data.join(format!("strata-{variant}"));
             let (config, load_s, runs) = run_strata(a, *engine, &dir, &queries)?;
             results.add_variant("strata", variant, &config, "load", load_s, "s");
@@ -260,31 +273,28 @@ pub(crate) fn tpch(a: &TpchArgs) -> Result<(), String> {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    let mut summary = serde_json::Map::new();
-    for (label, list) in &verdicts {
-        let matched = list.iter().filter(|(_, v)| matches!(v, Verdict::Match)).count();
-        let line = if list.iter().all(|(_, v)| matches!(v, Verdict::Reference)) {
-            "the reference".to_string()
-        } else if answers.is_some() {
-            format!("{matched}/{} queries return the reference answer", list.len())
-        } else {
-            "answers not checked".to_string()
-        };
-        summary.insert(label.clone(), json!(line));
-    }
+    // One line per system: how many queries matched (or, for DuckDB, that it is the reference).
+    let lines: Vec<(&String, String)> = verdicts
+        .iter()
+        .map(|(label, list)| {
+            let count = |f: fn(&Verdict) -> bool| list.iter().filter(|(_, v)| f(v)).count();
+            let line = if count(|v| matches!(v, Verdict::Reference)) > 0 {
+                "the reference answers".to_string()
+            } else if answers.is_some() {
+                format!("{}/{} queries return the reference answer", count(|v| matches!(v, Verdict::Match)), list.len())
+            } else {
+                "answers not checked".to_string()
+            };
+            (label, line)
+        })
+        .collect();
+    let summary = lines.iter().map(|(label, line)| ((*label).clone(), json!(line))).collect();
     results.params.insert("answers".into(), Json::Object(summary));
     results.finish(&a.out)?;
     let _ = std::fs::remove_dir_all(&data);
     println!();
-    for (label, list) in &verdicts {
-        let matched = list.iter().filter(|(_, v)| matches!(v, Verdict::Match)).count();
-        match &answers {
-            _ if list.iter().all(|(_, v)| matches!(v, Verdict::Reference)) => {
-                println!("{label}: the reference answers")
-            }
-            Some(_) => println!("{label}: {matched} of {} queries return the reference answer", list.len()),
-            None => println!("{label}: answers not checked"),
-        }
+    for ((label, line), (_, list)) in lines.iter().zip(&verdicts) {
+        println!("{label}: {line}");
         for (n, v) in list {
             match v {
                 Verdict::Differs(why) => println!("  Q{n}: differs from the answer: {why}"),
@@ -310,7 +320,7 @@ enum Verdict {
 }
 
 /// `run`'s verdict against `answer` (`None`: no answers at all; `Some(None)`: none for this
-/// query, the reference failed on it and is reported failing).
+/// query, because the reference failed on it, which is reported as DuckDB's failure).
 fn verdict(run: Option<&QueryRun>, answer: Option<Option<&Vec<Vec<String>>>>) -> Verdict {
     let Some(run) = run else {
         return Verdict::Failed("not run".into());
@@ -319,8 +329,7 @@ fn verdict(run: Option<&QueryRun>, answer: Option<Option<&Vec<Vec<String>>>>) ->
         return Verdict::Failed(e.clone());
     }
     match answer {
-        None => Verdict::Unchecked,
-        Some(None) => Verdict::Unchecked,
+        None | Some(None) => Verdict::Unchecked,
         Some(Some(want)) => match check::compare(&run.rows, want) {
             None => Verdict::Match,
             Some(why) => Verdict::Differs(why),
@@ -368,13 +377,26 @@ fn run_duckdb(a: &TpchArgs, queries: &[(u32, String)], data: &Path, measured: bo
     let list: Vec<Json> = queries.iter().map(|(n, q)| json!([n, q])).collect();
     std::fs::write(&qfile, Json::Array(list).to_string()).map_err(|e| format!("duckdb: {e}"))?;
     let out = dir.join("result.json");
+    let py = crate::peers::python();
+    let missing = || {
+        format!(
+            "the DuckDB helper failed with {} (it needs duckdb==1.5.5 and duckdb-extension-tpch==1.5.5: \
+             scripts/install-peers.sh, or STRATA_BENCH_PYTHON)",
+            py.display()
+        )
+    };
+    // Before writing the tables out for it: can the helper run at all?
+    let probe = std::process::Command::new(&py).args(["-c", "import duckdb, duckdb_extension_tpch"]).status();
+    if !probe.is_ok_and(|s| s.success()) {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(missing());
+    }
     let t0 = Instant::now();
     let rows = load::write_tbl_files(a.sf, a.threads, &tbl)?;
     eprintln!(
         "duckdb: {rows} rows written as text for DuckDB in {:.1} s; loading and querying",
         t0.elapsed().as_secs_f64()
     );
-    let py = crate::peers::python();
     let runs = if measured { a.runs } else { 1 };
     let status = std::process::Command::new(&py)
         .arg(&script)
@@ -394,11 +416,7 @@ fn run_duckdb(a: &TpchArgs, queries: &[(u32, String)], data: &Path, measured: bo
         .map_err(|e| format!("cannot run {}: {e}", py.display()))?;
     if !status.success() {
         let _ = std::fs::remove_dir_all(&dir);
-        return Err(format!(
-            "the DuckDB helper failed with {} (it needs duckdb==1.5.5 and duckdb-extension-tpch==1.5.5: \
-             scripts/install-peers.sh, or STRATA_BENCH_PYTHON)",
-            py.display()
-        ));
+        return Err(missing());
     }
     let doc: Json = std::fs::read_to_string(&out)
         .map_err(|e| format!("duckdb: {e}"))
@@ -445,10 +463,7 @@ fn run_strata(
     queries: &[(u32, String)],
 ) -> Result<(String, f64, BTreeMap<u32, QueryRun>), String> {
     let _ = std::fs::remove_dir_all(dir);
-    let name = match engine {
-        Engine::Lsm => "lsm",
-        Engine::Lineage => "lineage",
-    };
+    let name = engine_name(engine);
     let opts = Options { block_cache_size: a.block_cache_mib << 20, ..Options::default() };
     let cache_mib = a.block_cache_mib;
     let db = Arc::new(Db::open(dir, opts).map_err(|e| format!("strata: {e}"))?);
@@ -513,10 +528,7 @@ fn run_strata(
                 }
             }
         }
-        match run.best() {
-            Some(ms) => eprintln!("strata:{name}: Q{n} {ms:.1} ms"),
-            None => eprintln!("strata:{name}: Q{n} failed: {}", run.error.as_deref().unwrap_or("?")),
-        }
+        run.log(&format!("strata:{name}"), *n);
         runs.insert(*n, run);
     }
     drop(sql);

@@ -153,10 +153,7 @@ pub(super) fn run(
                 }
             }
         }
-        match run.best() {
-            Some(ms) => eprintln!("sqlite: Q{n} {ms:.1} ms"),
-            None => eprintln!("sqlite: Q{n}: {}", run.error.as_deref().unwrap_or("?")),
-        }
+        run.log("sqlite", *n);
         runs.insert(*n, run);
     }
     let version = rusqlite::version();
