@@ -31,6 +31,7 @@ mod error;
 mod filter;
 mod rewrite;
 mod session;
+mod stats;
 mod table;
 
 use std::sync::Arc;

@@ -13,7 +13,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
-use datafusion::common::{Column, DFSchema, DataFusionError, Result as DfResult};
+use datafusion::common::{Column, DFSchema, DataFusionError, Result as DfResult, Statistics};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::utils::conjunction;
@@ -24,6 +24,7 @@ use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::limit::GlobalLimitExec;
 use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
@@ -68,6 +69,19 @@ impl StrataTable {
         let pushed: Vec<SExpr> = translated.iter().flatten().cloned().collect();
         let bounds = KeyBounds::of(&pushed, schema);
         (translated, bounds)
+    }
+}
+
+impl StrataTable {
+    /// About how many rows a scan returns (a point read: one; 0 when the table cannot say).
+    fn estimated_rows(&self, point: bool, pushed: &[SExpr], limit: Option<usize>) -> u64 {
+        if point {
+            return 1;
+        }
+        let rows = self.table.estimated_rows().unwrap_or(0);
+        let filter = SExpr::And(pushed.to_vec());
+        let kept = (rows as f64 * crate::stats::selectivity(&filter, self.table.schema(), rows)).ceil() as u64;
+        limit.map_or(kept, |n| kept.min(n as u64))
     }
 }
 
@@ -139,6 +153,7 @@ impl TableProvider for StrataTable {
         // conditions too, a scan of that one key applies them.
         let point =
             bounds.point().filter(|key| pushed.len() == key.len() && pushed.iter().all(|e| is_key_equality(e, schema)));
+        let rows = self.estimated_rows(point.is_some(), &pushed, limit);
         let mode = match point {
             Some(key) => Mode::Point { key, projection: self.table.projection(&names).map_err(external)? },
             None => {
@@ -165,8 +180,9 @@ impl TableProvider for StrataTable {
             EmissionType::Incremental,
             Boundedness::Bounded,
         ));
+        let stats = Arc::new(crate::stats::estimate(&out_schema, rows));
         let scan: Arc<dyn ExecutionPlan> =
-            Arc::new(ScanExec { table: self.table.clone(), read_cols, mode, schema: out_schema.clone(), props });
+            Arc::new(ScanExec { table: self.table.clone(), read_cols, mode, schema: out_schema.clone(), props, stats });
         if residual.is_empty() {
             return Ok(scan);
         }
@@ -215,6 +231,8 @@ pub(crate) struct ScanExec {
     mode: Mode,
     schema: SchemaRef,
     props: Arc<PlanProperties>,
+    /// What the planner is told about the rows returned.
+    stats: Arc<Statistics>,
 }
 
 impl fmt::Debug for ScanExec {
@@ -265,6 +283,10 @@ impl ExecutionPlan for ScanExec {
         _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
     ) -> DfResult<TreeNodeRecursion> {
         Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn statistics_from_inputs(&self, _inputs: &[Arc<Statistics>], _args: &StatisticsArgs) -> DfResult<Arc<Statistics>> {
+        Ok(self.stats.clone())
     }
 
     fn with_new_children(self: Arc<Self>, _children: Vec<Arc<dyn ExecutionPlan>>) -> DfResult<Arc<dyn ExecutionPlan>> {

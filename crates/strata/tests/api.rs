@@ -511,3 +511,36 @@ fn stats_count_the_memory_of_open_files() {
     assert!(sizes[0] > 8_000, "{sizes:?}");
     assert!(sizes[1] > sizes[0] + 8_000, "{sizes:?}");
 }
+
+/// The planner's row estimate counts rows in the memtables, in flushed files and, for column
+/// groups, each key once per level; on both engines.
+#[test]
+fn estimated_rows_follow_the_table_through_flushes_and_compaction() {
+    for engine in [Engine::Lsm, Engine::Lineage] {
+        let fs = FaultFs::new();
+        let db = Db::open("/est", tiny_options(Arc::new(fs))).unwrap();
+        let opts = match engine {
+            Engine::Lsm => TableOptions::with_layout("L1-: (a) (s)"),
+            Engine::Lineage => TableOptions::engine(Engine::Lineage),
+        };
+        let t = db.create_table("t", schema(), opts).unwrap();
+        let other = db.create_table("other", schema(), TableOptions::default()).unwrap();
+        assert_eq!(t.estimated_rows().unwrap(), 0, "{engine:?}");
+        for i in 0..500i64 {
+            t.insert(&[Value::BigInt(i), Value::Int(i as i32), "x".into()]).unwrap();
+            other.insert(&[Value::BigInt(i), Value::Int(0), Value::Null]).unwrap();
+        }
+        assert_eq!(t.estimated_rows().unwrap(), 500, "{engine:?} in memory");
+        db.flush().unwrap();
+        assert_eq!(t.estimated_rows().unwrap(), 500, "{engine:?} flushed");
+        if engine == Engine::Lsm {
+            db.compact_range("t", &KeyRange::all()).unwrap();
+            db.wait_for_compactions().unwrap();
+            assert_eq!(t.estimated_rows().unwrap(), 500, "compacted into two groups");
+        }
+        for i in 500..600i64 {
+            t.insert(&[Value::BigInt(i), Value::Int(0), Value::Null]).unwrap();
+        }
+        assert_eq!(t.estimated_rows().unwrap(), 600, "{engine:?} with newer rows in memory");
+    }
+}

@@ -54,6 +54,10 @@ pub(crate) struct TpchArgs {
     /// to 80% of memory by default).
     #[arg(long, default_value_t = 4096)]
     pub block_cache_mib: usize,
+    /// strata's data block size in KiB (uncompressed; each column group's file has blocks of
+    /// this size).
+    #[arg(long, default_value_t = Options::default().block_size >> 10)]
+    pub block_size_kib: usize,
     /// Queries to run, comma-separated numbers (default: all 22).
     #[arg(long, value_delimiter = ',')]
     pub queries: Vec<u32>,
@@ -73,6 +77,11 @@ pub(crate) struct TpchArgs {
     /// Directory for results.json, the chart and the systems' data (removed after the run).
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
+    /// Keep strata's loaded databases in this directory (one per engine) and reuse them in later
+    /// runs of the same scale factor and layout instead of loading again; a reused database has
+    /// no load figure. For repeated query runs while tuning.
+    #[arg(long)]
+    pub strata_data: Option<PathBuf>,
 }
 
 /// What one system did with one query.
@@ -108,12 +117,14 @@ fn engine_name(engine: Engine) -> &'static str {
     }
 }
 
-/// The queries of the `-- Qn` file, numbered.
+/// The queries of the `-- Qn` file, numbered, without their comment lines.
 fn parse_queries(text: &str) -> Vec<(u32, String)> {
     let mut out: Vec<(u32, String)> = Vec::new();
     for line in text.lines() {
         if let Some(n) = line.strip_prefix("-- Q").and_then(|r| r.split(':').next()).and_then(|n| n.parse().ok()) {
             out.push((n, String::new()));
+        } else if line.trim_start().starts_with("--") {
+            continue;
         } else if let Some((_, sql)) = out.last_mut() {
             sql.push_str(line);
             sql.push('\n');
@@ -203,6 +214,7 @@ pub(crate) fn tpch(a: &TpchArgs) -> Result<(), String> {
             ("sqlite_runs", json!(a.sqlite_runs)),
             ("layout", json!(a.layout)),
             ("block_cache_mib", json!(a.block_cache_mib)),
+            ("block_size_kib", json!(a.block_size_kib)),
         ],
     );
     // DuckDB first: its rows are the reference answers.
@@ -257,11 +269,18 @@ pub(crate) fn tpch(a: &TpchArgs) -> Result<(), String> {
     if systems.iter().any(|s| s == "strata") {
         for engine in &engines {
             let variant = engine_name(*engine);
-            let dir = data.join(format!("strata-{variant}"));
-            let (config, load_s, runs) = run_strata(a, *engine, &dir, &queries)?;
-            results.add_variant("strata", variant, &config, "load", load_s, "s");
+            let dir = match &a.strata_data {
+                Some(keep) => keep.join(format!("strata-{variant}")),
+                None => data.join(format!("strata-{variant}")),
+            };
+            let StrataRun { config, load_s, runs } = run_strata(a, *engine, &dir, &queries)?;
+            if let Some(s) = load_s {
+                results.add_variant("strata", variant, &config, "load", s, "s");
+            }
             report(&mut results, "strata", variant, &config, &runs);
-            let _ = std::fs::remove_dir_all(&dir);
+            if a.strata_data.is_none() {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
         }
     }
     #[cfg(feature = "sqlite")]
@@ -454,19 +473,62 @@ fn run_duckdb(a: &TpchArgs, queries: &[(u32, String)], data: &Path, measured: bo
     })
 }
 
-/// Loads the tables into a new strata database at `dir` on `engine`, compacts them and runs the
-/// queries through strata-sql; returns the configuration, the load's seconds and the runs.
-fn run_strata(
-    a: &TpchArgs,
-    engine: Engine,
-    dir: &Path,
-    queries: &[(u32, String)],
-) -> Result<(String, f64, BTreeMap<u32, QueryRun>), String> {
-    let _ = std::fs::remove_dir_all(dir);
+/// What a kept database was loaded with (`--strata-data`), in the file [`STAMP`] beside it.
+fn stamp(a: &TpchArgs, engine: Engine) -> String {
+    let layout = if engine == Engine::Lsm { a.layout.as_str() } else { "-" };
+    format!("tpch sf={} engine={} layout={layout} block_size_kib={}\n", a.sf, engine_name(engine), a.block_size_kib)
+}
+
+const STAMP: &str = "tpch-stamp";
+
+/// Loads the tables into a new strata database at `dir` on `engine` (or, with `--strata-data`,
+/// opens the one a run with the same stamp left there), compacts them and runs the queries through
+/// strata-sql; returns the configuration, the load's seconds (`None`: reused) and the runs.
+fn run_strata(a: &TpchArgs, engine: Engine, dir: &Path, queries: &[(u32, String)]) -> Result<StrataRun, String> {
     let name = engine_name(engine);
-    let opts = Options { block_cache_size: a.block_cache_mib << 20, ..Options::default() };
+    let stamp_path = dir.with_file_name(format!("{}.{STAMP}", engine_name(engine)));
+    let reuse = a.strata_data.is_some() && std::fs::read_to_string(&stamp_path).ok() == Some(stamp(a, engine));
+    if !reuse {
+        let _ = std::fs::remove_file(&stamp_path);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    let opts =
+        Options { block_cache_size: a.block_cache_mib << 20, block_size: a.block_size_kib << 10, ..Options::default() };
     let cache_mib = a.block_cache_mib;
     let db = Arc::new(Db::open(dir, opts).map_err(|e| format!("strata: {e}"))?);
+    let load_s = if reuse {
+        eprintln!("strata:{name}: reusing the tables loaded in {}", dir.display());
+        None
+    } else {
+        let s = load_into(a, engine, &db)?;
+        if a.strata_data.is_some() {
+            std::fs::write(&stamp_path, stamp(a, engine))
+                .map_err(|e| format!("strata: {}: {e}", stamp_path.display()))?;
+        }
+        Some(s)
+    };
+    let runs = run_queries(a, name, &db, queries)?;
+    let config = match engine {
+        Engine::Lsm => format!(
+            "LSM engine, layout `{}`, compacted after the load, {} KiB blocks, {cache_mib} MiB block cache, DataFusion {} partitions, DOUBLE money",
+            a.layout, a.block_size_kib, a.threads
+        ),
+        Engine::Lineage => format!("lineage engine (in memory), DataFusion {} partitions, DOUBLE money", a.threads),
+    };
+    Ok(StrataRun { config, load_s, runs })
+}
+
+/// What [`run_strata`] measured.
+struct StrataRun {
+    config: String,
+    /// Seconds the load took (`None`: a kept database was reused).
+    load_s: Option<f64>,
+    runs: BTreeMap<u32, QueryRun>,
+}
+
+/// Loads the tables into `db` on `engine` and compacts them; returns the seconds it took.
+fn load_into(a: &TpchArgs, engine: Engine, db: &Db) -> Result<f64, String> {
+    let name = engine_name(engine);
     let options = match engine {
         Engine::Lsm => TableOptions::with_layout(a.layout.clone()),
         Engine::Lineage => TableOptions::engine(Engine::Lineage),
@@ -483,7 +545,7 @@ fn run_strata(
                 std::thread::sleep(Duration::from_millis(200));
             }
         });
-        let r = load::load_strata(&db, a.sf, a.threads, &options, &done).and_then(|rows| {
+        let r = load::load_strata(db, a.sf, a.threads, &options, &done).and_then(|rows| {
             db.flush().map_err(|e| format!("strata: flush: {e}"))?;
             if engine == Engine::Lsm {
                 for t in &load::TABLES {
@@ -500,7 +562,16 @@ fn run_strata(
     progress.finish();
     let load_s = t0.elapsed().as_secs_f64();
     eprintln!("strata:{name}: {loaded} rows loaded and compacted in {load_s:.1} s");
+    Ok(load_s)
+}
 
+/// Runs the queries through strata-sql over `db`.
+fn run_queries(
+    a: &TpchArgs,
+    name: &str,
+    db: &Arc<Db>,
+    queries: &[(u32, String)],
+) -> Result<BTreeMap<u32, QueryRun>, String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(a.threads.max(1))
         .enable_all()
@@ -531,15 +602,7 @@ fn run_strata(
         run.log(&format!("strata:{name}"), *n);
         runs.insert(*n, run);
     }
-    drop(sql);
-    let config = match engine {
-        Engine::Lsm => format!(
-            "LSM engine, layout `{}`, compacted after the load, {cache_mib} MiB block cache, DataFusion {} partitions, DOUBLE money",
-            a.layout, a.threads
-        ),
-        Engine::Lineage => format!("lineage engine (in memory), DataFusion {} partitions, DOUBLE money", a.threads),
-    };
-    Ok((config, load_s, runs))
+    Ok(runs)
 }
 
 /// The rows of `batches` as text: dates as `YYYY-MM-DD`, numbers as Arrow prints them, NULL as

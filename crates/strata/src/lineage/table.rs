@@ -283,6 +283,11 @@ impl LineageTable {
         merged
     }
 
+    /// Keys in the primary index (rows, counting deleted ones until a merge drops them).
+    pub(crate) fn keys(&self) -> u64 {
+        self.index.len() as u64
+    }
+
     /// Committed tail records waiting for a merge, over all ranges.
     pub(crate) fn merge_lag(&self) -> u64 {
         self.view().0.iter().map(|r| r.unmerged() as u64).sum()

@@ -324,6 +324,16 @@ impl Memtable {
         out
     }
 
+    /// Entries (versions) of table `table_id`, counted up to `cap`.
+    pub(crate) fn count_of(&self, table_id: u32, cap: usize) -> usize {
+        let lo = table_id.to_be_bytes();
+        self.map
+            .range::<[u8], _>((Bound::Included(&lo[..]), Bound::Unbounded))
+            .take_while(|e| split(e.key()).0 == table_id)
+            .take(cap)
+            .count()
+    }
+
     /// Table ids with at least one entry, ascending.
     pub(crate) fn tables(&self) -> Vec<u32> {
         let mut out = Vec::new();

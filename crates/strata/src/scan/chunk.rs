@@ -81,7 +81,8 @@ pub(super) fn concat(mut parts: Vec<ArrayRef>) -> Result<ArrayRef> {
 
 impl BulkChunk<'_> {
     /// Key column `ki` of the chunk's rows (or the `sel`ected ones), decoded from the driver's
-    /// keys. A lone BIGINT key is read straight from its 8 bytes.
+    /// keys. An integer or DATE column at a fixed place in every key (only fixed-width columns
+    /// before it) is read straight from its bytes.
     pub(super) fn key_column(&self, ki: usize, sel: Option<&BooleanBuffer>) -> Result<ArrayRef> {
         let info = &self.plan.info;
         let mut rows: Vec<(&Block, usize)> = Vec::with_capacity(self.rows);
@@ -92,15 +93,8 @@ impl BulkChunk<'_> {
             None => Box::new(rows.iter()),
             Some(s) => Box::new(s.set_indices().filter_map(|i| rows.get(i))),
         };
-        if info.key_types[..] == [ColumnType::BigInt] {
-            let vals = chosen
-                .map(|(b, i)| {
-                    let k: [u8; 8] =
-                        b.key(*i).try_into().map_err(|_| Error::corruption("<key>", 0, "BIGINT key is not 8 bytes"))?;
-                    Ok((u64::from_be_bytes(k) ^ (1 << 63)) as i64)
-                })
-                .collect::<Result<Vec<i64>>>()?;
-            return Ok(Arc::new(arrow_array::Int64Array::from(vals)));
+        if let Some((off, ty)) = fixed_key_slot(&info.key_types, ki) {
+            return fixed_key_array(ty, chosen.map(|(b, i)| b.key(*i)), off);
         }
         let mut builder = ValuesBuilder::new(info.key_types[ki]);
         for (b, i) in chosen {
@@ -171,4 +165,61 @@ impl Chunk for BulkChunk<'_> {
         let a = self.array(atom.column, None)?;
         atom_on_array(atom, self.plan.ty(atom.column), &a)
     }
+}
+
+/// Width of a fixed-width key column's encoding.
+fn key_width(ty: ColumnType) -> Option<usize> {
+    match ty {
+        ColumnType::BigInt | ColumnType::Double => Some(8),
+        ColumnType::Int | ColumnType::Date | ColumnType::Real => Some(4),
+        ColumnType::SmallInt => Some(2),
+        ColumnType::TinyInt | ColumnType::Boolean => Some(1),
+        ColumnType::Text | ColumnType::Bytea => None,
+    }
+}
+
+/// Where key column `ki` starts in every key, when it is an integer or DATE column and every
+/// column before it has a fixed width; with its type.
+fn fixed_key_slot(types: &[ColumnType], ki: usize) -> Option<(usize, ColumnType)> {
+    let ty = *types.get(ki)?;
+    if !matches!(
+        ty,
+        ColumnType::BigInt | ColumnType::Int | ColumnType::Date | ColumnType::SmallInt | ColumnType::TinyInt
+    ) {
+        return None;
+    }
+    let off = types[..ki].iter().map(|&t| key_width(t)).sum::<Option<usize>>()?;
+    Some((off, ty))
+}
+
+/// The values of an integer or DATE key column found at byte `off` of `keys` (big-endian with the
+/// sign bit flipped).
+fn fixed_key_array<'k>(ty: ColumnType, keys: impl Iterator<Item = &'k [u8]>, off: usize) -> Result<ArrayRef> {
+    fn read<'k, const W: usize>(keys: impl Iterator<Item = &'k [u8]>, off: usize) -> Result<Vec<[u8; W]>> {
+        keys.map(|k| {
+            k.get(off..off + W)
+                .and_then(|b| <[u8; W]>::try_from(b).ok())
+                .ok_or_else(|| Error::corruption("<key>", 0, "key shorter than its columns"))
+        })
+        .collect()
+    }
+    use arrow_array::{Date32Array, Int16Array, Int32Array, Int64Array, Int8Array};
+    Ok(match ty {
+        ColumnType::BigInt => Arc::new(Int64Array::from_iter_values(
+            read::<8>(keys, off)?.into_iter().map(|b| (u64::from_be_bytes(b) ^ (1 << 63)) as i64),
+        )),
+        ColumnType::Int => Arc::new(Int32Array::from_iter_values(
+            read::<4>(keys, off)?.into_iter().map(|b| (u32::from_be_bytes(b) ^ (1 << 31)) as i32),
+        )),
+        ColumnType::Date => Arc::new(Date32Array::from_iter_values(
+            read::<4>(keys, off)?.into_iter().map(|b| (u32::from_be_bytes(b) ^ (1 << 31)) as i32),
+        )),
+        ColumnType::SmallInt => Arc::new(Int16Array::from_iter_values(
+            read::<2>(keys, off)?.into_iter().map(|b| (u16::from_be_bytes(b) ^ (1 << 15)) as i16),
+        )),
+        ColumnType::TinyInt => {
+            Arc::new(Int8Array::from_iter_values(read::<1>(keys, off)?.into_iter().map(|b| (b[0] ^ 0x80) as i8)))
+        }
+        other => return Err(Error::InvalidArgument(format!("internal: {other:?} is not a fixed-width key column"))),
+    })
 }
