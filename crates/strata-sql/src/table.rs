@@ -70,9 +70,7 @@ impl StrataTable {
         let bounds = KeyBounds::of(&pushed, schema);
         (translated, bounds)
     }
-}
 
-impl StrataTable {
     /// About how many rows a scan returns (a point read: one; 0 when the table cannot say).
     fn estimated_rows(&self, point: bool, pushed: &[SExpr], limit: Option<usize>) -> u64 {
         if point {

@@ -266,8 +266,8 @@ impl Table {
     }
 
     /// About how many rows the table holds, for a query planner: counted without reading data,
-    /// from the versions each level's files store and (up to a bound) the memtables' entries, so
-    /// overwritten and deleted rows still count until compaction drops them.
+    /// from the versions each level's files store and the memtables' entries (up to 65,536 per
+    /// memtable), so overwritten and deleted rows still count until compaction drops them.
     pub fn estimated_rows(&self) -> Result<u64> {
         self.db.check_open()?;
         if let Some(t) = self.lineage()? {
@@ -281,7 +281,8 @@ impl Table {
             // column groups, each holding every key of the level.
             rows += if level == 0 { run_rows.sum() } else { run_rows.max().unwrap_or(0) };
         }
-        const MEMTABLE_CAP: usize = 1 << 20;
+        // Counting walks the memtable: a bound keeps planning cheap on a table taking writes.
+        const MEMTABLE_CAP: usize = 1 << 16;
         for m in std::iter::once(&rp.view.mem).chain(rp.view.imm.iter()) {
             rows += m.count_of(self.info.id, MEMTABLE_CAP) as u64;
         }

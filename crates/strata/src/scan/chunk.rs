@@ -167,17 +167,6 @@ impl Chunk for BulkChunk<'_> {
     }
 }
 
-/// Width of a fixed-width key column's encoding.
-fn key_width(ty: ColumnType) -> Option<usize> {
-    match ty {
-        ColumnType::BigInt | ColumnType::Double => Some(8),
-        ColumnType::Int | ColumnType::Date | ColumnType::Real => Some(4),
-        ColumnType::SmallInt => Some(2),
-        ColumnType::TinyInt | ColumnType::Boolean => Some(1),
-        ColumnType::Text | ColumnType::Bytea => None,
-    }
-}
-
 /// Where key column `ki` starts in every key, when it is an integer or DATE column and every
 /// column before it has a fixed width; with its type.
 fn fixed_key_slot(types: &[ColumnType], ki: usize) -> Option<(usize, ColumnType)> {
@@ -188,7 +177,8 @@ fn fixed_key_slot(types: &[ColumnType], ki: usize) -> Option<(usize, ColumnType)
     ) {
         return None;
     }
-    let off = types[..ki].iter().map(|&t| key_width(t)).sum::<Option<usize>>()?;
+    // A fixed-width column's key encoding is as wide as its values.
+    let off = types[..ki].iter().map(|&t| t.fixed_width()).sum::<Option<usize>>()?;
     Some((off, ty))
 }
 
