@@ -79,8 +79,8 @@ pub(crate) struct TpchArgs {
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
     /// Keep strata's loaded databases in this directory (one per engine) and reuse them in later
-    /// runs of the same scale factor and layout instead of loading again; a reused database has
-    /// no load figure. For repeated query runs while tuning.
+    /// runs of the same scale factor, layout and block size instead of loading again; a reused
+    /// database has no load figure. For repeated query runs while tuning.
     #[arg(long)]
     pub strata_data: Option<PathBuf>,
 }
