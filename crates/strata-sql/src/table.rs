@@ -77,8 +77,8 @@ impl StrataTable {
             return 1;
         }
         let rows = self.table.estimated_rows().unwrap_or(0);
-        let filter = SExpr::And(pushed.to_vec());
-        let kept = (rows as f64 * crate::stats::selectivity(&filter, self.table.schema(), rows)).ceil() as u64;
+        let kept: f64 = pushed.iter().map(|e| crate::stats::selectivity(e, self.table.schema(), rows)).product();
+        let kept = (rows as f64 * kept).ceil() as u64;
         limit.map_or(kept, |n| kept.min(n as u64))
     }
 }

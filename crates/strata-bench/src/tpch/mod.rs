@@ -487,7 +487,7 @@ const STAMP: &str = "tpch-stamp";
 /// strata-sql; returns the configuration, the load's seconds (`None`: reused) and the runs.
 fn run_strata(a: &TpchArgs, engine: Engine, dir: &Path, queries: &[(u32, String)]) -> Result<StrataRun, String> {
     let name = engine_name(engine);
-    let stamp_path = dir.with_file_name(format!("{}.{STAMP}", engine_name(engine)));
+    let stamp_path = dir.with_file_name(format!("{name}.{STAMP}"));
     let reuse = a.strata_data.is_some() && std::fs::read_to_string(&stamp_path).ok() == Some(stamp(a, engine));
     if !reuse {
         let _ = std::fs::remove_file(&stamp_path);
