@@ -20,7 +20,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use serde_json::{json, Map, Value as Json};
 use strata::{
-    AsOf, ColumnType, Db, Engine, KeyRange, Options, ReadOptions, TableOptions, TableStats, Value, WorkloadStats,
+    AsOf, ColumnType, Db, Engine, KeyRange, Options, ReadOptions, TableOptions, TableStats, Tier, TierStats, Value,
+    WorkloadStats,
 };
 
 use exec::{projection, scan, CliError, ScanArgs, ScanOut, Session};
@@ -36,6 +37,12 @@ struct Cli {
     /// The database remembers it: later commands without the flag keep it.
     #[arg(long, global = true, value_parser = exec::parse_duration)]
     history_retention: Option<std::time::Duration>,
+    /// A storage tier, NAME=DIR[:SIZE] (SIZE like 256KiB, 512MiB, 8GiB); repeat the flag for
+    /// each tier, the fast one first. Every tier but the last needs a SIZE; a tier without one
+    /// takes what the others do not. The database remembers its tiers: later commands may leave
+    /// the flags out, and may change sizes but not names or directories.
+    #[arg(long = "tier", global = true, value_name = "NAME=DIR[:SIZE]", value_parser = Tier::parse)]
+    tiers: Vec<Tier>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -313,7 +320,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         });
         return demo::run(&dir, rows);
     }
-    let opts = Options { history_retention: cli.history_retention, ..Options::default() };
+    let opts = Options { history_retention: cli.history_retention, tiers: cli.tiers, ..Options::default() };
     let db = Db::open(cli.db.unwrap_or_else(|| PathBuf::from("./strata-data")), opts)?;
     match cli.cmd {
         Cmd::CreateTable { name, schema, layout, no_aligned_compaction, engine } => {
@@ -413,8 +420,16 @@ fn run(cli: Cli) -> Result<(), CliError> {
             }
             if as_json {
                 let tj: Vec<Json> = tables.iter().map(|t| stats_json(t)).collect();
+                let tiers: Vec<Json> = st
+                    .tiers
+                    .iter()
+                    .map(|t| {
+                        json!({"name": t.name, "dir": t.dir, "budget": t.budget, "bytes": t.bytes, "files": t.files})
+                    })
+                    .collect();
                 let out = json!({
                     "tables": tj,
+                    "tiers": tiers,
                     "memtable_bytes": st.memtable_bytes,
                     "block_cache_bytes": st.block_cache_bytes,
                     "key_set_bytes": st.key_set_bytes,
@@ -444,8 +459,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     "history: retention {:?}; readable sequence numbers {}..={}{since}",
                     h.retention, h.oldest_seq, h.newest_seq
                 );
+                if st.tiers.len() > 1 {
+                    print_tiers(&st.tiers);
+                }
                 for t in tables {
-                    print_stats(t);
+                    print_stats(t, &st.tiers);
                 }
             }
         }
@@ -524,11 +542,20 @@ fn stats_json(t: &TableStats) -> Json {
                 "min_seq": g.seq_range.map(|r| r.0), "max_seq": g.seq_range.map(|r| r.1),
             })).collect::<Vec<_>>(),
             "workload": workload_json(&l.workload),
+            "tier_bytes": l.tier_bytes,
         })).collect::<Vec<_>>(),
     })
 }
 
-fn print_stats(t: &TableStats) {
+fn print_tiers(tiers: &[TierStats]) {
+    println!("tiers (fast first):");
+    for t in tiers {
+        let budget = t.budget.map_or_else(|| "no budget".to_owned(), |b| format!("budget {b} bytes"));
+        println!("  {:<10} {} files, {} bytes ({budget}) in {}", t.name, t.files, t.bytes, t.dir);
+    }
+}
+
+fn print_stats(t: &TableStats, tiers: &[TierStats]) {
     if let Some(l) = &t.lineage {
         println!("table {} (engine lineage)", t.name);
         println!(
@@ -569,6 +596,15 @@ fn print_stats(t: &TableStats) {
                     seq_text(g.seq_range)
                 );
             }
+        }
+    }
+    if tiers.len() > 1 {
+        // Levels × tiers: where each level's bytes are.
+        let names: Vec<String> = tiers.iter().map(|t| format!("{:>12}", t.name)).collect();
+        println!("  {:<6} {}  (bytes per tier)", "level", names.join(" "));
+        for l in t.levels.iter().filter(|l| l.files > 0) {
+            let cells: Vec<String> = l.tier_bytes.iter().map(|b| format!("{b:>12}")).collect();
+            println!("  L{:<5} {}", l.level, cells.join(" "));
         }
     }
     let rows: Vec<(String, &WorkloadStats)> = std::iter::once(("memtable".to_owned(), &t.memtable_workload))

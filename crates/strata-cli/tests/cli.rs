@@ -750,3 +750,53 @@ fn sql_runs_statements_prints_formats_and_fails_cleanly() {
     let (ok_, out, _) = run_cli(&db, &["get", "t", "2"]);
     assert!(ok_ && out.contains("20"), "{out}");
 }
+
+/// `--tier`: tiers given once are shown by `stats` and remembered by later commands; a moved
+/// tier or a bad spec is an error that names it.
+#[test]
+fn tiers_are_given_once_and_shown_by_stats() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (fast, slow) = (dir.path().join("fast"), dir.path().join("slow"));
+    let fast_spec = format!("fast={}:64KiB", fast.display());
+    let slow_spec = format!("slow={}", slow.display());
+    let tiers = ["--tier", &fast_spec, "--tier", &slow_spec];
+    let mut args = tiers.to_vec();
+    args.extend(["create-table", "t", "--schema", "id BIGINT PRIMARY KEY, s TEXT"]);
+    let (ok, _, err) = run_cli(&db, &args);
+    assert!(ok, "{err}");
+    let csv: String =
+        std::iter::once("id,s\n".to_owned()).chain((0..20_000).map(|i| format!("{i},row number {i}\n"))).collect();
+    let file = dir.path().join("rows.csv");
+    std::fs::write(&file, csv).unwrap();
+    for cmd in [vec!["load", "t", file.to_str().unwrap()], vec!["compact"]] {
+        let (ok, _, err) = run_cli(&db, &cmd);
+        assert!(ok, "{cmd:?}: {err}");
+    }
+    let (ok, out, err) = run_cli(&db, &["stats", "--json"]);
+    assert!(ok, "{err}");
+    let st: Json = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = st["tiers"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["fast", "slow"], "{st}");
+    assert!(st["tiers"][1]["files"].as_u64().unwrap() > 0, "nothing reached the slow tier: {}", st["tiers"]);
+    assert_eq!(st["tiers"][0]["budget"], json!(64 << 10));
+    let (ok, out, _) = run_cli(&db, &["stats"]);
+    assert!(ok && out.contains("tiers (fast first)") && out.contains("bytes per tier"), "{out}");
+    assert!(out.contains("budget 65536 bytes"), "{out}");
+    let (ok, out, _) = run_cli(&db, &["scan", "t", "--agg", "count(*)", "--format", "csv"]);
+    assert!(ok && out.contains("20000"), "{out}");
+
+    // Repeated without a size, a tier keeps its recorded one.
+    let sizeless = format!("fast={}", fast.display());
+    let (ok, out, err) = run_cli(&db, &["--tier", &sizeless, "--tier", &slow_spec, "stats", "--json"]);
+    assert!(ok, "{err}");
+    let st: Json = serde_json::from_str(&out).unwrap();
+    assert_eq!(st["tiers"][0]["budget"], json!(64 << 10));
+    let moved = format!("slow={}", dir.path().join("elsewhere").display());
+    let (ok, _, err) = run_cli(&db, &["--tier", &fast_spec, "--tier", &moved, "tables"]);
+    assert!(!ok && err.contains("tier 'slow'"), "{err}");
+    let (ok, _, err) = run_cli(&db, &["--tier", "fast", "tables"]);
+    assert!(!ok && err.contains("NAME=DIR"), "{err}");
+    let (ok, _, err) = run_cli(&db, &["--tier", "fast=/x:12parsecs", "tables"]);
+    assert!(!ok && err.contains("unknown unit"), "{err}");
+}

@@ -103,8 +103,13 @@ fn damaged_encodings_never_panic() {
             smallest: b"a".to_vec(),
             largest: b"z".to_vec(),
             cg: 0,
+            tier: 2,
         },
     });
+    edit.push(EditRecord::Tiers(vec![
+        crate::tier::TierRecord { name: "fast".into(), dir: "/f".into(), budget: 1 << 20 },
+        crate::tier::TierRecord { name: "slow".into(), dir: "/s".into(), budget: 0 },
+    ]));
     edit.push(EditRecord::DeleteFile { table: 7, level: 1, number: 3 });
     let edit = edit.encode();
     let mut sch = Vec::new();

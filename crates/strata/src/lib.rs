@@ -26,6 +26,7 @@ pub mod mvcc;
 mod read;
 pub mod scan;
 pub mod sst;
+pub mod tier;
 pub mod types;
 pub mod version;
 pub mod vfs;
@@ -33,11 +34,12 @@ mod write;
 
 pub use db::{
     AsOf, ColumnWorkload, Db, Engine, GroupStats, History, KeyRange, LevelStats, LineageStats, Options, Projection,
-    ReadOptions, ScanIter, Stats, Table, TableInfo, TableOptions, TableStats, WorkloadStats, WriteOptions,
+    ReadOptions, ScanIter, Stats, Table, TableInfo, TableOptions, TableStats, TierStats, WorkloadStats, WriteOptions,
 };
 pub use error::{Error, Result};
 pub use mvcc::snapshot::Snapshot;
 pub use sst::cache::{thread_io, ThreadIo};
 pub use sst::format::Compression;
+pub use tier::Tier;
 pub use types::{Column, ColumnType, Schema, Value};
 pub use write::batch::WriteBatch;

@@ -1,16 +1,17 @@
 //! The public API's contracts: bad input is a clear error and never changes stored data; tables
-//! come and go; the directory lock; snapshots stay with their database.
+//! come and go; the directory lock; snapshots stay with their database; storage tiers.
 
 mod common;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use common::tiny_options;
-use strata::vfs::{FaultFs, OsFs};
+use strata::vfs::{FaultFs, Fs, OsFs};
 use strata::{
     AsOf, Column, ColumnType, Db, Engine, Error, KeyRange, Options, Projection, ReadOptions, Schema, TableOptions,
-    Value, WriteBatch,
+    Tier, Value, WriteBatch,
 };
 
 fn schema() -> Schema {
@@ -543,4 +544,86 @@ fn estimated_rows_follow_the_table_through_flushes_and_compaction() {
         }
         assert_eq!(t.estimated_rows().unwrap(), 600, "{engine:?} with newer rows in memory");
     }
+}
+
+/// Two tiers: compaction output that does not fit the fast tier's budget lands on the slow
+/// one; each SST sits in its tier's directory only; the tiers are remembered, their budgets
+/// may change, and a moved, missing or renamed tier directory is an error that changes nothing.
+#[test]
+fn tiers_hold_their_files_and_are_remembered() {
+    let fs = Arc::new(FaultFs::new());
+    let (db_dir, fast, slow) = (Path::new("/db"), Path::new("/fast"), Path::new("/slow"));
+    let tiers = |budget: u64| vec![Tier::new("fast", fast).with_budget(budget), Tier::new("slow", slow)];
+    let opts = |tiers: Vec<Tier>| Options { tiers, ..tiny_options(fs.clone()) };
+    let ssts = |d: &Path| fs.list(d).unwrap().iter().filter(|f| f.ends_with(".sst")).count();
+    let db = Db::open(db_dir, opts(tiers(32 << 10))).unwrap();
+    let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    for i in 0..6000i64 {
+        t.insert(&[Value::BigInt(i * 7 % 6000), Value::Int(i as i32), Value::Text(format!("row {i}"))]).unwrap();
+    }
+    db.compact_range("t", &KeyRange::all()).unwrap();
+    db.wait_for_compactions().unwrap();
+    let before = all(&t);
+    assert_eq!(before.len(), 6000);
+    let stats = db.stats();
+    let [f, s] = &stats.tiers[..] else { panic!("{:?}", stats.tiers) };
+    assert!(s.files > 0 && s.bytes > f.bytes, "the slow tier should hold most: {:?}", stats.tiers);
+    assert!(f.bytes <= 32 << 10, "compaction went past the fast budget: {:?}", stats.tiers);
+    assert_eq!((ssts(fast), ssts(slow), ssts(db_dir)), (f.files, s.files, 0));
+    let bottom = stats.tables[0].levels.iter().rev().find(|l| l.files > 0).unwrap();
+    assert_eq!(bottom.tier_bytes.iter().sum::<u64>(), bottom.bytes);
+    drop((t, db));
+
+    // Reopened without tiers: the manifest has them.
+    let db = Db::open(db_dir, opts(Vec::new())).unwrap();
+    assert_eq!(all(&db.table("t").unwrap()), before);
+    assert_eq!(db.stats().tiers.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["fast", "slow"]);
+    drop(db);
+    // A new budget is taken and remembered.
+    drop(Db::open(db_dir, opts(tiers(64 << 10))).unwrap());
+    let db = Db::open(db_dir, opts(Vec::new())).unwrap();
+    assert_eq!(db.stats().tiers[0].budget, Some(64 << 10));
+    drop(db);
+
+    // Moved or renamed tiers, a tier dropped from the list: refused, naming the tier.
+    let moved = vec![Tier::new("fast", fast).with_budget(1 << 20), Tier::new("slow", "/elsewhere")];
+    let renamed = vec![Tier::new("fast", fast).with_budget(1 << 20), Tier::new("cold", slow)];
+    for bad in [moved, renamed, vec![Tier::new("fast", fast)]] {
+        let e = Db::open(db_dir, opts(bad)).err().unwrap();
+        assert!(matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("tier"), "{e}");
+    }
+    // A tier directory that lost its marker (say, an empty disk mounted in its place).
+    fs.remove(&slow.join("TIER")).unwrap();
+    let e = Db::open(db_dir, opts(Vec::new())).err().unwrap();
+    assert!(e.to_string().contains("slow") && e.to_string().contains("missing"), "{e}");
+    let mut marker = fs.create(&slow.join("TIER")).unwrap();
+    marker.append(b"strata tier slow\n").unwrap();
+    marker.sync().unwrap();
+    drop(marker);
+    assert_eq!(all(&Db::open(db_dir, opts(Vec::new())).unwrap().table("t").unwrap()), before);
+}
+
+/// A database made without tiers takes them later only with its own directory as the first
+/// tier (its files stay where they are); anything else is refused.
+#[test]
+fn tiers_are_added_to_a_database_only_around_its_own_directory() {
+    let fs = Arc::new(FaultFs::new());
+    let opts = |tiers: Vec<Tier>| Options { tiers, ..tiny_options(fs.clone()) };
+    let db = Db::open("/db", opts(Vec::new())).unwrap();
+    let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    for i in 0..3000i64 {
+        t.insert(&[Value::BigInt(i), Value::Int(1), Value::Text("x".repeat(20))]).unwrap();
+    }
+    db.flush().unwrap();
+    let before = all(&t);
+    drop((t, db));
+    let elsewhere = vec![Tier::new("fast", "/fast").with_budget(1 << 20), Tier::new("slow", "/slow")];
+    let e = Db::open("/db", opts(elsewhere)).err().unwrap();
+    assert!(e.to_string().contains("first tier"), "{e}");
+    let around = vec![Tier::new("fast", "/db").with_budget(16 << 10), Tier::new("slow", "/slow")];
+    let db = Db::open("/db", opts(around)).unwrap();
+    let t = db.table("t").unwrap();
+    db.compact_range("t", &KeyRange::all()).unwrap();
+    assert_eq!(all(&t), before);
+    assert!(db.stats().tiers[1].files > 0, "{:?}", db.stats().tiers);
 }

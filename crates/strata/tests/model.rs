@@ -19,7 +19,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use strata::vfs::{FaultFs, Fs, OsFs};
 use strata::{
-    AsOf, Db, Engine, KeyRange, Options, Projection, ReadOptions, Schema, Snapshot, Table, TableOptions, Value,
+    AsOf, Db, Engine, KeyRange, Options, Projection, ReadOptions, Schema, Snapshot, Table, TableOptions, Tier, Value,
     WriteBatch, WriteOptions,
 };
 
@@ -330,13 +330,21 @@ struct Mode {
     long_snapshot_ops: usize,
     /// Open with a history retention window and read as of past points.
     history: bool,
+    /// Keep the SSTs on two tiers, the first with a small budget (given on the first open
+    /// only: later opens find them in the manifest).
+    tiers: bool,
 }
 
 fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
     let tmp = tempfile::tempdir().unwrap();
     let fs: Arc<dyn Fs> = if seed.is_multiple_of(2) { Arc::new(FaultFs::new()) } else { Arc::new(OsFs) };
     let dir = if seed.is_multiple_of(2) { std::path::PathBuf::from("/model") } else { tmp.path().join("db") };
-    let db = Db::open(&dir, tiny_options(fs.clone())).unwrap();
+    let tier_dirs = [dir.with_file_name("fast"), dir.with_file_name("slow")];
+    let tiers = match mode.tiers {
+        true => vec![Tier::new("fast", &tier_dirs[0]).with_budget(24 << 10), Tier::new("slow", &tier_dirs[1])],
+        false => Vec::new(),
+    };
+    let db = Db::open(&dir, Options { tiers, ..tiny_options(fs.clone()) }).unwrap();
     let mut lsm_tables = 0;
     for (i, (name, schema)) in schemas().into_iter().enumerate() {
         // `lineage`: every table on the lineage engine; `mixed`: the first one, the other in
@@ -398,6 +406,20 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
     }
     w.db().verify().unwrap();
     w.db().check_supersede_marks().unwrap();
+    if mode.tiers {
+        // The slow tier holds files (the data is several times the fast one's budget), each
+        // tier's files are in its own directory, and none in the database's. (Files
+        // of versions a read still held may wait for the next cleanup: `tests/api.rs` checks
+        // the directories exactly.)
+        let stats = w.db().stats();
+        let ssts = |d: &std::path::Path| w.fs.list(d).unwrap().iter().filter(|f| f.ends_with(".sst")).count();
+        assert_eq!(stats.tiers.len(), 2, "{:?}", stats.tiers);
+        for (t, d) in stats.tiers.iter().zip(&tier_dirs) {
+            assert!(ssts(d) >= t.files, "files in {}: {:?}", d.display(), stats.tiers);
+        }
+        assert!(stats.tiers[1].files > 0, "the slow tier holds no file: {:?}", stats.tiers);
+        assert_eq!(ssts(&w.dir), 0, "SSTs left in the database directory");
+    }
     for ts in w.db().stats().tables.iter().filter(|t| t.engine == Engine::Lineage) {
         let l = ts.lineage.as_ref().expect("lineage figures of a lineage table");
         let tails = l.tail_bytes + l.history_bytes > 0 || l.reclaimed_ranges > 0;
@@ -427,7 +449,9 @@ fn differential_against_btreemap_model() {
     for layout in LAYOUTS {
         for seed in seeds(&[1, 2, 3, 4]) {
             println!("layout {layout}, seed {seed}");
-            with_seed(seed, |s| run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: false }));
+            with_seed(seed, |s| {
+                run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: false, tiers: false })
+            });
         }
     }
 }
@@ -441,7 +465,9 @@ fn differential_with_aligned_compaction_off_and_on_and_long_lived_snapshots() {
         for seed in seeds(&[5, 6]) {
             for aligned in [false, true] {
                 println!("layout {layout}, seed {seed}, aligned {aligned}");
-                with_seed(seed, |s| run(s, ops, layout, Mode { aligned, long_snapshot_ops: 5_000, history: false }));
+                with_seed(seed, |s| {
+                    run(s, ops, layout, Mode { aligned, long_snapshot_ops: 5_000, history: false, tiers: false })
+                });
             }
         }
     }
@@ -455,10 +481,29 @@ fn differential_with_lineage_tables() {
     for layout in ["lineage", "mixed"] {
         for seed in seeds(&[7, 8]) {
             println!("layout {layout}, seed {seed}");
-            with_seed(seed, |s| run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: false }));
+            with_seed(seed, |s| {
+                run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: false, tiers: false })
+            });
         }
         println!("layout {layout}, seed 9, long-lived snapshot");
-        with_seed(9, |s| run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 5_000, history: false }));
+        with_seed(9, |s| {
+            run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 5_000, history: false, tiers: false })
+        });
+    }
+}
+
+/// Two storage tiers, the fast one far smaller than the data: compaction output spills to the
+/// slow tier, the tiers are remembered across reopens, and every answer stays the model's.
+#[test]
+fn differential_with_two_tiers() {
+    let ops: usize = std::env::var("STRATA_MODEL_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(30_000);
+    for layout in ["row", "cg3"] {
+        for seed in seeds(&[12, 13]) {
+            println!("layout {layout}, seed {seed}, two tiers");
+            with_seed(seed, |s| {
+                run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: false, tiers: true })
+            });
+        }
     }
 }
 
@@ -472,7 +517,9 @@ fn differential_with_history_reads() {
     for layout in ["cg3", "lineage", "mixed"] {
         for seed in seeds(&[10, 11]) {
             println!("layout {layout}, seed {seed}, history");
-            with_seed(seed, |s| run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: true }));
+            with_seed(seed, |s| {
+                run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: true, tiers: false })
+            });
         }
     }
 }

@@ -18,8 +18,8 @@ use rand::{Rng, SeedableRng};
 use strata::scan::{batch_rows, AggFunc, Aggregate, ScanRequest};
 use strata::vfs::{FaultFs, FaultKind, Fs};
 use strata::{
-    Column, ColumnType, Db, Engine, KeyRange, Options, Projection, ReadOptions, Schema, Table, TableOptions, Value,
-    WriteBatch, WriteOptions,
+    Column, ColumnType, Db, Engine, KeyRange, Options, Projection, ReadOptions, Schema, Table, TableOptions, Tier,
+    Value, WriteBatch, WriteOptions,
 };
 
 const WRITERS: i64 = 3;
@@ -280,6 +280,46 @@ fn injected_io_errors_then_power_loss_lose_nothing_acknowledged() {
             for (i, (fault, sync)) in cases.into_iter().enumerate() {
                 round(&fs, dir, &parts, seed * 100 + i as u64, fault, sync);
             }
+        });
+    }
+}
+
+/// Two tiers, the fast one a fraction of the data, so compactions keep moving data to the slow
+/// tier: power loss at any point, and writes to the slow tier failing or running out of space,
+/// lose nothing acknowledged, and files stay where the manifest says they are.
+#[test]
+fn power_loss_and_failures_while_data_moves_between_tiers_lose_nothing_acknowledged() {
+    for seed in seeds(&[16, 17]) {
+        with_seed(seed, |seed| {
+            let fs = FaultFs::new();
+            let dir = Path::new("/tiered/db");
+            let tiers =
+                vec![Tier::new("fast", "/tiered/fast").with_budget(16 << 10), Tier::new("slow", "/tiered/slow")];
+            let db = Db::open(dir, Options { tiers, ..tiny_options(Arc::new(fs.clone())) }).unwrap();
+            db.create_table("t", schema(), TableOptions::default()).unwrap();
+            db.close().unwrap();
+            let parts: Vec<_> = (0..WRITERS)
+                .map(|_| Arc::new(Mutex::new(Partition { acked: TableModel::default(), in_flight: None })))
+                .collect();
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut slow_rounds = 0;
+            for r in 0..8u64 {
+                let fault: WriteFault<'_> = match r % 4 {
+                    1 => Some(("/tiered/slow/", FaultKind::Fail, rng.gen_range(0..20))),
+                    3 => Some(("/tiered/slow/", FaultKind::NoSpace, rng.gen_range(0..20))),
+                    _ => None,
+                };
+                round(&fs, dir, &parts, seed * 100 + r, fault, None);
+                let ssts = |d: &str| fs.list(Path::new(d)).unwrap().iter().filter(|f| f.ends_with(".sst")).count();
+                slow_rounds += usize::from(ssts("/tiered/slow") > 0);
+                assert_eq!(ssts("/tiered/db"), 0, "seed {seed}: SSTs off their tiers");
+            }
+            assert!(fs.injected_writes() > 0, "seed {seed}: no write to the slow tier ever failed");
+            assert!(slow_rounds > 0, "seed {seed}: no data ever reached the slow tier");
+            // Reopened without tiers: the manifest has them.
+            let db = Db::open(dir, tiny_options(Arc::new(fs.clone()))).unwrap();
+            assert_eq!(db.stats().tiers.len(), 2, "seed {seed}");
+            db.close().unwrap();
         });
     }
 }

@@ -444,9 +444,17 @@ fn churn(rng: &mut StdRng, t: &Table, s: &Schema, model: &mut Model, n: usize) {
     }
 }
 
-fn run(seed: u64, layout: &str) {
+/// `tiers`: the files on two tiers, the fast one with room for a fraction of them.
+fn run(seed: u64, layout: &str, tiers: bool) {
     let tmp = tempfile::tempdir().unwrap();
-    let opts = Options { block_size: 1024, ..common::tiny_options(Arc::new(OsFs)) };
+    let tiers = match tiers {
+        true => vec![
+            Tier::new("fast", tmp.path().join("fast")).with_budget(32 << 10),
+            Tier::new("slow", tmp.path().join("slow")),
+        ],
+        false => Vec::new(),
+    };
+    let opts = Options { block_size: 1024, tiers, ..common::tiny_options(Arc::new(OsFs)) };
     let db = Db::open(tmp.path(), opts.clone()).unwrap();
     let s = schema();
     let topts = match layout_spec(layout, &s) {
@@ -473,7 +481,7 @@ fn run(seed: u64, layout: &str) {
     // key sets do not: later flushes probe those files through their bloom filters).
     drop(t);
     db.close().unwrap();
-    let db = Db::open(tmp.path(), opts).unwrap();
+    let db = Db::open(tmp.path(), opts.clone()).unwrap();
     let t = db.table("t").unwrap();
     check_columnwise(&db, &t, &model, None, &mut rng, "reopened");
     churn(&mut rng, &t, &s, &mut model, 2000);
@@ -486,6 +494,11 @@ fn run(seed: u64, layout: &str) {
         check_columnwise(&db, &t, m, Some(snap), &mut rng, "snapshot taken after a restart");
     }
     db.check_supersede_marks().unwrap_or_else(|e| panic!("{layout}: after a restart: {e}"));
+    if !opts.tiers.is_empty() {
+        // The answers above read the slow tier.
+        let tiers = db.stats().tiers;
+        assert!(tiers.len() == 2 && tiers[1].files > 0, "{layout}: {tiers:?}");
+    }
     snaps.clear();
     db.compact_range("t", &KeyRange::all()).unwrap();
     let before = db.scan_stats();
@@ -631,7 +644,18 @@ fn pushdown_matches_a_plain_filter_and_aggregate() {
     for layout in ["row", "column", "cg3", "lifecycle"] {
         for seed in seeds(&[11, 12]) {
             println!("layout {layout}, seed {seed}");
-            with_seed(seed, |s| run(s, layout));
+            with_seed(seed, |s| run(s, layout, false));
+        }
+    }
+}
+
+/// The same with the files on two tiers, most of them on the slow one.
+#[test]
+fn pushdown_matches_with_two_tiers() {
+    for layout in ["row", "cg3"] {
+        for seed in seeds(&[13]) {
+            println!("layout {layout}, seed {seed}, two tiers");
+            with_seed(seed, |s| run(s, layout, true));
         }
     }
 }

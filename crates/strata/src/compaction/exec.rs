@@ -312,6 +312,7 @@ mod tests {
             smallest: lo.as_bytes().to_vec(),
             largest: hi.as_bytes().to_vec(),
             cg: 0,
+            tier: 0,
         })
     }
 

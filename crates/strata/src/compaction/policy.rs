@@ -362,6 +362,7 @@ mod tests {
             smallest: lo.as_bytes().to_vec(),
             largest: hi.as_bytes().to_vec(),
             cg: cg.parse().expect("group"),
+            tier: 0,
         }
     }
 

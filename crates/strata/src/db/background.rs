@@ -20,6 +20,7 @@ use crate::mvcc::chain::Stripes;
 use crate::sst::bloom::key_hash;
 use crate::sst::builder::SstOptions;
 use crate::sst::keyset::KeySet;
+use crate::tier;
 use crate::version::edit::{EditRecord, VersionEdit};
 use crate::version::{FileMeta, Version};
 
@@ -128,7 +129,7 @@ impl DbInner {
             let mut marker = Marker::flush(&self.tables, t, mem.key_hashes(table_id));
             let files = self.write_files(
                 info,
-                0,
+                (0, 0),
                 vec![Box::new(src)],
                 groups,
                 Keep { stripes, bottommost: false, folded: mem.folded() },
@@ -147,7 +148,7 @@ impl DbInner {
             }
             flushed.push(Flushed { table: table_id, files: numbers, made: marker.made, older: marker.older_keys });
         }
-        self.fs.sync_dir(&self.dir)?;
+        self.fs.sync_dir(self.tables.tier_dir(0))?;
         let mut io = self.io.lock();
         io.flushes += 1;
         for (t, b) in written {
@@ -192,13 +193,13 @@ impl DbInner {
         self.install_locked(&mut vs, edit, mem)
     }
 
-    /// Merges `sources` into files of `level`, one run per group of `groups`, each given with
-    /// the files below `level` its output aligns to (see [`policy::alignment_files`]; empty: cut
-    /// by size).
+    /// Merges `sources` into files of `level` on `tier`, one run per group of `groups`, each
+    /// given with the files below `level` its output aligns to (see
+    /// [`policy::alignment_files`]; empty: cut by size).
     fn write_files(
         &self,
         info: &TableInfo,
-        level: usize,
+        (level, tier): (usize, u8),
         sources: Vec<Box<dyn Source>>,
         groups: Vec<(Vec<usize>, Vec<Arc<FileMeta>>)>,
         keep: Keep<'_>,
@@ -218,7 +219,11 @@ impl DbInner {
             })
             .collect();
         let path_of = |n: u64| self.tables.path(n);
-        let alloc = || self.alloc_output();
+        let alloc = || {
+            let n = self.alloc_output();
+            self.tables.place(n, tier);
+            n
+        };
         let keep_hashes = |number: u64, hashes: Vec<u64>| self.tables.set_key_set(number, hashes);
         let spec = OutputSpec {
             fs: self.fs.as_ref(),
@@ -231,7 +236,29 @@ impl DbInner {
             // Flushes probe every Level-0 file for each key they write.
             key_hashes: (level == 0).then_some(&keep_hashes as &dyn Fn(u64, Vec<u64>)),
         };
-        write_merged(MergeIter::new(sources), keep, &spec, marker)
+        let mut files = write_merged(MergeIter::new(sources), keep, &spec, marker)?;
+        for f in &mut files {
+            f.tier = tier;
+        }
+        Ok(files)
+    }
+
+    /// The tier a compaction writes its output to: the first with room for all of its inputs'
+    /// bytes once the inputs are gone (see [`tier::output_tier`]).
+    fn output_tier(&self, version: &Version, task: &CompactionTask) -> u8 {
+        if self.tiers.len() < 2 {
+            return 0;
+        }
+        let used = version.tier_bytes(self.tiers.len());
+        let mut freed = vec![0; self.tiers.len()];
+        let mut bytes = 0;
+        for f in task.all_inputs() {
+            if let Some(b) = freed.get_mut(usize::from(f.tier)) {
+                *b += f.size;
+            }
+            bytes += f.size;
+        }
+        tier::output_tier(&self.tiers, &used, &freed, bytes)
     }
 
     fn release_outputs(&self, files: impl Iterator<Item = u64>) {
@@ -335,10 +362,11 @@ impl DbInner {
         let inputs = task.all_inputs().map(|f| f.number).collect();
         let mut marker = Marker::compaction(&self.tables, table, &inputs);
         let keep = Keep { stripes, bottommost: task.bottommost, folded: false };
-        let files = self.write_files(&info, task.output_level, sources, groups, keep, &mut marker)?;
+        let tier = self.output_tier(&version, task);
+        let files = self.write_files(&info, (task.output_level, tier), sources, groups, keep, &mut marker)?;
         let before = supersede::file_numbers(&version, task.table);
         drop(version);
-        self.fs.sync_dir(&self.dir)?;
+        self.fs.sync_dir(self.tables.tier_dir(tier))?;
         let outputs: Vec<u64> = files.iter().map(|f| f.number).collect();
         let bytes: u64 = files.iter().map(|f| f.size).sum();
         let layout = &info.layout;

@@ -22,7 +22,7 @@ pub(crate) use crate::read::ReadView;
 pub use crate::read::ScanIter;
 pub use options::{Options, ReadOptions, WriteOptions};
 pub use read::{AsOf, History};
-pub use stats::{ColumnWorkload, GroupStats, LevelStats, LineageStats, Stats, TableStats, WorkloadStats};
+pub use stats::{ColumnWorkload, GroupStats, LevelStats, LineageStats, Stats, TableStats, TierStats, WorkloadStats};
 pub use table::Table;
 
 use std::collections::{HashMap, HashSet};
@@ -91,6 +91,8 @@ pub(crate) struct DbInner {
     pub dir: PathBuf,
     pub fs: Arc<dyn Fs>,
     pub opts: Options,
+    /// The storage tiers, first the fast one (one, the database directory, without tiers).
+    pub tiers: Vec<crate::tier::TierRecord>,
     pub lock: Mutex<Option<Box<dyn DirLock>>>,
     pub snapshots: Arc<SnapshotList>,
     pub view: RwLock<Arc<ReadView>>,
@@ -221,7 +223,26 @@ impl Db {
         } else {
             return Err(Error::InvalidArgument(format!("no database at {}", dir.display())));
         };
-        let next_file = AtomicU64::new(vs.counters.next_file);
+        // The tiers: as given, or as recorded; their directories hold SSTs (and numbers) too.
+        let (tiers, record_tiers) =
+            crate::tier::settle(&dir, &opts.tiers, &vs.tiers, vs.current().files().next().is_some())?;
+        crate::tier::check_dirs(fs.as_ref(), &tiers, record_tiers && vs.tiers.is_empty())?;
+        let tier_dirs: Vec<PathBuf> = tiers.iter().map(|t| PathBuf::from(&t.dir)).collect();
+        if let Some(f) = vs.current().files().find(|f| usize::from(f.tier) >= tiers.len()) {
+            let (n, t) = (f.number, f.tier);
+            return Err(Error::corruption(
+                vs.manifest_path(),
+                0,
+                format!("file {n} on tier {t}, which is not recorded"),
+            ));
+        }
+        let mut highest_on_tiers = 0;
+        for d in tier_dirs.iter().filter(|d| **d != dir) {
+            let on_tier = fs.list(d)?;
+            let top = on_tier.iter().filter_map(|n| DbFile::parse(n)).map(DbFile::number).max();
+            highest_on_tiers = highest_on_tiers.max(top.unwrap_or(0));
+        }
+        let next_file = AtomicU64::new(vs.counters.next_file.max(highest_on_tiers + 1));
         let mut last_seq = vs.counters.last_sequence;
 
         // Replay WALs not yet covered by SSTs (LSM tables) or checkpoints (lineage tables),
@@ -297,7 +318,10 @@ impl Db {
         fs.sync_dir(&dir)?;
 
         let blocks = Arc::new(BlockCache::new(opts.block_cache_size));
-        let tables = Arc::new(TableCache::new(fs.clone(), &dir, blocks));
+        let tables = Arc::new(TableCache::new(fs.clone(), tier_dirs, blocks));
+        for f in current.files() {
+            tables.place(f.number, f.tier);
+        }
         let snapshots = Arc::new(SnapshotList::default());
         snapshots.publish(last_seq);
         let retention_ms = match opts.history_retention {
@@ -321,6 +345,7 @@ impl Db {
             dir: dir.clone(),
             fs: fs.clone(),
             opts: opts.clone(),
+            tiers: tiers.clone(),
             lock: Mutex::new(Some(lock)),
             snapshots,
             view: RwLock::new(Arc::new(view)),
@@ -358,6 +383,9 @@ impl Db {
         };
         edit.push(EditRecord::LogNumber(wal_number));
         edit.push(EditRecord::LastSequence(last_seq));
+        if record_tiers {
+            edit.push(EditRecord::Tiers(tiers));
+        }
         inner.install_flush(edit, flushed, &current, None)?;
         inner.pending_outputs.lock().clear();
         if lineage_log != 0 {
@@ -759,9 +787,16 @@ impl DbInner {
         let vs = self.versions.lock();
         // List first: any file in the listing was created after its number became pending, and
         // stays pending until it is installed, which cannot happen while we hold the version lock.
-        let Ok(names) = self.fs.list(&self.dir) else {
-            return;
-        };
+        let mut listed: Vec<(&Path, Vec<String>)> = Vec::new();
+        for d in std::iter::once(self.dir.as_path()).chain(self.tables.tier_dirs().iter().map(PathBuf::as_path)) {
+            if listed.iter().any(|(l, _)| *l == d) {
+                continue;
+            }
+            let Ok(names) = self.fs.list(d) else {
+                return;
+            };
+            listed.push((d, names));
+        }
         let mut live: HashSet<u64> = self.pending_outputs.lock().clone();
         {
             let mut versions = self.live_versions.lock();
@@ -770,23 +805,27 @@ impl DbInner {
                 live.extend(v.file_numbers());
             }
         }
-        for name in names {
-            let obsolete = match DbFile::parse(&name) {
-                Some(DbFile::Sst(n)) => {
-                    let dead = !live.contains(&n);
-                    if dead {
-                        self.tables.evict(n);
+        for (d, names) in listed {
+            let home = d == self.dir;
+            for name in names {
+                let obsolete = match DbFile::parse(&name) {
+                    Some(DbFile::Sst(n)) => {
+                        let dead = !live.contains(&n);
+                        if dead {
+                            self.tables.evict(n);
+                        }
+                        // A live number in another tier's directory is not this file.
+                        dead || self.tables.tier_dir(self.tables.tier_of(n)) != d
                     }
-                    dead
+                    Some(DbFile::Wal(n)) if home => n < vs.counters.oldest_log(),
+                    Some(DbFile::Manifest(n)) if home => n != vs.manifest_number(),
+                    Some(DbFile::Checkpoint(n)) if home => n != vs.counters.lineage_checkpoint.0 && !live.contains(&n),
+                    _ => false,
+                };
+                if obsolete {
+                    // A file we fail to delete now is retried at the next cleanup.
+                    let _ = self.fs.remove(&d.join(&name));
                 }
-                Some(DbFile::Wal(n)) => n < vs.counters.oldest_log(),
-                Some(DbFile::Manifest(n)) => n != vs.manifest_number(),
-                Some(DbFile::Checkpoint(n)) => n != vs.counters.lineage_checkpoint.0 && !live.contains(&n),
-                None => false,
-            };
-            if obsolete {
-                // A file we fail to delete now is retried at the next cleanup.
-                let _ = self.fs.remove(&self.dir.join(&name));
             }
         }
     }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::mvcc::snapshot::Snapshot;
 use crate::sst::format::Compression;
+use crate::tier::Tier;
 use crate::vfs::{Fs, OsFs};
 
 /// How a database is opened and shaped. The defaults suit a server; tests shrink the sizes.
@@ -84,6 +85,11 @@ pub struct Options {
     /// recorded when it was last set (none for a new database); `Some(ZERO)` turns history
     /// off (versions are kept only for live snapshots). The window is recorded in the manifest.
     pub history_retention: Option<std::time::Duration>,
+    /// Storage tiers, the fast one first (default none: every SST lives in the database
+    /// directory); every tier but the last needs a budget. Given once, they are recorded in the
+    /// manifest: later opens may leave them out, or give them again with new budgets (a tier
+    /// given without one keeps its recorded budget); see [`Tier`] and [`crate::tier`].
+    pub tiers: Vec<Tier>,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
 }
@@ -115,6 +121,7 @@ impl Default for Options {
             lineage_checkpoint_bytes: 256 << 20,
             lineage_memory_budget: 8 << 30,
             history_retention: None,
+            tiers: Vec::new(),
             fs: Arc::new(OsFs),
         }
     }
@@ -143,6 +150,7 @@ impl std::fmt::Debug for Options {
             .field("lineage_checkpoint_bytes", &self.lineage_checkpoint_bytes)
             .field("lineage_memory_budget", &self.lineage_memory_budget)
             .field("history_retention", &self.history_retention)
+            .field("tiers", &self.tiers)
             .finish_non_exhaustive()
     }
 }
@@ -177,7 +185,7 @@ impl Options {
         if self.lineage_merge_threshold == 0 {
             return Err("lineage_merge_threshold must be at least 1".into());
         }
-        Ok(())
+        crate::tier::validate(&self.tiers)
     }
 }
 

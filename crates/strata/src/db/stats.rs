@@ -107,6 +107,23 @@ pub struct LevelStats {
     pub groups: Vec<GroupStats>,
     /// Operations this level served since open.
     pub workload: WorkloadStats,
+    /// Bytes of the level's files on each storage tier, by tier (see [`Stats::tiers`]).
+    pub tier_bytes: Vec<u64>,
+}
+
+/// One storage tier (see [`crate::tier`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TierStats {
+    /// Name.
+    pub name: String,
+    /// Directory.
+    pub dir: String,
+    /// Byte budget, if any.
+    pub budget: Option<u64>,
+    /// Bytes of SSTs it holds.
+    pub bytes: u64,
+    /// SSTs it holds.
+    pub files: usize,
 }
 
 /// What the lineage engine holds for one table.
@@ -199,6 +216,8 @@ pub struct Stats {
     pub files_skipped_by_snapshot: u64,
     /// How far back reads as of a past point reach.
     pub history: super::History,
+    /// The storage tiers, the fast one first (one, the database directory, without tiers).
+    pub tiers: Vec<TierStats>,
 }
 
 impl DbInner {
@@ -207,12 +226,27 @@ impl DbInner {
         let io = self.io.lock();
         let mut tables = Vec::new();
         let lineage = self.lineage.read().clone();
+        let ntiers = self.tiers.len().max(1);
+        let mut tiers: Vec<TierStats> = self
+            .tiers
+            .iter()
+            .map(|t| TierStats { name: t.name.clone(), dir: t.dir.clone(), budget: t.budget(), bytes: 0, files: 0 })
+            .collect();
         for t in view.version.tables.values() {
             let mut levels = Vec::new();
             for (i, l) in t.levels.iter().enumerate() {
                 let files: Vec<_> = l.files().collect();
                 let seq_range =
                     files.iter().map(|f| (f.min_seq, f.max_seq)).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
+                let mut tier_bytes = vec![0; ntiers];
+                for f in &files {
+                    let at = usize::from(f.tier).min(ntiers - 1);
+                    tier_bytes[at] += f.size;
+                    if let Some(ts) = tiers.get_mut(at) {
+                        ts.bytes += f.size;
+                        ts.files += 1;
+                    }
+                }
                 levels.push(LevelStats {
                     level: i,
                     runs: l.runs.len(),
@@ -224,6 +258,7 @@ impl DbInner {
                     seq_range,
                     groups: group_stats(&t.info, i, l),
                     workload: WorkloadStats::of(&t.info.workload, At::Level(i), &t.info),
+                    tier_bytes,
                 });
             }
             let ingested = io.ingested.get(&t.info.id).copied().unwrap_or(0);
@@ -275,6 +310,7 @@ impl DbInner {
             files_skipped_by_bloom: self.tables.probes.bloom.load(Ordering::Relaxed),
             files_skipped_by_snapshot: self.tables.probes.snapshot.load(Ordering::Relaxed),
             history: self.history(),
+            tiers,
         }
     }
 }

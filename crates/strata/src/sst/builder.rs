@@ -289,6 +289,7 @@ impl SstBuilder {
             smallest,
             largest,
             cg: self.cg,
+            tier: 0,
         })
     }
 }

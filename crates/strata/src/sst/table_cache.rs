@@ -45,7 +45,10 @@ impl ProbeCounters {
 /// Open readers, shared by all threads.
 pub(crate) struct TableCache {
     fs: Arc<dyn Fs>,
-    dir: PathBuf,
+    /// Each tier's directory, by tier (see [`crate::tier`]); one without tiers.
+    dirs: Vec<PathBuf>,
+    /// The tier of every file placed off the first tier, by number.
+    placed: Mutex<HashMap<u64, u8>>,
     pub(crate) blocks: Arc<BlockCache>,
     pub(crate) probes: ProbeCounters,
     open: Mutex<HashMap<u64, Arc<SstReader>>>,
@@ -57,10 +60,12 @@ pub(crate) struct TableCache {
 }
 
 impl TableCache {
-    pub(crate) fn new(fs: Arc<dyn Fs>, dir: &Path, blocks: Arc<BlockCache>) -> Self {
+    /// A cache over the files of tiers in `dirs` (at least one).
+    pub(crate) fn new(fs: Arc<dyn Fs>, dirs: Vec<PathBuf>, blocks: Arc<BlockCache>) -> Self {
         TableCache {
             fs,
-            dir: dir.to_owned(),
+            dirs,
+            placed: Mutex::new(HashMap::new()),
             blocks,
             probes: ProbeCounters::default(),
             open: Mutex::new(HashMap::new()),
@@ -69,8 +74,35 @@ impl TableCache {
         }
     }
 
+    /// The path of file `number`, on the tier it was placed on.
     pub(crate) fn path(&self, number: u64) -> PathBuf {
-        self.dir.join(sst_name(number))
+        self.tier_dir(self.tier_of(number)).join(sst_name(number))
+    }
+
+    /// The directory of tier `tier` (the last one for a tier beyond the list).
+    pub(crate) fn tier_dir(&self, tier: u8) -> &Path {
+        let i = usize::from(tier).min(self.dirs.len().saturating_sub(1));
+        self.dirs.get(i).map_or(Path::new("."), PathBuf::as_path)
+    }
+
+    /// Every tier's directory, by tier.
+    pub(crate) fn tier_dirs(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+
+    /// Records that file `number` lives (or is being written) on `tier`.
+    pub(crate) fn place(&self, number: u64, tier: u8) {
+        let mut placed = self.placed.lock();
+        if tier == 0 {
+            placed.remove(&number);
+        } else {
+            placed.insert(number, tier);
+        }
+    }
+
+    /// The tier file `number` was placed on (0 when never placed elsewhere).
+    pub(crate) fn tier_of(&self, number: u64) -> u8 {
+        self.placed.lock().get(&number).copied().unwrap_or(0)
     }
 
     /// The reader of file `number`, opening it on first use.
@@ -122,6 +154,7 @@ impl TableCache {
 
     /// Forgets a deleted file.
     pub(crate) fn evict(&self, number: u64) {
+        self.placed.lock().remove(&number);
         self.key_sets.lock().remove(&number);
         self.older_keys.lock().remove(&number);
         self.open.lock().remove(&number);

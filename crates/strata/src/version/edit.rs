@@ -7,6 +7,7 @@ use super::marks::MarkChunk;
 use super::FileMeta;
 use crate::catalog::{TableInfo, TableOptions};
 use crate::codec::{put_bytes, put_varint, DecodeError, DecodeResult, Reader};
+use crate::tier::{TierRecord, MAX_TIERS};
 use crate::types::Schema;
 
 /// One change to the set of tables and files.
@@ -73,6 +74,9 @@ pub enum EditRecord {
         /// The marks added.
         chunk: Arc<MarkChunk>,
     },
+    /// The database's storage tiers, in order (the first is the fast one); absent while it has
+    /// only its own directory. The newest record wins.
+    Tiers(Vec<TierRecord>),
 }
 
 /// A group of records applied together.
@@ -95,6 +99,8 @@ const LINEAGE_LOG: u8 = 10;
 const LINEAGE_CHECKPOINT: u8 = 11;
 const HISTORY: u8 = 12;
 const CLOCK: u8 = 13;
+const TIERS: u8 = 14;
+const ADD_ON_TIER: u8 = 15;
 
 fn u32_of(v: u64) -> DecodeResult<u32> {
     u32::try_from(v).map_err(|_| DecodeError::new("value out of range"))
@@ -123,7 +129,8 @@ impl VersionEdit {
                     put_varint(&mut out, u64::from(*id));
                 }
                 EditRecord::AddFile { table, level, file: f } => {
-                    out.push(ADD);
+                    // Files of the first tier keep the record older builds know.
+                    out.push(if f.tier == 0 { ADD } else { ADD_ON_TIER });
                     put_varint(&mut out, u64::from(*table));
                     put_varint(&mut out, *level as u64);
                     for v in [f.number, f.size, f.entries, f.min_seq, f.max_seq, u64::from(f.cg)] {
@@ -131,6 +138,18 @@ impl VersionEdit {
                     }
                     put_bytes(&mut out, &f.smallest);
                     put_bytes(&mut out, &f.largest);
+                    if f.tier != 0 {
+                        out.push(f.tier);
+                    }
+                }
+                EditRecord::Tiers(tiers) => {
+                    out.push(TIERS);
+                    put_varint(&mut out, tiers.len() as u64);
+                    for t in tiers {
+                        put_bytes(&mut out, t.name.as_bytes());
+                        put_bytes(&mut out, t.dir.as_bytes());
+                        put_varint(&mut out, t.budget);
+                    }
                 }
                 EditRecord::DeleteFile { table, level, number } => {
                     out.push(DELETE);
@@ -214,7 +233,7 @@ impl VersionEdit {
                     EditRecord::CreateTable(info)
                 }
                 DROP => EditRecord::DropTable(u32_of(r.varint()?)?),
-                ADD => {
+                tag @ (ADD | ADD_ON_TIER) => {
                     let table = u32_of(r.varint()?)?;
                     let level = level(&mut r)?;
                     let (number, size, entries, min_seq, max_seq) =
@@ -222,11 +241,26 @@ impl VersionEdit {
                     let cg = u32_of(r.varint()?)?;
                     let smallest = r.bytes()?.to_vec();
                     let largest = r.bytes()?.to_vec();
+                    let tier = if tag == ADD_ON_TIER { r.u8()? } else { 0 };
+                    if usize::from(tier) >= MAX_TIERS {
+                        return Err(DecodeError::new(format!("file on tier {tier}, beyond the {MAX_TIERS} allowed")));
+                    }
                     EditRecord::AddFile {
                         table,
                         level,
-                        file: FileMeta { number, size, entries, min_seq, max_seq, smallest, largest, cg },
+                        file: FileMeta { number, size, entries, min_seq, max_seq, smallest, largest, cg, tier },
                     }
+                }
+                TIERS => {
+                    let n = r.varint()?;
+                    if n == 0 || n > MAX_TIERS as u64 {
+                        return Err(DecodeError::new(format!("{n} tiers recorded")));
+                    }
+                    let mut tiers = Vec::new();
+                    for _ in 0..n {
+                        tiers.push(TierRecord { name: r.string()?, dir: r.string()?, budget: r.varint()? });
+                    }
+                    EditRecord::Tiers(tiers)
                 }
                 DELETE => {
                     let table = u32_of(r.varint()?)?;
@@ -270,5 +304,36 @@ impl VersionEdit {
             records.push(rec);
         }
         Ok(VersionEdit { records })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(number: u64, tier: u8) -> FileMeta {
+        let (smallest, largest) = (b"a".to_vec(), b"q".to_vec());
+        FileMeta { number, size: 10, entries: 2, min_seq: 1, max_seq: 2, smallest, largest, cg: 5, tier }
+    }
+
+    /// Tier records and files on tiers round-trip; files of the first tier keep the record
+    /// older builds read (tag 3), so a database without tiers writes what it wrote before.
+    #[test]
+    fn tiers_and_files_on_tiers_round_trip() {
+        let tiers = vec![
+            TierRecord { name: "fast".into(), dir: "/mnt/ssd/db".into(), budget: 8 << 30 },
+            TierRecord { name: "slow".into(), dir: "/mnt/hdd/db".into(), budget: 0 },
+        ];
+        let mut e = VersionEdit::default();
+        e.push(EditRecord::Tiers(tiers));
+        e.push(EditRecord::AddFile { table: 1, level: 3, file: file(7, 1) });
+        e.push(EditRecord::AddFile { table: 1, level: 2, file: file(8, 0) });
+        assert_eq!(VersionEdit::decode(&e.encode(), 7).unwrap(), e);
+        let mut first = VersionEdit::default();
+        first.push(EditRecord::AddFile { table: 1, level: 2, file: file(8, 0) });
+        assert_eq!(first.encode()[0], ADD);
+        let mut beyond = VersionEdit::default();
+        beyond.push(EditRecord::AddFile { table: 1, level: 2, file: file(8, MAX_TIERS as u8) });
+        assert!(VersionEdit::decode(&beyond.encode(), 7).is_err(), "a file beyond the tiers allowed decoded");
     }
 }

@@ -40,6 +40,8 @@ pub struct FileMeta {
     pub largest: Vec<u8>,
     /// Column group the file stores.
     pub cg: u32,
+    /// The storage tier holding it (index into the database's tiers; 0 without tiers).
+    pub tier: u8,
 }
 
 /// A sorted run: files ordered by key, non-overlapping.
@@ -132,7 +134,22 @@ impl Version {
 
     /// Every file number in the version.
     pub(crate) fn file_numbers(&self) -> impl Iterator<Item = u64> + '_ {
-        self.tables.values().flat_map(|t| t.levels.iter().flat_map(|l| l.files().map(|f| f.number)))
+        self.files().map(|f| f.number)
+    }
+
+    /// Every file in the version.
+    pub(crate) fn files(&self) -> impl Iterator<Item = &Arc<FileMeta>> + '_ {
+        self.tables.values().flat_map(|t| t.levels.iter().flat_map(Level::files))
+    }
+
+    /// Bytes of SSTs on each of `tiers` tiers (files on a tier beyond count toward the last).
+    pub(crate) fn tier_bytes(&self, tiers: usize) -> Vec<u64> {
+        let mut used = vec![0; tiers.max(1)];
+        let last = used.len() - 1;
+        for f in self.files() {
+            used[usize::from(f.tier).min(last)] += f.size;
+        }
+        used
     }
 
     /// Applies an edit, producing the next version. Records about tables that no longer exist
@@ -186,7 +203,8 @@ impl Version {
                 | EditRecord::Clock(_)
                 | EditRecord::NextFileNumber(_)
                 | EditRecord::LastSequence(_)
-                | EditRecord::NextTableId(_) => {}
+                | EditRecord::NextTableId(_)
+                | EditRecord::Tiers(_) => {}
             }
         }
         for id in changed {

@@ -11,6 +11,7 @@ use super::manifest::{current, read_edits, set_current, ManifestWriter};
 use super::Version;
 use crate::error::{Error, Result};
 use crate::mvcc::clock::Clock;
+use crate::tier::TierRecord;
 use crate::vfs::Fs;
 
 /// A manifest larger than this is rewritten as a fresh snapshot.
@@ -52,6 +53,8 @@ pub(crate) struct VersionSet {
     /// The wall-clock samples logged so far, trimmed to the retention window when the
     /// manifest is rewritten.
     pub(crate) clock: Clock,
+    /// The storage tiers recorded (empty: the database has only its own directory).
+    pub(crate) tiers: Vec<TierRecord>,
     /// A manifest write failed; nothing more may be appended.
     failed: bool,
 }
@@ -78,9 +81,18 @@ fn apply_counters(edit: &VersionEdit, c: &mut Counters) {
             EditRecord::Clock(_)
             | EditRecord::DropTable(_)
             | EditRecord::DeleteFile { .. }
-            | EditRecord::Marks { .. } => {}
+            | EditRecord::Marks { .. }
+            | EditRecord::Tiers(_) => {}
         }
     }
+}
+
+/// The tiers of `edit`, if it records them (the last record wins).
+fn recorded_tiers(edit: &VersionEdit) -> Option<&Vec<TierRecord>> {
+    edit.records.iter().rev().find_map(|r| match r {
+        EditRecord::Tiers(t) => Some(t),
+        _ => None,
+    })
 }
 
 /// Adds the clock samples of `edit` to `clock`.
@@ -94,8 +106,11 @@ fn record_samples(edit: &VersionEdit, clock: &mut Clock) {
     }
 }
 
-fn snapshot_edit(v: &Version, c: &Counters, clock: &Clock) -> VersionEdit {
+fn snapshot_edit(v: &Version, c: &Counters, clock: &Clock, tiers: &[TierRecord]) -> VersionEdit {
     let mut e = VersionEdit::default();
+    if !tiers.is_empty() {
+        e.push(EditRecord::Tiers(tiers.to_vec()));
+    }
     for t in v.tables.values() {
         e.push(EditRecord::CreateTable((*t.info).clone()));
         for (li, l) in t.levels.iter().enumerate() {
@@ -139,10 +154,11 @@ impl VersionSet {
         };
         let v = Version::new(num_levels);
         let clock = Clock::default();
-        let manifest = ManifestWriter::create(fs, dir, 1, &snapshot_edit(&v, &counters, &clock).encode())?;
+        let manifest = ManifestWriter::create(fs, dir, 1, &snapshot_edit(&v, &counters, &clock, &[]).encode())?;
         fs.sync_dir(dir)?;
         set_current(fs, dir, 1)?;
-        Ok(VersionSet { dir: dir.to_owned(), current: Arc::new(v), manifest, counters, clock, failed: false })
+        let current = Arc::new(v);
+        Ok(VersionSet { dir: dir.to_owned(), current, manifest, counters, clock, tiers: Vec::new(), failed: false })
     }
 
     /// Replays the live manifest, then starts a new one holding a snapshot of the result. File
@@ -153,12 +169,16 @@ impl VersionSet {
         let mut c = Counters::default();
         let mut clock = Clock::default();
         let mut history_logged = false;
+        let mut tiers = Vec::new();
         for rec in read_edits(fs, &path)? {
             let edit = VersionEdit::decode(&rec, num_levels)
                 .map_err(|e| Error::corruption(&path, 0, format!("bad version edit: {}", e.0)))?;
             history_logged |= edit.records.iter().any(|r| matches!(r, EditRecord::History { .. }));
             apply_counters(&edit, &mut c);
             record_samples(&edit, &mut clock);
+            if let Some(t) = recorded_tiers(&edit) {
+                tiers.clone_from(t);
+            }
             v = v.apply(&edit);
         }
         if !history_logged {
@@ -169,10 +189,11 @@ impl VersionSet {
         c.next_file = c.next_file.max(min_next_file);
         let number = c.next_file;
         c.next_file += 1;
-        let manifest = ManifestWriter::create(fs, dir, number, &snapshot_edit(&v, &c, &clock).encode())?;
+        let manifest = ManifestWriter::create(fs, dir, number, &snapshot_edit(&v, &c, &clock, &tiers).encode())?;
         fs.sync_dir(dir)?;
         set_current(fs, dir, number)?;
-        Ok(VersionSet { dir: dir.to_owned(), current: Arc::new(v), manifest, counters: c, clock, failed: false })
+        let current = Arc::new(v);
+        Ok(VersionSet { dir: dir.to_owned(), current, manifest, counters: c, clock, tiers, failed: false })
     }
 
     pub(crate) fn current(&self) -> &Arc<Version> {
@@ -215,8 +236,9 @@ impl VersionSet {
                 let mut clock = self.clock.clone();
                 record_samples(&edit, &mut clock);
                 clock.trim_before(clock.last_ms().saturating_sub(counters.retention_ms));
-                let m =
-                    ManifestWriter::create(fs, &self.dir, number, &snapshot_edit(&next, &counters, &clock).encode())?;
+                let tiers = recorded_tiers(&edit).unwrap_or(&self.tiers);
+                let snapshot = snapshot_edit(&next, &counters, &clock, tiers);
+                let m = ManifestWriter::create(fs, &self.dir, number, &snapshot.encode())?;
                 fs.sync_dir(&self.dir)?;
                 set_current(fs, &self.dir, number)?;
                 self.manifest = m;
@@ -230,6 +252,9 @@ impl VersionSet {
         }
         self.counters = counters;
         record_samples(&edit, &mut self.clock);
+        if let Some(t) = recorded_tiers(&edit) {
+            self.tiers.clone_from(t);
+        }
         if roll {
             self.clock.trim_before(self.clock.last_ms().saturating_sub(counters.retention_ms));
         }

@@ -72,6 +72,8 @@ struct State {
     crashed: bool,
     write_fault: Option<(Trigger, FaultKind)>,
     sync_fault: Option<Trigger>,
+    /// Write faults injected so far (each failed append counts).
+    injected_writes: u64,
 }
 
 /// In-memory filesystem with fault injection. Cheap to clone; clones share state.
@@ -109,6 +111,12 @@ impl FaultFs {
     pub fn fail_syncs(&self, path_contains: &str, after: u64) {
         self.state.lock().sync_fault =
             Some(Trigger { path_contains: path_contains.into(), countdown: after, fired: false });
+    }
+
+    /// How many appends failed by an injected write fault so far, so a test can tell that
+    /// its fault was reached.
+    pub fn injected_writes(&self) -> u64 {
+        self.state.lock().injected_writes
     }
 
     /// Removes injected write and sync faults.
@@ -210,6 +218,7 @@ impl WritableFile for FaultWritable {
             Some((t, kind)) => t.hit(&self.path).then_some(*kind),
             None => None,
         };
+        s.injected_writes += u64::from(fault.is_some());
         let mut f = self.file.lock();
         match fault {
             None => {

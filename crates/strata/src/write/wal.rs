@@ -18,8 +18,8 @@ const HEADER: usize = 12;
 
 /// Version of the log formats (WAL, manifest and lineage checkpoint) written by this build: 2
 /// added commit times to WAL batches, the history records to the manifest and the history to
-/// checkpoints.
-pub const LOG_FORMAT_VERSION: u32 = 2;
+/// checkpoints; 3 added the tier records to the manifest (WAL and checkpoints are unchanged).
+pub const LOG_FORMAT_VERSION: u32 = 3;
 /// Magic of WAL files.
 pub(crate) const WAL_MAGIC: [u8; 4] = *b"SWAL";
 /// Magic of manifest files.
@@ -98,7 +98,7 @@ pub(crate) fn read_log(fs: &dyn Fs, path: &Path, magic: [u8; 4]) -> Result<(Vec<
     }
     let version = u32::from_le_bytes([data[4], data[5], data[6], data[7]]);
     // Version 1 files (no commit times in WAL batches, no history in manifests and
-    // checkpoints) read as they are.
+    // checkpoints) and version 2 files (no tiers) read as they are.
     if !(1..=LOG_FORMAT_VERSION).contains(&version) {
         return Err(corrupt(4, &format!("unsupported log format version {version}")));
     }

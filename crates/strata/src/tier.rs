@@ -1,0 +1,373 @@
+//! Storage tiers (LogStore, seed 002): directories on devices of different speed, each with a
+//! byte budget. The first tier is the fast one; flushes always write to it, and compaction
+//! places its output on the first tier with room for it. An SST lives on exactly one tier,
+//! recorded with the file in the manifest, and data changes tier only as compaction output, so
+//! a crash in the middle of a move leaves at worst an unreferenced output that the next cleanup
+//! deletes.
+//!
+//! Without tiers in [`Options`](crate::Options) a database has one implicit tier, its own
+//! directory, and its files are exactly what they were before tiers existed. Tiers given once
+//! are recorded in the manifest and used by every later open; a later open may change their
+//! budgets but not their names, directories or number. Each tier directory holds a small
+//! `TIER` marker naming the tier, so a directory that went missing or was swapped for another
+//! is reported instead of read as empty.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::vfs::Fs;
+
+/// The name of the marker file in every tier directory.
+pub(crate) const MARKER: &str = "TIER";
+
+/// The most tiers a database may have.
+pub const MAX_TIERS: usize = 16;
+
+/// One storage tier: a named directory with a byte budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tier {
+    /// A short name (letters, digits, `-`, `_`), shown by `stats`.
+    pub name: String,
+    /// The directory its SSTs live in.
+    pub dir: PathBuf,
+    /// Bytes of SSTs it should hold at most (`None`: whatever the other tiers do not take).
+    /// Compaction keeps to it; flushes may pass it for a while (they always write to the first
+    /// tier).
+    pub budget: Option<u64>,
+}
+
+impl Tier {
+    /// A tier without a budget.
+    pub fn new(name: impl Into<String>, dir: impl Into<PathBuf>) -> Tier {
+        Tier { name: name.into(), dir: dir.into(), budget: None }
+    }
+
+    /// The same tier with a byte budget.
+    pub fn with_budget(mut self, bytes: u64) -> Tier {
+        self.budget = Some(bytes);
+        self
+    }
+
+    /// Parses the command-line form `NAME=DIR[:SIZE]`, SIZE as in [`parse_size`].
+    ///
+    /// ```
+    /// let t = strata::Tier::parse("fast=/mnt/ssd/db:512MiB").unwrap();
+    /// assert_eq!((t.name.as_str(), t.budget), ("fast", Some(512 << 20)));
+    /// assert_eq!(strata::Tier::parse("slow=/mnt/hdd/db").unwrap().budget, None);
+    /// ```
+    ///
+    /// # Errors
+    /// A message naming what is wrong with `spec`.
+    pub fn parse(spec: &str) -> std::result::Result<Tier, String> {
+        let (name, rest) =
+            spec.split_once('=').ok_or_else(|| format!("tier '{spec}': expected NAME=DIR or NAME=DIR:SIZE"))?;
+        check_name(name)?;
+        // The size follows the last ':' when what follows parses as one; otherwise the whole
+        // rest is the directory.
+        let (dir, budget) = match rest.rsplit_once(':') {
+            Some((d, s)) if !d.is_empty() && s.chars().next().is_some_and(|c| c.is_ascii_digit()) => {
+                (d, Some(parse_size(s).map_err(|e| format!("tier '{name}': {e}"))?))
+            }
+            _ => (rest, None),
+        };
+        if dir.is_empty() {
+            return Err(format!("tier '{name}': the directory is empty"));
+        }
+        Ok(Tier { name: name.to_owned(), dir: PathBuf::from(dir), budget })
+    }
+}
+
+/// Parses a byte size: a number with an optional unit `B`, `KiB`, `MiB`, `GiB` or `TiB` (also
+/// `K`, `M`, `G`, `T`, `KB`, `MB`, `GB`, `TB`, all powers of 1024).
+///
+/// # Errors
+/// A message when `s` is not such a size or overflows 64 bits.
+pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(digits);
+    let n: u64 = num.parse().map_err(|_| format!("'{s}' is not a size (like 256KiB, 512MiB, 8GiB)"))?;
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(format!("'{s}': unknown unit '{unit}' (use B, KiB, MiB, GiB or TiB)")),
+    };
+    n.checked_mul(1 << shift).ok_or_else(|| format!("'{s}' is too large"))
+}
+
+fn check_name(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(format!("tier name '{name}': use 1 to 64 letters, digits, '-' or '_'"));
+    }
+    Ok(())
+}
+
+/// A tier as the manifest records it (see `docs/format/manifest.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TierRecord {
+    /// Name.
+    pub name: String,
+    /// Directory, as given when the tier was first configured.
+    pub dir: String,
+    /// Byte budget; 0 for none.
+    pub budget: u64,
+}
+
+impl TierRecord {
+    /// The budget, `None` when unlimited.
+    pub fn budget(&self) -> Option<u64> {
+        (self.budget > 0).then_some(self.budget)
+    }
+}
+
+/// Checks the tiers an open was given (validation without touching the disk).
+pub(crate) fn validate(tiers: &[Tier]) -> std::result::Result<(), String> {
+    if tiers.len() > MAX_TIERS {
+        return Err(format!("at most {MAX_TIERS} tiers, got {}", tiers.len()));
+    }
+    for (i, t) in tiers.iter().enumerate() {
+        check_name(&t.name)?;
+        if t.dir.to_str().is_none() {
+            return Err(format!("tier '{}': the directory must be valid UTF-8", t.name));
+        }
+        if t.budget == Some(0) {
+            return Err(format!("tier '{}': a budget of 0 bytes", t.name));
+        }
+        if let Some(o) = tiers[..i].iter().find(|o| o.name == t.name || o.dir == t.dir) {
+            return Err(format!("tiers '{}' and '{}' share a name or a directory", o.name, t.name));
+        }
+    }
+    Ok(())
+}
+
+/// Every tier but the last must have a budget, or the last would never be written.
+fn check_budgets(tiers: &[TierRecord]) -> Result<()> {
+    match tiers.split_last() {
+        Some((_, above)) if above.iter().any(|t| t.budget == 0) => Err(Error::InvalidArgument(
+            "with several tiers, give every tier but the last a budget (NAME=DIR:SIZE)".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The tiers an open works with, settled against what the manifest recorded: the records to
+/// use, and whether they must be (re)written to the manifest. A tier given without a budget
+/// keeps the one recorded.
+///
+/// `has_files`: the database already holds SSTs (in its own directory, when no tiers were
+/// recorded).
+pub(crate) fn settle(
+    db_dir: &Path,
+    given: &[Tier],
+    recorded: &[TierRecord],
+    has_files: bool,
+) -> Result<(Vec<TierRecord>, bool)> {
+    let bad = |m: String| Error::InvalidArgument(m);
+    let as_record = |t: &Tier| TierRecord {
+        name: t.name.clone(),
+        dir: t.dir.to_string_lossy().into_owned(),
+        budget: t.budget.unwrap_or(0),
+    };
+    match (given.is_empty(), recorded.is_empty()) {
+        (true, true) => {
+            let dir = db_dir.to_string_lossy().into_owned();
+            Ok((vec![TierRecord { name: "default".into(), dir, budget: 0 }], false))
+        }
+        (true, false) => Ok((recorded.to_vec(), false)),
+        (false, true) => {
+            if has_files && given[0].dir != db_dir {
+                return Err(bad(format!(
+                    "this database keeps its files in {}; to add tiers, make that directory the first tier",
+                    db_dir.display()
+                )));
+            }
+            let settled: Vec<TierRecord> = given.iter().map(as_record).collect();
+            check_budgets(&settled)?;
+            Ok((settled, true))
+        }
+        (false, false) => {
+            let names = |v: Vec<String>| v.join(", ");
+            if given.len() != recorded.len() {
+                return Err(bad(format!(
+                    "the database has tiers {}; {} were given ({})",
+                    names(recorded.iter().map(|r| format!("{}={}", r.name, r.dir)).collect()),
+                    given.len(),
+                    names(given.iter().map(|t| format!("{}={}", t.name, t.dir.display())).collect()),
+                )));
+            }
+            for (g, r) in given.iter().zip(recorded) {
+                if g.name != r.name || g.dir != Path::new(&r.dir) {
+                    return Err(bad(format!(
+                        "tier '{}' of this database is {}; the tiers cannot be renamed or moved (given {}={})",
+                        r.name,
+                        r.dir,
+                        g.name,
+                        g.dir.display()
+                    )));
+                }
+            }
+            let settled: Vec<TierRecord> = given
+                .iter()
+                .zip(recorded)
+                .map(|(g, r)| TierRecord { budget: g.budget.unwrap_or(r.budget), ..as_record(g) })
+                .collect();
+            check_budgets(&settled)?;
+            let changed = settled != recorded;
+            Ok((settled, changed))
+        }
+    }
+}
+
+/// Makes sure every tier directory is there and is the tier it should be: on the first open
+/// with tiers (`fresh`) it creates the directories and their markers; later it checks them.
+pub(crate) fn check_dirs(fs: &dyn Fs, tiers: &[TierRecord], fresh: bool) -> Result<()> {
+    if tiers.len() == 1 && tiers[0].name == "default" && !fresh {
+        return Ok(());
+    }
+    for t in tiers {
+        let dir = Path::new(&t.dir);
+        let marker = dir.join(MARKER);
+        let content = format!("strata tier {}\n", t.name);
+        if fresh && !fs.exists(&marker) {
+            fs.create_dir_all(dir)?;
+            let mut f = fs.create(&marker)?;
+            f.append(content.as_bytes())?;
+            f.sync()?;
+            fs.sync_dir(dir)?;
+            continue;
+        }
+        if !fs.exists(&marker) {
+            return Err(Error::InvalidArgument(format!(
+                "tier '{}': {} is missing or is not this database's tier directory (no {MARKER} file)",
+                t.name,
+                marker.display()
+            )));
+        }
+        let found = fs.read_all(&marker)?;
+        if found != content.as_bytes() {
+            return Err(Error::InvalidArgument(format!(
+                "tier '{}': {} belongs to another tier ({:?})",
+                t.name,
+                dir.display(),
+                String::from_utf8_lossy(&found).trim_end()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Where compaction output of `bytes` goes: the first tier whose budget has room for it after
+/// the compaction frees `freed[i]` bytes of its inputs on tier `i`; the last tier when none has
+/// room. `used[i]` is what tier `i` holds now.
+pub(crate) fn output_tier(tiers: &[TierRecord], used: &[u64], freed: &[u64], bytes: u64) -> u8 {
+    let last = tiers.len().saturating_sub(1);
+    for (i, t) in tiers.iter().enumerate().take(last) {
+        let after = used.get(i).copied().unwrap_or(0).saturating_sub(freed.get(i).copied().unwrap_or(0));
+        if t.budget().is_none_or(|b| after.saturating_add(bytes) <= b) {
+            return i as u8;
+        }
+    }
+    last as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("256KiB"), Ok(256 << 10));
+        assert_eq!(parse_size("512mib"), Ok(512 << 20));
+        assert_eq!(parse_size("8GiB"), Ok(8 << 30));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert_eq!(parse_size("3G"), Ok(3 << 30));
+        for bad in ["", "KiB", "12XB", "-1MiB", "99999999999TiB", "1.5GiB"] {
+            assert!(parse_size(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn tier_specs_parse_and_bad_ones_are_named() {
+        let t = Tier::parse("fast=/a/b:1MiB").unwrap();
+        assert_eq!(t, Tier::new("fast", "/a/b").with_budget(1 << 20));
+        // A ':' that does not start a size belongs to the directory.
+        assert_eq!(Tier::parse("slow=/a:b").unwrap(), Tier::new("slow", "/a:b"));
+        for bad in ["fast", "=/a", "fast=", "fa st=/a", "fast=/a:12parsecs"] {
+            let e = Tier::parse(bad).unwrap_err();
+            assert!(!e.is_empty(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn validation_wants_distinct_tiers_and_budgets_above_the_last() {
+        let fast = Tier::new("fast", "/f").with_budget(100);
+        let slow = Tier::new("slow", "/s");
+        assert!(validate(&[fast.clone(), slow.clone()]).is_ok());
+        assert!(validate(std::slice::from_ref(&slow)).is_ok());
+        // No budget above the last: refused when nothing recorded supplies one.
+        let unbudgeted = [Tier::new("fast", "/f"), slow.clone()];
+        assert!(settle(Path::new("/db"), &unbudgeted, &[], false).is_err());
+        assert!(validate(&[fast.clone(), Tier::new("fast", "/s")]).is_err());
+        assert!(validate(&[fast.clone(), Tier::new("slow", "/f")]).is_err());
+        assert!(validate(&[fast.with_budget(0), slow]).is_err());
+    }
+
+    fn rec(name: &str, dir: &str, budget: u64) -> TierRecord {
+        TierRecord { name: name.into(), dir: dir.into(), budget }
+    }
+
+    #[test]
+    fn settling_keeps_recorded_tiers_and_refuses_moves() {
+        let db = Path::new("/db");
+        let given = [Tier::new("fast", "/f").with_budget(100), Tier::new("slow", "/s")];
+        let recorded = [rec("fast", "/f", 100), rec("slow", "/s", 0)];
+        // None given, none recorded: the database directory alone, nothing to record.
+        assert_eq!(settle(db, &[], &[], true).unwrap(), (vec![rec("default", "/db", 0)], false));
+        // First time: recorded; refused when files exist elsewhere.
+        assert_eq!(settle(db, &given, &[], false).unwrap(), (recorded.to_vec(), true));
+        assert!(settle(db, &given, &[], true).is_err());
+        let from_db = [Tier::new("fast", "/db").with_budget(100), Tier::new("slow", "/s")];
+        assert!(settle(db, &from_db, &[], true).unwrap().1);
+        // Later: the record is used; a new budget is recorded; a move or rename is refused.
+        assert_eq!(settle(db, &[], &recorded, true).unwrap(), (recorded.to_vec(), false));
+        assert_eq!(settle(db, &given, &recorded, true).unwrap(), (recorded.to_vec(), false));
+        let bigger = [Tier::new("fast", "/f").with_budget(200), Tier::new("slow", "/s")];
+        assert_eq!(settle(db, &bigger, &recorded, true).unwrap().0[0].budget, 200);
+        // Given without sizes: the recorded budgets stay.
+        let sizeless = [Tier::new("fast", "/f"), Tier::new("slow", "/s")];
+        assert_eq!(settle(db, &sizeless, &recorded, true).unwrap(), (recorded.to_vec(), false));
+        let moved = [Tier::new("fast", "/f").with_budget(100), Tier::new("slow", "/elsewhere")];
+        let e = settle(db, &moved, &recorded, true).unwrap_err().to_string();
+        assert!(e.contains("slow") && e.contains("/s"), "{e}");
+        assert!(settle(db, &given[..1], &recorded, true).is_err());
+    }
+
+    #[test]
+    fn output_goes_to_the_first_tier_with_room() {
+        let tiers = [rec("a", "/a", 100), rec("b", "/b", 1000), rec("c", "/c", 0)];
+        assert_eq!(output_tier(&tiers, &[0, 0, 0], &[0, 0, 0], 100), 0);
+        assert_eq!(output_tier(&tiers, &[50, 0, 0], &[0, 0, 0], 60), 1);
+        // The inputs it deletes make room.
+        assert_eq!(output_tier(&tiers, &[50, 0, 0], &[20, 0, 0], 60), 0);
+        assert_eq!(output_tier(&tiers, &[90, 990, 0], &[0, 0, 0], 20), 2);
+        // Every budget full: the last tier, over its budget.
+        let full = [rec("a", "/a", 10), rec("b", "/b", 10)];
+        assert_eq!(output_tier(&full, &[10, 10], &[0, 0], 5), 1);
+        assert_eq!(output_tier(&[rec("default", "/d", 0)], &[1 << 40], &[0], 1 << 40), 0);
+    }
+
+    #[test]
+    fn markers_are_made_once_and_checked_after() {
+        let fs = crate::vfs::FaultFs::new();
+        let tiers = [rec("fast", "/f", 100), rec("slow", "/s", 0)];
+        assert!(check_dirs(&fs, &tiers, false).is_err(), "missing markers accepted");
+        check_dirs(&fs, &tiers, true).unwrap();
+        check_dirs(&fs, &tiers, false).unwrap();
+        // The directories swapped: each marker names the other tier.
+        let swapped = [rec("fast", "/s", 100), rec("slow", "/f", 0)];
+        let e = check_dirs(&fs, &swapped, false).unwrap_err().to_string();
+        assert!(e.contains("another tier"), "{e}");
+    }
+}
