@@ -424,7 +424,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     .tiers
                     .iter()
                     .map(|t| {
-                        json!({"name": t.name, "dir": t.dir, "budget": t.budget, "bytes": t.bytes, "files": t.files})
+                        json!({"name": t.name, "dir": t.dir, "budget": t.budget, "bytes": t.bytes, "files": t.files,
+                            "block_reads": t.block_reads})
                     })
                     .collect();
                 let out = json!({
@@ -549,9 +550,14 @@ fn stats_json(t: &TableStats) -> Json {
 
 fn print_tiers(tiers: &[TierStats]) {
     println!("tiers (fast first):");
+    let reads: u64 = tiers.iter().map(|t| t.block_reads).sum();
     for t in tiers {
         let budget = t.budget.map_or_else(|| "no budget".to_owned(), |b| format!("budget {b} bytes"));
-        println!("  {:<10} {} files, {} bytes ({budget}) in {}", t.name, t.files, t.bytes, t.dir);
+        let share = if reads == 0 { 0.0 } else { 100.0 * t.block_reads as f64 / reads as f64 };
+        println!(
+            "  {:<10} {} files, {} bytes ({budget}) in {}; {} block reads since open ({share:.1}%)",
+            t.name, t.files, t.bytes, t.dir, t.block_reads
+        );
     }
 }
 

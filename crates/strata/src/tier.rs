@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::vfs::Fs;
+use crate::vfs::{DeviceProfile, Fs};
 
 /// The name of the marker file in every tier directory.
 pub(crate) const MARKER: &str = "TIER";
@@ -34,17 +34,27 @@ pub struct Tier {
     /// Compaction keeps to it; flushes may pass it for a while (they always write to the first
     /// tier).
     pub budget: Option<u64>,
+    /// For experiments: make the directory behave like a device of this profile (the open
+    /// wraps its filesystem in a [`SlowFs`](crate::vfs::SlowFs)). Not recorded: it applies to the
+    /// open that gives it.
+    pub profile: Option<DeviceProfile>,
 }
 
 impl Tier {
     /// A tier without a budget.
     pub fn new(name: impl Into<String>, dir: impl Into<PathBuf>) -> Tier {
-        Tier { name: name.into(), dir: dir.into(), budget: None }
+        Tier { name: name.into(), dir: dir.into(), budget: None, profile: None }
     }
 
     /// The same tier with a byte budget.
     pub fn with_budget(mut self, bytes: u64) -> Tier {
         self.budget = Some(bytes);
+        self
+    }
+
+    /// The same tier slowed to a device profile (see [`Tier::profile`]).
+    pub fn with_profile(mut self, profile: DeviceProfile) -> Tier {
+        self.profile = Some(profile);
         self
     }
 
@@ -73,7 +83,7 @@ impl Tier {
         if dir.is_empty() {
             return Err(format!("tier '{name}': the directory is empty"));
         }
-        Ok(Tier { name: name.to_owned(), dir: PathBuf::from(dir), budget })
+        Ok(Tier { name: name.to_owned(), dir: PathBuf::from(dir), budget, profile: None })
     }
 }
 

@@ -574,10 +574,14 @@ fn tiers_hold_their_files_and_are_remembered() {
     assert_eq!(bottom.tier_bytes.iter().sum::<u64>(), bottom.bytes);
     drop((t, db));
 
-    // Reopened without tiers: the manifest has them.
+    // Reopened without tiers: the manifest has them. The scan's block reads (nothing is cached
+    // yet) are counted on the tiers of their files.
     let db = Db::open(db_dir, opts(Vec::new())).unwrap();
     assert_eq!(all(&db.table("t").unwrap()), before);
-    assert_eq!(db.stats().tiers.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["fast", "slow"]);
+    let st = db.stats();
+    assert_eq!(st.tiers.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["fast", "slow"]);
+    assert!(st.tiers[1].block_reads > 0, "{:?}", st.tiers);
+    assert_eq!(st.tiers.iter().map(|t| t.block_reads).sum::<u64>(), st.block_reads);
     drop(db);
     // A new budget is taken and remembered.
     drop(Db::open(db_dir, opts(tiers(64 << 10))).unwrap());

@@ -50,6 +50,8 @@ struct World {
     /// Reads as of a past point made after a reopen.
     past_reads_after_reopen: usize,
     reopened: bool,
+    /// The storage tiers every open gives (none: the database directory alone).
+    tiers: Vec<Tier>,
 }
 
 /// Where a read reads.
@@ -67,8 +69,10 @@ const DOMAIN: i64 = 300;
 impl World {
     fn open(&mut self) {
         let retention = self.past.as_ref().map(|_| Duration::from_secs(3600));
-        let db =
-            Db::open(&self.dir, Options { history_retention: retention, ..tiny_options(self.fs.clone()) }).unwrap();
+        // The tiers are remembered; they are given again for the slow tier's device profile.
+        let tiers = self.tiers.clone();
+        let opts = Options { history_retention: retention, tiers, ..tiny_options(self.fs.clone()) };
+        let db = Db::open(&self.dir, opts).unwrap();
         self.tables = schemas().into_iter().map(|(n, s)| (db.table(n).unwrap(), s)).collect();
         self.db = Some(db);
     }
@@ -341,10 +345,13 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
     let dir = if seed.is_multiple_of(2) { std::path::PathBuf::from("/model") } else { tmp.path().join("db") };
     let tier_dirs = [dir.with_file_name("fast"), dir.with_file_name("slow")];
     let tiers = match mode.tiers {
-        true => vec![Tier::new("fast", &tier_dirs[0]).with_budget(24 << 10), Tier::new("slow", &tier_dirs[1])],
+        true => vec![
+            Tier::new("fast", &tier_dirs[0]).with_budget(24 << 10),
+            Tier::new("slow", &tier_dirs[1]).with_profile(slow_device()),
+        ],
         false => Vec::new(),
     };
-    let db = Db::open(&dir, Options { tiers, ..tiny_options(fs.clone()) }).unwrap();
+    let db = Db::open(&dir, Options { tiers: tiers.clone(), ..tiny_options(fs.clone()) }).unwrap();
     let mut lsm_tables = 0;
     for (i, (name, schema)) in schemas().into_iter().enumerate() {
         // `lineage`: every table on the lineage engine; `mixed`: the first one, the other in
@@ -380,6 +387,7 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
         past_reads_after_reopen: 0,
         reclaimed_before: 0,
         reopened: false,
+        tiers,
     };
     w.open();
     for i in 0..ops {
@@ -418,6 +426,7 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
             assert!(ssts(d) >= t.files, "files in {}: {:?}", d.display(), stats.tiers);
         }
         assert!(stats.tiers[1].files > 0, "the slow tier holds no file: {:?}", stats.tiers);
+        assert!(stats.tiers[1].block_reads > 0, "nothing was read from the slow tier: {:?}", stats.tiers);
         assert_eq!(ssts(&w.dir), 0, "SSTs left in the database directory");
     }
     for ts in w.db().stats().tables.iter().filter(|t| t.engine == Engine::Lineage) {

@@ -450,7 +450,7 @@ fn run(seed: u64, layout: &str, tiers: bool) {
     let tiers = match tiers {
         true => vec![
             Tier::new("fast", tmp.path().join("fast")).with_budget(32 << 10),
-            Tier::new("slow", tmp.path().join("slow")),
+            Tier::new("slow", tmp.path().join("slow")).with_profile(common::slow_device()),
         ],
         false => Vec::new(),
     };
@@ -497,7 +497,7 @@ fn run(seed: u64, layout: &str, tiers: bool) {
     if !opts.tiers.is_empty() {
         // The answers above read the slow tier.
         let tiers = db.stats().tiers;
-        assert!(tiers.len() == 2 && tiers[1].files > 0, "{layout}: {tiers:?}");
+        assert!(tiers.len() == 2 && tiers[1].files > 0 && tiers[1].block_reads > 0, "{layout}: {tiers:?}");
     }
     snaps.clear();
     db.compact_range("t", &KeyRange::all()).unwrap();

@@ -209,7 +209,13 @@ impl Db {
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Db> {
         opts.validate().map_err(Error::InvalidArgument)?;
         let dir = dir.as_ref().to_path_buf();
-        let fs = opts.fs.clone();
+        // Tiers given with device profiles run on a filesystem slowed to them.
+        let profiles: Vec<(PathBuf, crate::vfs::DeviceProfile)> =
+            opts.tiers.iter().filter_map(|t| Some((t.dir.clone(), t.profile?))).collect();
+        let fs: Arc<dyn Fs> = match profiles.is_empty() {
+            true => opts.fs.clone(),
+            false => Arc::new(crate::vfs::SlowFs::new(opts.fs.clone(), profiles)),
+        };
         fs.create_dir_all(&dir)?;
         let lock = fs.lock(&dir.join("LOCK"))?;
         // Files numbered after the manifest last recorded its counter (WALs from rotations,

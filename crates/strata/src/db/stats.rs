@@ -124,6 +124,9 @@ pub struct TierStats {
     pub bytes: u64,
     /// SSTs it holds.
     pub files: usize,
+    /// Data blocks read from its files (block cache misses) since open: the reads the device
+    /// served.
+    pub block_reads: u64,
 }
 
 /// What the lineage engine holds for one table.
@@ -230,7 +233,15 @@ impl DbInner {
         let mut tiers: Vec<TierStats> = self
             .tiers
             .iter()
-            .map(|t| TierStats { name: t.name.clone(), dir: t.dir.clone(), budget: t.budget(), bytes: 0, files: 0 })
+            .zip(&self.tables.blocks.tier_reads)
+            .map(|(t, reads)| TierStats {
+                name: t.name.clone(),
+                dir: t.dir.clone(),
+                budget: t.budget(),
+                bytes: 0,
+                files: 0,
+                block_reads: reads.load(Ordering::Relaxed),
+            })
             .collect();
         for t in view.version.tables.values() {
             let mut levels = Vec::new();

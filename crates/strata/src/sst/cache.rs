@@ -10,6 +10,7 @@ use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
 use super::block::Block;
+use crate::tier::MAX_TIERS;
 
 #[derive(Clone)]
 struct ByCharge;
@@ -27,13 +28,16 @@ pub(crate) struct BlockCache {
     pub(crate) reads: AtomicU64,
     /// Bytes of those reads.
     pub(crate) read_bytes: AtomicU64,
+    /// Those reads by the storage tier of their file.
+    pub(crate) tier_reads: [AtomicU64; MAX_TIERS],
 }
 
 impl BlockCache {
     /// A cache of about `capacity` bytes; 0 disables caching.
     pub(crate) fn new(capacity: usize) -> Self {
         let cache = (capacity > 0).then(|| Cache::with_weighter((capacity / 8192).max(16), capacity as u64, ByCharge));
-        BlockCache { cache, reads: AtomicU64::new(0), read_bytes: AtomicU64::new(0) }
+        let tier_reads = std::array::from_fn(|_| AtomicU64::new(0));
+        BlockCache { cache, reads: AtomicU64::new(0), read_bytes: AtomicU64::new(0), tier_reads }
     }
 
     pub(crate) fn get(&self, file: u64, offset: u64) -> Option<Arc<Block>> {
@@ -51,8 +55,12 @@ impl BlockCache {
         self.cache.as_ref().map_or(0, |c| c.weight())
     }
 
-    pub(crate) fn count_read(&self, bytes: usize) {
+    /// Counts a data block read from a file on `tier`.
+    pub(crate) fn count_read(&self, tier: u8, bytes: usize) {
         self.reads.fetch_add(1, Ordering::Relaxed);
+        if let Some(c) = self.tier_reads.get(usize::from(tier)) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
         self.read_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         THREAD_IO.with(|c| {
             let io = c.get();

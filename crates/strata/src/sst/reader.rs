@@ -75,6 +75,8 @@ pub(crate) struct SstReader {
     group_of: Vec<Option<usize>>,
     filter: Vec<u8>,
     cache: Arc<BlockCache>,
+    /// The storage tier the file lives on (counted with its block reads).
+    tier: u8,
 }
 
 /// The first eight bytes of `key`, zero-padded, as a big-endian number. Prefixes order as the
@@ -97,7 +99,12 @@ fn read_block_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandle) -> Resul
 
 impl SstReader {
     /// Opens and validates a file's footer, meta, index and filter.
-    pub(crate) fn open(fs: &dyn Fs, path: &Path, number: u64, cache: Arc<BlockCache>) -> Result<Arc<SstReader>> {
+    pub(crate) fn open(
+        fs: &dyn Fs,
+        path: &Path,
+        (number, tier): (u64, u8),
+        cache: Arc<BlockCache>,
+    ) -> Result<Arc<SstReader>> {
         let file = fs.open(path)?;
         let len = file.len();
         if len < FOOTER_LEN as u64 {
@@ -136,6 +143,7 @@ impl SstReader {
             group_of,
             filter,
             cache,
+            tier,
         }))
     }
 
@@ -225,7 +233,7 @@ impl SstReader {
             return Ok((b, None));
         }
         let content = read_block_raw(self.file.as_ref(), &self.path, h)?;
-        self.cache.count_read(h.size as usize + TRAILER_LEN);
+        self.cache.count_read(self.tier, h.size as usize + TRAILER_LEN);
         let bad = |e: DecodeError| Error::corruption(&self.path, h.offset, e.0);
         let (block, found) = match probe {
             Some(key) => Block::open_for(content, &self.meta.types, key).map(|(b, v)| (b, Some(v))).map_err(bad)?,
@@ -428,7 +436,7 @@ mod tests {
         let p = Path::new("/d/000007.sst");
         build(&fs, p, 2000);
         let cache = Arc::new(BlockCache::new(1 << 20));
-        let r = SstReader::open(&fs, p, 7, cache.clone()).unwrap();
+        let r = SstReader::open(&fs, p, (7, 0), cache.clone()).unwrap();
         assert!(r.num_blocks() > 10);
         for i in [0u32, 1, 999, 1999] {
             let key = (i * 2).to_be_bytes();
@@ -474,7 +482,8 @@ mod tests {
             let q = Path::new("/d/000008.sst");
             build(&fs, q, 2000);
             fs.flip_bit(q, off, 5).unwrap();
-            let err = SstReader::open(&fs, q, 8, Arc::new(BlockCache::new(0))).and_then(|r| r.verify()).unwrap_err();
+            let err =
+                SstReader::open(&fs, q, (8, 0), Arc::new(BlockCache::new(0))).and_then(|r| r.verify()).unwrap_err();
             assert!(err.is_corruption() && err.to_string().contains("000008.sst"), "offset {off}: {err}");
         }
     }
@@ -502,7 +511,7 @@ mod tests {
             b.add(&entry(k.clone(), i as u64 + 1, Kind::Put, vec![Some(Value::BigInt(1)), Some(Value::Null)])).unwrap();
         }
         b.finish(9).unwrap();
-        let r = SstReader::open(&fs, p, 9, Arc::new(BlockCache::new(0))).unwrap();
+        let r = SstReader::open(&fs, p, (9, 0), Arc::new(BlockCache::new(0))).unwrap();
         assert!(r.num_blocks() > 20);
         let mut probes = keys.clone();
         for k in &keys {

@@ -110,7 +110,8 @@ impl TableCache {
         if let Some(r) = self.open.lock().get(&number) {
             return Ok(r.clone());
         }
-        let r = SstReader::open(self.fs.as_ref(), &self.path(number), number, self.blocks.clone())?;
+        let tier = self.tier_of(number);
+        let r = SstReader::open(self.fs.as_ref(), &self.path(number), (number, tier), self.blocks.clone())?;
         Ok(self.open.lock().entry(number).or_insert(r).clone())
     }
 

@@ -1,15 +1,18 @@
 //! The filesystem seam. Every file strata touches is created, read, renamed, synced and removed
 //! through [`Fs`], so tests can swap in [`FaultFs`] (in memory, with injected failures and
-//! simulated crashes) and later tiers can put different directories on different devices.
+//! simulated crashes) and tiering experiments [`SlowFs`] (directories that behave like slower
+//! devices).
 //!
 //! Paths are full paths; an `Fs` has no notion of a current directory, so one database can span
 //! several directories. Implementations must be usable from any thread.
 
 mod fault;
 mod os;
+mod slow;
 
 pub use fault::{FaultFs, FaultKind};
 pub use os::OsFs;
+pub use slow::{Device, DeviceProfile, SlowFs};
 
 use std::path::Path;
 use std::sync::Arc;

@@ -51,6 +51,13 @@ pub fn tiny_options(fs: Arc<dyn Fs>) -> Options {
     }
 }
 
+/// A slow tier for tests: a little positioning time per random read, one operation at a time
+/// (a disk in miniature, so tests stay quick but reads on it queue and cost more).
+pub fn slow_device() -> strata::vfs::DeviceProfile {
+    let read_latency = std::time::Duration::from_micros(20);
+    strata::vfs::DeviceProfile { read_latency, bandwidth: 400_000_000, channels: 1 }
+}
+
 /// The tables the randomized tests use: a BIGINT key with every value type, and a composite
 /// (TEXT, INT) key.
 pub fn schemas() -> Vec<(&'static str, Schema)> {
