@@ -33,8 +33,9 @@ pub mod vfs;
 mod write;
 
 pub use db::{
-    AsOf, ColumnWorkload, Db, Engine, GroupStats, History, KeyRange, LevelStats, LineageStats, Options, Projection,
-    ReadOptions, ScanIter, Stats, Table, TableInfo, TableOptions, TableStats, TierStats, WorkloadStats, WriteOptions,
+    AsOf, ColumnWorkload, Db, Engine, GroupStats, HeatBucket, History, KeyRange, LevelStats, LineageStats, Options,
+    Projection, ReadOptions, ScanIter, Stats, Table, TableInfo, TableOptions, TableStats, TierStats, WorkloadStats,
+    WriteOptions,
 };
 pub use error::{Error, Result};
 pub use mvcc::snapshot::Snapshot;

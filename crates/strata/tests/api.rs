@@ -631,3 +631,46 @@ fn tiers_are_added_to_a_database_only_around_its_own_directory() {
     assert_eq!(all(&t), before);
     assert!(db.stats().tiers[1].files > 0, "{:?}", db.stats().tiers);
 }
+
+/// Access histograms: point reads count on the files that served them, probes that found
+/// nothing count apart, and compaction passes a range's heat to the files that now hold it.
+#[test]
+fn access_histograms_count_reads_per_file_and_survive_compaction() {
+    let fs = Arc::new(FaultFs::new());
+    // No bloom filters: a read of a missing key inside a file's range searches the file.
+    let db = Db::open("/heat", Options { bloom_bits_per_key: 0, ..tiny_options(fs) }).unwrap();
+    let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    for i in 0..4000i64 {
+        t.insert(&[Value::BigInt(i * 2), Value::Int(1), Value::Text(format!("{i:>40}"))]).unwrap();
+    }
+    db.compact_range("t", &KeyRange::all()).unwrap();
+    let get = |k: i64| t.get(&[Value::BigInt(k)], &Projection::All, &ReadOptions::default()).unwrap();
+    // Hot: even keys 1000..1200 (present) and odd ones between them (absent).
+    for round in 0..5 {
+        for k in 1000..1200 {
+            assert_eq!(get(k).is_some(), k % 2 == 0, "round {round}, key {k}");
+        }
+    }
+    let key_of = |v: &[Value]| match v.first() {
+        Some(Value::BigInt(k)) => *k,
+        other => panic!("{other:?}"),
+    };
+    let hist = t.access_histogram().unwrap();
+    assert!(hist.len() > 3, "too few files to tell hot from cold: {hist:?}");
+    let hot = |b: &strata::HeatBucket| key_of(&b.first_key) < 1200 && key_of(&b.last_key) >= 1000;
+    assert_eq!(hist.iter().filter(|b| hot(b)).map(|b| b.reads).sum::<u64>(), 500, "{hist:?}");
+    assert_eq!(hist.iter().filter(|b| hot(b)).map(|b| b.empty_probes).sum::<u64>(), 500, "{hist:?}");
+    assert!(hist.iter().filter(|b| !hot(b)).all(|b| b.reads + b.empty_probes == 0), "{hist:?}");
+
+    // Rewrite everything: the new files holding 1000..1200 inherit the heat.
+    for i in 0..4000i64 {
+        t.update(&[Value::BigInt(i * 2)], &[("a", Value::Int(2))]).unwrap();
+    }
+    db.compact_range("t", &KeyRange::all()).unwrap();
+    let after = t.access_histogram().unwrap();
+    assert!(after.iter().all(|b| hist.iter().all(|o| o.file != b.file)), "files were not rewritten");
+    let carried: u64 = after.iter().filter(|b| hot(b)).map(|b| b.reads).sum();
+    assert!(carried >= 400, "heat lost in compaction: {carried} of 500: {after:?}");
+    let cold: u64 = after.iter().filter(|b| !hot(b)).map(|b| b.reads).sum();
+    assert!(cold < carried / 4, "heat spread over cold files: {cold} vs {carried}: {after:?}");
+}

@@ -364,6 +364,8 @@ impl DbInner {
         let keep = Keep { stripes, bottommost: task.bottommost, folded: false };
         let tier = self.output_tier(&version, task);
         let files = self.write_files(&info, (task.output_level, tier), sources, groups, keep, &mut marker)?;
+        // The outputs inherit the access histogram of the ranges they now hold.
+        self.tables.heat.carry(task.all_inputs().map(|f| &**f), &files);
         let before = supersede::file_numbers(&version, task.table);
         drop(version);
         self.fs.sync_dir(self.tables.tier_dir(tier))?;

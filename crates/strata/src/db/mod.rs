@@ -22,7 +22,9 @@ pub(crate) use crate::read::ReadView;
 pub use crate::read::ScanIter;
 pub use options::{Options, ReadOptions, WriteOptions};
 pub use read::{AsOf, History};
-pub use stats::{ColumnWorkload, GroupStats, LevelStats, LineageStats, Stats, TableStats, TierStats, WorkloadStats};
+pub use stats::{
+    ColumnWorkload, GroupStats, HeatBucket, LevelStats, LineageStats, Stats, TableStats, TierStats, WorkloadStats,
+};
 pub use table::Table;
 
 use std::collections::{HashMap, HashSet};
@@ -324,7 +326,7 @@ impl Db {
         fs.sync_dir(&dir)?;
 
         let blocks = Arc::new(BlockCache::new(opts.block_cache_size));
-        let tables = Arc::new(TableCache::new(fs.clone(), tier_dirs, blocks));
+        let tables = Arc::new(TableCache::new(fs.clone(), tier_dirs, blocks, opts.heat_half_life));
         for f in current.files() {
             tables.place(f.number, f.tier);
         }

@@ -90,6 +90,10 @@ pub struct Options {
     /// manifest: later opens may leave them out, or give them again with new budgets (a tier
     /// given without one keeps its recorded budget); see [`Tier`] and [`crate::tier`].
     pub tiers: Vec<Tier>,
+    /// How fast the access histograms forget (LogStore §V-A): every file's counts of reads
+    /// served and of probes that found nothing halve once per this period (default 60 s; zero
+    /// never forgets). Shorter follows a shifting hot range sooner; longer is steadier.
+    pub heat_half_life: std::time::Duration,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
 }
@@ -122,6 +126,7 @@ impl Default for Options {
             lineage_memory_budget: 8 << 30,
             history_retention: None,
             tiers: Vec::new(),
+            heat_half_life: std::time::Duration::from_secs(60),
             fs: Arc::new(OsFs),
         }
     }
@@ -151,6 +156,7 @@ impl std::fmt::Debug for Options {
             .field("lineage_memory_budget", &self.lineage_memory_budget)
             .field("history_retention", &self.history_retention)
             .field("tiers", &self.tiers)
+            .field("heat_half_life", &self.heat_half_life)
             .finish_non_exhaustive()
     }
 }

@@ -4,6 +4,7 @@
 use super::workload::{At, Op, Workload};
 use super::{DbInner, TableInfo};
 use crate::column_group::group_id;
+use crate::types::Value;
 use crate::version::Level;
 use std::sync::atomic::Ordering;
 
@@ -109,6 +110,25 @@ pub struct LevelStats {
     pub workload: WorkloadStats,
     /// Bytes of the level's files on each storage tier, by tier (see [`Stats::tiers`]).
     pub tier_bytes: Vec<u64>,
+}
+
+/// One bucket of a table's access histogram: one file (see [`Table::access_histogram`](crate::Table::access_histogram)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeatBucket {
+    /// Level.
+    pub level: usize,
+    /// File number.
+    pub file: u64,
+    /// The storage tier holding the file.
+    pub tier: u8,
+    /// The file's first key (key column values).
+    pub first_key: Vec<Value>,
+    /// The file's last key.
+    pub last_key: Vec<Value>,
+    /// Point reads that found a version of their key in the file, decayed.
+    pub reads: u64,
+    /// Point reads that searched the file (past its bloom filter) and found nothing, decayed.
+    pub empty_probes: u64,
 }
 
 /// One storage tier (see [`crate::tier`]).

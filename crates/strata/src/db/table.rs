@@ -4,12 +4,13 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use super::stats::HeatBucket;
 use super::{DbInner, KeyRange, Projection, ReadOptions, TableInfo, WriteOptions};
 use crate::error::{Error, Result};
 use crate::lineage::{LineageRows, LineageTable};
 use crate::mvcc::Kind;
 use crate::read::{project_with, KeyOf, ScanIter};
-use crate::types::key::encode_key;
+use crate::types::key::{decode_key, encode_key};
 use crate::types::row::encode_row_with;
 use crate::types::{Schema, Value};
 use crate::write::batch::{BatchOp, WriteBatch};
@@ -287,6 +288,36 @@ impl Table {
             rows += m.count_of(self.info.id, MEMTABLE_CAP) as u64;
         }
         Ok(rows)
+    }
+
+    /// The table's access histograms (LogStore §V-A): per level, one bucket per file in key
+    /// order, with the point reads it served and the probes that searched it and found nothing,
+    /// decayed by [`Options::heat_half_life`](crate::Options::heat_half_life) and carried to
+    /// new files by compaction. Empty for a lineage-engine table.
+    pub fn access_histogram(&self) -> Result<Vec<HeatBucket>> {
+        self.db.check_open()?;
+        if self.lineage()?.is_some() {
+            return Ok(Vec::new());
+        }
+        let rp = self.db.read_point_of(&self.info, &ReadOptions::default())?;
+        let heat = self.db.tables.heat.snapshot();
+        let key = |k: &[u8]| decode_key(&self.info.key_types, k).unwrap_or_default();
+        let mut buckets = Vec::new();
+        for (level, l) in rp.t.levels.iter().enumerate() {
+            for f in l.files() {
+                let (reads, empty_probes) = heat.get(&f.number).copied().unwrap_or((0, 0));
+                buckets.push(HeatBucket {
+                    level,
+                    file: f.number,
+                    tier: f.tier,
+                    first_key: key(&f.smallest),
+                    last_key: key(&f.largest),
+                    reads,
+                    empty_probes,
+                });
+            }
+        }
+        Ok(buckets)
     }
 
     /// The rows in `range`, in key order, projected.

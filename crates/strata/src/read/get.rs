@@ -75,12 +75,14 @@ impl ReadPoint {
                     by_snapshot += 1;
                     continue;
                 }
-                match self.tables.get(f.number)?.get(key, hash, seq, nvals, wanted, &mut res)? {
+                let reader = self.tables.get(f.number)?;
+                match reader.get(key, hash, seq, nvals, wanted, &mut res)? {
                     Lookup::Outside => {}
                     Lookup::Filtered => by_bloom += 1,
                     Lookup::Probed(hit) => {
                         probed += 1;
                         found |= hit;
+                        reader.heat().record(hit);
                     }
                 }
             }

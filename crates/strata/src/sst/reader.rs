@@ -17,6 +17,7 @@ use crate::codec::{DecodeError, DecodeResult, Reader};
 use crate::error::{Error, Result};
 use crate::mvcc::chain::Resolver;
 use crate::mvcc::{Cover, Entry, Kind, Stored};
+use crate::tier::heat::Heat;
 use crate::types::row::{encode_raw_row, RawCell};
 use crate::types::ColumnType;
 use crate::vfs::{Fs, ReadableFile};
@@ -77,6 +78,8 @@ pub(crate) struct SstReader {
     cache: Arc<BlockCache>,
     /// The storage tier the file lives on (counted with its block reads).
     tier: u8,
+    /// The file's access-histogram bucket.
+    heat: Arc<Heat>,
 }
 
 /// The first eight bytes of `key`, zero-padded, as a big-endian number. Prefixes order as the
@@ -102,7 +105,7 @@ impl SstReader {
     pub(crate) fn open(
         fs: &dyn Fs,
         path: &Path,
-        (number, tier): (u64, u8),
+        (number, tier, heat): (u64, u8, Arc<Heat>),
         cache: Arc<BlockCache>,
     ) -> Result<Arc<SstReader>> {
         let file = fs.open(path)?;
@@ -144,6 +147,7 @@ impl SstReader {
             filter,
             cache,
             tier,
+            heat,
         }))
     }
 
@@ -207,6 +211,11 @@ impl SstReader {
         let lo = self.fences.partition_point(|&f| f < p);
         let ties = self.fences[lo..].partition_point(|&f| f == p);
         lo + self.index[lo..lo + ties].partition_point(|e| e.last_key.as_slice() < key)
+    }
+
+    /// The file's access-histogram bucket.
+    pub(crate) fn heat(&self) -> &Heat {
+        &self.heat
     }
 
     /// Reads (through the cache) and decodes block `i`.
@@ -436,7 +445,7 @@ mod tests {
         let p = Path::new("/d/000007.sst");
         build(&fs, p, 2000);
         let cache = Arc::new(BlockCache::new(1 << 20));
-        let r = SstReader::open(&fs, p, (7, 0), cache.clone()).unwrap();
+        let r = SstReader::open(&fs, p, (7, 0, Arc::default()), cache.clone()).unwrap();
         assert!(r.num_blocks() > 10);
         for i in [0u32, 1, 999, 1999] {
             let key = (i * 2).to_be_bytes();
@@ -482,8 +491,9 @@ mod tests {
             let q = Path::new("/d/000008.sst");
             build(&fs, q, 2000);
             fs.flip_bit(q, off, 5).unwrap();
-            let err =
-                SstReader::open(&fs, q, (8, 0), Arc::new(BlockCache::new(0))).and_then(|r| r.verify()).unwrap_err();
+            let err = SstReader::open(&fs, q, (8, 0, Arc::default()), Arc::new(BlockCache::new(0)))
+                .and_then(|r| r.verify())
+                .unwrap_err();
             assert!(err.is_corruption() && err.to_string().contains("000008.sst"), "offset {off}: {err}");
         }
     }
@@ -511,7 +521,7 @@ mod tests {
             b.add(&entry(k.clone(), i as u64 + 1, Kind::Put, vec![Some(Value::BigInt(1)), Some(Value::Null)])).unwrap();
         }
         b.finish(9).unwrap();
-        let r = SstReader::open(&fs, p, (9, 0), Arc::new(BlockCache::new(0))).unwrap();
+        let r = SstReader::open(&fs, p, (9, 0, Arc::default()), Arc::new(BlockCache::new(0))).unwrap();
         assert!(r.num_blocks() > 20);
         let mut probes = keys.clone();
         for k in &keys {

@@ -298,8 +298,12 @@ mod tests {
             let mut rng = StdRng::seed_from_u64(seed);
             let fs = Arc::new(FaultFs::new());
             let (files, all) = build_run(&fs, &mut rng, 6);
-            let tables =
-                TableCache::new(fs.clone(), vec![Path::new("/d").to_path_buf()], Arc::new(BlockCache::new(1 << 20)));
+            let tables = TableCache::new(
+                fs.clone(),
+                vec![Path::new("/d").to_path_buf()],
+                Arc::new(BlockCache::new(1 << 20)),
+                std::time::Duration::ZERO,
+            );
             // Files at sequence numbers above `snapshot` are passed over.
             let snapshot = rng.gen_range(1..=6u64);
             let visible: Vec<&(Vec<u8>, u64)> = all.iter().filter(|(_, s)| *s <= snapshot).collect();

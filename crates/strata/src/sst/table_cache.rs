@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -12,6 +13,7 @@ use crate::error::Result;
 use crate::sst::cache::BlockCache;
 use crate::sst::keyset::KeySet;
 use crate::sst::reader::SstReader;
+use crate::tier::heat::HeatMap;
 use crate::vfs::Fs;
 
 /// File name of SST number `n`.
@@ -49,6 +51,8 @@ pub(crate) struct TableCache {
     dirs: Vec<PathBuf>,
     /// The tier of every file placed off the first tier, by number.
     placed: Mutex<HashMap<u64, u8>>,
+    /// Every file's access-histogram bucket.
+    pub(crate) heat: HeatMap,
     pub(crate) blocks: Arc<BlockCache>,
     pub(crate) probes: ProbeCounters,
     open: Mutex<HashMap<u64, Arc<SstReader>>>,
@@ -60,12 +64,14 @@ pub(crate) struct TableCache {
 }
 
 impl TableCache {
-    /// A cache over the files of tiers in `dirs` (at least one).
-    pub(crate) fn new(fs: Arc<dyn Fs>, dirs: Vec<PathBuf>, blocks: Arc<BlockCache>) -> Self {
+    /// A cache over the files of tiers in `dirs` (at least one), whose access histograms
+    /// halve every `half_life`.
+    pub(crate) fn new(fs: Arc<dyn Fs>, dirs: Vec<PathBuf>, blocks: Arc<BlockCache>, half_life: Duration) -> Self {
         TableCache {
             fs,
             dirs,
             placed: Mutex::new(HashMap::new()),
+            heat: HeatMap::new(half_life),
             blocks,
             probes: ProbeCounters::default(),
             open: Mutex::new(HashMap::new()),
@@ -110,8 +116,8 @@ impl TableCache {
         if let Some(r) = self.open.lock().get(&number) {
             return Ok(r.clone());
         }
-        let tier = self.tier_of(number);
-        let r = SstReader::open(self.fs.as_ref(), &self.path(number), (number, tier), self.blocks.clone())?;
+        let file = (number, self.tier_of(number), self.heat.of(number));
+        let r = SstReader::open(self.fs.as_ref(), &self.path(number), file, self.blocks.clone())?;
         Ok(self.open.lock().entry(number).or_insert(r).clone())
     }
 
@@ -156,6 +162,7 @@ impl TableCache {
     /// Forgets a deleted file.
     pub(crate) fn evict(&self, number: u64) {
         self.placed.lock().remove(&number);
+        self.heat.forget(number);
         self.key_sets.lock().remove(&number);
         self.older_keys.lock().remove(&number);
         self.open.lock().remove(&number);

@@ -12,6 +12,9 @@
 //! `TIER` marker naming the tier, so a directory that went missing or was swapped for another
 //! is reported instead of read as empty.
 
+pub(crate) mod heat;
+pub mod model;
+
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};

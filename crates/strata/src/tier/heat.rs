@@ -1,0 +1,189 @@
+//! Access histograms (LogStore §V): one bucket per SST, counting the point reads it served and
+//! the probes that searched it and found nothing. The counters live beside each open file and
+//! are bumped with relaxed atomics on the read path; they halve every half-life, so old heat
+//! fades; and when compaction replaces files, the heat of each input passes to the outputs that
+//! cover its key range, so a range keeps its history while its files change.
+//!
+//! A level's histogram is its files, in key order, each with its bucket: the version already
+//! keeps files sorted, so buckets need no structure of their own.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::version::FileMeta;
+
+/// One file's bucket.
+#[derive(Debug, Default)]
+pub(crate) struct Heat {
+    reads: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl Heat {
+    /// Counts a probe of the file: `found` when it held a version of the key.
+    pub(crate) fn record(&self, found: bool) {
+        let c = if found { &self.reads } else { &self.misses };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (reads served, probes that found nothing).
+    pub(crate) fn get(&self) -> (u64, u64) {
+        (self.reads.load(Ordering::Relaxed), self.misses.load(Ordering::Relaxed))
+    }
+
+    fn add(&self, reads: u64, misses: u64) {
+        self.reads.fetch_add(reads, Ordering::Relaxed);
+        self.misses.fetch_add(misses, Ordering::Relaxed);
+    }
+
+    /// Divides both counts by 2^`halvings` (a concurrent increment may be lost; it is heat).
+    fn decay(&self, halvings: u32) {
+        for c in [&self.reads, &self.misses] {
+            let v = c.load(Ordering::Relaxed);
+            c.store(v.checked_shr(halvings).unwrap_or(0), Ordering::Relaxed);
+        }
+    }
+}
+
+/// The buckets of every file, by number.
+pub(crate) struct HeatMap {
+    files: Mutex<HashMap<u64, Arc<Heat>>>,
+    half_life: Duration,
+    /// When the counts were last halved.
+    decayed: Mutex<Instant>,
+}
+
+impl HeatMap {
+    /// Buckets whose counts halve every `half_life` (zero: never).
+    pub(crate) fn new(half_life: Duration) -> HeatMap {
+        HeatMap { files: Mutex::new(HashMap::new()), half_life, decayed: Mutex::new(Instant::now()) }
+    }
+
+    /// File `number`'s bucket, made empty on first use.
+    pub(crate) fn of(&self, number: u64) -> Arc<Heat> {
+        self.files.lock().entry(number).or_default().clone()
+    }
+
+    /// Forgets a deleted file's bucket.
+    pub(crate) fn forget(&self, number: u64) {
+        self.files.lock().remove(&number);
+    }
+
+    /// Halves every bucket once per half-life passed since the last time.
+    pub(crate) fn decay(&self, now: Instant) {
+        if self.half_life.is_zero() {
+            return;
+        }
+        let mut last = self.decayed.lock();
+        let passed = now.saturating_duration_since(*last).as_secs_f64() / self.half_life.as_secs_f64();
+        let halvings = passed.floor() as u32;
+        if halvings == 0 {
+            return;
+        }
+        *last += self.half_life.mul_f64(f64::from(halvings));
+        for h in self.files.lock().values() {
+            h.decay(halvings);
+        }
+    }
+
+    /// (reads served, probes that found nothing) of file `number`, decayed.
+    #[cfg(test)]
+    fn counts(&self, number: u64) -> (u64, u64) {
+        self.decay(Instant::now());
+        self.files.lock().get(&number).map_or((0, 0), |h| h.get())
+    }
+
+    /// Every bucket's counts, decayed.
+    pub(crate) fn snapshot(&self) -> HashMap<u64, (u64, u64)> {
+        self.decay(Instant::now());
+        self.files.lock().iter().map(|(&n, h)| (n, h.get())).collect()
+    }
+
+    /// Passes the heat of `inputs` (files a compaction replaces) to `outputs`: each input's
+    /// counts are shared among the outputs whose key ranges overlap its own, in proportion to
+    /// their entries. Inputs no output overlaps (all their versions dropped) pass nothing.
+    pub(crate) fn carry<'a>(&self, inputs: impl Iterator<Item = &'a FileMeta>, outputs: &[FileMeta]) {
+        let mut add: Vec<(f64, f64)> = vec![(0.0, 0.0); outputs.len()];
+        let files = self.files.lock();
+        for i in inputs {
+            let Some((reads, misses)) = files.get(&i.number).map(|h| h.get()) else { continue };
+            if reads + misses == 0 {
+                continue;
+            }
+            let covering: Vec<usize> = (0..outputs.len())
+                .filter(|&o| outputs[o].smallest <= i.largest && i.smallest <= outputs[o].largest)
+                .collect();
+            let weight = |o: usize| outputs[o].entries.max(1) as f64;
+            let total: f64 = covering.iter().map(|&o| weight(o)).sum();
+            for &o in &covering {
+                let share = weight(o) / total;
+                add[o].0 += reads as f64 * share;
+                add[o].1 += misses as f64 * share;
+            }
+        }
+        drop(files);
+        for (o, (reads, misses)) in outputs.iter().zip(add) {
+            if reads + misses > 0.0 {
+                self.of(o.number).add(reads.round() as u64, misses.round() as u64);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(number: u64, lo: &str, hi: &str, entries: u64) -> FileMeta {
+        let (smallest, largest) = (lo.as_bytes().to_vec(), hi.as_bytes().to_vec());
+        FileMeta { number, size: 1, entries, min_seq: 0, max_seq: 0, smallest, largest, cg: 0, tier: 0 }
+    }
+
+    #[test]
+    fn heat_follows_key_ranges_into_compaction_outputs() {
+        let m = HeatMap::new(Duration::ZERO);
+        // Input 1 (a-f) is hot, input 2 (g-z) cold.
+        for _ in 0..90 {
+            m.of(1).record(true);
+        }
+        for _ in 0..10 {
+            m.of(1).record(false);
+        }
+        m.of(2).record(true);
+        let inputs = [file(1, "a", "f", 100), file(2, "g", "z", 100)];
+        // Output 10 covers a-c, 11 covers d-h (both inputs), 12 covers i-z.
+        let outputs = [file(10, "a", "c", 100), file(11, "d", "h", 200), file(12, "i", "z", 100)];
+        m.carry(inputs.iter(), &outputs);
+        assert_eq!(m.counts(10), (30, 3));
+        assert_eq!(m.counts(11), (61, 7));
+        assert_eq!(m.counts(12), (0, 0));
+        // Nothing overlapping: nothing passed.
+        m.carry([file(1, "a", "f", 1)].iter(), &[file(20, "x", "y", 5)]);
+        assert_eq!(m.counts(20), (0, 0));
+        m.forget(10);
+        assert_eq!(m.counts(10), (0, 0));
+    }
+
+    #[test]
+    fn counts_halve_every_half_life() {
+        let m = HeatMap::new(Duration::from_secs(10));
+        for _ in 0..64 {
+            m.of(1).record(true);
+        }
+        let start = *m.decayed.lock();
+        m.decay(start + Duration::from_secs(9));
+        assert_eq!(m.of(1).get(), (64, 0));
+        m.decay(start + Duration::from_secs(25));
+        assert_eq!(m.of(1).get(), (16, 0), "two half-lives passed");
+        m.decay(start + Duration::from_secs(29));
+        assert_eq!(m.of(1).get(), (16, 0), "the remainder of the second interval carries over");
+        m.decay(start + Duration::from_secs(30));
+        assert_eq!(m.of(1).get(), (8, 0));
+        m.decay(start + Duration::from_secs(10_000));
+        assert_eq!(m.of(1).get(), (0, 0));
+    }
+}
