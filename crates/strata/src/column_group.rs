@@ -137,12 +137,14 @@ impl Layout {
 
     /// The groups of `level + 1` inside group `cg` of `level` (by containment, they partition it).
     pub(crate) fn children(&self, level: usize, cg: u32) -> Vec<&[usize]> {
+        self.descendants(level, cg, level + 1)
+    }
+
+    /// The groups of `below` (deeper than `level`) inside group `cg` of `level` (by containment,
+    /// they partition it).
+    pub(crate) fn descendants(&self, level: usize, cg: u32, below: usize) -> Vec<&[usize]> {
         let Some(parent) = self.groups(level).iter().find(|g| group_id(g) == cg) else { return Vec::new() };
-        self.groups(level + 1)
-            .iter()
-            .filter(|g| g.first().is_none_or(|c| parent.contains(c)))
-            .map(Vec::as_slice)
-            .collect()
+        self.groups(below).iter().filter(|g| g.first().is_none_or(|c| parent.contains(c))).map(Vec::as_slice).collect()
     }
 
     /// Canonical text of the layout (one clause per level, first `num_levels` levels).

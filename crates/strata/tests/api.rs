@@ -674,3 +674,45 @@ fn access_histograms_count_reads_per_file_and_survive_compaction() {
     let cold: u64 = after.iter().filter(|b| !hot(b)).map(|b| b.reads).sum();
     assert!(cold < carried / 4, "heat spread over cold files: {cold} vs {carried}: {after:?}");
 }
+
+/// Informed compaction: with the fast tier over its budget, the coldest ranges go to the slow
+/// tier and the range being read stays on the fast one.
+#[test]
+fn informed_compaction_keeps_the_hot_range_on_the_fast_tier() {
+    let fs = Arc::new(FaultFs::new());
+    let tiers = vec![Tier::new("fast", "/hot/fast").with_budget(320 << 10), Tier::new("slow", "/hot/slow")];
+    let opts = Options { tiers, heat_half_life: Duration::ZERO, ..tiny_options(fs) };
+    let db = Db::open("/hot/db", opts).unwrap();
+    let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    let insert = |from: i64, to: i64| {
+        for i in from..to {
+            t.insert(&[Value::BigInt(i), Value::Int(1), Value::Text(format!("{i:>40}"))]).unwrap();
+        }
+    };
+    let read_hot = || {
+        for k in 0..400 {
+            assert!(t.get(&[Value::BigInt(k)], &Projection::All, &ReadOptions::default()).unwrap().is_some());
+        }
+    };
+    insert(0, 3000);
+    db.wait_for_compactions().unwrap();
+    assert_eq!(db.stats().tiers[1].files, 0, "the first rows fit the fast tier: {:?}", db.stats().tiers);
+    for chunk in 0..10 {
+        read_hot();
+        insert(3000 + chunk * 1500, 4500 + chunk * 1500);
+    }
+    read_hot();
+    db.wait_for_compactions().unwrap();
+    let st = db.stats();
+    assert!(st.tiers[1].files > 0, "nothing was evicted: {:?}", st.tiers);
+    assert!(st.tiers[0].bytes <= 320 << 10, "the fast tier is over its budget: {:?}", st.tiers);
+    let hist = t.access_histogram().unwrap();
+    let first = |b: &strata::HeatBucket| match b.first_key.first() {
+        Some(Value::BigInt(k)) => *k,
+        other => panic!("{other:?}"),
+    };
+    let hot: Vec<_> = hist.iter().filter(|b| first(b) < 400 && b.reads > 0).collect();
+    assert!(!hot.is_empty() && hot.iter().all(|b| b.tier == 0), "hot files left the fast tier: {hist:?}");
+    let slow_reads: u64 = hist.iter().filter(|b| b.tier == 1).map(|b| b.reads).sum();
+    assert_eq!(slow_reads, 0, "the slow tier served reads: {hist:?}");
+}

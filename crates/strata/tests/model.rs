@@ -506,7 +506,7 @@ fn differential_with_lineage_tables() {
 #[test]
 fn differential_with_two_tiers() {
     let ops: usize = std::env::var("STRATA_MODEL_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(30_000);
-    for layout in ["row", "cg3"] {
+    for layout in ["row", "cg3", "lifecycle"] {
         for seed in seeds(&[12, 13]) {
             println!("layout {layout}, seed {seed}, two tiers");
             with_seed(seed, |s| {

@@ -307,7 +307,7 @@ fn power_loss_and_failures_while_data_moves_between_tiers_lose_nothing_acknowled
             let fs = FaultFs::new();
             let dir = Path::new("/tiered/db");
             let tiers = vec![
-                Tier::new("fast", "/tiered/fast").with_budget(16 << 10),
+                Tier::new("fast", "/tiered/fast").with_budget(8 << 10),
                 Tier::new("slow", "/tiered/slow").with_profile(slow_device()),
             ];
             let db = Db::open(dir, Options { tiers: tiers.clone(), ..tiny_options(Arc::new(fs.clone())) }).unwrap();

@@ -5,6 +5,7 @@
 //! Files being compacted are marked busy in [`BgState`](super::BgState) so concurrent tasks never
 //! share an input, and Level-0 never has two compactions at once (see the policy).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -72,7 +73,7 @@ impl DbInner {
                             }
                         } else if bg.manual == 0 {
                             let v = self.view.read().version.clone();
-                            if let Some(t) = policy::pick(&v, &bg.busy, &self.policy_options()) {
+                            if let Some(t) = self.pick_compaction(&v, &bg.busy) {
                                 bg.busy.extend(t.all_inputs().map(|f| f.number));
                                 bg.running_compactions += 1;
                                 break Job::Compact(t);
@@ -243,22 +244,31 @@ impl DbInner {
         Ok(files)
     }
 
-    /// The tier a compaction writes its output to: the first with room for all of its inputs'
-    /// bytes once the inputs are gone (see [`tier::output_tier`]).
-    fn output_tier(&self, version: &Version, task: &CompactionTask) -> u8 {
-        if self.tiers.len() < 2 {
-            return 0;
+    /// The tier a compaction writes its output to (see [`tier::output_tier`]).
+    fn output_tier(&self, task: &CompactionTask) -> u8 {
+        tier::output_tier(self.tiers.len(), task.output_level, self.opts.num_levels)
+    }
+
+    /// The next compaction: the size-based policy's choice, or informed compaction's eviction
+    /// from an over-budget fast tier when that is more urgent (a Level-0 task always wins, as
+    /// writers may be waiting for it).
+    pub(crate) fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionTask> {
+        let opts = self.policy_options();
+        let by_size = policy::pick(v, busy, &opts);
+        let budget = match self.tiers.as_slice() {
+            [fast, _, ..] => fast.budget(),
+            _ => None,
+        };
+        let Some(budget) = budget else { return by_size };
+        if by_size.as_ref().is_some_and(|t| t.level == 0) {
+            return by_size;
         }
-        let used = version.tier_bytes(self.tiers.len());
-        let mut freed = vec![0; self.tiers.len()];
-        let mut bytes = 0;
-        for f in task.all_inputs() {
-            if let Some(b) = freed.get_mut(usize::from(f.tier)) {
-                *b += f.size;
-            }
-            bytes += f.size;
+        let fast_bytes = v.tier_bytes(self.tiers.len())[0];
+        let heat = self.tables.heat.snapshot();
+        match (by_size, policy::evict(v, busy, &opts, (fast_bytes, budget), &heat)) {
+            (Some(s), Some(e)) if s.score >= e.score => Some(s),
+            (s, e) => e.or(s),
         }
-        tier::output_tier(&self.tiers, &used, &freed, bytes)
     }
 
     fn release_outputs(&self, files: impl Iterator<Item = u64>) {
@@ -293,7 +303,9 @@ impl DbInner {
         for f in &task.inputs {
             edit.push(EditRecord::DeleteFile { table: task.table, level: task.level, number: f.number });
         }
-        if task.trivial_move {
+        // A file moving to another tier is rewritten there, never moved in place.
+        let tier = self.output_tier(task);
+        if task.trivial_move && task.inputs.iter().all(|f| f.tier == tier) {
             for f in &task.inputs {
                 edit.push(EditRecord::AddFile { table: task.table, level: task.output_level, file: (**f).clone() });
             }
@@ -323,8 +335,12 @@ impl DbInner {
             sources.push(run(task.inputs.clone()));
         }
         // The files below come from the groups inside the input group: one run each.
-        let groups: Vec<Vec<usize>> =
-            info.layout.children(task.level, task.cg).into_iter().map(<[usize]>::to_vec).collect();
+        let groups: Vec<Vec<usize>> = info
+            .layout
+            .descendants(task.level, task.cg, task.output_level)
+            .into_iter()
+            .map(<[usize]>::to_vec)
+            .collect();
         if let Some(f) = task.next_inputs.iter().find(|f| !groups.iter().any(|g| group_id(g) == f.cg)) {
             return Err(Error::corruption(
                 self.tables.path(f.number),
@@ -362,7 +378,6 @@ impl DbInner {
         let inputs = task.all_inputs().map(|f| f.number).collect();
         let mut marker = Marker::compaction(&self.tables, table, &inputs);
         let keep = Keep { stripes, bottommost: task.bottommost, folded: false };
-        let tier = self.output_tier(&version, task);
         let files = self.write_files(&info, (task.output_level, tier), sources, groups, keep, &mut marker)?;
         // The outputs inherit the access histogram of the ranges they now hold.
         self.tables.heat.carry(task.all_inputs().map(|f| &**f), &files);
@@ -450,7 +465,7 @@ impl DbInner {
             view.imm.is_empty()
                 && !bg.flush_running
                 && bg.running_compactions == 0
-                && policy::pick(&view.version, &bg.busy, &self.policy_options()).is_none()
+                && self.pick_compaction(&view.version, &bg.busy).is_none()
         })
     }
 

@@ -1,6 +1,7 @@
-//! Storage tiers (LogStore, seed 002): directories on devices of different speed, each with a
-//! byte budget. The first tier is the fast one; flushes always write to it, and compaction
-//! places its output on the first tier with room for it. An SST lives on exactly one tier,
+//! Storage tiers (LogStore, seed 002): a fast and a slow directory, the fast one with a byte
+//! budget. Every level but the last lives on the fast tier and the last level on the slow one,
+//! so a read probes at most one slow-tier file; informed compaction keeps the fast tier within
+//! its budget by moving its coldest ranges into the last level. An SST lives on exactly one tier,
 //! recorded with the file in the manifest, and data changes tier only as compaction output, so
 //! a crash in the middle of a move leaves at worst an unreferenced output that the next cleanup
 //! deletes.
@@ -23,7 +24,7 @@ use crate::vfs::{DeviceProfile, Fs};
 /// The name of the marker file in every tier directory.
 pub(crate) const MARKER: &str = "TIER";
 
-/// The most tiers a database may have.
+/// The most tiers the manifest format records (an open accepts two for now: a fast and a slow).
 pub const MAX_TIERS: usize = 16;
 
 /// One storage tier: a named directory with a byte budget.
@@ -137,8 +138,8 @@ impl TierRecord {
 
 /// Checks the tiers an open was given (validation without touching the disk).
 pub(crate) fn validate(tiers: &[Tier]) -> std::result::Result<(), String> {
-    if tiers.len() > MAX_TIERS {
-        return Err(format!("at most {MAX_TIERS} tiers, got {}", tiers.len()));
+    if tiers.len() > 2 {
+        return Err(format!("at most two tiers (a fast and a slow one) for now, got {}", tiers.len()));
     }
     for (i, t) in tiers.iter().enumerate() {
         check_name(&t.name)?;
@@ -271,18 +272,16 @@ pub(crate) fn check_dirs(fs: &dyn Fs, tiers: &[TierRecord], fresh: bool) -> Resu
     Ok(())
 }
 
-/// Where compaction output of `bytes` goes: the first tier whose budget has room for it after
-/// the compaction frees `freed[i]` bytes of its inputs on tier `i`; the last tier when none has
-/// room. `used[i]` is what tier `i` holds now.
-pub(crate) fn output_tier(tiers: &[TierRecord], used: &[u64], freed: &[u64], bytes: u64) -> u8 {
-    let last = tiers.len().saturating_sub(1);
-    for (i, t) in tiers.iter().enumerate().take(last) {
-        let after = used.get(i).copied().unwrap_or(0).saturating_sub(freed.get(i).copied().unwrap_or(0));
-        if t.budget().is_none_or(|b| after.saturating_add(bytes) <= b) {
-            return i as u8;
-        }
+/// The tier of compaction output at `level` in a tree of `num_levels` levels, with `tiers`
+/// tiers: the last level lives on the slow (last) tier, every other level on the fast one, so a
+/// read probes at most one slow-tier file. Informed compaction keeps the fast tier within its
+/// budget by moving its coldest ranges into the last level ahead of the size-based flow.
+pub(crate) fn output_tier(tiers: usize, level: usize, num_levels: usize) -> u8 {
+    if tiers >= 2 && level + 1 >= num_levels {
+        (tiers - 1) as u8
+    } else {
+        0
     }
-    last as u8
 }
 
 #[cfg(test)]
@@ -324,7 +323,9 @@ mod tests {
         assert!(settle(Path::new("/db"), &unbudgeted, &[], false).is_err());
         assert!(validate(&[fast.clone(), Tier::new("fast", "/s")]).is_err());
         assert!(validate(&[fast.clone(), Tier::new("slow", "/f")]).is_err());
-        assert!(validate(&[fast.with_budget(0), slow]).is_err());
+        assert!(validate(&[fast.clone().with_budget(0), slow.clone()]).is_err());
+        let e = validate(&[fast, Tier::new("mid", "/m").with_budget(200), slow]).unwrap_err();
+        assert!(e.contains("two tiers"), "{e}");
     }
 
     fn rec(name: &str, dir: &str, budget: u64) -> TierRecord {
@@ -358,17 +359,9 @@ mod tests {
     }
 
     #[test]
-    fn output_goes_to_the_first_tier_with_room() {
-        let tiers = [rec("a", "/a", 100), rec("b", "/b", 1000), rec("c", "/c", 0)];
-        assert_eq!(output_tier(&tiers, &[0, 0, 0], &[0, 0, 0], 100), 0);
-        assert_eq!(output_tier(&tiers, &[50, 0, 0], &[0, 0, 0], 60), 1);
-        // The inputs it deletes make room.
-        assert_eq!(output_tier(&tiers, &[50, 0, 0], &[20, 0, 0], 60), 0);
-        assert_eq!(output_tier(&tiers, &[90, 990, 0], &[0, 0, 0], 20), 2);
-        // Every budget full: the last tier, over its budget.
-        let full = [rec("a", "/a", 10), rec("b", "/b", 10)];
-        assert_eq!(output_tier(&full, &[10, 10], &[0, 0], 5), 1);
-        assert_eq!(output_tier(&[rec("default", "/d", 0)], &[1 << 40], &[0], 1 << 40), 0);
+    fn the_last_level_lives_on_the_slow_tier() {
+        assert_eq!((0..7).map(|l| output_tier(2, l, 7)).collect::<Vec<_>>(), [0, 0, 0, 0, 0, 0, 1]);
+        assert!((0..7).all(|l| output_tier(1, l, 7) == 0));
     }
 
     #[test]
