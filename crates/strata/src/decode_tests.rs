@@ -107,8 +107,8 @@ fn damaged_encodings_never_panic() {
         },
     });
     edit.push(EditRecord::Tiers(vec![
-        crate::tier::TierRecord { name: "fast".into(), dir: "/f".into(), budget: 1 << 20 },
-        crate::tier::TierRecord { name: "slow".into(), dir: "/s".into(), budget: 0 },
+        crate::tier::TierRecord { name: "fast".into(), dir: "/f".into(), budget: 1 << 20, token: 3 },
+        crate::tier::TierRecord { name: "slow".into(), dir: "/s".into(), budget: 0, token: 4 },
     ]));
     edit.push(EditRecord::DeleteFile { table: 7, level: 1, number: 3 });
     let edit = edit.encode();

@@ -596,12 +596,20 @@ fn tiers_hold_their_files_and_are_remembered() {
         let e = Db::open(db_dir, opts(bad)).err().unwrap();
         assert!(matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("tier"), "{e}");
     }
+    // Another database may not take this one's tier directory, nor one holding its files.
+    let shared = vec![Tier::new("fast", "/fast2").with_budget(1 << 20), Tier::new("slow", slow)];
+    let e = Db::open("/db2", opts(shared)).err().unwrap();
+    assert!(e.to_string().contains("another tier or database"), "{e}");
+    let onto_db = vec![Tier::new("fast", "/fast3").with_budget(1 << 20), Tier::new("slow", db_dir)];
+    let e = Db::open("/db3", opts(onto_db)).err().unwrap();
+    assert!(e.to_string().contains("already holds database files"), "{e}");
     // A tier directory that lost its marker (say, an empty disk mounted in its place).
+    let marker_text = fs.read_all(&slow.join("TIER")).unwrap();
     fs.remove(&slow.join("TIER")).unwrap();
     let e = Db::open(db_dir, opts(Vec::new())).err().unwrap();
     assert!(e.to_string().contains("slow") && e.to_string().contains("missing"), "{e}");
     let mut marker = fs.create(&slow.join("TIER")).unwrap();
-    marker.append(b"strata tier slow\n").unwrap();
+    marker.append(&marker_text).unwrap();
     marker.sync().unwrap();
     drop(marker);
     assert_eq!(all(&Db::open(db_dir, opts(Vec::new())).unwrap().table("t").unwrap()), before);

@@ -234,7 +234,7 @@ impl Db {
         // The tiers: as given, or as recorded; their directories hold SSTs (and numbers) too.
         let (tiers, record_tiers) =
             crate::tier::settle(&dir, &opts.tiers, &vs.tiers, vs.current().files().next().is_some())?;
-        crate::tier::check_dirs(fs.as_ref(), &tiers, record_tiers && vs.tiers.is_empty())?;
+        crate::tier::check_dirs(fs.as_ref(), &dir, &tiers, record_tiers && vs.tiers.is_empty())?;
         let tier_dirs: Vec<PathBuf> = tiers.iter().map(|t| PathBuf::from(&t.dir)).collect();
         if let Some(f) = vs.current().files().find(|f| usize::from(f.tier) >= tiers.len()) {
             let (n, t) = (f.number, f.tier);

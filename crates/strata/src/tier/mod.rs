@@ -127,6 +127,9 @@ pub struct TierRecord {
     pub dir: String,
     /// Byte budget; 0 for none.
     pub budget: u64,
+    /// Random number written into the tier's `TIER` marker when it was first configured, so
+    /// the directory is known to belong to this database.
+    pub token: u64,
 }
 
 impl TierRecord {
@@ -183,11 +186,12 @@ pub(crate) fn settle(
         name: t.name.clone(),
         dir: t.dir.to_string_lossy().into_owned(),
         budget: t.budget.unwrap_or(0),
+        token: new_token(),
     };
     match (given.is_empty(), recorded.is_empty()) {
         (true, true) => {
             let dir = db_dir.to_string_lossy().into_owned();
-            Ok((vec![TierRecord { name: "default".into(), dir, budget: 0 }], false))
+            Ok((vec![TierRecord { name: "default".into(), dir, budget: 0, token: 0 }], false))
         }
         (true, false) => Ok((recorded.to_vec(), false)),
         (false, true) => {
@@ -225,7 +229,7 @@ pub(crate) fn settle(
             let settled: Vec<TierRecord> = given
                 .iter()
                 .zip(recorded)
-                .map(|(g, r)| TierRecord { budget: g.budget.unwrap_or(r.budget), ..as_record(g) })
+                .map(|(g, r)| TierRecord { budget: g.budget.unwrap_or(r.budget), token: r.token, ..as_record(g) })
                 .collect();
             check_budgets(&settled)?;
             let changed = settled != recorded;
@@ -234,18 +238,42 @@ pub(crate) fn settle(
     }
 }
 
+/// A random number for a new tier's marker.
+fn new_token() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish()
+}
+
+/// Whether `name` is a file a strata database keeps (an SST, a WAL, a manifest, a checkpoint).
+fn database_file(name: &str) -> bool {
+    [".sst", ".log", ".lck"].iter().any(|s| name.ends_with(s)) || name.starts_with("MANIFEST-") || name == "CURRENT"
+}
+
 /// Makes sure every tier directory is there and is the tier it should be: on the first open
-/// with tiers (`fresh`) it creates the directories and their markers; later it checks them.
-pub(crate) fn check_dirs(fs: &dyn Fs, tiers: &[TierRecord], fresh: bool) -> Result<()> {
+/// with tiers (`fresh`) it creates the directories and their markers, refusing a directory that
+/// already holds database files (other than `db_dir` itself: cleanup would delete files it does
+/// not know); later it checks the markers.
+pub(crate) fn check_dirs(fs: &dyn Fs, db_dir: &Path, tiers: &[TierRecord], fresh: bool) -> Result<()> {
     if tiers.len() == 1 && tiers[0].name == "default" && !fresh {
         return Ok(());
     }
     for t in tiers {
         let dir = Path::new(&t.dir);
         let marker = dir.join(MARKER);
-        let content = format!("strata tier {}\n", t.name);
+        let content = format!("strata tier {} {:016x}\n", t.name, t.token);
         if fresh && !fs.exists(&marker) {
             fs.create_dir_all(dir)?;
+            if dir != db_dir {
+                if let Some(f) = fs.list(dir)?.into_iter().find(|n| database_file(n)) {
+                    return Err(Error::InvalidArgument(format!(
+                        "tier '{}': {} already holds database files ({f}); give an empty directory",
+                        t.name,
+                        dir.display()
+                    )));
+                }
+            }
             let mut f = fs.create(&marker)?;
             f.append(content.as_bytes())?;
             f.sync()?;
@@ -262,7 +290,7 @@ pub(crate) fn check_dirs(fs: &dyn Fs, tiers: &[TierRecord], fresh: bool) -> Resu
         let found = fs.read_all(&marker)?;
         if found != content.as_bytes() {
             return Err(Error::InvalidArgument(format!(
-                "tier '{}': {} belongs to another tier ({:?})",
+                "tier '{}': {} belongs to another tier or database ({:?})",
                 t.name,
                 dir.display(),
                 String::from_utf8_lossy(&found).trim_end()
@@ -329,7 +357,7 @@ mod tests {
     }
 
     fn rec(name: &str, dir: &str, budget: u64) -> TierRecord {
-        TierRecord { name: name.into(), dir: dir.into(), budget }
+        TierRecord { name: name.into(), dir: dir.into(), budget, token: 7 }
     }
 
     #[test]
@@ -338,9 +366,12 @@ mod tests {
         let given = [Tier::new("fast", "/f").with_budget(100), Tier::new("slow", "/s")];
         let recorded = [rec("fast", "/f", 100), rec("slow", "/s", 0)];
         // None given, none recorded: the database directory alone, nothing to record.
-        assert_eq!(settle(db, &[], &[], true).unwrap(), (vec![rec("default", "/db", 0)], false));
-        // First time: recorded; refused when files exist elsewhere.
-        assert_eq!(settle(db, &given, &[], false).unwrap(), (recorded.to_vec(), true));
+        let default = TierRecord { token: 0, ..rec("default", "/db", 0) };
+        assert_eq!(settle(db, &[], &[], true).unwrap(), (vec![default], false));
+        // First time: recorded, each tier with a new token; refused when files exist elsewhere.
+        let (fresh, record) = settle(db, &given, &[], false).unwrap();
+        let untokened = |v: &[TierRecord]| v.iter().map(|t| TierRecord { token: 7, ..t.clone() }).collect::<Vec<_>>();
+        assert!(record && untokened(&fresh) == recorded && fresh[0].token != fresh[1].token, "{fresh:?}");
         assert!(settle(db, &given, &[], true).is_err());
         let from_db = [Tier::new("fast", "/db").with_budget(100), Tier::new("slow", "/s")];
         assert!(settle(db, &from_db, &[], true).unwrap().1);
@@ -367,13 +398,24 @@ mod tests {
     #[test]
     fn markers_are_made_once_and_checked_after() {
         let fs = crate::vfs::FaultFs::new();
+        let db = Path::new("/db");
         let tiers = [rec("fast", "/f", 100), rec("slow", "/s", 0)];
-        assert!(check_dirs(&fs, &tiers, false).is_err(), "missing markers accepted");
-        check_dirs(&fs, &tiers, true).unwrap();
-        check_dirs(&fs, &tiers, false).unwrap();
+        assert!(check_dirs(&fs, db, &tiers, false).is_err(), "missing markers accepted");
+        check_dirs(&fs, db, &tiers, true).unwrap();
+        check_dirs(&fs, db, &tiers, false).unwrap();
         // The directories swapped: each marker names the other tier.
         let swapped = [rec("fast", "/s", 100), rec("slow", "/f", 0)];
-        let e = check_dirs(&fs, &swapped, false).unwrap_err().to_string();
+        let e = check_dirs(&fs, db, &swapped, false).unwrap_err().to_string();
         assert!(e.contains("another tier"), "{e}");
+        // Another database's tier of the same name: its token differs.
+        let other = [rec("fast", "/f", 100), TierRecord { token: 8, ..rec("slow", "/s", 0) }];
+        assert!(check_dirs(&fs, Path::new("/other"), &other, false).is_err(), "a foreign tier accepted");
+        // A new tier in a directory holding database files (which cleanup would delete).
+        let mut f = fs.create(Path::new("/full/000007.sst")).unwrap();
+        f.append(b"x").unwrap();
+        let e = check_dirs(&fs, db, &[rec("slow", "/full", 0)], true).unwrap_err().to_string();
+        assert!(e.contains("already holds database files"), "{e}");
+        // The database's own directory may be a tier.
+        check_dirs(&fs, Path::new("/full"), &[rec("fast", "/full", 100)], true).unwrap();
     }
 }

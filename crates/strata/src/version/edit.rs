@@ -149,6 +149,7 @@ impl VersionEdit {
                         put_bytes(&mut out, t.name.as_bytes());
                         put_bytes(&mut out, t.dir.as_bytes());
                         put_varint(&mut out, t.budget);
+                        put_varint(&mut out, t.token);
                     }
                 }
                 EditRecord::DeleteFile { table, level, number } => {
@@ -258,7 +259,8 @@ impl VersionEdit {
                     }
                     let mut tiers = Vec::new();
                     for _ in 0..n {
-                        tiers.push(TierRecord { name: r.string()?, dir: r.string()?, budget: r.varint()? });
+                        let (name, dir) = (r.string()?, r.string()?);
+                        tiers.push(TierRecord { name, dir, budget: r.varint()?, token: r.varint()? });
                     }
                     EditRecord::Tiers(tiers)
                 }
@@ -321,8 +323,8 @@ mod tests {
     #[test]
     fn tiers_and_files_on_tiers_round_trip() {
         let tiers = vec![
-            TierRecord { name: "fast".into(), dir: "/mnt/ssd/db".into(), budget: 8 << 30 },
-            TierRecord { name: "slow".into(), dir: "/mnt/hdd/db".into(), budget: 0 },
+            TierRecord { name: "fast".into(), dir: "/mnt/ssd/db".into(), budget: 8 << 30, token: 1 },
+            TierRecord { name: "slow".into(), dir: "/mnt/hdd/db".into(), budget: 0, token: u64::MAX },
         ];
         let mut e = VersionEdit::default();
         e.push(EditRecord::Tiers(tiers));
