@@ -224,7 +224,7 @@ impl Db {
         // unfinished outputs) may exist: never hand their numbers out again.
         let names = fs.list(&dir)?;
         let highest = names.iter().filter_map(|n| DbFile::parse(n)).map(DbFile::number).max().unwrap_or(0);
-        let vs = if fs.exists(&dir.join("CURRENT")) {
+        let mut vs = if fs.exists(&dir.join("CURRENT")) {
             VersionSet::recover(fs.as_ref(), &dir, opts.num_levels, highest + 1)?
         } else if opts.create_if_missing {
             VersionSet::create(fs.as_ref(), &dir, opts.num_levels)?
@@ -234,7 +234,9 @@ impl Db {
         // The tiers: as given, or as recorded; their directories hold SSTs (and numbers) too.
         let (tiers, record_tiers) =
             crate::tier::settle(&dir, &opts.tiers, &vs.tiers, vs.current().files().next().is_some())?;
-        crate::tier::check_dirs(fs.as_ref(), &dir, &tiers, record_tiers && vs.tiers.is_empty())?;
+        if record_tiers && vs.tiers.is_empty() {
+            crate::tier::check_new_dirs(fs.as_ref(), &dir, &tiers)?;
+        }
         let tier_dirs: Vec<PathBuf> = tiers.iter().map(|t| PathBuf::from(&t.dir)).collect();
         if let Some(f) = vs.current().files().find(|f| usize::from(f.tier) >= tiers.len()) {
             let (n, t) = (f.number, f.tier);
@@ -251,6 +253,16 @@ impl Db {
             highest_on_tiers = highest_on_tiers.max(top.unwrap_or(0));
         }
         let next_file = AtomicU64::new(vs.counters.next_file.max(highest_on_tiers + 1));
+        // Tiers are recorded before anything is written to them (markers included), so a crash
+        // in between leaves tiers without files, whose markers the next open writes.
+        if record_tiers {
+            let mut edit = VersionEdit::default();
+            edit.push(EditRecord::Tiers(tiers.clone()));
+            vs.log_and_apply(fs.as_ref(), edit, &next_file)?;
+        }
+        let has_files: Vec<bool> =
+            (0..tiers.len()).map(|i| vs.current().files().any(|f| usize::from(f.tier) == i)).collect();
+        crate::tier::check_dirs(fs.as_ref(), &dir, &tiers, &has_files)?;
         let mut last_seq = vs.counters.last_sequence;
 
         // Replay WALs not yet covered by SSTs (LSM tables) or checkpoints (lineage tables),
@@ -391,9 +403,6 @@ impl Db {
         };
         edit.push(EditRecord::LogNumber(wal_number));
         edit.push(EditRecord::LastSequence(last_seq));
-        if record_tiers {
-            edit.push(EditRecord::Tiers(tiers));
-        }
         inner.install_flush(edit, flushed, &current, None)?;
         inner.pending_outputs.lock().clear();
         if lineage_log != 0 {

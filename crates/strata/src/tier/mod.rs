@@ -251,41 +251,58 @@ fn database_file(name: &str) -> bool {
     [".sst", ".log", ".lck"].iter().any(|s| name.ends_with(s)) || name.starts_with("MANIFEST-") || name == "CURRENT"
 }
 
-/// Makes sure every tier directory is there and is the tier it should be: on the first open
-/// with tiers (`fresh`) it creates the directories and their markers, refusing a directory that
-/// already holds database files (other than `db_dir` itself: cleanup would delete files it does
-/// not know); later it checks the markers.
-pub(crate) fn check_dirs(fs: &dyn Fs, db_dir: &Path, tiers: &[TierRecord], fresh: bool) -> Result<()> {
-    if tiers.len() == 1 && tiers[0].name == "default" && !fresh {
+/// The marker text of tier `t`.
+fn marker_text(t: &TierRecord) -> String {
+    format!("strata tier {} {:016x}\n", t.name, t.token)
+}
+
+/// Checks the directories of tiers configured for the first time: each is created if need be,
+/// and one that already holds database files or a tier marker is refused (unless it is the
+/// database's own directory `db_dir`), since cleanup would delete SSTs it does not know. No
+/// marker is written yet: the tiers are recorded in the manifest first (see [`check_dirs`]).
+pub(crate) fn check_new_dirs(fs: &dyn Fs, db_dir: &Path, tiers: &[TierRecord]) -> Result<()> {
+    for t in tiers.iter().filter(|t| Path::new(&t.dir) != db_dir) {
+        let dir = Path::new(&t.dir);
+        fs.create_dir_all(dir)?;
+        if let Some(f) = fs.list(dir)?.into_iter().find(|n| database_file(n) || n == MARKER) {
+            return Err(Error::InvalidArgument(format!(
+                "tier '{}': {} already holds database files ({f}); give an empty directory",
+                t.name,
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Makes sure every recorded tier's directory is this database's tier: its `TIER` marker must
+/// name the tier and carry its token. A missing marker is written when nothing can be lost by
+/// it: the directory is the database's own, or the version keeps no file on that tier
+/// (`has_files[i]`: it does on tier `i`); this also finishes a first setup that stopped between
+/// recording the tiers and writing their markers. Otherwise a missing marker means a missing or
+/// swapped directory, and the open is refused.
+pub(crate) fn check_dirs(fs: &dyn Fs, db_dir: &Path, tiers: &[TierRecord], has_files: &[bool]) -> Result<()> {
+    if tiers.len() == 1 && tiers[0].name == "default" && tiers[0].token == 0 {
         return Ok(());
     }
-    for t in tiers {
+    for (i, t) in tiers.iter().enumerate() {
         let dir = Path::new(&t.dir);
         let marker = dir.join(MARKER);
-        let content = format!("strata tier {} {:016x}\n", t.name, t.token);
-        if fresh && !fs.exists(&marker) {
-            fs.create_dir_all(dir)?;
-            if dir != db_dir {
-                if let Some(f) = fs.list(dir)?.into_iter().find(|n| database_file(n)) {
-                    return Err(Error::InvalidArgument(format!(
-                        "tier '{}': {} already holds database files ({f}); give an empty directory",
-                        t.name,
-                        dir.display()
-                    )));
-                }
+        let content = marker_text(t);
+        if !fs.exists(&marker) {
+            if dir != db_dir && has_files.get(i).copied().unwrap_or(false) {
+                return Err(Error::InvalidArgument(format!(
+                    "tier '{}': {} is missing or is not this database's tier directory (no {MARKER} file)",
+                    t.name,
+                    marker.display()
+                )));
             }
+            fs.create_dir_all(dir)?;
             let mut f = fs.create(&marker)?;
             f.append(content.as_bytes())?;
             f.sync()?;
             fs.sync_dir(dir)?;
             continue;
-        }
-        if !fs.exists(&marker) {
-            return Err(Error::InvalidArgument(format!(
-                "tier '{}': {} is missing or is not this database's tier directory (no {MARKER} file)",
-                t.name,
-                marker.display()
-            )));
         }
         let found = fs.read_all(&marker)?;
         if found != content.as_bytes() {
@@ -400,22 +417,29 @@ mod tests {
         let fs = crate::vfs::FaultFs::new();
         let db = Path::new("/db");
         let tiers = [rec("fast", "/f", 100), rec("slow", "/s", 0)];
-        assert!(check_dirs(&fs, db, &tiers, false).is_err(), "missing markers accepted");
-        check_dirs(&fs, db, &tiers, true).unwrap();
-        check_dirs(&fs, db, &tiers, false).unwrap();
+        // Files recorded on a tier without a marker: a missing or swapped directory.
+        assert!(check_dirs(&fs, db, &tiers, &[true, true]).is_err(), "missing markers accepted");
+        // No file there yet (a first setup, or one cut short): the markers are written.
+        check_new_dirs(&fs, db, &tiers).unwrap();
+        check_dirs(&fs, db, &tiers, &[false, false]).unwrap();
+        check_dirs(&fs, db, &tiers, &[true, true]).unwrap();
         // The directories swapped: each marker names the other tier.
         let swapped = [rec("fast", "/s", 100), rec("slow", "/f", 0)];
-        let e = check_dirs(&fs, db, &swapped, false).unwrap_err().to_string();
+        let e = check_dirs(&fs, db, &swapped, &[true, true]).unwrap_err().to_string();
         assert!(e.contains("another tier"), "{e}");
-        // Another database's tier of the same name: its token differs.
-        let other = [rec("fast", "/f", 100), TierRecord { token: 8, ..rec("slow", "/s", 0) }];
-        assert!(check_dirs(&fs, Path::new("/other"), &other, false).is_err(), "a foreign tier accepted");
+        // Another database's tier of the same name: its token differs; nor may it become new.
+        let other = [rec("fast", "/f2", 100), TierRecord { token: 8, ..rec("slow", "/s", 0) }];
+        assert!(check_dirs(&fs, Path::new("/other"), &other, &[false, false]).is_err(), "a foreign tier accepted");
+        assert!(check_new_dirs(&fs, Path::new("/other"), &other).is_err(), "a foreign tier taken");
         // A new tier in a directory holding database files (which cleanup would delete).
         let mut f = fs.create(Path::new("/full/000007.sst")).unwrap();
         f.append(b"x").unwrap();
-        let e = check_dirs(&fs, db, &[rec("slow", "/full", 0)], true).unwrap_err().to_string();
+        let e = check_new_dirs(&fs, db, &[rec("slow", "/full", 0)]).unwrap_err().to_string();
         assert!(e.contains("already holds database files"), "{e}");
-        // The database's own directory may be a tier.
-        check_dirs(&fs, Path::new("/full"), &[rec("fast", "/full", 100)], true).unwrap();
+        // The database's own directory may be a tier, and its marker is rewritten if lost.
+        let own = [rec("fast", "/full", 100)];
+        check_new_dirs(&fs, Path::new("/full"), &own).unwrap();
+        check_dirs(&fs, Path::new("/full"), &own, &[true]).unwrap();
+        assert!(fs.exists(Path::new("/full/TIER")));
     }
 }
