@@ -795,6 +795,14 @@ fn tiers_are_given_once_and_shown_by_stats() {
     let moved = format!("slow={}", dir.path().join("elsewhere").display());
     let (ok, _, err) = run_cli(&db, &["--tier", &fast_spec, "--tier", &moved, "tables"]);
     assert!(!ok && err.contains("tier 'slow'"), "{err}");
+    // The slow tier's directory gone (an unmounted disk): refused, naming the tier.
+    let away = dir.path().join("away");
+    std::fs::rename(&slow, &away).unwrap();
+    let (ok, _, err) = run_cli(&db, &["tables"]);
+    assert!(!ok && err.contains("tier 'slow'") && err.contains("missing"), "{err}");
+    std::fs::rename(&away, &slow).unwrap();
+    let (ok, _, err) = run_cli(&db, &["tables"]);
+    assert!(ok, "{err}");
     let (ok, _, err) = run_cli(&db, &["--tier", "fast", "tables"]);
     assert!(!ok && err.contains("NAME=DIR"), "{err}");
     let (ok, _, err) = run_cli(&db, &["--tier", "fast=/x:12parsecs", "tables"]);

@@ -248,7 +248,11 @@ impl Db {
         }
         let mut highest_on_tiers = 0;
         for d in tier_dirs.iter().filter(|d| **d != dir) {
-            let on_tier = fs.list(d)?;
+            // A missing directory is reported by the marker check below, naming its tier.
+            let on_tier = match fs.list(d) {
+                Err(_) if !fs.exists(d) => Vec::new(),
+                listed => listed?,
+            };
             let top = on_tier.iter().filter_map(|n| DbFile::parse(n)).map(DbFile::number).max();
             highest_on_tiers = highest_on_tiers.max(top.unwrap_or(0));
         }
