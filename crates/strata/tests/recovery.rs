@@ -230,7 +230,12 @@ fn setup(fs: &FaultFs, dir: &Path) -> Vec<Arc<Mutex<Partition>>> {
 }
 
 fn setup_with(fs: &FaultFs, dir: &Path, options: TableOptions) -> Vec<Arc<Mutex<Partition>>> {
-    let db = Db::open(dir, tiny_options(Arc::new(fs.clone()))).unwrap();
+    setup_on(fs, dir, options, Vec::new())
+}
+
+/// [`setup_with`], creating the database with `tiers`.
+fn setup_on(fs: &FaultFs, dir: &Path, options: TableOptions, tiers: Vec<Tier>) -> Vec<Arc<Mutex<Partition>>> {
+    let db = Db::open(dir, Options { tiers, ..tiny_options(Arc::new(fs.clone())) }).unwrap();
     db.create_table("t", schema(), options).unwrap();
     db.close().unwrap();
     (0..WRITERS).map(|_| Arc::new(Mutex::new(Partition { acked: TableModel::default(), in_flight: None }))).collect()
@@ -310,12 +315,7 @@ fn power_loss_and_failures_while_data_moves_between_tiers_lose_nothing_acknowled
                 Tier::new("fast", "/tiered/fast").with_budget(8 << 10),
                 Tier::new("slow", "/tiered/slow").with_profile(slow_device()),
             ];
-            let db = Db::open(dir, Options { tiers: tiers.clone(), ..tiny_options(Arc::new(fs.clone())) }).unwrap();
-            db.create_table("t", schema(), TableOptions::default()).unwrap();
-            db.close().unwrap();
-            let parts: Vec<_> = (0..WRITERS)
-                .map(|_| Arc::new(Mutex::new(Partition { acked: TableModel::default(), in_flight: None })))
-                .collect();
+            let parts = setup_on(&fs, dir, TableOptions::default(), tiers.clone());
             let mut rng = StdRng::seed_from_u64(seed);
             let mut slow_rounds = 0;
             for r in 0..8u64 {

@@ -264,6 +264,9 @@ impl DbInner {
             return by_size;
         }
         let fast_bytes = v.tier_bytes(self.tiers.len())[0];
+        if fast_bytes <= budget {
+            return by_size;
+        }
         let heat = self.tables.heat.snapshot();
         match (by_size, policy::evict(v, busy, &opts, (fast_bytes, budget), &heat)) {
             (Some(s), Some(e)) if s.score >= e.score => Some(s),

@@ -264,8 +264,7 @@ impl Db {
             edit.push(EditRecord::Tiers(tiers.clone()));
             vs.log_and_apply(fs.as_ref(), edit, &next_file)?;
         }
-        let has_files: Vec<bool> =
-            (0..tiers.len()).map(|i| vs.current().files().any(|f| usize::from(f.tier) == i)).collect();
+        let has_files: Vec<bool> = vs.current().tier_bytes(tiers.len()).iter().map(|&b| b > 0).collect();
         crate::tier::check_dirs(fs.as_ref(), &dir, &tiers, &has_files)?;
         let mut last_seq = vs.counters.last_sequence;
 

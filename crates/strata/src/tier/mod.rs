@@ -182,11 +182,11 @@ pub(crate) fn settle(
     has_files: bool,
 ) -> Result<(Vec<TierRecord>, bool)> {
     let bad = |m: String| Error::InvalidArgument(m);
-    let as_record = |t: &Tier| TierRecord {
+    let as_record = |t: &Tier, budget: u64, token: u64| TierRecord {
         name: t.name.clone(),
         dir: t.dir.to_string_lossy().into_owned(),
-        budget: t.budget.unwrap_or(0),
-        token: new_token(),
+        budget,
+        token,
     };
     match (given.is_empty(), recorded.is_empty()) {
         (true, true) => {
@@ -201,7 +201,8 @@ pub(crate) fn settle(
                     db_dir.display()
                 )));
             }
-            let settled: Vec<TierRecord> = given.iter().map(as_record).collect();
+            let settled: Vec<TierRecord> =
+                given.iter().map(|t| as_record(t, t.budget.unwrap_or(0), new_token())).collect();
             check_budgets(&settled)?;
             Ok((settled, true))
         }
@@ -226,11 +227,8 @@ pub(crate) fn settle(
                     )));
                 }
             }
-            let settled: Vec<TierRecord> = given
-                .iter()
-                .zip(recorded)
-                .map(|(g, r)| TierRecord { budget: g.budget.unwrap_or(r.budget), token: r.token, ..as_record(g) })
-                .collect();
+            let settled: Vec<TierRecord> =
+                given.iter().zip(recorded).map(|(g, r)| as_record(g, g.budget.unwrap_or(r.budget), r.token)).collect();
             check_budgets(&settled)?;
             let changed = settled != recorded;
             Ok((settled, changed))
