@@ -42,6 +42,10 @@ impl Source for MemSource {
     }
 }
 
+/// Bytes a merge that reads its inputs whole (compaction) reads from a file at once: on a disk,
+/// one positioning per mebibyte instead of one per block when other reads interleave.
+pub(crate) const COMPACTION_READ_AHEAD: u64 = 1 << 20;
+
 /// A sorted run: its files one after another, opened lazily, stopping past `upper`.
 pub(crate) struct RunSource {
     cursor: RunCursor,
@@ -84,8 +88,10 @@ impl RunSource {
     /// ([`crate::mvcc::Entry::materialize`]), so that a merge writing them out copies their
     /// cells column by column instead of encoding each into a row and decoding it again. For
     /// merges that materialize every version whose row they read.
+    /// Such merges read their runs whole, so they read ahead ([`COMPACTION_READ_AHEAD`]).
     pub(crate) fn in_place(mut self) -> Self {
         self.in_place = true;
+        self.cursor = self.cursor.read_ahead(COMPACTION_READ_AHEAD);
         self
     }
 

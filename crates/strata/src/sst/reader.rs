@@ -100,6 +100,14 @@ fn read_block_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandle) -> Resul
     unframe_block(path, h.offset, raw)
 }
 
+/// Consecutive blocks of one file read at once (see [`SstReader::block_ahead`]).
+pub(crate) struct ReadAhead {
+    file: u64,
+    blocks: std::ops::Range<usize>,
+    offset: u64,
+    bytes: Vec<u8>,
+}
+
 impl SstReader {
     /// Opens and validates a file's footer, meta, index and filter.
     pub(crate) fn open(
@@ -232,6 +240,60 @@ impl SstReader {
         let (b, found) = self.load(i, Some(key), true)?;
         let versions = found.unwrap_or_else(|| b.versions_of(key));
         Ok((b, versions))
+    }
+
+    /// Block `i` for a walk reading the file in order: from the cache, else from `ahead`, which
+    /// is refilled with the blocks from `i` on, up to `ahead_bytes` of them (at least one), in
+    /// one read. Compaction reads its inputs so: one positioning per span instead of one per
+    /// block when reads of other files interleave on the device.
+    pub(crate) fn block_ahead(
+        &self,
+        i: usize,
+        ahead: &mut Option<ReadAhead>,
+        ahead_bytes: u64,
+        fill_cache: bool,
+    ) -> Result<Arc<Block>> {
+        let h = self.index[i].handle;
+        if let Some(b) = self.cache.get(self.number, h.offset) {
+            return Ok(b);
+        }
+        if !ahead.as_ref().is_some_and(|a| a.file == self.number && a.blocks.contains(&i)) {
+            let start = h.offset;
+            let end_of = |j: usize| self.index[j].handle.offset + self.index[j].handle.size + TRAILER_LEN as u64;
+            let mut end = i + 1;
+            while end < self.index.len() && end_of(end) - start <= ahead_bytes {
+                end += 1;
+            }
+            let span = end_of(end - 1) - start;
+            if end_of(end - 1) > self.file.len() {
+                return Err(Error::corruption(&self.path, h.offset, "block handle past end of file"));
+            }
+            let len = usize::try_from(span).map_err(|_| Error::corruption(&self.path, start, "span out of range"))?;
+            let bytes = self.file.read_at(start, len)?;
+            *ahead = Some(ReadAhead { file: self.number, blocks: i..end, offset: start, bytes });
+        }
+        let a = ahead.as_ref().ok_or_else(|| Error::corruption(&self.path, h.offset, "read-ahead lost"))?;
+        let from = usize::try_from(h.offset - a.offset).unwrap_or(usize::MAX);
+        let raw = from
+            .checked_add(h.size as usize + TRAILER_LEN)
+            .and_then(|to| a.bytes.get(from..to))
+            .ok_or_else(|| Error::corruption(&self.path, h.offset, "block outside its read-ahead span"))?;
+        let content = unframe_block(&self.path, h.offset, raw.to_vec())?;
+        self.cache.count_read(self.tier, h.size as usize + TRAILER_LEN);
+        let block = self.decode(i, content)?;
+        if fill_cache {
+            self.cache.insert(self.number, h.offset, block.clone());
+        }
+        block.build_index();
+        Ok(block)
+    }
+
+    /// A block read from the file, decoded and checked against the index.
+    fn decode(&self, i: usize, content: Vec<u8>) -> Result<Arc<Block>> {
+        let offset = self.index[i].handle.offset;
+        let block = Block::decode(content, &self.meta.types).map_err(|e| Error::corruption(&self.path, offset, e.0))?;
+        check_against_index(&block, &self.index[i]).map_err(|e| Error::corruption(&self.path, offset, e))?;
+        Ok(Arc::new(block))
     }
 
     /// Block `i` from the cache, or read, checked and (with `fill_cache`) cached: with the key

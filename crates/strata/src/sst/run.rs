@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::block::Block;
-use super::reader::SstReader;
+use super::reader::{ReadAhead, SstReader};
 use super::table_cache::TableCache;
 use crate::error::Result;
 use crate::version::FileMeta;
@@ -31,6 +31,9 @@ pub(crate) struct RunCursor {
     upper: Option<Vec<u8>>,
     /// Blocks read so far.
     loaded: u64,
+    /// Read-ahead for walks that read whole files (0: block by block), and its span.
+    ahead_bytes: u64,
+    ahead: Option<ReadAhead>,
 }
 
 impl RunCursor {
@@ -48,7 +51,15 @@ impl RunCursor {
             snapshot: u64::MAX,
             upper: None,
             loaded: 0,
+            ahead_bytes: 0,
+            ahead: None,
         }
+    }
+
+    /// Reads blocks not in the cache up to `bytes` at a time (see [`SstReader::block_ahead`]).
+    pub(crate) fn read_ahead(mut self, bytes: u64) -> Self {
+        self.ahead_bytes = bytes;
+        self
     }
 
     /// Passes over files a read at `seq` cannot see any version of.
@@ -221,7 +232,11 @@ impl RunCursor {
         if let Some(r) = &self.reader {
             if self.bi < r.num_blocks() {
                 self.loaded += 1;
-                self.block = Some(r.block(self.bi, self.fill_cache)?);
+                self.block = Some(if self.ahead_bytes > 0 {
+                    r.block_ahead(self.bi, &mut self.ahead, self.ahead_bytes, self.fill_cache)?
+                } else {
+                    r.block(self.bi, self.fill_cache)?
+                });
             }
         }
         Ok(())
