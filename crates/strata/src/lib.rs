@@ -41,6 +41,6 @@ pub use error::{Error, Result};
 pub use mvcc::snapshot::Snapshot;
 pub use sst::cache::{thread_io, ThreadIo};
 pub use sst::format::Compression;
-pub use tier::Tier;
+pub use tier::{Tier, TierPlacement};
 pub use types::{Column, ColumnType, Schema, Value};
 pub use write::batch::WriteBatch;

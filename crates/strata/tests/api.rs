@@ -11,7 +11,7 @@ use common::tiny_options;
 use strata::vfs::{FaultFs, Fs, OsFs};
 use strata::{
     AsOf, Column, ColumnType, Db, Engine, Error, KeyRange, Options, Projection, ReadOptions, Schema, TableOptions,
-    Tier, Value, WriteBatch,
+    Tier, TierPlacement, Value, WriteBatch,
 };
 
 fn schema() -> Schema {
@@ -715,14 +715,73 @@ fn informed_compaction_keeps_the_hot_range_on_the_fast_tier() {
     assert!(st.tiers[1].files > 0, "nothing was evicted: {:?}", st.tiers);
     assert!(st.tiers[0].bytes <= 320 << 10, "the fast tier is over its budget: {:?}", st.tiers);
     let hist = t.access_histogram().unwrap();
-    let first = |b: &strata::HeatBucket| match b.first_key.first() {
-        Some(Value::BigInt(k)) => *k,
-        other => panic!("{other:?}"),
-    };
-    let hot: Vec<_> = hist.iter().filter(|b| first(b) < 400 && b.reads > 0).collect();
+    let hot: Vec<_> = hist.iter().filter(|b| bucket_key(b) < 400 && b.reads > 0).collect();
     assert!(!hot.is_empty() && hot.iter().all(|b| b.tier == 0), "hot files left the fast tier: {hist:?}");
     let slow_reads: u64 = hist.iter().filter(|b| b.tier == 1).map(|b| b.reads).sum();
     assert_eq!(slow_reads, 0, "the slow tier served reads: {hist:?}");
+}
+
+/// The first key of a histogram bucket of the `schema()` tables.
+fn bucket_key(b: &strata::HeatBucket) -> i64 {
+    match b.first_key.first() {
+        Some(Value::BigInt(k)) => *k,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Reverse compaction: a range on the slow tier that turns hot comes back to the fast tier
+/// (making room by evicting colder files), and later reads of it are served there. With
+/// temperature-blind placement nothing comes back.
+#[test]
+fn reverse_compaction_brings_a_range_that_turns_hot_back_to_the_fast_tier() {
+    for placement in [TierPlacement::Informed, TierPlacement::RoundRobin] {
+        let fs = Arc::new(FaultFs::new());
+        let tiers = vec![Tier::new("fast", "/rev/fast").with_budget(320 << 10), Tier::new("slow", "/rev/slow")];
+        let opts =
+            Options { tiers, heat_half_life: Duration::ZERO, tier_placement: placement, ..tiny_options(fs.clone()) };
+        let db = Db::open("/rev/db", opts).unwrap();
+        let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+        for i in 0..12_000 {
+            t.insert(&[Value::BigInt(i), Value::Int(1), Value::Text(format!("{i:>40}"))]).unwrap();
+        }
+        db.wait_for_compactions().unwrap();
+        // The range of one slow-tier file (none of it has been read yet) turns hot.
+        let hist = t.access_histogram().unwrap();
+        let slow = hist.iter().filter(|b| b.tier == 1).nth(1).expect("a file on the slow tier");
+        let (lo, hi) = match (slow.first_key.first(), slow.last_key.first()) {
+            (Some(Value::BigInt(lo)), Some(Value::BigInt(hi))) => (*lo, *hi),
+            other => panic!("{other:?}"),
+        };
+        for _ in 0..3 {
+            for k in lo..=hi {
+                assert!(t.get(&[Value::BigInt(k)], &Projection::All, &ReadOptions::default()).unwrap().is_some());
+            }
+        }
+        db.wait_for_compactions().unwrap();
+        let st = db.stats();
+        assert!(st.tiers[0].bytes <= 320 << 10, "{placement:?}: the fast tier is over its budget: {:?}", st.tiers);
+        let hist = t.access_histogram().unwrap();
+        let hot: Vec<_> = hist.iter().filter(|b| b.reads > 0).collect();
+        assert!(!hot.is_empty());
+        match placement {
+            TierPlacement::Informed => {
+                assert!(hot.iter().all(|b| b.tier == 0), "the hot range stayed on the slow tier: {hist:?}")
+            }
+            TierPlacement::RoundRobin => {
+                assert!(hot.iter().all(|b| b.tier == 1), "temperature-blind placement moved it: {hist:?}")
+            }
+        }
+        // After a reopen (a cold block cache), reads of the range leave the slow tier alone,
+        // with informed placement only.
+        drop((t, db));
+        let db = Db::open("/rev/db", Options { tier_placement: placement, ..tiny_options(fs.clone()) }).unwrap();
+        let t = db.table("t").unwrap();
+        for k in (lo..=hi).step_by(7) {
+            assert!(t.get(&[Value::BigInt(k)], &Projection::All, &ReadOptions::default()).unwrap().is_some());
+        }
+        let slow_reads = db.stats().tiers[1].block_reads;
+        assert_eq!(slow_reads == 0, placement == TierPlacement::Informed, "{placement:?}: {slow_reads} slow reads");
+    }
 }
 
 /// A first open with tiers records them before writing their markers: cut short in between

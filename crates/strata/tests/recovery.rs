@@ -342,6 +342,80 @@ fn power_loss_and_failures_while_data_moves_between_tiers_lose_nothing_acknowled
     }
 }
 
+/// Reverse compaction under power loss: readers make ranges of the slow tier hot, promotions
+/// rewrite them on the fast tier (and exchanges evict colder files), and a crash at a random
+/// moment loses no row and leaves no SST off its tier.
+#[test]
+fn power_loss_while_hot_data_moves_up_to_the_fast_tier_loses_nothing() {
+    for seed in seeds(&[18, 19]) {
+        with_seed(seed, |seed| {
+            let fs = FaultFs::new();
+            let dir = Path::new("/promote/db");
+            let tiers = vec![
+                Tier::new("fast", "/promote/fast").with_budget(48 << 10),
+                Tier::new("slow", "/promote/slow").with_profile(slow_device()),
+            ];
+            let opts = || Options {
+                tiers: tiers.clone(),
+                heat_half_life: Duration::ZERO,
+                ..tiny_options(Arc::new(fs.clone()))
+            };
+            let mut rng = StdRng::seed_from_u64(seed);
+            let rows: i64 = 3000;
+            let row = |k: i64| vec![Value::BigInt(k), Value::Int(k as i32), Value::Text(format!("{k:>30}"))];
+            {
+                let db = Db::open(dir, opts()).unwrap();
+                let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+                for k in 0..rows {
+                    t.insert(&row(k)).unwrap();
+                }
+                db.flush().unwrap();
+                db.wait_for_compactions().unwrap();
+                db.close().unwrap();
+            }
+            let mut promoted = 0;
+            for r in 0..6u64 {
+                let db = Arc::new(Db::open(dir, opts()).unwrap());
+                let t = db.table("t").unwrap();
+                let stop = Arc::new(AtomicBool::new(false));
+                // Each round reads another range hot.
+                let from = rng.gen_range(0..rows - 400);
+                let reader = {
+                    let (t, stop) = (t.clone(), stop.clone());
+                    let mut rng = StdRng::seed_from_u64(seed * 100 + r);
+                    std::thread::spawn(move || {
+                        while !stop.load(Ordering::Relaxed) {
+                            let k = from + rng.gen_range(0..400);
+                            // Reads fail once the filesystem has crashed; that is expected.
+                            let _ = t.get(&[Value::BigInt(k)], &Projection::All, &ReadOptions::default());
+                        }
+                    })
+                };
+                // The picker looks every 200 ms: some crashes come before, some after a promotion.
+                std::thread::sleep(Duration::from_millis(rng.gen_range(100..700)));
+                fs.crash(Some(seed * 100 + r));
+                stop.store(true, Ordering::Relaxed);
+                reader.join().unwrap();
+                drop(t);
+                drop(Arc::try_unwrap(db).ok().expect("the reader released the db"));
+                fs.restart();
+
+                let db = Db::open(dir, opts()).unwrap();
+                let t = db.table("t").unwrap();
+                let want: Vec<Vec<Value>> = (0..rows).map(row).collect();
+                assert!(rows_of(&t) == want, "seed {seed} round {r}: rows lost or changed");
+                let ssts = |d: &str| fs.list(Path::new(d)).unwrap().iter().filter(|f| f.ends_with(".sst")).count();
+                assert_eq!(ssts("/promote/db"), 0, "seed {seed}: SSTs off their tiers");
+                let last = tiny_options(Arc::new(fs.clone())).num_levels - 1;
+                let hist = t.access_histogram().unwrap();
+                promoted += hist.iter().filter(|b| b.level == last && b.tier == 0).count();
+                db.close().unwrap();
+            }
+            assert!(promoted > 0, "seed {seed}: no file was ever promoted before a crash");
+        });
+    }
+}
+
 #[test]
 fn a_failed_write_poisons_writes_but_reads_keep_working() {
     let fs = FaultFs::new();

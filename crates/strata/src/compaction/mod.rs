@@ -4,3 +4,4 @@
 pub mod exec;
 pub mod policy;
 pub(crate) mod supersede;
+pub mod tiering;

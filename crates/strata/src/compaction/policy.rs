@@ -30,7 +30,7 @@
 //! - Aligned compaction cuts a task's output where the files of the level below the output begin
 //!   and end; [`alignment_files`] says which files those are.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::catalog::TableInfo;
@@ -83,6 +83,9 @@ pub struct CompactionTask {
     pub bottommost: bool,
     /// The score that chose it.
     pub score: f64,
+    /// A tier move within a level (see [`super::tiering`]): the output goes to this tier instead
+    /// of the output level's own.
+    pub to_tier: Option<u8>,
 }
 
 impl CompactionTask {
@@ -106,7 +109,13 @@ pub(crate) fn key_range<'a>(files: impl Iterator<Item = &'a Arc<FileMeta>>) -> O
 
 /// Files of `level` overlapping `[lo, hi]` whose group passes `keep`, run by run. Each run is
 /// sorted and non-overlapping, so the overlapping files of a run are found by binary search.
-fn overlapping(t: &TableVersion, level: usize, lo: &[u8], hi: &[u8], keep: impl Fn(u32) -> bool) -> Vec<Arc<FileMeta>> {
+pub(crate) fn overlapping(
+    t: &TableVersion,
+    level: usize,
+    lo: &[u8],
+    hi: &[u8],
+    keep: impl Fn(u32) -> bool,
+) -> Vec<Arc<FileMeta>> {
     let mut out = Vec::new();
     for run in t.levels.get(level).map_or(&[][..], |l| &l.runs) {
         let first = run.files.partition_point(|f| f.largest.as_slice() < lo);
@@ -187,7 +196,7 @@ pub fn scores(t: &TableVersion, opts: &PolicyOptions) -> Vec<(usize, f64)> {
 /// Whether a file of group `file_cg` (at any level below `level`) holds columns of group `cg`
 /// of `level`. By containment a deeper group lies inside one group above, so its first column
 /// decides.
-fn inside(t: &TableVersion, level: usize, cg: u32, file_cg: u32) -> bool {
+pub(crate) fn inside(t: &TableVersion, level: usize, cg: u32, file_cg: u32) -> bool {
     match t.info.layout.groups(level).iter().find(|g| group_id(g) == cg) {
         Some(g) if g.len() < t.info.value_types.len() => g.contains(&(file_cg as usize)),
         _ => true,
@@ -226,6 +235,7 @@ pub fn task_over(
         trivial_move,
         bottommost,
         score,
+        to_tier: None,
     })
 }
 
@@ -308,61 +318,6 @@ pub fn alignment_files(t: &TableVersion, level: usize, group: &[usize], lo: &[u8
     chosen
 }
 
-/// Informed compaction (LogStore §V-A): while the fast tier (tier 0) holds more than `budget`
-/// bytes (`fast_bytes`), the coldest fast-tier file below Level 0 moves into the last level,
-/// which lives on the slow tier, together with the files it overlaps there. Coldness is the
-/// file's access-histogram count (reads served plus empty probes, from `heat`, by file number)
-/// per byte; ties go to deeper levels, then to older files. A file qualifies only when no level
-/// between its own and the last holds an overlapping file of its columns, so the move skips
-/// nothing that is older than it. The task's score is `fast_bytes / budget`.
-pub fn evict(
-    v: &Version,
-    busy: &HashSet<u64>,
-    opts: &PolicyOptions,
-    (fast_bytes, budget): (u64, u64),
-    heat: &HashMap<u64, (u64, u64)>,
-) -> Option<CompactionTask> {
-    if fast_bytes <= budget {
-        return None;
-    }
-    let last = opts.num_levels.checked_sub(1)?;
-    let mut candidates: Vec<(f64, &Arc<TableVersion>, usize, &Arc<FileMeta>)> = Vec::new();
-    for t in v.tables.values() {
-        for level in 1..last.min(t.levels.len()) {
-            for f in t.levels[level].files().filter(|f| f.tier == 0 && !busy.contains(&f.number)) {
-                let (reads, misses) = heat.get(&f.number).copied().unwrap_or((0, 0));
-                candidates.push(((reads + misses) as f64 / f.size.max(1) as f64, t, level, f));
-            }
-        }
-    }
-    candidates.sort_by(|a, b| {
-        a.0.total_cmp(&b.0).then(b.2.cmp(&a.2)).then(a.3.max_seq.cmp(&b.3.max_seq)).then(a.3.number.cmp(&b.3.number))
-    });
-    let score = fast_bytes as f64 / budget.max(1) as f64;
-    candidates.into_iter().find_map(|(_, t, level, f)| {
-        let (lo, hi) = (&f.smallest, &f.largest);
-        let mine = |c: u32| inside(t, level, f.cg, c);
-        if (level + 1..last).any(|l| !overlapping(t, l, lo, hi, mine).is_empty()) {
-            return None;
-        }
-        let next_inputs = overlapping(t, last, lo, hi, mine);
-        if next_inputs.iter().any(|n| busy.contains(&n.number)) {
-            return None;
-        }
-        Some(CompactionTask {
-            table: t.info.id,
-            level,
-            cg: f.cg,
-            output_level: last,
-            inputs: vec![f.clone()],
-            next_inputs,
-            trivial_move: false,
-            bottommost: true,
-            score,
-        })
-    })
-}
-
 /// Picks the most urgent compaction over all tables, avoiding files in `busy`.
 pub fn pick(v: &Version, busy: &HashSet<u64>, opts: &PolicyOptions) -> Option<CompactionTask> {
     let mut all: Vec<(f64, u32, usize)> = Vec::new();
@@ -419,40 +374,6 @@ mod tests {
             cg: cg.parse().expect("group"),
             tier: 0,
         }
-    }
-
-    /// Informed compaction takes the coldest fast-tier file whose range has nothing between
-    /// its level and the last, straight into the last level, only while the fast tier is over
-    /// its budget, and never with a busy file.
-    #[test]
-    fn eviction_moves_the_coldest_clear_range_to_the_last_level() {
-        let opts = PolicyOptions { l0_trigger: 4, ratio: 10, l1_max_bytes: 1000, num_levels: 4 };
-        let cols = ["k", "a"].iter().map(|n| Column::new(*n, ColumnType::Int)).collect();
-        let schema = Arc::new(Schema::new(cols, &["k"]).expect("schema"));
-        let info = TableInfo::new(1, "t".into(), schema, TableOptions::default()).unwrap();
-        let mut edit = VersionEdit::default();
-        edit.push(EditRecord::CreateTable(info));
-        let on = |spec: &str, tier: u8| FileMeta { tier, ..parse_file(spec) };
-        for (level, spec, tier) in
-            [(1, "1:a-c:100@9", 0), (1, "2:d-f:100@8", 0), (2, "3:a-b:100@5", 0), (3, "4:a-z:900@1", 1)]
-        {
-            edit.push(EditRecord::AddFile { table: 1, level, file: on(spec, tier) });
-        }
-        let v = Version::new(4).apply(&edit);
-        // File 1 is the coldest but file 3 lies under it; file 3 (nearly as cold) goes first.
-        let heat: HashMap<u64, (u64, u64)> = [(2, (40, 10)), (3, (1, 0))].into_iter().collect();
-        let none = HashSet::new();
-        let t = evict(&v, &none, &opts, (300, 200), &heat).expect("a task over budget");
-        let nums = |v: &[Arc<FileMeta>]| v.iter().map(|f| f.number).collect::<Vec<_>>();
-        assert_eq!((t.level, nums(&t.inputs), t.output_level, nums(&t.next_inputs)), (2, vec![3], 3, vec![4]));
-        assert!(t.bottommost && !t.trivial_move && (t.score - 1.5).abs() < 1e-9, "{t:?}");
-        // Within budget: nothing to evict.
-        assert_eq!(evict(&v, &none, &opts, (200, 200), &heat), None);
-        // The last level's file busy: every candidate needs it.
-        assert_eq!(evict(&v, &[4].into_iter().collect(), &opts, (300, 200), &heat), None);
-        // File 3 busy: file 1 is still blocked by it, so the hot file 2 is the one left.
-        let t = evict(&v, &[3].into_iter().collect(), &opts, (300, 200), &heat).expect("file 2");
-        assert_eq!(nums(&t.inputs), vec![2]);
     }
 
     fn run_case(input: &[&str]) -> String {

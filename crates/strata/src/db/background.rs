@@ -14,6 +14,7 @@ use crate::column_group::group_id;
 use crate::compaction::exec::{write_merged, Cutter, Keep, OutputSpec};
 use crate::compaction::policy::{self, CompactionTask, PolicyOptions};
 use crate::compaction::supersede::{self, Made, Marker};
+use crate::compaction::tiering::{self, Choice};
 use crate::error::{Error, Result};
 use crate::iter::merge::{MemSource, MergeIter, RunSource, Source};
 use crate::memtable::{MemCursor, Memtable};
@@ -21,9 +22,10 @@ use crate::mvcc::chain::Stripes;
 use crate::sst::bloom::key_hash;
 use crate::sst::builder::SstOptions;
 use crate::sst::keyset::KeySet;
-use crate::tier;
+use crate::tier::{self, TierPlacement};
 use crate::version::edit::{EditRecord, VersionEdit};
 use crate::version::{FileMeta, Version};
+use crate::vfs::DeviceProfile;
 
 enum Job {
     Flush,
@@ -244,14 +246,28 @@ impl DbInner {
         Ok(files)
     }
 
-    /// The tier a compaction writes its output to (see [`tier::output_tier`]).
+    /// The tier a compaction writes its output to: the task's own for a tier move, else the
+    /// output level's (see [`tier::output_tier`]), except that output into the last level stays
+    /// on the fast tier when most of what it rewrites there is on the fast tier (a promoted hot
+    /// range stays where reverse compaction put it).
     fn output_tier(&self, task: &CompactionTask) -> u8 {
-        tier::output_tier(self.tiers.len(), task.output_level, self.opts.num_levels)
+        if let Some(t) = task.to_tier {
+            return t;
+        }
+        let tier = tier::output_tier(self.tiers.len(), task.output_level, self.opts.num_levels);
+        let bytes_on =
+            |fast: bool| task.next_inputs.iter().filter(|f| (f.tier == 0) == fast).map(|f| f.size).sum::<u64>();
+        if tier != 0 && bytes_on(true) > bytes_on(false) {
+            0
+        } else {
+            tier
+        }
     }
 
-    /// The next compaction: the size-based policy's choice, or informed compaction's eviction
-    /// from an over-budget fast tier when that is more urgent (a Level-0 task always wins, as
-    /// writers may be waiting for it).
+    /// The next compaction (see [`tiering`]): a Level-0 task first, as writers may be waiting
+    /// for it; then, while the fast tier is over its budget, eviction or the size-based policy's
+    /// choice, whichever scores higher; then the size-based choice; then (informed placement)
+    /// promotion of the hottest slow-tier data.
     pub(crate) fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionTask> {
         let opts = self.policy_options();
         let by_size = policy::pick(v, busy, &opts);
@@ -263,15 +279,36 @@ impl DbInner {
         if by_size.as_ref().is_some_and(|t| t.level == 0) {
             return by_size;
         }
-        let fast_bytes = v.tier_bytes(self.tiers.len())[0];
-        if fast_bytes <= budget {
+        let on_tiers = v.tier_bytes(self.tiers.len());
+        let (fast_bytes, slow) = (on_tiers[0], (self.tiers.len() - 1) as u8);
+        let informed = self.opts.tier_placement == TierPlacement::Informed;
+        if fast_bytes > budget {
+            let evicted = if informed {
+                let heat = self.tables.heat.snapshot();
+                tiering::evict(v, busy, &opts, (fast_bytes, budget), slow, Choice::Coldest(&heat))
+            } else {
+                let cursor = self.evict_cursor.lock();
+                tiering::evict(v, busy, &opts, (fast_bytes, budget), slow, Choice::After(cursor.0, &cursor.1))
+            };
+            return match (by_size, evicted) {
+                (Some(s), Some(e)) if s.score >= e.score => Some(s),
+                (s, e) => e.or(s),
+            };
+        }
+        if by_size.is_some() || !informed || on_tiers[usize::from(slow)] == 0 {
             return by_size;
         }
         let heat = self.tables.heat.snapshot();
-        match (by_size, policy::evict(v, busy, &opts, (fast_bytes, budget), &heat)) {
-            (Some(s), Some(e)) if s.score >= e.score => Some(s),
-            (s, e) => e.or(s),
-        }
+        let profile = |i: usize, default: fn() -> DeviceProfile| {
+            self.opts.tiers.get(i).and_then(|t| t.profile).unwrap_or_else(default)
+        };
+        let (fast, slow_profile) =
+            (profile(0, DeviceProfile::ssd), profile(usize::from(slow), DeviceProfile::hard_disk));
+        let pays = |bytes: u64, reads: u64| tier::model::reverse_compaction_pays(bytes, reads, &fast, &slow_profile);
+        // Slow-tier files being compacted may be on their way up: count them as arrived, so two
+        // promotions running at once do not overfill the fast tier together.
+        let arriving: u64 = v.files().filter(|f| f.tier != 0 && busy.contains(&f.number)).map(|f| f.size).sum();
+        tiering::promote(v, busy, &opts, (fast_bytes + arriving, budget), slow, &heat, &pays)
     }
 
     fn release_outputs(&self, files: impl Iterator<Item = u64>) {
@@ -308,6 +345,11 @@ impl DbInner {
         }
         // A file moving to another tier is rewritten there, never moved in place.
         let tier = self.output_tier(task);
+        if task.to_tier.is_some() && self.opts.tier_placement == TierPlacement::RoundRobin {
+            if let Some(f) = task.inputs.first() {
+                *self.evict_cursor.lock() = (task.table, f.largest.clone());
+            }
+        }
         if task.trivial_move && task.inputs.iter().all(|f| f.tier == tier) {
             for f in &task.inputs {
                 edit.push(EditRecord::AddFile { table: task.table, level: task.output_level, file: (**f).clone() });

@@ -108,6 +108,9 @@ pub(crate) struct DbInner {
     pub bg_cv: Condvar,
     pub bg_error: Mutex<Option<String>>,
     pub pending_outputs: Mutex<HashSet<u64>>,
+    /// Where temperature-blind eviction goes on from: (table, largest key of the last file it
+    /// moved to the slow tier).
+    pub evict_cursor: Mutex<(u32, Vec<u8>)>,
     pub live_versions: Mutex<Vec<Weak<Version>>>,
     pub io: Mutex<IoCounters>,
     pub closed: AtomicBool,
@@ -382,6 +385,7 @@ impl Db {
             bg_cv: Condvar::new(),
             bg_error: Mutex::new(None),
             pending_outputs: Mutex::new(HashSet::new()),
+            evict_cursor: Mutex::new((0, Vec::new())),
             live_versions: Mutex::new(vec![Arc::downgrade(&current)]),
             io: Mutex::new(IoCounters::default()),
             closed: AtomicBool::new(false),

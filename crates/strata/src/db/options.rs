@@ -94,6 +94,8 @@ pub struct Options {
     /// served and of probes that found nothing halve once per this period (default 60 s; zero
     /// never forgets). Shorter follows a shifting hot range sooner; longer is steadier.
     pub heat_half_life: std::time::Duration,
+    /// How compaction places data across two tiers (default [`TierPlacement::Informed`]).
+    pub tier_placement: crate::tier::TierPlacement,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
 }
@@ -127,6 +129,7 @@ impl Default for Options {
             history_retention: None,
             tiers: Vec::new(),
             heat_half_life: std::time::Duration::from_secs(60),
+            tier_placement: crate::tier::TierPlacement::Informed,
             fs: Arc::new(OsFs),
         }
     }
@@ -157,6 +160,7 @@ impl std::fmt::Debug for Options {
             .field("history_retention", &self.history_retention)
             .field("tiers", &self.tiers)
             .field("heat_half_life", &self.heat_half_life)
+            .field("tier_placement", &self.tier_placement)
             .finish_non_exhaustive()
     }
 }

@@ -315,6 +315,18 @@ pub(crate) fn check_dirs(fs: &dyn Fs, db_dir: &Path, tiers: &[TierRecord], has_f
     Ok(())
 }
 
+/// How compaction places data across two tiers (see [`crate::compaction::tiering`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TierPlacement {
+    /// By temperature (LogStore): the coldest files leave the fast tier when it is over budget,
+    /// and the hottest slow-tier files come back when that pays (reverse compaction).
+    #[default]
+    Informed,
+    /// Temperature-blind, the baseline informed placement is measured against: files leave the
+    /// fast tier round-robin over the key space, and nothing comes back.
+    RoundRobin,
+}
+
 /// The tier of compaction output at `level` in a tree of `num_levels` levels, with `tiers`
 /// tiers: the last level lives on the slow (last) tier, every other level on the fast one, so a
 /// read probes at most one slow-tier file. Informed compaction keeps the fast tier within its

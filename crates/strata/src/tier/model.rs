@@ -65,6 +65,10 @@ pub struct ModelInput {
     pub record_bytes: f64,
     /// Share of operations that are reads, 0 to 1 (r; writes are `1 - r`).
     pub read_share: f64,
+    /// Whether the fast tier holds the hottest records (informed placement, the paper's
+    /// assumption) or records chosen without regard to temperature, so that it serves its
+    /// share of the reads memory misses and no more.
+    pub hottest_fast: bool,
 }
 
 /// The model's answer.
@@ -112,6 +116,9 @@ fn read_shares(m: &ModelInput) -> (f64, f64, f64) {
     let total = harmonic(n, m.skew);
     let top = |share: f64| harmonic((share * n).floor(), m.skew) / total;
     let r_ram = top(ram);
+    if !m.hottest_fast {
+        return (r_ram, (1.0 - r_ram) * fast, (1.0 - r_ram) * (1.0 - fast));
+    }
     let r_fast = if fast > ram { top(fast) - r_ram } else { 0.0 };
     (r_ram, r_fast, (1.0 - r_ram - r_fast).max(0.0))
 }
@@ -148,6 +155,18 @@ pub fn predict(m: &ModelInput) -> Prediction {
     Prediction { ram_reads, fast_reads, slow_reads, read, write, mixed }
 }
 
+/// Whether reverse compaction pays for a slow-tier file of `bytes` read `reads` times (LogStore
+/// §V-B, eqs. 10-11, for one input file: it moves alone, into its own level on the fast tier):
+/// the move costs one positioning on the slow device and the file's bytes read there and written
+/// on the fast one; the reads it would have saved each cost two positionings (index, then data
+/// block) on the slow device.
+pub fn reverse_compaction_pays(bytes: u64, reads: u64, fast: &DeviceProfile, slow: &DeviceProfile) -> bool {
+    let secs = |p: &DeviceProfile| p.cost(false, bytes as usize).as_secs_f64();
+    let seek = slow.read_latency.as_secs_f64();
+    let compaction = seek + secs(slow) + secs(fast);
+    compaction < 2.0 * reads as f64 * seek
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +184,7 @@ mod tests {
             growth: 10.0,
             record_bytes: 1000.0,
             read_share: 1.0,
+            hottest_fast: true,
         }
     }
 
@@ -187,6 +207,11 @@ mod tests {
         let uniform = predict(&ModelInput { skew: 0.0, ..input() });
         let uniform_slow = predict(&ModelInput { skew: 0.0, fast_share: 0.0, ..input() });
         assert!(close(uniform.read / uniform_slow.read, 2.0, 0.01), "{uniform:?} {uniform_slow:?}");
+        // Skewed keys, temperature-blind placement: the fast tier serves half of what memory
+        // misses, so the slow tier serves about 23%.
+        let blind = predict(&ModelInput { hottest_fast: false, ..input() });
+        assert!(close(blind.slow_reads, (1.0 - p.ram_reads) / 2.0, 1e-9), "{blind:?}");
+        assert!(blind.read < p.read / 3.0, "{blind:?} {p:?}");
     }
 
     #[test]
@@ -222,5 +247,19 @@ mod tests {
         assert_eq!(r.sequential_bytes, 150e6);
         let ssd = DeviceRates::of(&DeviceProfile::ssd(), 16 << 10);
         assert!(ssd.random_reads > 100.0 * r.random_reads, "{ssd:?}");
+    }
+
+    /// Eqs. 10-11: a 2 MB file on a hard disk costs 8 ms + 13.3 ms + 4 ms ≈ 25 ms to move to an
+    /// SSD, so it pays from two reads (2 × 2 × 8 ms = 32 ms), not from one (16 ms).
+    #[test]
+    fn reverse_compaction_pays_once_enough_slow_reads_are_saved() {
+        let (fast, slow) = (DeviceProfile::ssd(), DeviceProfile::hard_disk());
+        assert!(!reverse_compaction_pays(2_000_000, 1, &fast, &slow));
+        assert!(reverse_compaction_pays(2_000_000, 2, &fast, &slow));
+        assert!(!reverse_compaction_pays(2_000_000, 0, &fast, &slow));
+        // A bigger file needs more reads: 20 MB costs 8 + 133 + 40 ms, so 11 reads (176 ms) do
+        // not pay and 12 (192 ms) do.
+        assert!(!reverse_compaction_pays(20_000_000, 11, &fast, &slow));
+        assert!(reverse_compaction_pays(20_000_000, 12, &fast, &slow));
     }
 }
