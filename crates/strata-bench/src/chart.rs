@@ -120,3 +120,58 @@ pub(crate) fn draw(
     root.present().map_err(|x| e(&x))?;
     Ok(path.to_path_buf())
 }
+
+/// Draws time series (`(name, [(seconds, value)])`, one line each, on a logarithmic value axis)
+/// into `path`, with vertical lines at the `marks` (seconds) and the value axis labelled `unit`.
+pub(crate) fn lines(
+    path: &Path,
+    title: &str,
+    unit: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    marks: &[f64],
+) -> Result<PathBuf, String> {
+    font()?;
+    let e = |e: &dyn std::fmt::Display| format!("chart: {e}");
+    let points = || series.iter().flat_map(|(_, p)| p.iter());
+    let end = points().map(|p| p.0).fold(1.0, f64::max);
+    let positive = || points().map(|p| p.1).filter(|v| *v > 0.0);
+    let (lo, hi) = (positive().reduce(f64::min).unwrap_or(1.0), positive().reduce(f64::max).unwrap_or(10.0));
+    let (floor, ceiling) = (lo / 2.0, hi * 2.0);
+    let root = BitMapBackend::new(path, (1000, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("strata-bench {title}"), ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0.0..end, (floor..ceiling).log_scale())
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc(format!("{unit} (log)"))
+        .y_label_formatter(&|v| tick(*v))
+        .label_style(("sans-serif", 12))
+        .draw()
+        .map_err(|x| e(&x))?;
+    for &m in marks {
+        chart.draw_series([PathElement::new(vec![(m, floor), (m, ceiling)], BLACK.mix(0.4))]).map_err(|x| e(&x))?;
+    }
+    for (i, (name, p)) in series.iter().enumerate() {
+        let style = colour(i).stroke_width(2);
+        chart
+            .draw_series([PathElement::new(p.iter().copied().filter(|q| q.1 > 0.0).collect::<Vec<_>>(), style)])
+            .map_err(|x| e(&x))?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour(i).stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(path.to_path_buf())
+}

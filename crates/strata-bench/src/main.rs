@@ -22,6 +22,10 @@
 //!   on the lineage engine, the LSM engine and the peers (`lstore.rs`);
 //! - `tpch`: the 22 TPC-H queries through strata-sql on both engines, beside DuckDB and SQLite,
 //!   every system's rows checked against DuckDB's reference answers (`tpch/`).
+//!
+//! strata against itself:
+//! - `tiering`: LogStore's hybrid-storage experiments, placements of one table on a fast and a
+//!   slow tier under YCSB C (with a moving hot range), A and B-10 (see `tiering.rs`).
 
 mod chart;
 mod engine;
@@ -32,6 +36,7 @@ mod lstore;
 mod peers;
 mod snapshot_reads;
 mod tables;
+mod tiering;
 mod tpch;
 mod write_amp;
 mod ycsb;
@@ -78,6 +83,10 @@ enum Cmd {
     /// TPC-H: the 22 queries through strata's SQL over tables generated in process, answers
     /// checked against DuckDB's reference answers, times beside DuckDB and SQLite.
     Tpch(tpch::TpchArgs),
+    /// LogStore: YCSB C/A/B-10 on a fast and a slow tier (slowed to SSD and hard-disk
+    /// profiles), informed and reverse compaction against all-slow and round-robin placement,
+    /// with the hybrid model's prediction beside each figure.
+    Tiering(tiering::TieringArgs),
 }
 
 fn main() {
@@ -104,6 +113,7 @@ fn main() {
         Cmd::WriteAmp(a) => write_amp::write_amp(a).map_err(strata::Error::InvalidArgument),
         Cmd::Lstore(a) => lstore::lstore(a).map_err(strata::Error::InvalidArgument),
         Cmd::Tpch(a) => tpch::tpch(a).map_err(strata::Error::InvalidArgument),
+        Cmd::Tiering(a) => tiering::tiering(a).map_err(strata::Error::InvalidArgument),
         Cmd::YcsbSharp(a) => {
             let root = std::env::temp_dir().join(format!("strata-bench-ycsb-sharp-{}", std::process::id()));
             let r = ycsb_sharp::ycsb_sharp(a, &root).map_err(strata::Error::InvalidArgument);
