@@ -155,9 +155,17 @@ pub(crate) struct RunProbe {
     keys: Option<(u64, Option<Arc<KeySet>>)>,
 }
 
+/// Bytes a marking probe reads at once from a file on a slow tier: on a disk it costs about two
+/// block reads, so it pays once two of its sixteen 16 KiB blocks are probed.
+const PROBE_READ_AHEAD: u64 = 256 << 10;
+
 impl RunProbe {
+    /// A probe of `files` (one run; `columns`: its group's). On a slow tier it reads
+    /// [`PROBE_READ_AHEAD`] at a time: a flush of many updates probes most blocks of the older
+    /// runs, and block by block a disk would position for each.
     pub(crate) fn new(files: Vec<Arc<FileMeta>>, columns: Vec<usize>) -> Self {
-        RunProbe { cursor: RunCursor::new(files, true), columns, screened: false, keys: None }
+        let cursor = RunCursor::new(files, true).read_ahead_off_first_tier(PROBE_READ_AHEAD);
+        RunProbe { cursor, columns, screened: false, keys: None }
     }
 
     /// The versions of `key` in the run. Keys must not decrease from call to call. With

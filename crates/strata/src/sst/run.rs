@@ -31,8 +31,10 @@ pub(crate) struct RunCursor {
     upper: Option<Vec<u8>>,
     /// Blocks read so far.
     loaded: u64,
-    /// Read-ahead for walks that read whole files (0: block by block), and its span.
+    /// Read-ahead for walks that read whole files (0: block by block), whether it applies to
+    /// files of the first tier too, and its span.
     ahead_bytes: u64,
+    ahead_on_first_tier: bool,
     ahead: Option<ReadAhead>,
 }
 
@@ -52,6 +54,7 @@ impl RunCursor {
             upper: None,
             loaded: 0,
             ahead_bytes: 0,
+            ahead_on_first_tier: true,
             ahead: None,
         }
     }
@@ -59,6 +62,13 @@ impl RunCursor {
     /// Reads blocks not in the cache up to `bytes` at a time (see [`SstReader::block_ahead`]).
     pub(crate) fn read_ahead(mut self, bytes: u64) -> Self {
         self.ahead_bytes = bytes;
+        self
+    }
+
+    /// [`Self::read_ahead`] for files on slower tiers only (not the first one).
+    pub(crate) fn read_ahead_off_first_tier(mut self, bytes: u64) -> Self {
+        self.ahead_bytes = bytes;
+        self.ahead_on_first_tier = false;
         self
     }
 
@@ -232,7 +242,9 @@ impl RunCursor {
         if let Some(r) = &self.reader {
             if self.bi < r.num_blocks() {
                 self.loaded += 1;
-                self.block = Some(if self.ahead_bytes > 0 {
+                let ahead = self.ahead_bytes > 0
+                    && (self.ahead_on_first_tier || self.files.get(self.fi).is_some_and(|f| f.tier != 0));
+                self.block = Some(if ahead {
                     r.block_ahead(self.bi, &mut self.ahead, self.ahead_bytes, self.fill_cache)?
                 } else {
                     r.block(self.bi, self.fill_cache)?
