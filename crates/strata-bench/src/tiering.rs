@@ -12,7 +12,7 @@
 //! 1. YCSB C (reads only) with Zipf `--zipf` keys that are not scrambled, so the hot keys form
 //!    one range, as LogStore's per-file histograms need;
 //! 2. YCSB C again with the hot range moved to the middle of the key space (Fig. 9 analogue:
-//!    `tiering-c.png` plots throughput per second across both phases);
+//!    `tiering-c.png` plots throughput per second across both phases, `tiering-c.csv` lists it);
 //! 3. each of `--workloads` (`a`, `b-10`, `b-90`, `write-only`) on the moved hot range.
 //!
 //! A phase's throughput is the mean over its second half (the first half lets placement adapt).
@@ -377,6 +377,15 @@ pub(crate) fn tiering(a: &TieringArgs) -> Result<(), String> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     results.finish(&a.out)?;
+    let mut csv = String::from("placement,second,ops\n");
+    for (name, points) in &series {
+        for (t, v) in points {
+            csv.push_str(&format!("{name},{t},{v}\n"));
+        }
+    }
+    let path = a.out.join("tiering-c.csv");
+    std::fs::write(&path, csv).map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!("wrote {}", path.display());
     let marks = [a.duration as f64];
     match crate::chart::lines(
         &a.out.join("tiering-c.png"),
