@@ -155,16 +155,16 @@ pub(crate) struct RunProbe {
     keys: Option<(u64, Option<Arc<KeySet>>)>,
 }
 
-/// Bytes a marking probe reads at once from a file on a slow tier: on a disk it costs about two
-/// block reads, so it pays once two of its sixteen 16 KiB blocks are probed.
+/// Bytes a dense marking probe reads at once: on a disk it costs about two block reads, so it
+/// pays once two of its sixteen 16 KiB blocks are probed.
 const PROBE_READ_AHEAD: u64 = 256 << 10;
 
 impl RunProbe {
-    /// A probe of `files` (one run; `columns`: its group's). On a slow tier it reads
-    /// [`PROBE_READ_AHEAD`] at a time: a flush of many updates probes most blocks of the older
-    /// runs, and block by block a disk would position for each.
+    /// A probe of `files` (one run; `columns`: its group's). Once it probes blocks close
+    /// together it reads [`PROBE_READ_AHEAD`] at a time: a flush of many updates probes most
+    /// blocks of the older runs, and block by block a disk would position for each.
     pub(crate) fn new(files: Vec<Arc<FileMeta>>, columns: Vec<usize>) -> Self {
-        let cursor = RunCursor::new(files, true).read_ahead_off_first_tier(PROBE_READ_AHEAD);
+        let cursor = RunCursor::new(files, true).read_ahead_when_dense(PROBE_READ_AHEAD);
         RunProbe { cursor, columns, screened: false, keys: None }
     }
 

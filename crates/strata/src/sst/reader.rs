@@ -108,6 +108,13 @@ pub(crate) struct ReadAhead {
     bytes: Vec<u8>,
 }
 
+impl ReadAhead {
+    /// Whether it holds block `i` of file `file`.
+    pub(crate) fn covers(&self, file: u64, i: usize) -> bool {
+        self.file == file && self.blocks.contains(&i)
+    }
+}
+
 impl SstReader {
     /// Opens and validates a file's footer, meta, index and filter.
     pub(crate) fn open(
@@ -257,7 +264,7 @@ impl SstReader {
         if let Some(b) = self.cache.get(self.number, h.offset) {
             return Ok(b);
         }
-        if !ahead.as_ref().is_some_and(|a| a.file == self.number && a.blocks.contains(&i)) {
+        if !ahead.as_ref().is_some_and(|a| a.covers(self.number, i)) {
             let start = h.offset;
             let end_of = |j: usize| self.index[j].handle.offset + self.index[j].handle.size + TRAILER_LEN as u64;
             let mut end = i + 1;

@@ -12,6 +12,10 @@ use super::table_cache::TableCache;
 use crate::error::Result;
 use crate::version::FileMeta;
 
+/// How many blocks past the last one read a dense walk's next read may lie (see
+/// [`RunCursor::read_ahead_when_dense`]).
+const DENSE_GAP: usize = 2;
+
 /// A forward cursor over a sorted run.
 pub(crate) struct RunCursor {
     files: Vec<Arc<FileMeta>>,
@@ -31,11 +35,12 @@ pub(crate) struct RunCursor {
     upper: Option<Vec<u8>>,
     /// Blocks read so far.
     loaded: u64,
-    /// Read-ahead for walks that read whole files (0: block by block), whether it applies to
-    /// files of the first tier too, and its span.
+    /// Read-ahead (0: block by block), whether only once the walk reads blocks close together,
+    /// its span, and the last block read from a file (file, block).
     ahead_bytes: u64,
-    ahead_on_first_tier: bool,
+    ahead_when_dense: bool,
     ahead: Option<ReadAhead>,
+    last_read: Option<(usize, usize)>,
 }
 
 impl RunCursor {
@@ -54,8 +59,9 @@ impl RunCursor {
             upper: None,
             loaded: 0,
             ahead_bytes: 0,
-            ahead_on_first_tier: true,
+            ahead_when_dense: false,
             ahead: None,
+            last_read: None,
         }
     }
 
@@ -65,10 +71,12 @@ impl RunCursor {
         self
     }
 
-    /// [`Self::read_ahead`] for files on slower tiers only (not the first one).
-    pub(crate) fn read_ahead_off_first_tier(mut self, bytes: u64) -> Self {
+    /// [`Self::read_ahead`] once the walk reads a block at most [`DENSE_GAP`] blocks after
+    /// the one it read before from the same file (as an operating system's read-ahead starts on
+    /// sequential reads): probes of keys far apart read single blocks.
+    pub(crate) fn read_ahead_when_dense(mut self, bytes: u64) -> Self {
         self.ahead_bytes = bytes;
-        self.ahead_on_first_tier = false;
+        self.ahead_when_dense = true;
         self
     }
 
@@ -242,8 +250,12 @@ impl RunCursor {
         if let Some(r) = &self.reader {
             if self.bi < r.num_blocks() {
                 self.loaded += 1;
+                let near = |(fi, bi): (usize, usize)| fi == self.fi && self.bi > bi && self.bi - bi <= DENSE_GAP;
                 let ahead = self.ahead_bytes > 0
-                    && (self.ahead_on_first_tier || self.files.get(self.fi).is_some_and(|f| f.tier != 0));
+                    && (!self.ahead_when_dense
+                        || self.last_read.is_some_and(near)
+                        || self.ahead.as_ref().is_some_and(|a| a.covers(r.number(), self.bi)));
+                self.last_read = Some((self.fi, self.bi));
                 self.block = Some(if ahead {
                     r.block_ahead(self.bi, &mut self.ahead, self.ahead_bytes, self.fill_cache)?
                 } else {
@@ -283,6 +295,7 @@ pub(crate) fn seek_from(b: &Block, from: usize, key: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
+    use std::time::Duration;
 
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
@@ -382,5 +395,44 @@ mod tests {
             }
             assert_eq!(last.as_ref(), Some(&files[1].largest), "seed {seed}");
         }
+    }
+
+    /// Read-ahead changes how many reads reach the file, never what a walk sees: a whole walk
+    /// reads spans; a dense one reads spans once its blocks come close together and single
+    /// blocks for probes far apart.
+    #[test]
+    fn read_ahead_reads_spans_only_where_the_walk_is_dense() {
+        use crate::vfs::{DeviceProfile, SlowFs};
+        let mut rng = StdRng::seed_from_u64(7);
+        let fault = Arc::new(FaultFs::new());
+        let (files, all) = build_run(&fault, &mut rng, 12);
+        let profile = DeviceProfile { read_latency: Duration::from_micros(1), bandwidth: 1 << 30, channels: 64 };
+        let fs = Arc::new(SlowFs::new(fault.clone(), [(Path::new("/d").to_path_buf(), profile)]));
+        let device = fs.device(Path::new("/d")).expect("slowed").clone();
+        let tables =
+            TableCache::new(fs, vec![Path::new("/d").to_path_buf()], Arc::new(BlockCache::new(0)), Duration::ZERO);
+        let blocks: usize = files.iter().map(|f| tables.get(f.number).unwrap().num_blocks()).sum();
+        let reads = |c: RunCursor, keys: &[Vec<u8>]| {
+            let (mut c, before) = (c, device.ops());
+            let mut seen = Vec::new();
+            for k in keys {
+                c.seek(&tables, k).unwrap();
+                seen.push(c.block().filter(|b| c.row() < b.len()).map(|b| b.key(c.row()).to_vec()));
+            }
+            (seen, device.ops() - before)
+        };
+        let every: Vec<Vec<u8>> = all.iter().map(|(k, _)| k.clone()).collect();
+        let plain = reads(RunCursor::new(files.clone(), false), &every);
+        assert_eq!(plain.1 as usize, blocks, "block by block: one read per block");
+        let whole = reads(RunCursor::new(files.clone(), false).read_ahead(1024), &every);
+        let dense = reads(RunCursor::new(files.clone(), false).read_ahead_when_dense(1024), &every);
+        assert_eq!((&whole.0, &dense.0), (&plain.0, &plain.0));
+        assert!(whole.1 * 2 < plain.1 && dense.1 * 3 < plain.1 * 2, "{} {} {}", plain.1, whole.1, dense.1);
+        // Keys more than a span apart: one read each when dense-only.
+        let sparse: Vec<Vec<u8>> = every.iter().step_by(150).cloned().collect();
+        let plain = reads(RunCursor::new(files.clone(), false), &sparse);
+        let dense = reads(RunCursor::new(files.clone(), false).read_ahead_when_dense(1024), &sparse);
+        assert!(plain.1 >= 4, "{}", plain.1);
+        assert_eq!(dense, plain);
     }
 }
