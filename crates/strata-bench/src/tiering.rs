@@ -305,9 +305,9 @@ pub(crate) fn tiering(a: &TieringArgs) -> Result<(), String> {
     // The table's size decides the fast tier's budget: load it once without slowing or tiers.
     let (bytes, budget) = {
         let dir = data.join("size");
-        let (db, _t, _) = load(a, "size", &dir, 0)?;
+        let (db, table, _) = load(a, "size", &dir, 0)?;
         let bytes: u64 = db.stats().tiers.iter().map(|t| t.bytes).sum();
-        drop((_t, db));
+        drop((table, db));
         let _ = std::fs::remove_dir_all(&dir);
         (bytes, (bytes as f64 * a.fast_share) as u64)
     };

@@ -12,9 +12,9 @@
 //!   the fast tier when the reads it saves pay for the move (eqs. 10-11, see
 //!   [`crate::tier::model::reverse_compaction_pays`]) and the fast tier has room for it; without
 //!   room, when it is also hotter than the coldest tenth of the fast tier's files, the coldest
-//!   fast file is evicted first if it is less than half as hot. A promoted file stays in the last level,
-//!   so levels keep their order by age and the slow tier keeps one disjoint level: a read probes
-//!   at most one slow-tier file.
+//!   fast file is evicted first if it is less than half as hot. A promoted file stays in the
+//!   last level, so levels keep their order by age and the slow tier keeps one disjoint level: a
+//!   read probes at most one slow-tier file.
 //!
 //! Heat is a file's histogram count (reads served plus probes that found nothing) per byte.
 
@@ -130,9 +130,9 @@ pub fn evict(
 /// has room for it within `budget`. Without room, it must also be hotter than the coldest tenth
 /// of the fast tier's files below Level 0, and the task is then the eviction of the coldest
 /// fast-tier file (to tier `slow`), if that is less than half as hot as the candidate: each
-/// exchange puts much hotter data on the fast tier, so promotions and evictions settle instead of
-/// moving the same data back and forth. The task's score is the candidate's heat over that tenth's (1 when it is
-/// zero).
+/// exchange puts much hotter data on the fast tier, so promotions and evictions settle instead
+/// of moving the same data back and forth. The task's score is the candidate's heat over that
+/// tenth's (1 when it is zero).
 pub fn promote(
     v: &Version,
     busy: &HashSet<u64>,
