@@ -260,57 +260,53 @@ impl SstReader {
         ahead_bytes: u64,
         fill_cache: bool,
     ) -> Result<Arc<Block>> {
-        let h = self.index[i].handle;
-        if let Some(b) = self.cache.get(self.number, h.offset) {
-            return Ok(b);
-        }
-        if !ahead.as_ref().is_some_and(|a| a.covers(self.number, i)) {
-            let start = h.offset;
-            let end_of = |j: usize| self.index[j].handle.offset + self.index[j].handle.size + TRAILER_LEN as u64;
-            let mut end = i + 1;
-            while end < self.index.len() && end_of(end) - start <= ahead_bytes {
-                end += 1;
+        let from_span = |h: BlockHandle| -> Result<Vec<u8>> {
+            if !ahead.as_ref().is_some_and(|a| a.covers(self.number, i)) {
+                let end_of = |j: usize| self.index[j].handle.offset + self.index[j].handle.size + TRAILER_LEN as u64;
+                let mut end = i + 1;
+                while end < self.index.len() && end_of(end) - h.offset <= ahead_bytes {
+                    end += 1;
+                }
+                if end_of(end - 1) > self.file.len() {
+                    return Err(Error::corruption(&self.path, h.offset, "block handle past end of file"));
+                }
+                let len = usize::try_from(end_of(end - 1) - h.offset)
+                    .map_err(|_| Error::corruption(&self.path, h.offset, "span out of range"))?;
+                let bytes = self.file.read_at(h.offset, len)?;
+                *ahead = Some(ReadAhead { file: self.number, blocks: i..end, offset: h.offset, bytes });
             }
-            let span = end_of(end - 1) - start;
-            if end_of(end - 1) > self.file.len() {
-                return Err(Error::corruption(&self.path, h.offset, "block handle past end of file"));
-            }
-            let len = usize::try_from(span).map_err(|_| Error::corruption(&self.path, start, "span out of range"))?;
-            let bytes = self.file.read_at(start, len)?;
-            *ahead = Some(ReadAhead { file: self.number, blocks: i..end, offset: start, bytes });
-        }
-        let a = ahead.as_ref().ok_or_else(|| Error::corruption(&self.path, h.offset, "read-ahead lost"))?;
-        let from = usize::try_from(h.offset - a.offset).unwrap_or(usize::MAX);
-        let raw = from
-            .checked_add(h.size as usize + TRAILER_LEN)
-            .and_then(|to| a.bytes.get(from..to))
-            .ok_or_else(|| Error::corruption(&self.path, h.offset, "block outside its read-ahead span"))?;
-        let content = unframe_block(&self.path, h.offset, raw.to_vec())?;
-        self.cache.count_read(self.tier, h.size as usize + TRAILER_LEN);
-        let block = self.decode(i, content)?;
-        if fill_cache {
-            self.cache.insert(self.number, h.offset, block.clone());
-        }
-        block.build_index();
-        Ok(block)
-    }
-
-    /// A block read from the file, decoded and checked against the index.
-    fn decode(&self, i: usize, content: Vec<u8>) -> Result<Arc<Block>> {
-        let offset = self.index[i].handle.offset;
-        let block = Block::decode(content, &self.meta.types).map_err(|e| Error::corruption(&self.path, offset, e.0))?;
-        check_against_index(&block, &self.index[i]).map_err(|e| Error::corruption(&self.path, offset, e))?;
-        Ok(Arc::new(block))
+            let raw = ahead.as_ref().and_then(|a| {
+                let from = usize::try_from(h.offset.checked_sub(a.offset)?).ok()?;
+                a.bytes.get(from..from.checked_add(h.size as usize + TRAILER_LEN)?)
+            });
+            let raw =
+                raw.ok_or_else(|| Error::corruption(&self.path, h.offset, "block outside its read-ahead span"))?;
+            unframe_block(&self.path, h.offset, raw.to_vec())
+        };
+        let (b, _) = self.load_from(i, None, fill_cache, from_span)?;
+        b.build_index();
+        Ok(b)
     }
 
     /// Block `i` from the cache, or read, checked and (with `fill_cache`) cached: with the key
     /// index built, or for a point lookup of `probe`, whose versions it returns then.
     fn load(&self, i: usize, probe: Option<&[u8]>, fill_cache: bool) -> Result<(Arc<Block>, Option<Versions>)> {
+        self.load_from(i, probe, fill_cache, |h| read_block_raw(self.file.as_ref(), &self.path, h))
+    }
+
+    /// [`Self::load`], the block's unframed bytes on a cache miss coming from `read`.
+    fn load_from(
+        &self,
+        i: usize,
+        probe: Option<&[u8]>,
+        fill_cache: bool,
+        read: impl FnOnce(BlockHandle) -> Result<Vec<u8>>,
+    ) -> Result<(Arc<Block>, Option<Versions>)> {
         let h = self.index[i].handle;
         if let Some(b) = self.cache.get(self.number, h.offset) {
             return Ok((b, None));
         }
-        let content = read_block_raw(self.file.as_ref(), &self.path, h)?;
+        let content = read(h)?;
         self.cache.count_read(self.tier, h.size as usize + TRAILER_LEN);
         let bad = |e: DecodeError| Error::corruption(&self.path, h.offset, e.0);
         let (block, found) = match probe {
