@@ -3,10 +3,18 @@
 //!
 //! Each slowed directory is a [`Device`] with a [`DeviceProfile`]: every read pays the
 //! positioning latency (unless it continues the previous read of the same file) plus its bytes
-//! at the device's bandwidth, every append pays its bytes at that bandwidth, and every sync pays
-//! one latency. The charge is a sleep taken whatever the OS page cache holds, so cached files do
-//! not hide the profile. A device serves `channels` operations at once (a disk's single arm: 1);
-//! operations beyond that queue, so concurrent readers slow each other down as on real hardware.
+//! at the device's bandwidth, every append occupies the device for its bytes at that bandwidth,
+//! and every sync pays one latency once the appends before it are done. The charge is a sleep
+//! taken whatever the OS page cache holds, so cached files do not hide the profile. A device
+//! serves `channels` operations at once (a disk's single arm: 1); operations beyond that queue,
+//! so concurrent readers slow each other down as on real hardware.
+//!
+//! Appends are written behind, as an operating system writes dirty pages back: an append
+//! occupies a channel for its transfer time, but the writer sleeps only while the device is
+//! more than [`WRITE_BEHIND`] behind, and a sync waits for everything appended before it.
+//! Sustained writing is thus held to the device's bandwidth, reads queue behind the appends
+//! ahead of them, and a small append (a WAL record) costs its microsecond of transfer instead of
+//! the tens of microseconds the shortest sleep the kernel grants would take.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,11 +63,15 @@ impl DeviceProfile {
     }
 }
 
+/// How far (in device time) appends may run ahead of the device before the writer waits.
+pub const WRITE_BEHIND: Duration = Duration::from_millis(5);
+
 /// One slowed device: its profile, when each channel is next free, and what it was charged.
 #[derive(Debug)]
 pub struct Device {
     profile: DeviceProfile,
-    free_at: Mutex<Vec<Instant>>,
+    /// When each channel is next free, and when the last append accepted so far is done.
+    free_at: Mutex<(Vec<Instant>, Instant)>,
     ops: AtomicU64,
     busy_micros: AtomicU64,
 }
@@ -69,28 +81,45 @@ impl Device {
         let now = Instant::now();
         Device {
             profile,
-            free_at: Mutex::new(vec![now; profile.channels.max(1)]),
+            free_at: Mutex::new((vec![now; profile.channels.max(1)], now)),
             ops: AtomicU64::new(0),
             busy_micros: AtomicU64::new(0),
         }
     }
 
-    /// Occupies the channel that frees first for `cost`, and sleeps until the operation ends.
-    fn charge(&self, cost: Duration) {
+    /// Occupies the channel that frees first for `cost` of operation `op`, and sleeps as long as
+    /// the operation makes its caller wait: a read until it ends, an append until the device is
+    /// at most [`WRITE_BEHIND`] behind, a sync (which starts once earlier appends are done) until
+    /// it ends.
+    fn charge(&self, op: Op, cost: Duration) {
         if cost.is_zero() {
             return;
         }
         self.ops.fetch_add(1, Ordering::Relaxed);
         self.busy_micros.fetch_add(cost.as_micros() as u64, Ordering::Relaxed);
         let now = Instant::now();
-        let end = {
-            let mut free = self.free_at.lock();
+        let wake = {
+            let mut guard = self.free_at.lock();
+            let (free, appended) = &mut *guard;
             let Some(slot) = free.iter_mut().min() else { return };
-            let end = (*slot).max(now) + cost;
+            let start = match op {
+                Op::Sync => (*slot).max(*appended),
+                Op::Read | Op::Append => *slot,
+            };
+            let end = start.max(now) + cost;
             *slot = end;
-            end
+            match op {
+                Op::Append => {
+                    *appended = (*appended).max(end);
+                    end.checked_sub(WRITE_BEHIND).unwrap_or(now)
+                }
+                Op::Read | Op::Sync => end,
+            }
         };
-        std::thread::sleep(end.saturating_duration_since(Instant::now()));
+        let wait = wake.saturating_duration_since(Instant::now());
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
     }
 
     /// The profile.
@@ -107,6 +136,14 @@ impl Device {
     pub fn busy(&self) -> Duration {
         Duration::from_micros(self.busy_micros.load(Ordering::Relaxed))
     }
+}
+
+/// What a charge is for (see [`Device::charge`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Read,
+    Append,
+    Sync,
 }
 
 /// A filesystem over `inner` whose files under some directories cost what their device's
@@ -148,7 +185,7 @@ struct SlowReadable {
 impl ReadableFile for SlowReadable {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         let sequential = self.next.swap(offset + len as u64, Ordering::Relaxed) == offset;
-        self.device.charge(self.device.profile.cost(!sequential, len));
+        self.device.charge(Op::Read, self.device.profile.cost(!sequential, len));
         self.inner.read_at(offset, len)
     }
 
@@ -164,12 +201,12 @@ struct SlowWritable {
 
 impl WritableFile for SlowWritable {
     fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.device.charge(self.device.profile.cost(false, data.len()));
+        self.device.charge(Op::Append, self.device.profile.cost(false, data.len()));
         self.inner.append(data)
     }
 
     fn sync(&mut self) -> Result<()> {
-        self.device.charge(self.device.profile.read_latency);
+        self.device.charge(Op::Sync, self.device.profile.read_latency);
         self.inner.sync()
     }
 
@@ -258,6 +295,42 @@ mod tests {
         assert!(time("/fast/a", &[(5000, 1000), (0, 1000)]) < Duration::from_millis(5));
         assert_eq!(dev.ops(), after_writes + 4);
         assert!(dev.busy() >= Duration::from_millis(19), "{:?}", dev.busy());
+    }
+
+    /// Appends are written behind: small ones cost no sleep, sustained ones are held to the
+    /// bandwidth, and a sync waits for every append before it.
+    #[test]
+    fn appends_are_written_behind_at_the_devices_bandwidth() {
+        let fs = |bandwidth| {
+            let profile = DeviceProfile { read_latency: Duration::from_millis(5), bandwidth, channels: 1 };
+            SlowFs::new(Arc::new(FaultFs::new()), [(PathBuf::from("/d"), profile)])
+        };
+        // A thousand 1-byte appends at 1 GB/s: a microsecond of device time in all. Sleeping for
+        // each would take at least a thousand of the kernel's shortest sleeps (50 µs or more).
+        let fast = fs(1_000_000_000);
+        let mut f = fast.create(Path::new("/d/wal")).unwrap();
+        let t = Instant::now();
+        for _ in 0..1000 {
+            f.append(&[1]).unwrap();
+        }
+        assert!(t.elapsed() < Duration::from_millis(25), "{:?}", t.elapsed());
+        assert_eq!(fast.device(Path::new("/d")).unwrap().ops(), 1000);
+        // Twenty 10,000-byte appends at 1 MB/s: 200 ms of device time, of which the writer may
+        // run ahead by the write-behind window; the sync then waits for the rest and its latency.
+        let slow = fs(1_000_000);
+        let mut f = slow.create(Path::new("/d/sst")).unwrap();
+        let t = Instant::now();
+        for _ in 0..20 {
+            f.append(&[2u8; 10_000]).unwrap();
+        }
+        let appended = t.elapsed();
+        assert!(appended >= Duration::from_millis(200) - WRITE_BEHIND, "{appended:?}");
+        f.sync().unwrap();
+        assert!(t.elapsed() >= Duration::from_millis(205), "{:?}", t.elapsed());
+        // A read queues behind nothing now, and pays its positioning.
+        let t = Instant::now();
+        assert_eq!(slow.open(Path::new("/d/sst")).unwrap().read_at(0, 4).unwrap(), vec![2u8; 4]);
+        assert!(t.elapsed() >= Duration::from_millis(5), "{:?}", t.elapsed());
     }
 
     #[test]
