@@ -440,6 +440,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     "flushes": st.flushes,
                     "flush_micros": st.flush_micros,
                     "compactions": st.compactions,
+                    "staging_compactions": st.staging_compactions,
                     "last_sequence": st.last_sequence,
                     "write_stall_micros": st.write_stall_micros,
                     "files_probed": st.files_probed,
@@ -533,6 +534,7 @@ fn stats_json(t: &TableStats) -> Json {
         "aligned_compaction": t.aligned_compaction,
         "ingested_bytes": t.ingested_bytes,
         "write_amplification": t.write_amplification,
+        "deferred_files": t.deferred_files,
         "memtable_workload": workload_json(&t.memtable_workload),
         "levels": t.levels.iter().map(|l| json!({
             "level": l.level, "runs": l.runs, "files": l.files, "bytes": l.bytes,
@@ -574,6 +576,9 @@ fn print_stats(t: &TableStats, tiers: &[TierStats]) {
     println!("  layout: {}", t.layout);
     if !t.aligned_compaction {
         println!("  aligned compaction: off");
+    }
+    if t.deferred_files > 0 {
+        println!("  {} Level-0 files wait for a staging compaction (deferred marking)", t.deferred_files);
     }
     println!(
         "  {:<6} {:>6} {:>12} {:>10} {:>14} {:>14} {:>17}  groups",

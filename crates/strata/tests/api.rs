@@ -799,3 +799,104 @@ fn tier_markers_lost_before_any_file_are_written_again() {
     assert_eq!(db.stats().tiers.len(), 2);
     assert!(fs.exists(Path::new("/m/fast/TIER")) && fs.exists(Path::new("/m/slow/TIER")));
 }
+
+/// `count(*)` and `sum(a)` of `t`, and whether the scan read run by run (no merged rows).
+fn count_and_sum(db: &Db, t: &strata::Table) -> (Vec<Value>, bool) {
+    use strata::scan::{batch_rows, AggFunc, Aggregate, ScanRequest};
+    let before = db.scan_stats();
+    let req =
+        ScanRequest::new().with_aggregate(Aggregate::count_star()).with_aggregate(Aggregate::new(AggFunc::Sum, "a"));
+    let rows: Vec<Vec<Value>> =
+        t.scan_batches(&req, &ReadOptions::default()).unwrap().flat_map(|b| batch_rows(&b.unwrap())).collect();
+    let after = db.scan_stats();
+    (rows.concat(), after.merged_rows == before.merged_rows && after.run_blocks > before.run_blocks)
+}
+
+/// Deferred marking (LogStore's deferred and staging compaction): with two tiers, a flush over
+/// data on the slow tier reads nothing there — it leaves marking what it supersedes to a
+/// staging compaction — and every answer is the same meanwhile (scans merge instead of reading
+/// run by run, which asks for the staging), across a reopen, and after the staging, whose marks
+/// are those a flush probing everything would have made. Without deferral the flush reads
+/// the slow tier itself.
+#[test]
+fn deferred_marking_leaves_the_slow_tier_to_a_staging_compaction() {
+    for deferred in [true, false] {
+        let fs = Arc::new(FaultFs::new());
+        // Loaded with small memtables and a small fast tier, then reopened with room for the
+        // updates in one memtable and on the fast tier (nothing to evict).
+        let opts = |budget: u64| Options {
+            tiers: vec![Tier::new("fast", "/defer/fast").with_budget(budget), Tier::new("slow", "/defer/slow")],
+            deferred_compaction: deferred,
+            l0_compaction_trigger: 4,
+            memtable_size: if budget > 1 << 20 { 1 << 20 } else { 16 << 10 },
+            ..tiny_options(fs.clone())
+        };
+        let db = Db::open("/defer/db", opts(32 << 10)).unwrap();
+        let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+        for i in 0..4000 {
+            t.insert(&[Value::BigInt(i), Value::Int(1), Value::Text(format!("{i:>30}"))]).unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+        assert!(db.stats().tiers[1].files > 0, "nothing reached the slow tier");
+        // A cold block cache.
+        drop((t, db));
+        let db = Db::open("/defer/db", opts(16 << 20)).unwrap();
+        let t = db.table("t").unwrap();
+        // Partial updates all over the key space, and updates of rows that do not exist.
+        for i in (0..4000).step_by(5) {
+            t.update(&[Value::BigInt(i)], &[("a", Value::Int(2))]).unwrap();
+        }
+        for i in 5000..5010 {
+            t.update(&[Value::BigInt(i)], &[("a", Value::Int(7))]).unwrap();
+        }
+        let slow_reads = db.stats().tiers[1].block_reads;
+        db.flush().unwrap();
+        let st = db.stats();
+        let read_slow = st.tiers[1].block_reads > slow_reads;
+        assert_eq!(read_slow, !deferred, "deferred {deferred}: the flush read the slow tier: {read_slow}");
+        assert_eq!(st.tables[0].deferred_files, usize::from(deferred), "{:?}", st.tables[0]);
+        let want = vec![Value::BigInt(4000), Value::BigInt(4000 + 800)];
+        let check = |db: &Db, t: &strata::Table, what: &str| {
+            for i in [0, 1, 5, 3995, 3999] {
+                let a = if i % 5 == 0 { 2 } else { 1 };
+                let row = t.get(&[Value::BigInt(i)], &Projection::All, &ReadOptions::default()).unwrap();
+                assert_eq!(row.map(|r| r[1].clone()), Some(Value::Int(a)), "{what}: key {i}");
+            }
+            assert_eq!(t.get(&[Value::BigInt(5003)], &Projection::All, &ReadOptions::default()).unwrap(), None);
+            let rows = all(t);
+            assert_eq!(rows.len(), 4000, "{what}");
+            for r in rows {
+                let Value::BigInt(i) = r[0] else { panic!("{r:?}") };
+                assert_eq!(r[1], Value::Int(if i % 5 == 0 { 2 } else { 1 }), "{what}: {r:?}");
+            }
+            db.check_supersede_marks().unwrap_or_else(|e| panic!("{what}: {e}"));
+        };
+        check(&db, &t, "after the flush");
+        if deferred {
+            // Across a reopen the file is still known to be deferred.
+            drop((t, db));
+            let db = Db::open("/defer/db", opts(16 << 20)).unwrap();
+            let t = db.table("t").unwrap();
+            assert_eq!(db.stats().tables[0].deferred_files, 1);
+            check(&db, &t, "reopened");
+            // A scan that would read run by run merges instead, and asks for the staging.
+            let (answer, run_by_run) = count_and_sum(&db, &t);
+            assert_eq!((answer, run_by_run), (want.clone(), false));
+            let staged = || db.stats().staging_compactions > 0;
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while !staged() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert!(staged(), "the scan did not bring a staging compaction");
+            db.wait_for_compactions().unwrap();
+            let st = db.stats();
+            assert_eq!(st.tables[0].deferred_files, 0);
+            assert!(st.tiers[1].block_reads > 0, "the staging compaction marked nothing on the slow tier");
+            check(&db, &t, "staged");
+            assert_eq!(count_and_sum(&db, &t), (want.clone(), true));
+        } else {
+            assert_eq!(count_and_sum(&db, &t), (want.clone(), true));
+        }
+    }
+}

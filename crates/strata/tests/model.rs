@@ -42,6 +42,8 @@ struct World {
     long_since: Option<usize>,
     /// Files the snapshot filter passed over in earlier opens (statistics restart on open).
     skipped_before: u64,
+    /// Staging compactions in the database's earlier opens.
+    staged_before: u64,
     /// With a history retention window: past points (sequence number, time, model then) that
     /// reads as of a sequence number or a time may name, across reopens.
     past: Option<Vec<(u64, SystemTime, Vec<TableModel>)>>,
@@ -319,6 +321,7 @@ impl World {
         self.snaps.clear();
         self.long_since = None;
         self.skipped_before += self.db().stats().files_skipped_by_snapshot;
+        self.staged_before += self.db().stats().staging_compactions;
         self.reclaimed_before += self.reclaimed_now();
         self.tables.clear();
         self.db.take().unwrap().close().unwrap();
@@ -383,6 +386,7 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
         long_snapshot_ops: mode.long_snapshot_ops,
         long_since: None,
         skipped_before: 0,
+        staged_before: 0,
         past: mode.history.then(Vec::new),
         past_reads_after_reopen: 0,
         reclaimed_before: 0,
@@ -427,6 +431,9 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
         }
         assert!(stats.tiers[1].files > 0, "the slow tier holds no file: {:?}", stats.tiers);
         assert!(stats.tiers[1].block_reads > 0, "nothing was read from the slow tier: {:?}", stats.tiers);
+        // Flushes deferred marking the slow tier, and staging compactions completed it (the
+        // marks were checked all along, deferred files or not).
+        assert!(w.staged_before + stats.staging_compactions > 0, "no staging compaction ran");
         assert_eq!(ssts(&w.dir), 0, "SSTs left in the database directory");
     }
     for ts in w.db().stats().tables.iter().filter(|t| t.engine == Engine::Lineage) {

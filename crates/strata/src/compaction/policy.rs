@@ -14,7 +14,8 @@
 //!   tried most overflowing first.
 //! - A Level-0 task takes every Level-0 file (they overlap, and must move down oldest data
 //!   first) plus the overlapping files of every Level-1 group; only one Level-0 task runs per
-//!   table.
+//!   table. Files whose marking is deferred (and any newer) stay: they wait for a staging
+//!   compaction ([`super::tiering::stage`]), so the task takes the older ones only.
 //! - A task on group g of level i ≥ 1 takes one file of g, plus the overlapping files of the
 //!   groups of level i+1 that lie inside g (CG-local compaction: other groups are not touched).
 //!   The file comes from the oldest quarter of g's files (by max sequence: the newest data they
@@ -264,7 +265,10 @@ pub fn task_for_level(
         if lvl.files().any(|f| busy.contains(&f.number)) {
             return None;
         }
-        let inputs: Vec<_> = lvl.files().cloned().collect();
+        let inputs = level0_settled(t);
+        if inputs.is_empty() {
+            return None;
+        }
         let cg = t.info.layout.groups(0).first().map_or(0, |g| group_id(g));
         return task_over(t, 0, cg, inputs, busy, score);
     }
@@ -280,6 +284,15 @@ pub fn task_for_level(
         candidates[..window].sort_by_cached_key(|f| (overlap_per_byte(t, level, cg, f), f.max_seq, f.number));
         candidates.into_iter().find_map(|f| task_over(t, level, cg, vec![f.clone()], busy, score))
     })
+}
+
+/// The Level-0 files older than every file whose marking is deferred (all of them when none
+/// is): what may move down. Deferred files, and the newer ones, wait for a staging compaction
+/// ([`super::tiering::stage`]), as their versions have not yet marked everything below them.
+pub fn level0_settled(t: &TableVersion) -> Vec<Arc<FileMeta>> {
+    let l0 = &t.levels[0];
+    let oldest_deferred = l0.files().filter(|f| t.deferred.contains(&f.number)).map(|f| f.max_seq).min();
+    l0.files().filter(|f| oldest_deferred.is_none_or(|s| f.max_seq < s)).cloned().collect()
 }
 
 /// The files that compaction output of `group` (a group of `level`) covering `[lo, hi]` should

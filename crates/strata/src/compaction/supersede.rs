@@ -239,6 +239,8 @@ pub(crate) struct Marker<'a> {
     nvals: usize,
     /// Flush: the runs below the new file.
     older: Vec<RunProbe>,
+    /// Flush: some runs below were left out (deferred marking), so a row not found may exist.
+    partial_probe: bool,
     /// Flush: for the flushed keys' hashes that runs with exact key sets hold, which of those
     /// runs (bit `i`: `older[i]`); such runs are probed for no other key.
     screen: HashMap<u64, u64>,
@@ -264,17 +266,66 @@ impl<'a> Marker<'a> {
     /// A flush of `info`'s versions on top of `t` (every run of `t` is older); `flushed`: the
     /// hashes of the keys it writes. Runs whose files all have exact key sets (Level-0 files
     /// flushed since open) are screened here, in one sorted pass each, instead of per key.
-    pub(crate) fn flush(tables: &'a TableCache, t: &Arc<TableVersion>, mut flushed: Vec<u64>) -> Self {
+    ///
+    /// With `defer_slow`, files on slower tiers than the first are not probed (deferred
+    /// marking): their marks are left to a staging compaction, and partial rows whose row the
+    /// probe could not find are kept, since it may be there.
+    pub(crate) fn flush(tables: &'a TableCache, t: &Arc<TableVersion>, flushed: Vec<u64>, defer_slow: bool) -> Self {
         let info = &t.info;
         let mut older = Vec::new();
         for (level, l) in t.levels.iter().enumerate() {
             for r in &l.runs {
-                older.push(RunProbe::new(r.files.clone(), run_columns(info, level, r)));
+                let files: Vec<Arc<FileMeta>> =
+                    r.files.iter().filter(|f| !defer_slow || f.tier == 0).cloned().collect();
+                if !files.is_empty() {
+                    older.push(RunProbe::new(files, run_columns(info, level, r)));
+                }
             }
         }
+        let mut m = Marker::probing(tables, t, older, Some(flushed));
+        m.partial_probe = defer_slow;
+        m
+    }
+
+    /// A staging compaction of `inputs`, Level-0 files of `t` of consecutive age: marks what
+    /// their versions supersede in every run below them (older Level-0 files and every deeper
+    /// level), as their flushes did or, for deferred ones, left undone; drops partial rows over
+    /// no row; and passes on the marks the inputs had from newer Level-0 files.
+    pub(crate) fn staging(tables: &'a TableCache, t: &Arc<TableVersion>, inputs: &HashSet<u64>) -> Self {
+        let info = &t.info;
+        let oldest_input = t.levels[0].files().filter(|f| inputs.contains(&f.number)).map(|f| f.max_seq).min();
+        let mut older = Vec::new();
+        for (level, l) in t.levels.iter().enumerate() {
+            for r in &l.runs {
+                let below = level > 0 || oldest_input.is_some_and(|s| r.files.iter().all(|f| f.max_seq < s));
+                if below && r.files.iter().all(|f| !inputs.contains(&f.number)) {
+                    older.push(RunProbe::new(r.files.clone(), run_columns(info, level, r)));
+                }
+            }
+        }
+        // The inputs' keys, where every input keeps its exact key set, screen the Level-0 runs.
+        let sets: Option<Vec<Arc<KeySet>>> = inputs.iter().map(|&n| tables.key_set(n)).collect();
+        let hashes = sets.map(|s| s.iter().flat_map(|k| k.hashes().iter().copied()).collect());
+        let mut m = Marker::probing(tables, t, older, hashes);
+        m.inputs = Marker::compaction(tables, t, inputs).inputs;
+        m
+    }
+
+    /// A marker probing `older` (runs, newest first) for the keys written; `written`, the
+    /// hashes of every key written if known, screens the runs that keep exact key sets.
+    fn probing(
+        tables: &'a TableCache,
+        t: &Arc<TableVersion>,
+        mut older: Vec<RunProbe>,
+        written: Option<Vec<u64>>,
+    ) -> Self {
+        let info = &t.info;
+        let mut screen: HashMap<u64, u64> = HashMap::new();
+        let Some(mut flushed) = written else {
+            return Marker { base: Some(t.clone()), older, screen, ..Marker::empty(tables, info.value_types.len()) };
+        };
         flushed.sort_unstable();
         flushed.dedup();
-        let mut screen: HashMap<u64, u64> = HashMap::new();
         for (i, p) in older.iter_mut().enumerate().take(64) {
             let sets: Option<Vec<_>> = p.cursor.files().iter().map(|f| tables.key_set(f.number)).collect();
             let Some(sets) = sets else { continue };
@@ -309,6 +360,7 @@ impl<'a> Marker<'a> {
             tables,
             nvals,
             older: Vec::new(),
+            partial_probe: false,
             screen: HashMap::new(),
             inputs: HashMap::new(),
             ext: Ext::default(),
@@ -385,7 +437,8 @@ impl<'a> Marker<'a> {
             self.older_keys.push(key.to_vec());
         }
         let mut keep = versions.len();
-        if !matches!(settled, Some((_, Kind::Put))) {
+        let unknown = settled.is_none() && self.partial_probe;
+        if !matches!(settled, Some((_, Kind::Put))) && !unknown {
             while keep > 0 && versions[keep - 1].kind == Kind::Update {
                 keep -= 1;
             }
@@ -583,13 +636,17 @@ pub(crate) fn file_numbers(v: &Version, table: u32) -> HashSet<u64> {
 /// probed: flushes run
 /// one at a time, so every version in a compaction's output comes from files in `base`, and
 /// a key found nowhere there has none (or only dead ones, as in [`Marker::before_write`]).
+/// A deferred flush (`skip_slow`) leaves files on slower tiers alone, as it did in `base`.
+///
+/// A staging compaction catches up the same way for the files below it (its outputs as
+/// `flushed`, the keys it found below as `older`): no newer versions can reach them while it
+/// runs, as it holds Level-0. Newer Level-0 files are passed over by the marks themselves.
 pub(crate) fn catch_up_flush(
     tables: &TableCache,
     current: &Version,
     table: u32,
     base: &HashSet<u64>,
-    flushed: &[u64],
-    older: &[Vec<u8>],
+    (flushed, older, skip_slow): (&[u64], &[Vec<u8>], bool),
     made: &mut Made,
 ) -> Result<()> {
     let Some(t) = current.tables.get(&table) else { return Ok(()) };
@@ -597,7 +654,9 @@ pub(crate) fn catch_up_flush(
     for (level, l) in t.levels.iter().enumerate() {
         for r in &l.runs {
             let columns = run_columns(&t.info, level, r);
-            for f in r.files.iter().filter(|f| !base.contains(&f.number)) {
+            let skipped = |f: &Arc<FileMeta>| base.contains(&f.number) || skip_slow && f.tier != 0;
+            let new = |f: &&Arc<FileMeta>| !skipped(f);
+            for f in r.files.iter().filter(new) {
                 targets.push(RunProbe::new(vec![f.clone()], columns.clone()));
             }
         }
@@ -639,10 +698,11 @@ pub(crate) fn catch_up_compaction(
     ) else {
         return Ok(());
     };
+    // Above a Level-0 output (a staging compaction's): the Level-0 files flushed meanwhile.
     let fresh: Vec<Arc<FileMeta>> = t
         .levels
         .iter()
-        .take(output_level)
+        .take(output_level.max(1))
         .flat_map(|l| l.files())
         .filter(|f| !base.contains(&f.number) && f.smallest.as_slice() <= hi && f.largest.as_slice() >= lo)
         .cloned()
@@ -675,6 +735,9 @@ pub(crate) fn catch_up_compaction(
 /// Checks every file's marks of `t` against marks recomputed from all its versions, at each of
 /// `read_points`: a version's column is superseded at `S` by its marks exactly when a newer
 /// version at or below `S` covers it. Also checks that every partial row has a full row below.
+/// Below a version in a file whose marking is deferred, marks may be missing (newer flushes
+/// stop probing at that version's full row, leaving what lies below to the staging
+/// compaction), but are still never early; and such a file's partial rows may lie over no row.
 /// Loads every version of the table: for tests.
 pub(crate) fn check(tables: &TableCache, t: &TableVersion, read_points: &[u64]) -> Result<()> {
     struct V {
@@ -732,7 +795,8 @@ pub(crate) fn check(tables: &TableCache, t: &TableVersion, read_points: &[u64]) 
         };
         for (i, v) in vs.iter().enumerate() {
             let (number, row, columns) = &v.at;
-            if v.kind == Kind::Update {
+            let deferred = |o: &V| t.deferred.contains(&o.at.0);
+            if v.kind == Kind::Update && !deferred(v) {
                 let below = vs[i + 1..].iter().find(|o| o.kind != Kind::Update).map(|o| o.kind);
                 if below != Some(Kind::Put) {
                     let all: Vec<String> =
@@ -754,6 +818,8 @@ pub(crate) fn check(tables: &TableCache, t: &TableVersion, read_points: &[u64]) 
                             && (columns.is_empty() || o.at.2.iter().any(|c| columns.contains(c)))
                     })
                 };
+                // Under a newer version whose marking is deferred, marks may be missing.
+                let loose = vs[..i].iter().any(deferred);
                 // A tombstone is never read, so whether it is marked does not matter: flushes
                 // skip chains where the key has no live version, and compaction drops a newer
                 // tombstone over an older one as redundant, leaving its marks on the older one's
@@ -763,7 +829,7 @@ pub(crate) fn check(tables: &TableCache, t: &TableVersion, read_points: &[u64]) 
                 }
                 let whole = newer().any(|o| o.kind != Kind::Update);
                 let stored_whole = marks.and_then(|m| m.whole_at(*row)).is_some_and(|m| m <= s);
-                if whole != stored_whole {
+                if stored_whole != whole && (stored_whole || !loose) {
                     return bad(
                         *number,
                         format!(
@@ -776,7 +842,7 @@ pub(crate) fn check(tables: &TableCache, t: &TableVersion, read_points: &[u64]) 
                 for (j, c) in columns.iter().enumerate().filter(|(_, c)| v.cols.contains(c)) {
                     let want = whole || newer().any(|o| o.cols.contains(c));
                     let have = marks.and_then(|m| m.superseded_at(*row, j)).is_some_and(|m| m <= s);
-                    if want != have {
+                    if have != want && (have || !loose) {
                         return bad(
                             *number,
                             format!(

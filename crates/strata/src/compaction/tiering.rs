@@ -185,10 +185,85 @@ pub fn promote(
     })
 }
 
+/// The Level-0 files of `t` a staging compaction takes: from its oldest file whose marking is
+/// deferred to its newest (files of consecutive age, so the output's versions are older than
+/// every file left above it), newest first; empty when none is deferred.
+pub fn staging_span(t: &TableVersion) -> Vec<Arc<FileMeta>> {
+    let l0 = &t.levels[0];
+    let deferred: Vec<u64> = l0.files().filter(|f| t.deferred.contains(&f.number)).map(|f| f.max_seq).collect();
+    let (Some(&oldest), Some(&newest)) = (deferred.iter().min(), deferred.iter().max()) else {
+        return Vec::new();
+    };
+    l0.files().filter(|f| (oldest..=newest).contains(&f.max_seq)).cloned().collect()
+}
+
+/// Staging compaction (LogStore §V-C, §V-D; see the module rules): the [`staging_span`] of a
+/// table merges into one Level-0 file on the fast tier, which marks what the span's versions
+/// supersede everywhere below (the deferred flushes left the slow tier unmarked), drops partial
+/// rows over no row, and makes the span one run again. Due when the span holds `l0_trigger`
+/// files (score: files over the trigger), when Level-0 holds that many and none is older than
+/// the span (no Level-0 task can start before it; score: Level-0 files over the trigger),
+/// when the probes of its files that found nothing
+/// (`misses`) pay for merging them (`pays(bytes, files, misses)`), or whenever a span exists in
+/// a table `settle` names (reads that need complete marks wait, or the caller asked the tree to
+/// settle). Never with a busy Level-0 file: one Level-0 task runs per table.
+pub fn stage(
+    v: &Version,
+    busy: &HashSet<u64>,
+    opts: &PolicyOptions,
+    heat: &Heat,
+    pays: &dyn Fn(u64, usize, u64) -> bool,
+    settle: &dyn Fn(u32) -> bool,
+) -> Option<CompactionTask> {
+    let mut best: Option<CompactionTask> = None;
+    for t in v.tables.values() {
+        let span = staging_span(t);
+        if span.is_empty() || t.levels[0].files().any(|f| busy.contains(&f.number)) {
+            continue;
+        }
+        let trigger = opts.l0_trigger.max(1) as f64;
+        // With no file older than the span, Level-0 cannot move down until it is staged.
+        let runs = t.levels[0].runs.len();
+        let blocked = runs >= opts.l0_trigger && super::policy::level0_settled(t).is_empty();
+        let score = if blocked { runs as f64 / trigger } else { span.len() as f64 / trigger };
+        let bytes = span.iter().map(|f| f.size).sum();
+        let misses = span.iter().map(|f| heat.get(&f.number).map_or(0, |h| h.1)).sum();
+        if score < 1.0 && !settle(t.info.id) && !pays(bytes, span.len(), misses) {
+            continue;
+        }
+        if best.as_ref().is_some_and(|b| b.score >= score) {
+            continue;
+        }
+        best = stage_task(t, span, score).or(best);
+    }
+    best
+}
+
+/// The staging compaction of `span` (see [`staging_span`]) of table `t`, if it is not empty.
+pub fn stage_task(t: &TableVersion, span: Vec<Arc<FileMeta>>, score: f64) -> Option<CompactionTask> {
+    if span.is_empty() {
+        return None;
+    }
+    Some(CompactionTask {
+        table: t.info.id,
+        level: 0,
+        cg: t.info.layout.groups(0).first().map_or(0, |g| crate::column_group::group_id(g)),
+        output_level: 0,
+        inputs: span,
+        next_inputs: Vec::new(),
+        trivial_move: false,
+        // Tombstones stay: older files lie below.
+        bottommost: false,
+        score,
+        to_tier: Some(0),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::catalog::{TableInfo, TableOptions};
+    use crate::compaction::policy;
     use crate::types::{Column, ColumnType, Schema};
     use crate::version::edit::{EditRecord, VersionEdit};
 
@@ -317,5 +392,72 @@ mod tests {
         // Hotter than the coldest fast file, but not twice as hot: no exchange.
         let close: Heat = [(1, (20, 0)), (2, (50, 0)), (4, (8, 0)), (5, (30, 0))].into_iter().collect();
         assert_eq!(up(&[], 350, &close, &always), None);
+    }
+
+    /// `version` with the Level-0 files `numbers` marked as deferred.
+    fn with_deferred(v: Version, numbers: &[u64]) -> Version {
+        let mut edit = VersionEdit::default();
+        for &number in numbers {
+            edit.push(EditRecord::DeferredMarks { table: 1, number });
+        }
+        v.apply(&edit)
+    }
+
+    /// Staging takes the Level-0 files from the oldest deferred one to the newest (a settled
+    /// file between them too, so the output's age stays in one piece), when the span reaches the
+    /// trigger, when its empty probes pay, or when asked to settle; never with a busy Level-0
+    /// file. The size-based Level-0 task takes only the files older than the span.
+    #[test]
+    fn staging_takes_the_deferred_span_of_level_0() {
+        let v = version(&[
+            (0, 9, "a-z", 100, 90, 0),
+            (0, 8, "a-z", 100, 80, 0),
+            (0, 7, "a-z", 100, 70, 0),
+            (0, 6, "a-z", 100, 60, 0),
+            (0, 5, "a-z", 100, 50, 0),
+            (3, 4, "a-z", 900, 1, 1),
+        ]);
+        let none = HashSet::new();
+        let heat = Heat::new();
+        let never = |_: u64, _: usize, _: u64| false;
+        let no = |_: u32| false;
+        // Nothing deferred: no staging, and the Level-0 task takes every file.
+        assert_eq!(stage(&v, &none, &OPTS, &heat, &never, &|_| true), None);
+        let t = &v.tables[&1];
+        assert_eq!(nums(&policy::level0_settled(t)), vec![9, 8, 7, 6, 5]);
+        // Deferred 8 and 6 (7 between them was flushed without deferral).
+        let d = with_deferred(v, &[8, 6]);
+        let t = &d.tables[&1];
+        assert_eq!(nums(&staging_span(t)), vec![8, 7, 6]);
+        assert_eq!(nums(&policy::level0_settled(t)), vec![5]);
+        // Three files, the trigger is 4: not due unless reads pay or the tree settles.
+        assert_eq!(stage(&d, &none, &OPTS, &heat, &never, &no), None);
+        let task = stage(&d, &none, &OPTS, &heat, &never, &|_| true).expect("settling stages");
+        assert_eq!((task.level, task.output_level, nums(&task.inputs), task.to_tier), (0, 0, vec![8, 7, 6], Some(0)));
+        assert!(!task.bottommost && !task.trivial_move && task.next_inputs.is_empty());
+        let misses: Heat = [(8, (0, 30)), (6, (1, 20))].into_iter().collect();
+        let pays = |bytes: u64, files: usize, misses: u64| (bytes, files, misses) == (300, 3, 50);
+        assert!(stage(&d, &none, &OPTS, &misses, &pays, &no).is_some(), "empty probes that pay stage the span");
+        // Four files in the span: due.
+        let d = with_deferred(d, &[9]);
+        let task = stage(&d, &none, &OPTS, &heat, &never, &no).expect("a full span");
+        assert_eq!(nums(&task.inputs), vec![9, 8, 7, 6]);
+        assert!((task.score - 1.0).abs() < 1e-9, "{task:?}");
+        // A busy Level-0 file (the Level-0 task on file 5): none.
+        assert_eq!(stage(&d, &[5].into_iter().collect(), &OPTS, &heat, &never, &|_| true), None);
+        // The oldest file deferred alone, four newer ones flushed without deferral: no Level-0
+        // task can start, so staging its one-file span is due.
+        let v = version(&[
+            (0, 9, "a-z", 100, 90, 0),
+            (0, 8, "a-z", 100, 80, 0),
+            (0, 7, "a-z", 100, 70, 0),
+            (0, 6, "a-z", 100, 60, 0),
+            (0, 5, "a-z", 100, 50, 0),
+        ]);
+        let d = with_deferred(v, &[5]);
+        assert!(policy::level0_settled(&d.tables[&1]).is_empty());
+        let task = stage(&d, &none, &OPTS, &heat, &never, &no).expect("Level-0 is blocked");
+        assert_eq!(nums(&task.inputs), vec![5]);
+        assert!((task.score - 1.25).abs() < 1e-9, "{task:?}");
     }
 }

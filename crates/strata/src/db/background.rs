@@ -27,6 +27,9 @@ use crate::version::edit::{EditRecord, VersionEdit};
 use crate::version::{FileMeta, Version};
 use crate::vfs::DeviceProfile;
 
+/// A compaction output and the value columns of its group.
+type PlacedOutput = (Arc<FileMeta>, Vec<usize>);
+
 enum Job {
     Flush,
     Compact(CompactionTask),
@@ -39,6 +42,8 @@ pub(crate) struct Flushed {
     made: Made,
     /// The flushed keys that have versions in older files, ascending.
     older: Vec<Vec<u8>>,
+    /// The flush left the slow tier's files unmarked (deferred marking).
+    deferred: bool,
 }
 
 impl DbInner {
@@ -75,7 +80,11 @@ impl DbInner {
                             }
                         } else if bg.manual == 0 {
                             let v = self.view.read().version.clone();
-                            if let Some(t) = self.pick_compaction(&v, &bg.busy) {
+                            if let Some(t) = self.pick_compaction(&v, &bg.busy, bg.settling > 0) {
+                                if t.output_level == 0 {
+                                    // A staging compaction answers the scans that asked for it.
+                                    self.tables.staging_wanted(t.table, true);
+                                }
                                 bg.busy.extend(t.all_inputs().map(|f| f.number));
                                 bg.running_compactions += 1;
                                 break Job::Compact(t);
@@ -129,7 +138,9 @@ impl DbInner {
             let info = &t.info;
             let src = MemSource { cursor: MemCursor::new(mem.clone(), table_id, &[], None) };
             let groups = info.layout.groups(0).iter().map(|g| (g.clone(), Vec::new())).collect();
-            let mut marker = Marker::flush(&self.tables, t, mem.key_hashes(table_id));
+            // Deferred marking: the slow tier's files are left to a staging compaction.
+            let defer = self.defers_marking() && t.levels.iter().any(|l| l.files().any(|f| f.tier != 0));
+            let mut marker = Marker::flush(&self.tables, t, mem.key_hashes(table_id), defer);
             let files = self.write_files(
                 info,
                 (0, 0),
@@ -138,10 +149,15 @@ impl DbInner {
                 Keep { stripes, bottommost: false, folded: mem.folded() },
                 &mut marker,
             )?;
-            let numbers = files.iter().map(|f| f.number).collect();
+            let numbers: Vec<u64> = files.iter().map(|f| f.number).collect();
             for f in files {
                 written.push((table_id, f.size));
                 edit.push(EditRecord::AddFile { table: table_id, level: 0, file: f });
+            }
+            if defer {
+                for &number in &numbers {
+                    edit.push(EditRecord::DeferredMarks { table: table_id, number });
+                }
             }
             let older_hashes = marker.older_keys.iter().map(|k| key_hash(k)).collect();
             if let Some(o) = KeySet::new(older_hashes).map(Arc::new) {
@@ -149,7 +165,13 @@ impl DbInner {
                     self.tables.set_older_keys(n, o.clone());
                 }
             }
-            flushed.push(Flushed { table: table_id, files: numbers, made: marker.made, older: marker.older_keys });
+            flushed.push(Flushed {
+                table: table_id,
+                files: numbers,
+                made: marker.made,
+                older: marker.older_keys,
+                deferred: defer,
+            });
         }
         self.fs.sync_dir(self.tables.tier_dir(0))?;
         let mut io = self.io.lock();
@@ -177,14 +199,15 @@ impl DbInner {
             flushed.iter().map(|f| supersede::file_numbers(base, f.table)).collect();
         let early = self.view.read().version.clone();
         for (f, before) in flushed.iter_mut().zip(seen.iter_mut()) {
-            supersede::catch_up_flush(&self.tables, &early, f.table, before, &f.files, &f.older, &mut f.made)?;
+            let (files, older) = (&f.files, &f.older);
+            supersede::catch_up_flush(&self.tables, &early, f.table, before, (files, older, f.deferred), &mut f.made)?;
             before.extend(supersede::file_numbers(&early, f.table));
         }
         let mut vs = self.versions.lock();
         let current = vs.current().clone();
         for (mut f, before) in flushed.into_iter().zip(seen) {
-            let res =
-                supersede::catch_up_flush(&self.tables, &current, f.table, &before, &f.files, &f.older, &mut f.made);
+            let flushed = (&f.files[..], &f.older[..], f.deferred);
+            let res = supersede::catch_up_flush(&self.tables, &current, f.table, &before, flushed, &mut f.made);
             if let Err(e) = res {
                 self.poison(&e);
                 return Err(e);
@@ -264,12 +287,37 @@ impl DbInner {
         }
     }
 
-    /// The next compaction (see [`tiering`]): a Level-0 task first, as writers may be waiting
-    /// for it; then, while the fast tier is over its budget, eviction or the size-based policy's
-    /// choice, whichever scores higher; then the size-based choice; then (informed placement)
-    /// promotion of the hottest slow-tier data.
-    pub(crate) fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionTask> {
+    /// Whether flushes leave marking the slow tier to staging compactions (deferred marking):
+    /// with two tiers, the fast one with a budget, and [`Options::deferred_compaction`].
+    ///
+    /// [`Options::deferred_compaction`]: crate::Options::deferred_compaction
+    pub(crate) fn defers_marking(&self) -> bool {
+        self.opts.deferred_compaction && matches!(self.tiers.as_slice(), [fast, _, ..] if fast.budget().is_some())
+    }
+
+    /// The next compaction (see [`tiering`]): a staging compaction when one is due (its span
+    /// is full, reads suffer from it, or `settle` asks for every deferred file to be staged),
+    /// then a Level-0 task, as writers may be waiting for them; then, while the fast tier is
+    /// over its budget, eviction or the size-based policy's choice, whichever scores higher;
+    /// then the size-based choice; then (informed placement) promotion of the hottest
+    /// slow-tier data.
+    pub(crate) fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>, settle: bool) -> Option<CompactionTask> {
         let opts = self.policy_options();
+        if v.tables.values().any(|t| !t.deferred.is_empty()) {
+            let fast = self.opts.tiers.first().and_then(|t| t.profile).unwrap_or_else(DeviceProfile::ssd);
+            let pays = |bytes: u64, files: usize, misses: u64| {
+                tier::model::staging_compaction_pays(bytes, files, misses, &fast)
+            };
+            let wanted = |table: u32| settle || self.tables.staging_wanted(table, false);
+            let heat = self.tables.heat.snapshot();
+            if let Some(t) = tiering::stage(v, busy, &opts, &heat, &pays, &wanted) {
+                return Some(t);
+            }
+        }
+        self.pick_by_size_and_tier(v, busy, opts)
+    }
+
+    fn pick_by_size_and_tier(&self, v: &Version, busy: &HashSet<u64>, opts: PolicyOptions) -> Option<CompactionTask> {
         let by_size = policy::pick(v, busy, &opts);
         let budget = match self.tiers.as_slice() {
             [fast, _, ..] => fast.budget(),
@@ -400,13 +448,15 @@ impl DbInner {
                 sources.push(run(files));
             }
         }
-        // Aligned compaction: each output group's files are cut to match the files below it.
+        // Aligned compaction: each output group's files are cut to match the files below it
+        // (a staging compaction's one Level-0 file is not cut).
+        let staging = task.output_level == 0;
         let range = policy::key_range(task.all_inputs());
         let groups = groups
             .into_iter()
             .map(|g| {
                 let below = match &range {
-                    Some((lo, hi)) if info.options.aligned_compaction => {
+                    Some((lo, hi)) if info.options.aligned_compaction && !staging => {
                         policy::alignment_files(table, task.output_level, &g, lo, hi)
                     }
                     _ => Vec::new(),
@@ -421,7 +471,11 @@ impl DbInner {
         let snapshots = self.snapshots.capture();
         let stripes = Stripes { snapshots: &snapshots, history_from: self.snapshots.floor() };
         let inputs = task.all_inputs().map(|f| f.number).collect();
-        let mut marker = Marker::compaction(&self.tables, table, &inputs);
+        let mut marker = if staging {
+            Marker::staging(&self.tables, table, &inputs)
+        } else {
+            Marker::compaction(&self.tables, table, &inputs)
+        };
         let keep = Keep { stripes, bottommost: task.bottommost, folded: false };
         let files = self.write_files(&info, (task.output_level, tier), sources, groups, keep, &mut marker)?;
         // The outputs inherit the access histogram of the ranges they now hold.
@@ -432,7 +486,7 @@ impl DbInner {
         let outputs: Vec<u64> = files.iter().map(|f| f.number).collect();
         let bytes: u64 = files.iter().map(|f| f.size).sum();
         let layout = &info.layout;
-        let placed: Vec<(Arc<FileMeta>, Vec<usize>)> = files
+        let placed: Vec<PlacedOutput> = files
             .iter()
             .map(|f| {
                 let cols = layout.groups(task.output_level).iter().find(|g| group_id(g) == f.cg).cloned();
@@ -442,12 +496,21 @@ impl DbInner {
         for f in files {
             edit.push(EditRecord::AddFile { table: task.table, level: task.output_level, file: f });
         }
-        let res = self.install_compaction(edit, task, &before, &placed, marker.made);
+        // A staging output, like a flush's file, remembers which keys have versions below it.
+        let older = staging.then(|| std::mem::take(&mut marker.older_keys));
+        if let Some(o) = older.as_ref().and_then(|o| KeySet::new(o.iter().map(|k| key_hash(k)).collect())) {
+            let o = Arc::new(o);
+            for &n in &outputs {
+                self.tables.set_older_keys(n, o.clone());
+            }
+        }
+        let res = self.install_compaction(edit, task, &before, (&placed, older.as_deref()), marker.made);
         self.release_outputs(outputs.into_iter());
         res?;
         {
             let mut io = self.io.lock();
             io.compactions += 1;
+            io.stagings += u64::from(staging);
             *io.written.entry((task.table, task.output_level)).or_default() += bytes;
             *io.read.entry((task.table, task.level)).or_default() += task.inputs.iter().map(|f| f.size).sum::<u64>();
             *io.read.entry((task.table, task.output_level)).or_default() +=
@@ -459,15 +522,22 @@ impl DbInner {
 
     /// Installs a compaction's edit with the marks of its outputs: files
     /// that appeared above the output level since the compaction read `before` (the file numbers
-    /// of its version) mark the outputs too (see `supersede::catch_up_compaction`).
+    /// of its version) mark the outputs too (see `supersede::catch_up_compaction`). A staging
+    /// compaction (`older`: the keys it found below) also marks, like a flush, the files that
+    /// appeared below it (see `supersede::catch_up_flush`).
     fn install_compaction(
         &self,
         mut edit: VersionEdit,
         task: &CompactionTask,
         before: &std::collections::HashSet<u64>,
-        outputs: &[(Arc<FileMeta>, Vec<usize>)],
+        (outputs, older): (&[PlacedOutput], Option<&[Vec<u8>]>),
         mut made: Made,
     ) -> Result<()> {
+        let numbers: Vec<u64> = outputs.iter().map(|(f, _)| f.number).collect();
+        let below = |v: &Version, seen: &std::collections::HashSet<u64>, made: &mut Made| match older {
+            Some(older) => supersede::catch_up_flush(&self.tables, v, task.table, seen, (&numbers, older, false), made),
+            None => Ok(()),
+        };
         #[cfg(test)]
         self.fire_install_hook("compaction");
         // Catch up outside the version lock first, then under it with whatever appeared since.
@@ -481,6 +551,7 @@ impl DbInner {
             outputs,
             &mut made,
         )?;
+        below(&early, before, &mut made)?;
         let mut seen = before.clone();
         seen.extend(supersede::file_numbers(&early, task.table));
         drop(early);
@@ -494,24 +565,31 @@ impl DbInner {
             task.output_level,
             outputs,
             &mut made,
-        );
+        )
+        .and_then(|()| below(&current, &seen, &mut made));
         if let Err(e) = res {
             self.poison(&e);
             return Err(e);
         }
-        let live = |n: u64| outputs.iter().any(|(f, _)| f.number == n);
+        // A staging compaction marks files below; marks on files deleted meanwhile go.
+        let now = supersede::file_numbers(&current, task.table);
+        let live = |n: u64| numbers.contains(&n) || now.contains(&n);
         edit.records.extend(supersede::records(task.table, made, &live));
         self.install_locked(&mut vs, edit, None)
     }
 
-    /// Waits until no memtable waits for flush and the policy has no compaction to run.
+    /// Waits until no memtable waits for flush and the policy has no compaction to run, with
+    /// every file whose marking was deferred staged meanwhile.
     pub(crate) fn wait_idle(&self) -> Result<()> {
-        self.wait_background(|bg, view| {
+        self.bg.lock().settling += 1;
+        let res = self.wait_background(|bg, view| {
             view.imm.is_empty()
                 && !bg.flush_running
                 && bg.running_compactions == 0
-                && self.pick_compaction(&view.version, &bg.busy).is_none()
-        })
+                && self.pick_compaction(&view.version, &bg.busy, true).is_none()
+        });
+        self.bg.lock().settling -= 1;
+        res
     }
 
     /// Waits until `done` holds for the background state and read view, nudging the background
@@ -556,10 +634,18 @@ impl DbInner {
                 let layout = current()?.info.layout.clone();
                 for group in layout.groups(level) {
                     let cg = group_id(group);
-                    let t = current()?;
+                    let mut t = current()?;
+                    if level == 0 && !t.deferred.is_empty() {
+                        // Files whose marking was deferred are staged before anything moves down.
+                        let span = tiering::staging_span(&t);
+                        if let Some(task) = tiering::stage_task(&t, span, 0.0) {
+                            self.run_compaction(&task)?;
+                        }
+                        t = current()?;
+                    }
                     let inputs: Vec<Arc<FileMeta>> = if level == 0 {
                         if t.levels[0].files().any(|f| in_range(&f)) {
-                            t.levels[0].files().cloned().collect()
+                            policy::level0_settled(&t)
                         } else {
                             Vec::new()
                         }

@@ -61,6 +61,9 @@ pub(crate) struct BgState {
     pub running_compactions: usize,
     /// Manual compactions in progress; background picking pauses meanwhile.
     pub manual: usize,
+    /// Callers waiting for the tree to settle: staging compactions run for every file whose
+    /// marking is deferred, not only when due.
+    pub settling: usize,
 }
 
 #[derive(Default)]
@@ -79,6 +82,7 @@ pub(crate) struct IoCounters {
     /// Bytes of input files compaction read, by (table, level the files were in).
     pub read: HashMap<(u32, usize), u64>,
     pub compactions: u64,
+    pub stagings: u64,
     pub flushes: u64,
     /// Wall time of flushes, from reading the memtable to installing the files.
     pub flush_micros: u64,

@@ -96,6 +96,12 @@ pub struct Options {
     pub heat_half_life: std::time::Duration,
     /// How compaction places data across two tiers (default [`TierPlacement::Informed`]).
     pub tier_placement: crate::tier::TierPlacement,
+    /// Deferred and staging compaction (LogStore §V-C, §V-D; default on; only with two tiers):
+    /// a flush leaves marking what it supersedes on the slow tier to a later *staging
+    /// compaction*, which merges several such Level-0 files into one on the fast tier and marks
+    /// the slow tier once for all of them, so bursts of writes do not wait on the slow device.
+    /// Off, every flush probes the slow tier itself (plain leveled).
+    pub deferred_compaction: bool,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
 }
@@ -130,6 +136,7 @@ impl Default for Options {
             tiers: Vec::new(),
             heat_half_life: std::time::Duration::from_secs(60),
             tier_placement: crate::tier::TierPlacement::Informed,
+            deferred_compaction: true,
             fs: Arc::new(OsFs),
         }
     }
@@ -161,6 +168,7 @@ impl std::fmt::Debug for Options {
             .field("tiers", &self.tiers)
             .field("heat_half_life", &self.heat_half_life)
             .field("tier_placement", &self.tier_placement)
+            .field("deferred_compaction", &self.deferred_compaction)
             .finish_non_exhaustive()
     }
 }

@@ -196,6 +196,9 @@ pub struct TableStats {
     pub ingested_bytes: u64,
     /// Bytes written to SSTs since open divided by bytes ingested (0 when nothing was ingested).
     pub write_amplification: f64,
+    /// Level-0 files whose marking of the slow tier is deferred, waiting for a staging
+    /// compaction ([`Options::deferred_compaction`](crate::Options::deferred_compaction)).
+    pub deferred_files: usize,
 }
 
 /// The whole database.
@@ -224,8 +227,11 @@ pub struct Stats {
     /// Microseconds flushes took, from reading the memtable to installing the files (marking
     /// included), since open.
     pub flush_micros: u64,
-    /// Compactions (not counting trivial moves) since open.
+    /// Compactions (not counting trivial moves) since open, staging compactions included.
     pub compactions: u64,
+    /// Staging compactions (Level-0 files merged into one on the fast tier, marking what
+    /// deferred flushes left) since open.
+    pub staging_compactions: u64,
     /// Last sequence number visible to readers.
     pub last_sequence: u64,
     /// Microseconds writers spent stalled or slowed down waiting for flush or compaction.
@@ -319,6 +325,7 @@ impl DbInner {
                 levels,
                 ingested_bytes: ingested,
                 write_amplification,
+                deferred_files: t.deferred.len(),
             });
         }
         tables.sort_by(|a, b| a.name.cmp(&b.name));
@@ -335,6 +342,7 @@ impl DbInner {
             flushes: io.flushes,
             flush_micros: io.flush_micros,
             compactions: io.compactions,
+            staging_compactions: io.stagings,
             last_sequence: self.snapshots.visible(),
             write_stall_micros: io.stall_micros,
             files_probed: self.tables.probes.probed.load(Ordering::Relaxed),

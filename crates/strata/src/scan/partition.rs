@@ -62,9 +62,19 @@ impl Partition {
         upper: Option<Vec<u8>>,
     ) -> Result<Partition> {
         let done = consumers.iter().all(|c| c.done);
+        // Column by column needs complete supersede vectors: none while a flush's marking of
+        // the slow tier is deferred (the merge below resolves versions itself, and the scan
+        // asks for the staging compaction that completes them).
         let columnwise = match consumers.as_slice() {
             [c] => Arc::ptr_eq(&c.plan, &pass) && c.lower == lower && c.upper == upper && columns::applies(&pass),
             _ => false,
+        };
+        let columnwise = columnwise && {
+            let complete = rp.t.deferred.is_empty();
+            if !complete {
+                rp.tables.want_staging(rp.t.info.id);
+            }
+            complete
         };
         let driver = if done || columnwise { None } else { driver(&pass, &rp, &lower)? };
         // Rows carry their keys when some consumer wants less than the whole pass.

@@ -167,6 +167,17 @@ pub fn reverse_compaction_pays(bytes: u64, reads: u64, fast: &DeviceProfile, slo
     compaction < 2.0 * reads as f64 * seek
 }
 
+/// Whether staging compaction pays for `files` overlapping Level-0 files of `bytes` on the fast
+/// device, whose probes found nothing `misses` times (LogStore §V-C, §V-D: eqs. 10-11 adjusted
+/// for overlap, everything on one device): merging them costs one positioning per file and
+/// their bytes read and written; each probe that found nothing cost a positioned block read
+/// that one disjoint run would have spared.
+pub fn staging_compaction_pays(bytes: u64, files: usize, misses: u64, fast: &DeviceProfile) -> bool {
+    let seek = fast.read_latency.as_secs_f64();
+    let compaction = files as f64 * seek + 2.0 * fast.cost(false, bytes as usize).as_secs_f64();
+    compaction < misses as f64 * seek
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,5 +272,17 @@ mod tests {
         // not pay and 12 (192 ms) do.
         assert!(!reverse_compaction_pays(20_000_000, 11, &fast, &slow));
         assert!(reverse_compaction_pays(20_000_000, 12, &fast, &slow));
+    }
+
+    /// Staging pays when the empty probes of overlapping fast-tier files cost more than
+    /// merging them: at 80 µs a positioning and 500 MB/s, three files of 1 MB cost 3 × 80 µs
+    /// plus 2 × 6 ms of transfer, 12.24 ms, which 154 empty probes (12.32 ms) pass and 152
+    /// (12.16 ms) do not.
+    #[test]
+    fn staging_pays_once_empty_probes_cost_more_than_the_merge() {
+        let ssd = DeviceProfile::ssd();
+        assert!(!staging_compaction_pays(3_000_000, 3, 152, &ssd));
+        assert!(staging_compaction_pays(3_000_000, 3, 154, &ssd));
+        assert!(!staging_compaction_pays(3_000_000, 3, 0, &ssd));
     }
 }

@@ -77,6 +77,15 @@ pub enum EditRecord {
     /// The database's storage tiers, in order (the first is the fast one); absent while it has
     /// only its own directory. The newest record wins.
     Tiers(Vec<TierRecord>),
+    /// A Level-0 file whose flush left the slow tier's files unmarked (deferred marking, see
+    /// [`crate::compaction::tiering`]): its versions have not yet marked what they supersede
+    /// there, and its partial rows may lie over no row. A staging compaction replaces it.
+    DeferredMarks {
+        /// Table id.
+        table: u32,
+        /// File number.
+        number: u64,
+    },
 }
 
 /// A group of records applied together.
@@ -101,6 +110,7 @@ const HISTORY: u8 = 12;
 const CLOCK: u8 = 13;
 const TIERS: u8 = 14;
 const ADD_ON_TIER: u8 = 15;
+const DEFERRED_MARKS: u8 = 16;
 
 fn u32_of(v: u64) -> DecodeResult<u32> {
     u32::try_from(v).map_err(|_| DecodeError::new("value out of range"))
@@ -197,6 +207,11 @@ impl VersionEdit {
                         put_varint(&mut out, seq.wrapping_sub(prev.1));
                         prev = (ms, seq);
                     }
+                }
+                EditRecord::DeferredMarks { table, number } => {
+                    out.push(DEFERRED_MARKS);
+                    put_varint(&mut out, u64::from(*table));
+                    put_varint(&mut out, *number);
                 }
                 EditRecord::Marks { table, number, chunk } => {
                     out.push(MARKS);
@@ -301,6 +316,7 @@ impl VersionEdit {
                     }
                     EditRecord::Marks { table, number, chunk: Arc::new(chunk) }
                 }
+                DEFERRED_MARKS => EditRecord::DeferredMarks { table: u32_of(r.varint()?)?, number: r.varint()? },
                 t => return Err(DecodeError::new(format!("unknown edit record type {t}"))),
             };
             records.push(rec);
@@ -337,5 +353,27 @@ mod tests {
         let mut beyond = VersionEdit::default();
         beyond.push(EditRecord::AddFile { table: 1, level: 2, file: file(8, MAX_TIERS as u8) });
         assert!(VersionEdit::decode(&beyond.encode(), 7).is_err(), "a file beyond the tiers allowed decoded");
+    }
+
+    /// A deferred-marking record round-trips, and applied after its file it names the file as
+    /// deferred until the file leaves Level-0.
+    #[test]
+    fn deferred_marks_round_trip_and_go_with_their_file() {
+        use crate::catalog::{TableInfo, TableOptions};
+        use crate::types::{Column, ColumnType};
+        let mut e = VersionEdit::default();
+        let schema = Schema::new(vec![Column::new("k", ColumnType::Int), Column::new("v", ColumnType::Int)], &["k"]);
+        let info = TableInfo::new(1, "t".into(), Arc::new(schema.unwrap()), TableOptions::default()).unwrap();
+        e.push(EditRecord::CreateTable(info));
+        e.push(EditRecord::AddFile { table: 1, level: 0, file: file(7, 0) });
+        e.push(EditRecord::DeferredMarks { table: 1, number: 7 });
+        assert_eq!(VersionEdit::decode(&e.encode(), 7).unwrap(), e);
+        assert_eq!(e.encode()[e.encode().len() - 3], DEFERRED_MARKS);
+        let v = super::super::Version::new(7).apply(&e);
+        assert!(v.tables[&1].deferred.contains(&7));
+        let mut moved = VersionEdit::default();
+        moved.push(EditRecord::DeleteFile { table: 1, level: 0, number: 7 });
+        moved.push(EditRecord::AddFile { table: 1, level: 1, file: file(7, 0) });
+        assert!(v.apply(&moved).tables[&1].deferred.is_empty(), "a file out of Level-0 stayed deferred");
     }
 }

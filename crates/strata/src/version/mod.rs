@@ -105,6 +105,9 @@ pub struct TableVersion {
     pub levels: Vec<Level>,
     /// Supersede vectors of the files that have any, by file number.
     pub marks: BTreeMap<u64, Arc<Marks>>,
+    /// Level-0 files whose marking of the slow tier is deferred (see
+    /// [`EditRecord::DeferredMarks`](edit::EditRecord::DeferredMarks)); always the newest.
+    pub deferred: BTreeSet<u64>,
 }
 
 impl TableVersion {
@@ -162,7 +165,10 @@ impl Version {
                 EditRecord::CreateTable(info) => {
                     let levels = vec![Level::default(); self.num_levels];
                     let info = Arc::new(info.clone());
-                    tables.insert(info.id, Arc::new(TableVersion { info, levels, marks: BTreeMap::new() }));
+                    tables.insert(
+                        info.id,
+                        Arc::new(TableVersion { info, levels, marks: BTreeMap::new(), deferred: BTreeSet::new() }),
+                    );
                 }
                 EditRecord::DropTable(id) => {
                     tables.remove(id);
@@ -196,6 +202,12 @@ impl Version {
                         changed.insert(*table);
                     }
                 }
+                EditRecord::DeferredMarks { table, number } => {
+                    if let Some(t) = tables.get_mut(table) {
+                        Arc::make_mut(t).deferred.insert(*number);
+                        changed.insert(*table);
+                    }
+                }
                 EditRecord::LogNumber(_)
                 | EditRecord::LineageLogNumber(_)
                 | EditRecord::LineageCheckpoint { .. }
@@ -214,6 +226,8 @@ impl Version {
             // takes them along.
             let live: BTreeSet<u64> = t.levels.iter().flat_map(|l| l.files().map(|f| f.number)).collect();
             t.marks.retain(|n, _| live.contains(n));
+            let level0: BTreeSet<u64> = t.levels[0].files().map(|f| f.number).collect();
+            t.deferred.retain(|n| level0.contains(n));
             for (li, l) in t.levels.iter_mut().enumerate() {
                 if li == 0 {
                     l.runs.sort_by(|a, b| {

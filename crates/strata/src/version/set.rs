@@ -82,6 +82,7 @@ fn apply_counters(edit: &VersionEdit, c: &mut Counters) {
             | EditRecord::DropTable(_)
             | EditRecord::DeleteFile { .. }
             | EditRecord::Marks { .. }
+            | EditRecord::DeferredMarks { .. }
             | EditRecord::Tiers(_) => {}
         }
     }
@@ -121,6 +122,9 @@ fn snapshot_edit(v: &Version, c: &Counters, clock: &Clock, tiers: &[TierRecord])
         for (&number, marks) in &t.marks {
             let chunk = Arc::new(marks.merged());
             e.push(EditRecord::Marks { table: t.info.id, number, chunk });
+        }
+        for &number in &t.deferred {
+            e.push(EditRecord::DeferredMarks { table: t.info.id, number });
         }
     }
     e.push(EditRecord::LogNumber(c.log_number));
