@@ -900,3 +900,35 @@ fn deferred_marking_leaves_the_slow_tier_to_a_staging_compaction() {
         }
     }
 }
+
+/// Deferred compaction while the fast tier has room: Level-0 files wait past the trigger
+/// (halfway to the slowdown trigger) instead of moving down; without deferral, or once the
+/// fast tier is over its budget, they move down at the trigger.
+#[test]
+fn level_0_waits_on_the_fast_tier_while_it_has_room() {
+    for (deferred, budget) in [(true, 16 << 20), (false, 16 << 20), (true, 1 << 10)] {
+        let fs = Arc::new(FaultFs::new());
+        let opts = Options {
+            tiers: vec![Tier::new("fast", "/wait/fast").with_budget(budget), Tier::new("slow", "/wait/slow")],
+            deferred_compaction: deferred,
+            // Level-0 moves down at 2 files, or at 4 while it may wait.
+            l0_compaction_trigger: 2,
+            l0_slowdown_trigger: 6,
+            ..tiny_options(fs.clone())
+        };
+        let db = Db::open("/wait/db", opts).unwrap();
+        let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+        for round in 0..3 {
+            for i in 0..50 {
+                t.insert(&[Value::BigInt(round * 100 + i), Value::Int(1), "x".into()]).unwrap();
+            }
+            db.flush().unwrap();
+            db.wait_for_compactions().unwrap();
+        }
+        let runs = db.stats().tables[0].levels[0].runs;
+        let waits = deferred && budget > 1 << 20;
+        assert_eq!(runs == 3, waits, "deferred {deferred}, budget {budget}: {runs} Level-0 files");
+        assert!(waits || runs < 2, "deferred {deferred}, budget {budget}: {runs} Level-0 files");
+        assert_eq!(all(&t).len(), 150);
+    }
+}

@@ -314,7 +314,36 @@ impl DbInner {
                 return Some(t);
             }
         }
+        let opts = if self.level0_may_wait(v) {
+            // Deferred compaction: Level-0 files overlap on the fast tier instead of moving down,
+            // up to halfway to the count that slows writers down.
+            let waits = (opts.l0_trigger + self.opts.l0_slowdown_trigger) / 2;
+            PolicyOptions { l0_trigger: opts.l0_trigger.max(waits), ..opts }
+        } else {
+            opts
+        };
         self.pick_by_size_and_tier(v, busy, opts)
+    }
+
+    /// Deferred compaction (LogStore §V-C): whether Level-0 tasks may wait past the trigger
+    /// because the fast tier, where Level-0 lives, is under its budget and no table's
+    /// Level-0 files have had empty probes enough to pay for merging them
+    /// (`tier::model::staging_compaction_pays`).
+    fn level0_may_wait(&self, v: &Version) -> bool {
+        let Some(budget) = self.tiers.first().and_then(|t| t.budget()).filter(|_| self.defers_marking()) else {
+            return false;
+        };
+        if v.tier_bytes(self.tiers.len())[0] >= budget {
+            return false;
+        }
+        let fast = self.opts.tiers.first().and_then(|t| t.profile).unwrap_or_else(DeviceProfile::ssd);
+        let heat = self.tables.heat.snapshot();
+        v.tables.values().all(|t| {
+            let l0: Vec<_> = t.levels[0].files().collect();
+            let misses = l0.iter().map(|f| heat.get(&f.number).map_or(0, |h| h.1)).sum();
+            let bytes = l0.iter().map(|f| f.size).sum();
+            !tier::model::staging_compaction_pays(bytes, l0.len(), misses, &fast)
+        })
     }
 
     fn pick_by_size_and_tier(&self, v: &Version, busy: &HashSet<u64>, opts: PolicyOptions) -> Option<CompactionTask> {
