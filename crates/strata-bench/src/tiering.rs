@@ -3,8 +3,13 @@
 //! - `all-slow`: one tier, on a device slowed to a hard disk (LogStore's LDB-HDD);
 //! - `round-robin`: a fast tier (SSD profile) with a byte budget and the slow one, files leaving
 //!   the fast tier temperature-blind, round-robin over the key space (LS-UO);
-//! - `informed`: the same tiers with informed and reverse compaction (LS-NH);
+//! - `leveled`: the same tiers with informed and reverse compaction, but plain leveled writes:
+//!   every flush probes the slow tier itself (LS-NH without deferred and staging compaction);
+//! - `informed`: the same tiers with informed, reverse, deferred and staging compaction (LS-NH);
 //! - `all-fast`: one tier on the SSD profile, the ceiling.
+//!
+//! Round-robin placement also writes plain leveled (LS-UO has no deferred or staging
+//! compaction).
 //!
 //! Every run loads `--rows` records (a BIGINT key, `--fields` fields of `--field-bytes` random
 //! letters) in a shuffled key order, checks a sample of answers, then runs for `--duration`
@@ -55,7 +60,7 @@ pub(crate) struct TieringArgs {
     /// Zipf exponent of the key popularity (keys not scrambled: the hot keys are one range).
     #[arg(long, default_value_t = 0.99)]
     zipf: f64,
-    /// Placements to compare, comma-separated: all-slow, round-robin, informed, all-fast.
+    /// Placements to compare, comma-separated: all-slow, round-robin, leveled, informed, all-fast.
     #[arg(long, value_delimiter = ',', default_value = "all-slow,round-robin,informed")]
     placements: Vec<String>,
     /// Workloads after the two YCSB C phases, comma-separated: a, b-10, b-90, write-only (none: -).
@@ -87,7 +92,7 @@ pub(crate) struct TieringArgs {
     out: PathBuf,
 }
 
-const PLACEMENTS: [&str; 4] = ["all-slow", "round-robin", "informed", "all-fast"];
+const PLACEMENTS: [&str; 5] = ["all-slow", "round-robin", "leveled", "informed", "all-fast"];
 
 /// Share of reads of a workload, or `None` if unknown.
 fn read_share(workload: &str) -> Option<f64> {
@@ -161,7 +166,12 @@ fn load(a: &TieringArgs, placement: &str, dir: &Path, budget: u64) -> Result<(Db
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let placement_policy = if placement == "round-robin" { TierPlacement::RoundRobin } else { TierPlacement::Informed };
-    let opts = Options { tiers: tiers(placement, dir, budget), tier_placement: placement_policy, ..options(a) };
+    let opts = Options {
+        tiers: tiers(placement, dir, budget),
+        tier_placement: placement_policy,
+        deferred_compaction: placement == "informed",
+        ..options(a)
+    };
     let db = Db::open(dir.join("db"), opts).map_err(e)?;
     let t = db.create_table("usertable", schema(a.fields)?, TableOptions::default()).map_err(e)?;
     let progress = Progress::new(&format!("{placement}: load"), a.rows);
@@ -336,7 +346,14 @@ pub(crate) fn tiering(a: &TieringArgs) -> Result<(), String> {
         let config = match placement.as_str() {
             "all-slow" => "one tier, hard-disk profile".to_string(),
             "all-fast" => "one tier, SSD profile".to_string(),
-            p => format!("fast tier (SSD profile) {} MiB + slow tier (hard-disk profile), {p}", budget >> 20),
+            p => {
+                let how = match p {
+                    "informed" => "informed placement, deferred and staging compaction",
+                    "leveled" => "informed placement, plain leveled writes",
+                    _ => "round-robin placement, plain leveled writes",
+                };
+                format!("fast tier (SSD profile) {} MiB + slow tier (hard-disk profile), {how}", budget >> 20)
+            }
         };
         let mut add =
             |metric: &str, value: f64, unit: &str| results.add_variant(system, variant, &config, metric, value, unit);
@@ -360,13 +377,26 @@ pub(crate) fn tiering(a: &TieringArgs) -> Result<(), String> {
         }
         series.push((placement.clone(), line));
         for w in &workloads {
-            let stalled = db.stats().write_stall_micros;
+            let before = db.stats();
             let per = phase(a, &t, w, a.rows / 2, &format!("{placement}: {w}"))?;
+            let after = db.stats();
             let name = w.to_uppercase();
             add(&format!("{name} throughput"), settled(&per), "ops/s");
             let client_micros = per.len() as f64 * a.threads.max(1) as f64 * 1e6;
-            let stall = db.stats().write_stall_micros.saturating_sub(stalled) as f64;
+            let stall = after.write_stall_micros.saturating_sub(before.write_stall_micros) as f64;
             add(&format!("{name} writers stalled"), 100.0 * stall / client_micros, "%");
+            // Where the writes' time went: each flush's duration (marking included), and the
+            // slow tier's block reads per operation (flush probes, compactions, reads).
+            let flushes = after.flushes.saturating_sub(before.flushes);
+            let flush_ms = after.flush_micros.saturating_sub(before.flush_micros) as f64 / 1e3;
+            add(&format!("{name} ms per flush"), flush_ms / flushes.max(1) as f64, "ms");
+            let slow_reads = match (after.tiers.last(), before.tiers.last()) {
+                (Some(x), Some(y)) if placement != "all-fast" => x.block_reads.saturating_sub(y.block_reads),
+                _ => 0,
+            };
+            add(&format!("{name} slow-tier blocks/op"), slow_reads as f64 / per.iter().sum::<f64>().max(1.0), "blocks");
+            let staged = after.staging_compactions.saturating_sub(before.staging_compactions);
+            add(&format!("{name} staging compactions"), staged as f64, "");
             if a.predict {
                 add(&format!("{name} predicted"), model(a, placement, &db.stats(), w), "ops/s");
             }
