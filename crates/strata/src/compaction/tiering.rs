@@ -409,14 +409,9 @@ mod tests {
     /// file. The size-based Level-0 task takes only the files older than the span.
     #[test]
     fn staging_takes_the_deferred_span_of_level_0() {
-        let v = version(&[
-            (0, 9, "a-z", 100, 90, 0),
-            (0, 8, "a-z", 100, 80, 0),
-            (0, 7, "a-z", 100, 70, 0),
-            (0, 6, "a-z", 100, 60, 0),
-            (0, 5, "a-z", 100, 50, 0),
-            (3, 4, "a-z", 900, 1, 1),
-        ]);
+        // Level-0 files 9 (newest) down to 5, each over the whole key space.
+        let level0: Vec<_> = (5..=9).rev().map(|n| (0, n, "a-z", 100, n * 10, 0)).collect();
+        let v = version(&[level0.as_slice(), &[(3, 4, "a-z", 900, 1, 1)]].concat());
         let none = HashSet::new();
         let heat = Heat::new();
         let never = |_: u64, _: usize, _: u64| false;
@@ -447,14 +442,7 @@ mod tests {
         assert_eq!(stage(&d, &[5].into_iter().collect(), &OPTS, &heat, &never, &|_| true), None);
         // The oldest file deferred alone, four newer ones flushed without deferral: no Level-0
         // task can start, so staging its one-file span is due.
-        let v = version(&[
-            (0, 9, "a-z", 100, 90, 0),
-            (0, 8, "a-z", 100, 80, 0),
-            (0, 7, "a-z", 100, 70, 0),
-            (0, 6, "a-z", 100, 60, 0),
-            (0, 5, "a-z", 100, 50, 0),
-        ]);
-        let d = with_deferred(v, &[5]);
+        let d = with_deferred(version(&level0), &[5]);
         assert!(policy::level0_settled(&d.tables[&1]).is_empty());
         let task = stage(&d, &none, &OPTS, &heat, &never, &no).expect("Level-0 is blocked");
         assert_eq!(nums(&task.inputs), vec![5]);
