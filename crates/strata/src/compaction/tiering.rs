@@ -46,6 +46,11 @@ fn count(heat: &Heat, f: &FileMeta) -> u64 {
     heat.get(&f.number).map_or(0, |&(reads, misses)| reads + misses)
 }
 
+/// The probes of `files` that found nothing.
+pub fn empty_probes<'a>(heat: &Heat, files: impl IntoIterator<Item = &'a Arc<FileMeta>>) -> u64 {
+    files.into_iter().map(|f| heat.get(&f.number).map_or(0, |&(_, misses)| misses)).sum()
+}
+
 fn per_byte(heat: &Heat, f: &FileMeta) -> f64 {
     count(heat, f) as f64 / f.size.max(1) as f64
 }
@@ -227,7 +232,7 @@ pub fn stage(
         let blocked = runs >= opts.l0_trigger && super::policy::level0_settled(t).is_empty();
         let score = if blocked { runs as f64 / trigger } else { span.len() as f64 / trigger };
         let bytes = span.iter().map(|f| f.size).sum();
-        let misses = span.iter().map(|f| heat.get(&f.number).map_or(0, |h| h.1)).sum();
+        let misses = empty_probes(heat, &span);
         if score < 1.0 && !settle(t.info.id) && !pays(bytes, span.len(), misses) {
             continue;
         }

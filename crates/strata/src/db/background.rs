@@ -303,18 +303,18 @@ impl DbInner {
     /// slow-tier data.
     pub(crate) fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>, settle: bool) -> Option<CompactionTask> {
         let opts = self.policy_options();
-        if v.tables.values().any(|t| !t.deferred.is_empty()) {
-            let fast = self.opts.tiers.first().and_then(|t| t.profile).unwrap_or_else(DeviceProfile::ssd);
-            let pays = |bytes: u64, files: usize, misses: u64| {
-                tier::model::staging_compaction_pays(bytes, files, misses, &fast)
-            };
+        let deferred = v.tables.values().any(|t| !t.deferred.is_empty());
+        let heat = (deferred || self.defers_marking()).then(|| self.tables.heat.snapshot());
+        let fast = self.tier_profile(0, DeviceProfile::ssd);
+        let pays =
+            |bytes: u64, files: usize, misses: u64| tier::model::staging_compaction_pays(bytes, files, misses, &fast);
+        if let (true, Some(heat)) = (deferred, &heat) {
             let wanted = |table: u32| settle || self.tables.staging_wanted(table, false);
-            let heat = self.tables.heat.snapshot();
-            if let Some(t) = tiering::stage(v, busy, &opts, &heat, &pays, &wanted) {
+            if let Some(t) = tiering::stage(v, busy, &opts, heat, &pays, &wanted) {
                 return Some(t);
             }
         }
-        let opts = if self.level0_may_wait(v) {
+        let opts = if heat.is_some_and(|heat| self.level0_may_wait(v, &heat, &pays)) {
             // Deferred compaction: Level-0 files overlap on the fast tier instead of moving down,
             // up to halfway to the count that slows writers down.
             let waits = (opts.l0_trigger + self.opts.l0_slowdown_trigger) / 2;
@@ -325,24 +325,26 @@ impl DbInner {
         self.pick_by_size_and_tier(v, busy, opts)
     }
 
+    /// The device profile given for tier `i`, or `default`.
+    fn tier_profile(&self, i: usize, default: fn() -> DeviceProfile) -> DeviceProfile {
+        self.opts.tiers.get(i).and_then(|t| t.profile).unwrap_or_else(default)
+    }
+
     /// Deferred compaction (LogStore §V-C): whether Level-0 tasks may wait past the trigger
     /// because the fast tier, where Level-0 lives, is under its budget and no table's
-    /// Level-0 files have had empty probes enough to pay for merging them
-    /// (`tier::model::staging_compaction_pays`).
-    fn level0_may_wait(&self, v: &Version) -> bool {
+    /// Level-0 files have had empty probes enough to pay for merging them (`pays`, from
+    /// `tier::model::staging_compaction_pays`).
+    fn level0_may_wait(&self, v: &Version, heat: &tiering::Heat, pays: &dyn Fn(u64, usize, u64) -> bool) -> bool {
         let Some(budget) = self.tiers.first().and_then(|t| t.budget()).filter(|_| self.defers_marking()) else {
             return false;
         };
         if v.tier_bytes(self.tiers.len())[0] >= budget {
             return false;
         }
-        let fast = self.opts.tiers.first().and_then(|t| t.profile).unwrap_or_else(DeviceProfile::ssd);
-        let heat = self.tables.heat.snapshot();
         v.tables.values().all(|t| {
-            let l0: Vec<_> = t.levels[0].files().collect();
-            let misses = l0.iter().map(|f| heat.get(&f.number).map_or(0, |h| h.1)).sum();
-            let bytes = l0.iter().map(|f| f.size).sum();
-            !tier::model::staging_compaction_pays(bytes, l0.len(), misses, &fast)
+            let l0 = &t.levels[0];
+            let bytes = l0.files().map(|f| f.size).sum();
+            !pays(bytes, l0.files().count(), tiering::empty_probes(heat, l0.files()))
         })
     }
 
@@ -376,11 +378,8 @@ impl DbInner {
             return by_size;
         }
         let heat = self.tables.heat.snapshot();
-        let profile = |i: usize, default: fn() -> DeviceProfile| {
-            self.opts.tiers.get(i).and_then(|t| t.profile).unwrap_or_else(default)
-        };
         let (fast, slow_profile) =
-            (profile(0, DeviceProfile::ssd), profile(usize::from(slow), DeviceProfile::hard_disk));
+            (self.tier_profile(0, DeviceProfile::ssd), self.tier_profile(usize::from(slow), DeviceProfile::hard_disk));
         let pays = |bytes: u64, reads: u64| tier::model::reverse_compaction_pays(bytes, reads, &fast, &slow_profile);
         // Slow-tier files being compacted may be on their way up: count them as arrived, so two
         // promotions running at once do not overfill the fast tier together.
