@@ -44,10 +44,13 @@ use datafusion::execution::context::SessionContext;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::Statement as PlanStatement;
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::parser::{DFParser, Statement};
-use datafusion::sql::sqlparser::ast::{ObjectType, Statement as AstStatement};
+use datafusion::sql::sqlparser::ast::{
+    DataType as SqlDataType, ExactNumberInfo, Ident, ObjectType, Statement as AstStatement,
+};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use strata::{Db, Value};
 
@@ -148,13 +151,34 @@ impl SqlEngine {
 
     /// Runs one parsed statement.
     pub async fn run(&self, stmt: &Statement) -> Result<Output, SqlError> {
-        let prepared = self.prepare(stmt).await?;
+        // Run at once: the result types come with the batches, no need to describe them first.
+        let prepared = self.prepare_inner(stmt, &[], false).await?;
         self.execute_prepared(&prepared, None).await
     }
 
     /// Plans a statement for running, possibly many times with different parameters (`$1`,
-    /// `$2`, ...): the extended query protocol's prepared statements.
+    /// `$2`, ...): the extended query protocol's prepared statements. Parameter types are
+    /// inferred from where the parameters stand (`id = $1` takes `id`'s type).
     pub async fn prepare(&self, stmt: &Statement) -> Result<Prepared, SqlError> {
+        self.prepare_typed(stmt, &[]).await
+    }
+
+    /// [`SqlEngine::prepare`] with the types a client declared for its parameters (`$1` is
+    /// `declared[0]`, and so on; `None` leaves a type to inference). A declared type is what
+    /// the parameter is, as in `PREPARE p (INT) AS ...`: `SELECT $1` declared BIGINT returns a
+    /// BIGINT. Text types are left to inference, as PostgreSQL treats an untyped literal: `id
+    /// = $1` with `$1` sent as text compares with `id`'s type, not as strings.
+    pub async fn prepare_typed(&self, stmt: &Statement, declared: &[Option<DataType>]) -> Result<Prepared, SqlError> {
+        self.prepare_inner(stmt, declared, true).await
+    }
+
+    /// Plans `stmt`; `describe` works out the result schema ([`Prepared::output_schema`]).
+    async fn prepare_inner(
+        &self,
+        stmt: &Statement,
+        declared: &[Option<DataType>],
+        describe: bool,
+    ) -> Result<Prepared, SqlError> {
         if let Statement::Statement(ast) = stmt {
             match ast.as_ref() {
                 AstStatement::CreateTable(_) | AstStatement::Drop { object_type: ObjectType::Table, .. } => {
@@ -177,12 +201,51 @@ impl SqlEngine {
         if let Statement::Statement(ast) = &mut stmt {
             rewrite::in_lists_without_nulls(ast);
         }
-        let plan = self.shared.base.statement_to_plan(stmt.clone()).await?;
+        let plan = self.plan_with_parameter_types(&stmt, declared).await?;
         match &plan {
             LogicalPlan::Ddl(_) | LogicalPlan::Copy(_) | LogicalPlan::Statement(_) => {
                 Err(SqlError::unsupported(format!("statement {}", first_words(&stmt))))
             }
-            _ => Ok(Prepared::Plan(plan)),
+            LogicalPlan::Dml(_) => Ok(Prepared::Plan { plan, schema: None }),
+            _ if !describe => Ok(Prepared::Plan { plan, schema: None }),
+            _ => {
+                let schema = Some(self.result_schema(&plan));
+                Ok(Prepared::Plan { plan, schema })
+            }
+        }
+    }
+
+    /// Plans `stmt` with the leading run of `declared` parameter types that SQL can name, as
+    /// `PREPARE _ (types) AS stmt` would.
+    async fn plan_with_parameter_types(
+        &self,
+        stmt: &Statement,
+        declared: &[Option<DataType>],
+    ) -> Result<LogicalPlan, SqlError> {
+        let types: Vec<SqlDataType> = declared.iter().map_while(|t| t.as_ref().and_then(sql_type)).collect();
+        let state = &self.shared.base;
+        match stmt {
+            Statement::Statement(ast) if !types.is_empty() => {
+                let wrapped =
+                    AstStatement::Prepare { name: Ident::new("strata"), data_types: types, statement: ast.clone() };
+                match state.statement_to_plan(Statement::Statement(Box::new(wrapped))).await? {
+                    LogicalPlan::Statement(PlanStatement::Prepare(p)) => Ok(Arc::unwrap_or_clone(p.input)),
+                    other => Ok(other),
+                }
+            }
+            _ => Ok(state.statement_to_plan(stmt.clone()).await?),
+        }
+    }
+
+    /// The columns `plan` returns once run: its schema after type coercion, which is what the
+    /// physical plan produces (before coercion, `CASE WHEN .. THEN int_col ELSE 1000 END` says
+    /// INT where the result is BIGINT). A plan that cannot be coerced before its parameters are
+    /// bound keeps its planned schema; running it checks the types it produced against it.
+    fn result_schema(&self, plan: &LogicalPlan) -> SchemaRef {
+        let state = &self.shared.base;
+        match state.analyzer().execute_and_check(plan.clone(), state.config_options(), |_, _| {}) {
+            Ok(analyzed) => Arc::new(analyzed.schema().as_arrow().clone()),
+            Err(_) => Arc::new(plan.schema().as_arrow().clone()),
         }
     }
 
@@ -230,7 +293,7 @@ impl SqlEngine {
                     other => Err(SqlError::unsupported(format!("statement {other}"))),
                 };
             }
-            Prepared::Plan(plan) => match params {
+            Prepared::Plan { plan, .. } => match params {
                 None => plan.clone(),
                 Some(params) => plan.clone().with_param_values(params)?,
             },
@@ -263,7 +326,13 @@ pub enum Prepared {
     /// these when they connect); it changes nothing.
     Set,
     /// A query or DML statement as DataFusion planned it.
-    Plan(LogicalPlan),
+    Plan {
+        /// The plan, with its parameters as placeholders.
+        plan: LogicalPlan,
+        /// The columns a query returns (see [`Prepared::output_schema`]); `None` for DML and for
+        /// a statement [`SqlEngine::run`] plans to run at once.
+        schema: Option<SchemaRef>,
+    },
 }
 
 impl Prepared {
@@ -271,7 +340,7 @@ impl Prepared {
     pub fn parameter_types(&self) -> Result<Vec<Option<DataType>>, SqlError> {
         match self {
             Prepared::Ddl(_) | Prepared::Set => Ok(Vec::new()),
-            Prepared::Plan(plan) => {
+            Prepared::Plan { plan, .. } => {
                 let types = plan.get_parameter_types()?;
                 let mut named: Vec<(usize, Option<DataType>)> = types
                     .into_iter()
@@ -290,13 +359,31 @@ impl Prepared {
         }
     }
 
-    /// The columns a query returns (none for a command).
+    /// The columns a query returns (none for a command), with the types running it produces:
+    /// a client is told these before it runs the statement, and the values sent must be of
+    /// these types.
     pub fn output_schema(&self) -> Option<SchemaRef> {
         match self {
-            Prepared::Plan(LogicalPlan::Dml(_)) | Prepared::Ddl(_) | Prepared::Set => None,
-            Prepared::Plan(plan) => Some(Arc::new(plan.schema().as_arrow().clone())),
+            Prepared::Ddl(_) | Prepared::Set => None,
+            Prepared::Plan { schema, .. } => schema.clone(),
         }
     }
+}
+
+/// The SQL type naming an Arrow type a parameter can be declared as; `None` for text (left to
+/// inference) and types SQL has no plain name for.
+fn sql_type(t: &DataType) -> Option<SqlDataType> {
+    Some(match t {
+        DataType::Boolean => SqlDataType::Boolean,
+        DataType::Int16 => SqlDataType::SmallInt(None),
+        DataType::Int32 => SqlDataType::Int(None),
+        DataType::Int64 => SqlDataType::BigInt(None),
+        DataType::Float32 => SqlDataType::Real,
+        DataType::Float64 => SqlDataType::Double(ExactNumberInfo::None),
+        DataType::Binary => SqlDataType::Bytea,
+        DataType::Date32 => SqlDataType::Date,
+        _ => return None,
+    })
 }
 
 /// The first words of a statement, to name it in an error.
