@@ -12,14 +12,17 @@
 //!   `DELETE 1`); errors carry SQLSTATE codes ([`strata_sql::ErrorKind::sqlstate`]).
 //! - A statement runs to its end once started, also when its client goes away: it commits
 //!   whole or not at all, never half.
+//! - Every value travels as the PostgreSQL type announced for its column or parameter, in text
+//!   and binary format alike ([`types`]); a type that has no faithful PostgreSQL counterpart is
+//!   refused with an error naming it.
+
+mod types;
 
 use std::fmt::Debug;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use arrow_pg::datatypes::df::deserialize_parameters;
-use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch, into_pg_type};
 use async_trait::async_trait;
 use futures::sink::Sink;
 use pgwire::api::auth::md5pass::{hash_md5_password, Md5PasswordAuthStartupHandler};
@@ -35,9 +38,11 @@ use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use strata_sql::datafusion::arrow::datatypes::Schema;
 use strata_sql::{Output, Prepared, SqlEngine, SqlError};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use types::RowFormat;
 
 /// How clients prove they know the password.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -264,8 +269,10 @@ struct Session {
     parser: Arc<Parser>,
 }
 
-/// Turns a statement's output into a wire response, rows encoded in `format`.
-fn response(out: Output, format: &Format) -> PgWireResult<Response> {
+/// Turns a statement's output into a wire response, rows encoded in `format`. `described` is
+/// the schema the client was told of at Describe (extended protocol): the rows must be sent as
+/// those types, so a statement that produced others is refused instead.
+fn response(out: Output, format: &Format, described: Option<&Schema>) -> PgWireResult<Response> {
     match out {
         Output::Command { tag, rows } => {
             let rows = usize::try_from(rows).unwrap_or(usize::MAX);
@@ -276,10 +283,16 @@ fn response(out: Output, format: &Format) -> PgWireResult<Response> {
             }))
         }
         Output::Rows { schema, batches } => {
-            let fields = Arc::new(arrow_schema_to_pg_fields(&schema, format, None)?);
-            let encoding = fields.clone();
-            let rows = batches.into_iter().flat_map(move |b| encode_recordbatch(encoding.clone(), b));
-            Ok(Response::Query(QueryResponse::new(fields, futures::stream::iter(rows))))
+            let rows = RowFormat::new(described.unwrap_or(&schema), format).map_err(user_error)?;
+            if described.is_some() {
+                rows.check(&schema).map_err(user_error)?;
+            }
+            let fields = rows.fields();
+            let data = batches.into_iter().flat_map(move |b| match rows.encode(&b) {
+                Ok(encoded) => encoded.into_iter().map(Ok).collect::<Vec<_>>(),
+                Err(e) => vec![Err(user_error(e))],
+            });
+            Ok(Response::Query(QueryResponse::new(fields, futures::stream::iter(data))))
         }
     }
 }
@@ -306,7 +319,7 @@ impl SimpleQueryHandler for Session {
         for stmt in statements {
             let engine = self.engine.clone();
             match detached(async move { engine.run(&stmt).await }).await {
-                Ok(o) => out.push(response(o, &Format::UnifiedText)?),
+                Ok(o) => out.push(response(o, &Format::UnifiedText, None)?),
                 Err(e) => {
                     // Later statements of the query are not run, as in PostgreSQL.
                     out.push(Response::Error(Box::new(error_info(&e))));
@@ -326,15 +339,11 @@ struct Parser {
     engine: SqlEngine,
 }
 
-fn arrow_to_pg(t: Option<&strata_sql::datafusion::arrow::datatypes::DataType>) -> Type {
-    t.and_then(|t| into_pg_type(t).ok()).unwrap_or(Type::UNKNOWN)
-}
-
 #[async_trait]
 impl QueryParser for Parser {
     type Statement = Arc<Prepared>;
 
-    async fn parse_sql<C>(&self, _client: &C, sql: &str, _types: &[Option<Type>]) -> PgWireResult<Option<Arc<Prepared>>>
+    async fn parse_sql<C>(&self, _client: &C, sql: &str, types: &[Option<Type>]) -> PgWireResult<Option<Arc<Prepared>>>
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
@@ -349,17 +358,23 @@ impl QueryParser for Parser {
                 )))
             }
         };
-        Ok(Some(Arc::new(self.engine.prepare(&stmt).await.map_err(user_error)?)))
+        // Parameters the client declared a type for are of that type (`SELECT $1` sent as
+        // int8 returns int8), as in PostgreSQL.
+        let declared: Vec<_> = types.iter().map(|t| types::declared_arrow_type(t.as_ref())).collect();
+        Ok(Some(Arc::new(self.engine.prepare_typed(&stmt, &declared).await.map_err(user_error)?)))
     }
 
     fn get_parameter_types(&self, stmt: &Arc<Prepared>) -> PgWireResult<Vec<Type>> {
         let types = stmt.parameter_types().map_err(user_error)?;
-        Ok(types.iter().map(|t| arrow_to_pg(t.as_ref())).collect())
+        Ok(types.iter().map(|t| types::parameter_type(t.as_ref())).collect())
     }
 
     fn get_result_schema(&self, stmt: &Arc<Prepared>, format: Option<&Format>) -> PgWireResult<Vec<FieldInfo>> {
         match stmt.output_schema() {
-            Some(schema) => arrow_schema_to_pg_fields(&schema, format.unwrap_or(&Format::UnifiedText), None),
+            Some(schema) => {
+                let rows = RowFormat::new(&schema, format.unwrap_or(&Format::UnifiedText)).map_err(user_error)?;
+                Ok(rows.fields().as_ref().clone())
+            }
             None => Ok(Vec::new()),
         }
     }
@@ -390,14 +405,13 @@ impl ExtendedQueryHandler for Session {
         let params = if portal.parameter_len() == 0 {
             None
         } else {
-            let inferred = prepared.parameter_types().map_err(user_error)?;
-            let refs: Vec<Option<&strata_sql::datafusion::arrow::datatypes::DataType>> =
-                inferred.iter().map(Option::as_ref).collect();
-            Some(deserialize_parameters(portal, &refs)?)
+            let expected = prepared.parameter_types().map_err(user_error)?;
+            Some(types::parameters(portal, &expected).map_err(user_error)?)
         };
         let engine = self.engine.clone();
+        let described = prepared.output_schema();
         let out =
             detached(async move { engine.execute_prepared(&prepared, params).await }).await.map_err(user_error)?;
-        response(out, &portal.result_column_format)
+        response(out, &portal.result_column_format, described.as_deref())
     }
 }

@@ -1,6 +1,11 @@
 //! The server against real PostgreSQL clients: the `postgres` crate (extended protocol:
 //! prepared statements with parameters, SCRAM and MD5 authentication, SQLSTATE codes) and psql
-//! (simple protocol), each on a server started on a free loopback port.
+//! (simple protocol), each on a server started on a free loopback port. `wire_types` checks
+//! every type of value in text and binary format against what `strata sql` computes, and
+//! `slt_protocols` runs the project's .slt files through sqllogictest's PostgreSQL engines.
+
+mod slt_protocols;
+mod wire_types;
 
 use std::net::SocketAddr;
 use std::process::Command;
@@ -15,7 +20,7 @@ struct Running {
     addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Drop for Running {
@@ -32,7 +37,13 @@ impl Drop for Running {
 fn start(configure: impl FnOnce(&mut Config)) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(strata::Db::open(dir.path(), strata::Options::default()).unwrap());
-    let engine = strata_sql::SqlEngine::new(db).unwrap();
+    let mut running = start_on(strata_sql::SqlEngine::new(db).unwrap(), configure);
+    running._dir = Some(dir);
+    running
+}
+
+/// A server over `engine`'s database (which the caller keeps open).
+fn start_on(engine: strata_sql::SqlEngine, configure: impl FnOnce(&mut Config)) -> Running {
     let mut config = Config::new("127.0.0.1:0".parse().unwrap());
     configure(&mut config);
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -51,7 +62,7 @@ fn start(configure: impl FnOnce(&mut Config)) -> Running {
         });
     });
     let addr = addr_rx.recv().unwrap();
-    Running { addr, stop: Some(stop_tx), thread: Some(thread), _dir: dir }
+    Running { addr, stop: Some(stop_tx), thread: Some(thread), _dir: None }
 }
 
 fn connect(addr: SocketAddr, user: &str, password: &str) -> Result<Client, postgres::Error> {

@@ -1,18 +1,103 @@
 // pgjdbc against a running strata server: java -cp postgresql.jar JdbcCheck.java HOST PORT PASSWORD
 // Run by crates/strata-pg/tests/clients.rs; exits non-zero on the first failed check.
 
+import java.math.BigDecimal;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.Arrays;
 import java.util.Properties;
 
 public class JdbcCheck {
     static void check(boolean ok, String what) {
         if (!ok) {
             throw new AssertionError(what);
+        }
+    }
+
+    /** Two values of a column as getObject must return them: the Java class and the value. */
+    static boolean same(Object got, Object want) {
+        if (want == null) {
+            return got == null;
+        }
+        if (got == null || got.getClass() != want.getClass()) {
+            return false;
+        }
+        return want instanceof byte[] ? Arrays.equals((byte[]) got, (byte[]) want) : got.equals(want);
+    }
+
+    static String show(Object v) {
+        if (v == null) {
+            return "null";
+        }
+        return v.getClass().getSimpleName() + " " + (v instanceof byte[] ? Arrays.toString((byte[]) v) : v);
+    }
+
+    /**
+     * Expressions whose result types DataFusion widens or changes, read with getObject. With
+     * prepareThreshold=1 the driver prepares on the server and reads the types it knows (ints,
+     * floats, dates, ...) in binary, so the announced type must match the bytes sent.
+     */
+    static void checkTypes(Connection conn) throws SQLException {
+        try (Statement st = conn.createStatement()) {
+            st.execute("CREATE TABLE eb (id INT PRIMARY KEY, n INT, s SMALLINT, f DOUBLE, t TEXT, by BYTEA, d DATE, ok BOOLEAN)");
+            st.execute("INSERT INTO eb VALUES (1, 100000, 7, 2.5, 'h\u00e9llo', X'00ff', DATE '2026-11-26', true),"
+                    + " (2, -5, 8, CAST('NaN' AS DOUBLE), '', X'', DATE '1970-01-01', false)");
+        }
+        Object[][] cases = {
+            {"CASE WHEN id = 1 THEN n ELSE 1000 END", 100000L, 1000L},
+            {"COALESCE(s, n)", 7, 8},
+            {"NULLIF(n, -5)", 100000L, null},
+            {"n + s", 100007, 3},
+            {"s * 2", 14L, 16L},
+            {"s", 7, 8},
+            {"CAST(n AS DOUBLE) / 4", 25000.0, -1.25},
+            {"CAST(n AS REAL)", 100000.0f, -5.0f},
+            {"f", 2.5, Double.NaN},
+            {"CASE WHEN ok THEN f ELSE CAST('-Infinity' AS DOUBLE) END", 2.5, Double.NEGATIVE_INFINITY},
+            {"t", "h\u00e9llo", ""},
+            {"by", new byte[] {0, (byte) 0xff}, new byte[] {}},
+            {"d", java.sql.Date.valueOf("2026-11-26"), java.sql.Date.valueOf("1970-01-01")},
+            {"ok", true, false},
+            {"CAST(n AS DECIMAL(12, 2))", new BigDecimal("100000.00"), new BigDecimal("-5.00")},
+            {"n + CAST(id AS BIGINT)", 100001L, -3L},
+        };
+        for (Object[] c : cases) {
+            String sql = "SELECT " + c[0] + " FROM eb ORDER BY id";
+            // Three runs: the first ones may still be unnamed or text, later ones are binary.
+            for (int run = 0; run < 3; run++) {
+                try (PreparedStatement q = conn.prepareStatement(sql);
+                        ResultSet rs = q.executeQuery()) {
+                    for (int row = 1; row <= 2; row++) {
+                        check(rs.next(), sql + ": row " + row);
+                        Object got = rs.getObject(1);
+                        check(same(got, c[row]), sql + " run " + run + " row " + row + ": got " + show(got) + ", want " + show(c[row]));
+                    }
+                    check(!rs.next(), sql + ": two rows");
+                }
+            }
+        }
+        Object[][] aggregates = {
+            {"sum(n)", 99995L}, {"avg(s)", 7.5}, {"min(s)", 7}, {"max(n)", 100000}, {"count(*)", 2L},
+            {"min(d)", java.sql.Date.valueOf("1970-01-01")},
+        };
+        for (Object[] a : aggregates) {
+            for (int run = 0; run < 3; run++) {
+                try (PreparedStatement q = conn.prepareStatement("SELECT " + a[0] + " FROM eb"); ResultSet rs = q.executeQuery()) {
+                    check(rs.next(), a[0] + ": a row");
+                    Object got = rs.getObject(1);
+                    check(same(got, a[1]), a[0] + " run " + run + ": got " + show(got) + ", want " + show(a[1]));
+                }
+            }
+        }
+        try (PreparedStatement q = conn.prepareStatement("SELECT n FROM eb WHERE s = ?")) {
+            q.setShort(1, (short) 8);
+            try (ResultSet rs = q.executeQuery()) {
+                check(rs.next() && rs.getInt(1) == -5 && !rs.next(), "smallint parameter");
+            }
         }
     }
 
@@ -24,6 +109,8 @@ public class JdbcCheck {
         props.setProperty("connectTimeout", "10");
         // Use named server-side statements from the first execution on.
         props.setProperty("prepareThreshold", "1");
+        // Read the types the driver knows (ints, floats, dates, ...) in binary format.
+        props.setProperty("binaryTransfer", "true");
         try (Connection conn = DriverManager.getConnection(url, props)) {
             check(conn.getAutoCommit(), "autocommit is the default");
             try (Statement st = conn.createStatement()) {
@@ -79,6 +166,7 @@ public class JdbcCheck {
             try (Statement st = conn.createStatement(); ResultSet rs = st.executeQuery("SELECT count(*) FROM accounts")) {
                 check(rs.next() && rs.getLong(1) == 15, "fifteen rows remain");
             }
+            checkTypes(conn);
         }
         props.setProperty("password", args[2] + "x");
         try (Connection conn = DriverManager.getConnection(url, props)) {

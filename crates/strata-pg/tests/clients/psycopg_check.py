@@ -4,7 +4,10 @@ Run by crates/strata-pg/tests/clients.rs; exits non-zero (with a traceback) on t
 failed check.
 """
 
+import datetime
+import math
 import sys
+from decimal import Decimal
 
 import psycopg
 from psycopg import errors
@@ -48,6 +51,78 @@ with psycopg.connect(**dsn, autocommit=True) as conn:
         pass
     cur.execute("SELECT count(*) FROM items")
     assert cur.fetchone() == (10,)
+
+# Values in text and in binary format (binary=True: psycopg decodes each value by the type the
+# server announced, so a type announced for another type's bytes reads wrong or fails).
+NAN, INF = float("nan"), float("inf")
+
+
+def same(got, want):
+    if isinstance(want, float) and math.isnan(want):
+        return isinstance(got, float) and math.isnan(got)
+    return type(got) is type(want) and got == want
+
+
+with psycopg.connect(**dsn, autocommit=True) as conn:
+    conn.execute("CREATE TABLE eb (id INT PRIMARY KEY, n INT, s SMALLINT, f DOUBLE, t TEXT, by BYTEA, d DATE, ok BOOLEAN)")
+    conn.execute(
+        "INSERT INTO eb VALUES (1, 100000, 7, 2.5, 'héllo ✓', X'00ff', DATE '2026-11-26', true),"
+        " (2, -5, 8, CAST('NaN' AS DOUBLE), '', X'', DATE '1970-01-01', false)"
+    )
+    columns = [
+        ("CASE WHEN id = 1 THEN n ELSE 1000 END", [100000, 1000]),
+        ("COALESCE(s, n)", [7, 8]),
+        ("NULLIF(n, -5)", [100000, None]),
+        ("n + s", [100007, 3]),
+        ("s * 2", [14, 16]),
+        ("s", [7, 8]),
+        ("CAST(n AS DOUBLE) / 4", [25000.0, -1.25]),
+        ("CAST(n AS REAL)", [100000.0, -5.0]),
+        ("f", [2.5, NAN]),
+        ("CASE WHEN ok THEN f ELSE CAST('-Infinity' AS DOUBLE) END", [2.5, -INF]),
+        ("t", ["héllo ✓", ""]),
+        ("t || CAST(s AS TEXT)", ["héllo ✓7", "8"]),
+        ("by", [b"\x00\xff", b""]),
+        ("d", [datetime.date(2026, 11, 26), datetime.date(1970, 1, 1)]),
+        ("ok", [True, False]),
+        ("n > 0 AND ok", [True, False]),
+        ("CAST(n AS DECIMAL(12, 2))", [Decimal("100000.00"), Decimal("-5.00")]),
+        ("NULL", [None, None]),
+    ]
+    aggregates = [
+        ("sum(n)", 99995),
+        ("sum(s)", 15),
+        ("avg(s)", 7.5),
+        ("min(s)", 7),
+        ("max(n)", 100000),
+        ("count(*)", 2),
+        ("min(d)", datetime.date(1970, 1, 1)),
+        ("max(t)", "héllo ✓"),
+        ("sum(CAST(s AS DECIMAL(10, 1)))", Decimal("15.0")),
+    ]
+    parameters = [
+        ("SELECT n FROM eb WHERE s = %s", (8,), [-5]),
+        ("SELECT n FROM eb WHERE f = %s", (2.5,), [100000]),
+        ("SELECT id FROM eb WHERE t = %s", ("héllo ✓",), [1]),
+        ("SELECT id FROM eb WHERE by = %s", (b"",), [2]),
+        ("SELECT id FROM eb WHERE d = %s", (datetime.date(2026, 11, 26),), [1]),
+        ("SELECT %s", (3_000_000_000,), [3_000_000_000]),
+        ("SELECT %s", (5,), [5]),
+    ]
+    for binary in (False, True):
+        cur = conn.cursor(binary=binary)
+        for expr, want in columns:
+            cur.execute(f"SELECT {expr} FROM eb ORDER BY id")
+            got = [r[0] for r in cur.fetchall()]
+            assert all(same(g, w) for g, w in zip(got, want)) and len(got) == len(want), (binary, expr, got, want)
+        for expr, want in aggregates:
+            cur.execute(f"SELECT {expr} FROM eb")
+            got = cur.fetchone()[0]
+            assert same(got, want), (binary, expr, got, want)
+        for sql, params, want in parameters:
+            cur.execute(sql, params)
+            got = [r[0] for r in cur.fetchall()]
+            assert got == want and all(type(g) is type(w) for g, w in zip(got, want)), (binary, sql, got, want)
 
 # Without autocommit psycopg opens a transaction, which strata refuses clearly.
 with psycopg.connect(**dsn) as conn:
