@@ -272,7 +272,7 @@ struct Session {
 /// Turns a statement's output into a wire response, rows encoded in `format`. `described` is
 /// the schema the client was told of at Describe (extended protocol): the rows must be sent as
 /// those types, so a statement that produced others is refused instead.
-fn response(out: Output, format: &Format, described: Option<&Schema>) -> PgWireResult<Response> {
+fn response(out: Output, format: &Format, described: Option<&Schema>) -> Result<Response, SqlError> {
     match out {
         Output::Command { tag, rows } => {
             let rows = usize::try_from(rows).unwrap_or(usize::MAX);
@@ -283,9 +283,9 @@ fn response(out: Output, format: &Format, described: Option<&Schema>) -> PgWireR
             }))
         }
         Output::Rows { schema, batches } => {
-            let rows = RowFormat::new(described.unwrap_or(&schema), format).map_err(user_error)?;
+            let rows = RowFormat::new(described.unwrap_or(&schema), format)?;
             if described.is_some() {
-                rows.check(&schema).map_err(user_error)?;
+                rows.check(&schema)?;
             }
             let fields = rows.fields();
             let data = batches.into_iter().flat_map(move |b| match rows.encode(&b) {
@@ -318,8 +318,11 @@ impl SimpleQueryHandler for Session {
         let mut out = Vec::with_capacity(statements.len());
         for stmt in statements {
             let engine = self.engine.clone();
-            match detached(async move { engine.run(&stmt).await }).await {
-                Ok(o) => out.push(response(o, &Format::UnifiedText, None)?),
+            match detached(async move { engine.run(&stmt).await })
+                .await
+                .and_then(|o| response(o, &Format::UnifiedText, None))
+            {
+                Ok(r) => out.push(r),
                 Err(e) => {
                     // Later statements of the query are not run, as in PostgreSQL.
                     out.push(Response::Error(Box::new(error_info(&e))));
@@ -412,6 +415,6 @@ impl ExtendedQueryHandler for Session {
         let described = prepared.output_schema();
         let out =
             detached(async move { engine.execute_prepared(&prepared, params).await }).await.map_err(user_error)?;
-        response(out, &portal.result_column_format, described.as_deref())
+        response(out, &portal.result_column_format, described.as_deref()).map_err(user_error)
     }
 }

@@ -204,18 +204,22 @@ impl RowFormat {
 
     /// Encodes `batch`'s rows.
     pub(crate) fn encode(&self, batch: &RecordBatch) -> Result<Vec<DataRow>, SqlError> {
+        if batch.num_columns() != self.types.len() {
+            return Err(SqlError::new(
+                ErrorKind::Internal,
+                format!("a batch of {} columns for {} announced", batch.num_columns(), self.types.len()),
+            ));
+        }
         let options = CastOptions { safe: false, ..Default::default() };
         let mut columns = Vec::with_capacity(self.types.len());
-        for (i, t) in self.types.iter().enumerate() {
-            let name = self.fields.get(i).map(|f| f.name().to_string()).unwrap_or_default();
-            let column = batch.column(i);
+        for ((t, field), column) in self.types.iter().zip(self.fields.iter()).zip(batch.columns()) {
             let target = match (t, column.data_type()) {
                 // The described scale may differ from the produced one; each value carries its own.
                 (WireType::Numeric(..), DataType::Decimal128(p, s)) => DataType::Decimal128(*p, *s),
                 _ => t.arrow_type(),
             };
             let cast = cast_with_options(column, &target, &options)
-                .map_err(|e| data_error(format!("column \"{name}\": {e}")))?;
+                .map_err(|e| data_error(format!("column \"{}\": {e}", field.name())))?;
             columns.push(cast);
         }
         let format = FormatOptions::default();

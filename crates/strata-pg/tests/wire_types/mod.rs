@@ -294,7 +294,7 @@ const AGGREGATES: &[&str] = &[
     "bool_and(b)",
 ];
 
-fn create_table(engine: &SqlEngine, rt: &tokio::runtime::Runtime) {
+fn create_table(engine: &SqlEngine) {
     let schema = Schema::new(
         vec![
             Column::new("id", ColumnType::BigInt),
@@ -402,7 +402,6 @@ fn create_table(engine: &SqlEngine, rt: &tokio::runtime::Runtime) {
     for row in rows {
         table.insert(&row).unwrap();
     }
-    let _ = rt;
 }
 
 /// Compares `sql` in-process with the wire in text and binary format; returns a line per
@@ -454,7 +453,7 @@ fn every_type_and_expression_reads_the_same_in_text_and_binary_as_in_strata_sql(
     let db = Arc::new(strata::Db::open(dir.path(), strata::Options::default()).unwrap());
     let engine = SqlEngine::new(db).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    create_table(&engine, &rt);
+    create_table(&engine);
     let server = start_on(engine.clone(), |_| {});
     let mut client = connect(server.addr, "strata", "").unwrap();
 
@@ -542,6 +541,10 @@ fn a_type_with_no_postgresql_counterpart_is_refused_with_its_name() {
         let message = e.as_db_error().map(|d| d.message().to_string()).unwrap_or_default();
         assert!(message.contains("\"vs\"") && message.contains("List"), "{message}");
     }
+    // In a multi-statement query the statements before it stay applied and answered.
+    let messages = client.simple_query("INSERT INTO l VALUES (2, 3); SELECT array_agg(v) FROM l").unwrap_err();
+    assert_eq!(messages.code().map(|c| c.code()), Some("0A000"), "{messages}");
+    assert_eq!(client.query_one("SELECT count(*) FROM l", &[]).unwrap().get::<_, i64>(0), 2);
     // The connection stays usable.
-    assert_eq!(client.query_one("SELECT v FROM l", &[]).unwrap().get::<_, i32>(0), 2);
+    assert_eq!(client.query_one("SELECT v FROM l WHERE id = 1", &[]).unwrap().get::<_, i32>(0), 2);
 }
