@@ -164,6 +164,8 @@ impl AsyncDB for Pg {
         }
     }
 
+    async fn shutdown(&mut self) {}
+
     fn engine_name(&self) -> &str {
         if self.extended {
             "postgres-extended"
