@@ -105,7 +105,10 @@ impl HeatMap {
 
     /// Passes the heat of `inputs` (files a compaction replaces) to `outputs`: each input's
     /// counts are shared among the outputs whose key ranges overlap its own, in proportion to
-    /// their entries. Inputs no output overlaps (all their versions dropped) pass nothing.
+    /// how much of the input's key range each covers (keys read as numbers, see [`key_point`]),
+    /// or to their entries where that cannot tell them apart. An output that shares one edge
+    /// key with a hot input thus gets next to nothing, instead of a share as large as if it
+    /// covered the input. Inputs no output overlaps (all their versions dropped) pass nothing.
     pub(crate) fn carry<'a>(&self, inputs: impl Iterator<Item = &'a FileMeta>, outputs: &[FileMeta]) {
         let mut add: Vec<(f64, f64)> = vec![(0.0, 0.0); outputs.len()];
         let files = self.files.lock();
@@ -117,7 +120,14 @@ impl HeatMap {
             let covering: Vec<usize> = (0..outputs.len())
                 .filter(|&o| outputs[o].smallest <= i.largest && i.smallest <= outputs[o].largest)
                 .collect();
-            let weight = |o: usize| outputs[o].entries.max(1) as f64;
+            let skip = common_prefix(&i.smallest, &i.largest);
+            let (lo, hi) = (key_point(&i.smallest, skip), key_point(&i.largest, skip));
+            let covered = |o: usize| {
+                let (a, b) = (key_point(&outputs[o].smallest, skip), key_point(&outputs[o].largest, skip));
+                (b.min(hi) - a.max(lo)).max(0.0)
+            };
+            let by_range = hi > lo && covering.iter().any(|&o| covered(o) > 0.0);
+            let weight = |o: usize| if by_range { covered(o) } else { outputs[o].entries.max(1) as f64 };
             let total: f64 = covering.iter().map(|&o| weight(o)).sum();
             for &o in &covering {
                 let share = weight(o) / total;
@@ -132,6 +142,21 @@ impl HeatMap {
             }
         }
     }
+}
+
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Where `key` lies on a number line: its eight bytes after the first `skip` (zero-padded) as a
+/// big-endian number. Keys order as their points do, ties aside; between two keys sharing
+/// `skip` bytes, points spread the way evenly spread keys would.
+fn key_point(key: &[u8], skip: usize) -> f64 {
+    let mut b = [0u8; 8];
+    let rest = key.get(skip..).unwrap_or(&[]);
+    let n = rest.len().min(8);
+    b[..n].copy_from_slice(&rest[..n]);
+    u64::from_be_bytes(b) as f64
 }
 
 #[cfg(test)]
@@ -155,12 +180,18 @@ mod tests {
         }
         m.of(2).record(true);
         let inputs = [file(1, "a", "f", 100), file(2, "g", "z", 100)];
-        // Output 10 covers a-c, 11 covers d-h (both inputs), 12 covers i-z.
+        // Output 10 covers a-c, 11 covers d-h (both inputs), 12 covers i-z: input 1's range is
+        // split evenly between 10 and 11, input 2's goes mostly to 12.
         let outputs = [file(10, "a", "c", 100), file(11, "d", "h", 200), file(12, "i", "z", 100)];
         m.carry(inputs.iter(), &outputs);
-        assert_eq!(m.counts(10), (30, 3));
-        assert_eq!(m.counts(11), (61, 7));
-        assert_eq!(m.counts(12), (0, 0));
+        assert_eq!(m.counts(10), (45, 5));
+        assert_eq!(m.counts(11), (45, 5));
+        assert_eq!(m.counts(12), (1, 0));
+        // An output sharing only the input's last key gets next to nothing.
+        m.of(3).add(100, 0);
+        let edge = [file(30, "a", "m", 10), file(31, "m", "z", 1000)];
+        m.carry([file(3, "m", "t", 50)].iter(), &edge);
+        assert_eq!((m.counts(30), m.counts(31)), ((0, 0), (100, 0)));
         // Nothing overlapping: nothing passed.
         m.carry([file(1, "a", "f", 1)].iter(), &[file(20, "x", "y", 5)]);
         assert_eq!(m.counts(20), (0, 0));
