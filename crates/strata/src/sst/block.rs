@@ -4,9 +4,9 @@
 //! Content layout (before compression; little-endian throughout):
 //! ```text
 //! n u32 | ncols u16 | (4 + ncols) × u32 section offsets: keys, seqs, kinds, col 0.., end
-//! keys:   n × (shared varint | unshared varint | unshared bytes)   prefix-coded against previous key
-//! seqs:   base u64 | n × varint(seq - base)                       base = smallest seq (absent when n = 0)
-//! kinds:  n × u8                                                    0 delete, 1 put, 2 update
+//! keys:   a key page (see [`super::keys`]): binary-searchable, prefix-compressed
+//! seqs:   base u64 | width u8 | n × width bytes (seq - base)      (absent when n = 0)
+//! kinds:  n × u8 (0 delete, 1 put, 2 update); empty when every row is a put
 //! col i:  flags u8 (bit0 presence bitmap follows, bit1 null bitmap follows)
 //!         [presence bitmap ceil(n/8)]  bit set = the row carries this column
 //!         [null bitmap ceil(n/8)]      bit set = NULL
@@ -18,12 +18,12 @@
 //! prefixes order like the values, so comparisons settle most rows without touching the heap
 //! (TellStore §5.2).
 
-use std::ops::ControlFlow;
 use std::sync::{Arc, OnceLock};
 
 use smallvec::SmallVec;
 
-use crate::codec::{put_varint, DecodeError, DecodeResult, Reader};
+use super::keys::{encode_keys, encode_seqs, KeyPage, SeqPage};
+use crate::codec::{DecodeError, DecodeResult, Reader};
 use crate::mvcc::Kind;
 use crate::sst::zone::{ZoneBuilder, ZoneMap};
 use crate::types::row::RawCell;
@@ -225,8 +225,11 @@ impl ColBuf {
 /// Accumulates one block.
 pub(crate) struct BlockBuilder {
     n: usize,
-    keys: Vec<u8>,
-    last_key: Vec<u8>,
+    /// The keys so far, concatenated, and where each ends.
+    key_data: Vec<u8>,
+    key_ends: Vec<u32>,
+    /// The keys' bytes past the prefix each shares with the one before (for [`Self::size`]).
+    key_size: usize,
     seqs: Vec<u64>,
     kinds: Vec<u8>,
     cols: Vec<ColBuf>,
@@ -267,8 +270,9 @@ impl BlockBuilder {
     pub(crate) fn new(types: &[ColumnType]) -> Self {
         BlockBuilder {
             n: 0,
-            keys: Vec::new(),
-            last_key: Vec::new(),
+            key_data: Vec::new(),
+            key_ends: Vec::new(),
+            key_size: 0,
             seqs: Vec::new(),
             kinds: Vec::new(),
             cols: types.iter().map(|&t| ColBuf::new(t)).collect(),
@@ -289,8 +293,9 @@ impl BlockBuilder {
     /// Empties the builder, keeping its buffers' capacity for the next block.
     fn reset(&mut self) {
         self.n = 0;
-        self.keys.clear();
-        self.last_key.clear();
+        self.key_data.clear();
+        self.key_ends.clear();
+        self.key_size = 0;
         self.seqs.clear();
         self.kinds.clear();
         self.cell_bytes = 0;
@@ -304,13 +309,14 @@ impl BlockBuilder {
     }
 
     pub(crate) fn last_key(&self) -> &[u8] {
-        &self.last_key
+        let start = self.key_ends.len().checked_sub(2).map_or(0, |i| self.key_ends[i] as usize);
+        &self.key_data[start..]
     }
 
     /// Approximate encoded size so far (bitmaps counted as full from their column's first
     /// absent or NULL cell); constant time, as it is asked at every key.
     pub(crate) fn size(&self) -> usize {
-        self.keys.len() + 4 * self.seqs.len() + self.kinds.len() + self.cell_bytes
+        self.key_size + 4 * self.seqs.len() + self.kinds.len() + self.cell_bytes
     }
 
     /// Adds a version; `cells` yields the group's columns in order (exactly one per column).
@@ -359,13 +365,12 @@ impl BlockBuilder {
 
     /// Adds a version's key, sequence number and kind; returns its row.
     fn add_key(&mut self, key: &[u8], seq: u64, kind: Kind) -> usize {
-        let shared = key.iter().zip(&self.last_key).take_while(|(a, b)| a == b).count();
-        self.clean &= kind == Kind::Put && !(self.n > 0 && shared == key.len() && shared == self.last_key.len());
-        put_varint(&mut self.keys, shared as u64);
-        put_varint(&mut self.keys, (key.len() - shared) as u64);
-        self.keys.extend_from_slice(&key[shared..]);
-        self.last_key.clear();
-        self.last_key.extend_from_slice(key);
+        let last = self.last_key();
+        let shared = key.iter().zip(last).take_while(|(a, b)| a == b).count();
+        self.clean &= kind == Kind::Put && !(self.n > 0 && shared == key.len() && shared == last.len());
+        self.key_size += key.len() - shared + 2;
+        self.key_data.extend_from_slice(key);
+        self.key_ends.push(self.key_data.len() as u32);
         self.seqs.push(seq);
         self.kinds.push(kind as u8);
         self.min_seq = self.min_seq.min(seq);
@@ -385,18 +390,13 @@ impl BlockBuilder {
         out.resize(table + 4 * (4 + ncols), 0);
         let mut offs = Vec::with_capacity(4 + ncols);
         offs.push(out.len());
-        out.extend_from_slice(&self.keys);
+        encode_keys(&self.key_data, &self.key_ends, &mut out);
         offs.push(out.len());
-        // Sequence numbers within a block are close together: store them as offsets from the
-        // smallest, which shrinks the per-version cost every column group pays.
-        if n > 0 {
-            out.extend_from_slice(&self.min_seq.to_le_bytes());
-            for &seq in &self.seqs {
-                put_varint(&mut out, seq - self.min_seq);
-            }
+        encode_seqs(&self.seqs, &mut out);
+        offs.push(out.len());
+        if self.kinds.iter().any(|&k| k != Kind::Put as u8) {
+            out.extend_from_slice(&self.kinds);
         }
-        offs.push(out.len());
-        out.extend_from_slice(&self.kinds);
         for c in &self.cols {
             offs.push(out.len());
             c.finish(n, &mut out);
@@ -442,9 +442,9 @@ struct ColView {
 #[derive(Debug)]
 pub(crate) struct Block {
     n: usize,
-    /// The key and sequence-number sections in `body`.
-    keys_at: (usize, usize),
-    seqs_at: (usize, usize),
+    /// The key and sequence-number sections in `body`, checked.
+    keys: KeyPage,
+    seqs: SeqPage,
     /// Bytes of the keys decoded (the key index's size).
     key_bytes: usize,
     kinds: Vec<Kind>,
@@ -455,133 +455,110 @@ pub(crate) struct Block {
     index: OnceLock<KeyIndex>,
 }
 
-/// A block's keys and sequence numbers decoded into arrays, for binary search and walking
-/// versions in order. Point lookups do without it ([`Block::versions_of`]): a block that only
-/// they read never builds it, which saves the decoding and the memory.
+/// A block's keys decoded into one array, for readers that take keys as contiguous slices
+/// (scans and compaction walking versions in order). Point lookups and seeks search the key
+/// page as stored ([`Block::versions_of`]): a block that only they read never builds it.
 #[derive(Debug)]
 struct KeyIndex {
     keys: Vec<u8>,
     key_ends: Vec<u32>,
-    seqs: Vec<u64>,
-}
-
-impl KeyIndex {
-    fn with_capacity(n: usize, key_bytes: usize) -> Self {
-        let mut key_ends = Vec::with_capacity(n + 1);
-        key_ends.push(0);
-        KeyIndex { keys: Vec::with_capacity(key_bytes), key_ends, seqs: Vec::with_capacity(n) }
-    }
-
-    fn push_key(&mut self, key: &[u8]) {
-        self.keys.extend_from_slice(key);
-        self.key_ends.push(self.keys.len() as u32);
-    }
-
-    fn shrunk(mut self) -> Self {
-        self.keys.shrink_to_fit();
-        self
-    }
 }
 
 /// What a point lookup found in a block: the first row whose key is not below the key looked
 /// up, and the sequence numbers of the key's versions, newest first (none when absent).
 pub(crate) type Versions = (usize, SmallVec<[u64; 4]>);
 
-/// Where a walk over a block's keys found one key: rows `start..end` hold it (`start` is the
-/// first row not below it when none does).
-struct Probe {
-    start: usize,
-    end: usize,
-    /// A key above the one looked for was seen.
-    past: bool,
-}
+/// Format 3's key and sequence-number sections, rewritten as format 4's when a block of a
+/// format-3 file is read (so everything past decoding sees one format; compaction rewrites
+/// such files in format 4).
+mod format3 {
+    use super::*;
 
-impl Probe {
-    fn new(n: usize) -> Self {
-        Probe { start: n, end: 0, past: false }
-    }
-
-    /// Notes row `i`'s key `k` against the key looked for; breaks once past it.
-    fn key(&mut self, i: usize, k: &[u8], want: &[u8]) -> ControlFlow<()> {
-        if self.past {
-            return ControlFlow::Break(());
+    /// Rewrites a format-3 block content as format 4: same header, columns and kinds; keys and
+    /// sequence numbers re-encoded.
+    pub(super) fn upgrade(body: &[u8], ncols_expected: usize) -> DecodeResult<Vec<u8>> {
+        let mut r = Reader::new(body);
+        let n = r.u32()? as usize;
+        let ncols = r.u16()? as usize;
+        if ncols != ncols_expected || n > body.len() {
+            return Err(DecodeError::new("bad format-3 block header"));
         }
-        match k.cmp(want) {
-            std::cmp::Ordering::Less => ControlFlow::Continue(()),
-            std::cmp::Ordering::Equal => {
-                self.start = self.start.min(i);
-                self.end = i + 1;
-                ControlFlow::Continue(())
+        let mut offs = Vec::with_capacity(4 + ncols);
+        for _ in 0..4 + ncols {
+            offs.push(r.u32()? as usize);
+        }
+        if offs.windows(2).any(|w| w[0] > w[1]) || offs[0] != r.pos() || offs[offs.len() - 1] != body.len() {
+            return Err(DecodeError::new("bad section offsets"));
+        }
+        // Keys: n × (shared varint | unshared varint | unshared bytes), prefix-coded.
+        let mut kr = Reader::new(&body[offs[0]..offs[1]]);
+        let (mut data, mut ends) = (Vec::new(), Vec::with_capacity(n));
+        let mut key: Vec<u8> = Vec::new();
+        for _ in 0..n {
+            let shared = kr.varint()? as usize;
+            let unshared = kr.len(kr.remaining())?;
+            if shared > key.len() {
+                return Err(DecodeError::new("bad key prefix length"));
             }
-            std::cmp::Ordering::Greater => {
-                self.start = self.start.min(i);
-                self.past = true;
-                ControlFlow::Break(())
-            }
+            key.truncate(shared);
+            key.extend_from_slice(kr.take(unshared)?);
+            data.extend_from_slice(&key);
+            ends.push(data.len() as u32);
         }
-    }
-
-    fn holds(&self, i: usize) -> bool {
-        (self.start..self.end).contains(&i)
-    }
-}
-
-/// Walks a key section of `n` prefix-coded keys, checking its structure and handing `f` each
-/// key's index, its bytes and whether it equals the previous key, until `f` breaks.
-fn walk_keys(section: &[u8], n: usize, mut f: impl FnMut(usize, &[u8], bool) -> ControlFlow<()>) -> DecodeResult<()> {
-    let mut r = Reader::new(section);
-    let mut key: SmallVec<[u8; 64]> = SmallVec::new();
-    for i in 0..n {
-        let shared = r.varint()? as usize;
-        let unshared = r.len(r.remaining())?;
-        if shared > key.len() {
-            return Err(DecodeError::new("bad key prefix length"));
+        if !kr.is_empty() {
+            return Err(DecodeError::new("trailing bytes in key section"));
         }
-        let same = i > 0 && unshared == 0 && shared == key.len();
-        key.truncate(shared);
-        key.extend_from_slice(r.take(unshared)?);
-        if f(i, &key, same).is_break() {
-            return Ok(());
-        }
-    }
-    if !r.is_empty() {
-        return Err(DecodeError::new("trailing bytes in key section"));
-    }
-    Ok(())
-}
-
-/// Walks the first `n` sequence numbers of a sequence-number section, handing `f` each one's
-/// index and value, until `f` breaks. Returns the bytes read.
-fn walk_seqs(section: &[u8], n: usize, mut f: impl FnMut(usize, u64) -> ControlFlow<()>) -> DecodeResult<usize> {
-    let mut r = Reader::new(section);
-    if n > 0 {
-        let base = r.u64()?;
-        for i in 0..n {
-            let seq = base.checked_add(r.varint()?).ok_or_else(|| DecodeError::new("sequence number overflows"))?;
-            if f(i, seq).is_break() {
-                break;
+        // Sequence numbers: base u64 | n × varint(seq - base).
+        let mut sr = Reader::new(&body[offs[1]..offs[2]]);
+        let mut seqs = Vec::with_capacity(n);
+        if n > 0 {
+            let base = sr.u64()?;
+            for _ in 0..n {
+                seqs.push(base.checked_add(sr.varint()?).ok_or_else(|| DecodeError::new("sequence number overflows"))?);
             }
         }
+        if !sr.is_empty() {
+            return Err(DecodeError::new("trailing bytes in seq section"));
+        }
+        let mut out = Vec::with_capacity(body.len() + n);
+        out.extend_from_slice(&body[..6]);
+        let table = out.len();
+        out.resize(table + 4 * (4 + ncols), 0);
+        let mut new_offs = vec![out.len()];
+        encode_keys(&data, &ends, &mut out);
+        new_offs.push(out.len());
+        encode_seqs(&seqs, &mut out);
+        new_offs.push(out.len());
+        // Kinds as stored (a format-3 kind section always has n bytes), then the columns.
+        let delta = out.len() as isize - offs[2] as isize;
+        out.extend_from_slice(&body[offs[2]..]);
+        new_offs.extend(offs[3..].iter().map(|&o| (o as isize + delta) as usize));
+        for (i, o) in new_offs.iter().enumerate() {
+            out[table + 4 * i..table + 4 * i + 4].copy_from_slice(&(*o as u32).to_le_bytes());
+        }
+        Ok(out)
     }
-    Ok(r.pos())
 }
 
 impl Block {
-    /// Decodes and validates `body` for a group whose columns have `types`, with the key index
-    /// built, for readers that walk the block's versions.
+    /// Decodes and validates a block of the current format for a group whose columns have
+    /// `types`.
+    #[cfg(test)]
     pub(crate) fn decode(body: Vec<u8>, types: &[ColumnType]) -> DecodeResult<Block> {
-        Self::parse(body, types, None).map(|(b, _)| b)
+        Self::parse(body, types)
     }
 
-    /// Validates `body` for a point lookup of `key`: keys and sequence numbers stay as stored
-    /// (the key index is built when something walks the versions), and the walk that checks
-    /// them also finds [`Self::versions_of`]`(key)`, returned with the block.
-    pub(crate) fn open_for(body: Vec<u8>, types: &[ColumnType], key: &[u8]) -> DecodeResult<(Block, Versions)> {
-        Self::parse(body, types, Some(key)).map(|(b, v)| (b, v.unwrap_or_default()))
+    /// Decodes and validates a block of a file of format `version` (3 or 4).
+    pub(crate) fn decode_format(body: Vec<u8>, types: &[ColumnType], version: u32) -> DecodeResult<Block> {
+        match version {
+            3 => Self::parse(format3::upgrade(&body, types.len())?, types),
+            _ => Self::parse(body, types),
+        }
     }
 
-    /// Validates `body`; builds the key index unless `probe` names a key to find instead.
-    fn parse(body: Vec<u8>, types: &[ColumnType], probe: Option<&[u8]>) -> DecodeResult<(Block, Option<Versions>)> {
+    /// Validates `body`: every section's structure, keys in order, values where the format
+    /// constrains them. Done once, when the block is read; lookups then trust it.
+    fn parse(body: Vec<u8>, types: &[ColumnType]) -> DecodeResult<Block> {
         let mut r = Reader::new(&body);
         let n = r.u32()? as usize;
         let ncols = r.u16()? as usize;
@@ -599,46 +576,16 @@ impl Block {
             return Err(DecodeError::new("bad section offsets"));
         }
         let section = |i: usize| &body[offs[i]..offs[i + 1]];
-        // Keys, sequence numbers and kinds: checked here, decoded into the key index only when
-        // asked (see [`KeyIndex`]).
-        let (keys_at, seqs_at) = ((offs[0], offs[1]), (offs[1], offs[2]));
-        let mut index = probe.is_none().then(|| KeyIndex::with_capacity(n, section(0).len() * 2));
-        let mut found = Probe::new(n);
-        let (mut key_bytes, mut repeats) = (0usize, false);
-        walk_keys(section(0), n, |i, key, same| {
-            key_bytes += key.len();
-            repeats |= same;
-            if let Some(ix) = &mut index {
-                ix.push_key(key);
-            }
-            if let Some(p) = probe {
-                // Only noted here: the walk goes on to check every key.
-                let _ = found.key(i, key, p);
-            }
-            ControlFlow::Continue(())
-        })?;
-        let mut max_seq = 0;
-        let mut seqs = SmallVec::new();
-        let read = walk_seqs(section(1), n, |i, seq| {
-            max_seq = max_seq.max(seq);
-            if let Some(ix) = &mut index {
-                ix.seqs.push(seq);
-            }
-            if found.holds(i) {
-                seqs.push(seq);
-            }
-            ControlFlow::Continue(())
-        })?;
-        if read != section(1).len() {
-            return Err(DecodeError::new("trailing bytes in seq section"));
-        }
-        if section(2).len() != n {
-            return Err(DecodeError::new("bad kind section size"));
-        }
-        let kinds = section(2)
-            .iter()
-            .map(|&k| Kind::from_u8(k).ok_or_else(|| DecodeError::new("bad kind")))
-            .collect::<DecodeResult<Vec<_>>>()?;
+        let (keys, facts) = KeyPage::parse(&body, (offs[0], offs[1]), n)?;
+        let (seqs, max_seq) = SeqPage::parse(&body, (offs[1], offs[2]), n)?;
+        let kinds = match section(2).len() {
+            0 => vec![Kind::Put; n],
+            len if len == n => section(2)
+                .iter()
+                .map(|&k| Kind::from_u8(k).ok_or_else(|| DecodeError::new("bad kind")))
+                .collect::<DecodeResult<Vec<_>>>()?,
+            _ => return Err(DecodeError::new("bad kind section size")),
+        };
         // Columns.
         let nb = n.div_ceil(8);
         let mut cols = Vec::with_capacity(ncols);
@@ -691,29 +638,32 @@ impl Block {
             }
             cols.push(ColView { section_start: start, ty, presence, nulls, data });
         }
-        let clean = kinds.iter().all(|&k| k == Kind::Put) && !repeats;
-        let built = OnceLock::new();
-        if let Some(ix) = index {
-            let _ = built.set(ix.shrunk());
-        }
-        let block = Block { n, keys_at, seqs_at, key_bytes, kinds, body, cols, max_seq, clean, index: built };
-        Ok((block, probe.map(|_| (found.start, seqs))))
+        let clean = kinds.iter().all(|&k| k == Kind::Put) && !facts.repeats;
+        Ok(Block {
+            n,
+            keys,
+            seqs,
+            key_bytes: facts.key_bytes,
+            kinds,
+            body,
+            cols,
+            max_seq,
+            clean,
+            index: OnceLock::new(),
+        })
     }
 
-    /// The keys and sequence numbers decoded, built on first use.
+    /// The keys decoded, built on first use.
     fn index(&self) -> &KeyIndex {
         self.index.get_or_init(|| {
-            let mut ix = KeyIndex::with_capacity(self.n, self.key_bytes);
-            // Both sections passed the same walks in `parse`: neither can fail here.
-            let _ = walk_keys(self.section(self.keys_at), self.n, |_, key, _| {
-                ix.push_key(key);
-                ControlFlow::Continue(())
-            });
-            let _ = walk_seqs(self.section(self.seqs_at), self.n, |_, seq| {
-                ix.seqs.push(seq);
-                ControlFlow::Continue(())
-            });
-            ix
+            let mut keys = Vec::with_capacity(self.key_bytes);
+            let mut key_ends = Vec::with_capacity(self.n + 1);
+            key_ends.push(0);
+            for i in 0..self.n {
+                self.keys.push_key(&self.body, i, &mut keys);
+                key_ends.push(keys.len() as u32);
+            }
+            KeyIndex { keys, key_ends }
         })
     }
 
@@ -722,46 +672,19 @@ impl Block {
         self.index();
     }
 
-    /// Whether the key index is built (see [`Self::decode`]).
+    /// Whether the key index is built.
     #[cfg(test)]
     pub(crate) fn is_indexed(&self) -> bool {
         self.index.get().is_some()
     }
 
-    fn section(&self, (start, end): (usize, usize)) -> &[u8] {
-        &self.body[start..end]
-    }
-
     /// The versions of `key`: the first row whose key is not below it (its newest version's, if
     /// any) and the sequence numbers of all of them (newest first; none when the block does not
-    /// hold the key). Without the key index this
-    /// reads the stored sections up to the key's last version, building nothing: a point
-    /// lookup pays for the rows before its key, not for decoding the block.
+    /// hold the key). A binary search over the key page as stored: no walk, nothing built.
     pub(crate) fn versions_of(&self, key: &[u8]) -> Versions {
-        let mut seqs = SmallVec::new();
-        if let Some(ix) = self.index.get() {
-            let start = self.seek(key);
-            let mut i = start;
-            while i < self.n && self.key(i) == key {
-                seqs.push(ix.seqs[i]);
-                i += 1;
-            }
-            return (start, seqs);
-        }
-        let mut found = Probe::new(self.n);
-        // Both sections passed these walks in `parse`: neither can fail here.
-        let _ = walk_keys(self.section(self.keys_at), self.n, |i, k, _| found.key(i, k, key));
-        if found.end > found.start {
-            let _ = walk_seqs(self.section(self.seqs_at), found.end, |i, seq| {
-                if found.holds(i) {
-                    seqs.push(seq);
-                }
-                ControlFlow::Continue(())
-            });
-        }
-        (found.start, seqs)
+        let (start, end) = self.keys.equal_range(&self.body, key);
+        (start, (start..end).map(|i| self.seqs.get(&self.body, i)).collect())
     }
-
     /// Number of columns in the block's group.
     pub(crate) fn ncols(&self) -> usize {
         self.cols.len()
@@ -779,7 +702,6 @@ impl Block {
         self.body.capacity()
             + self.key_bytes
             + (self.n + 1) * 4
-            + self.n * 8
             + self.kinds.capacity()
             + self.cols.capacity() * std::mem::size_of::<ColView>()
             + std::mem::size_of::<Self>()
@@ -803,7 +725,7 @@ impl Block {
     }
 
     pub(crate) fn seq(&self, i: usize) -> u64 {
-        self.index().seqs[i]
+        self.seqs.get(&self.body, i)
     }
 
     pub(crate) fn kind(&self, i: usize) -> Kind {
@@ -812,16 +734,7 @@ impl Block {
 
     /// Index of the first version whose key is `>= key` (`len()` if none).
     pub(crate) fn seek(&self, key: &[u8]) -> usize {
-        let (mut lo, mut hi) = (0, self.n);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.key(mid) < key {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+        self.keys.equal_range(&self.body, key).0
     }
 
     /// The raw parts of column `c` (index within the group), for bulk decoding.
@@ -984,8 +897,9 @@ mod tests {
                 want.push(seqs);
             }
             let (body, _) = b.finish();
-            let (lazy, _) = Block::open_for(body.clone(), &types, b"").unwrap();
+            let lazy = Block::decode(body.clone(), &types).unwrap();
             let indexed = Block::decode(body.clone(), &types).unwrap();
+            indexed.build_index();
             assert!(!lazy.is_indexed() && indexed.is_indexed());
             let mut probes: Vec<Vec<u8>> = keys.clone();
             probes.extend((0..20).map(|_| (0..rng.gen_range(0..12)).map(|_| rng.gen_range(b'a'..b'e')).collect()));
@@ -996,9 +910,8 @@ mod tests {
                     (indexed.versions_of(p).0, &indexed.versions_of(p).1),
                     "seed {seed} key {p:?}"
                 );
-                let (probed, found) = Block::open_for(body.clone(), &types, p).unwrap();
-                assert_eq!(found, (first, seqs.clone()), "seed {seed} key {p:?}: found while opening");
-                assert!(!probed.is_indexed());
+                assert_eq!(indexed.seek(p), first, "seed {seed} key {p:?}");
+                assert_eq!(first, (0..indexed.len()).find(|&i| indexed.key(i) >= &p[..]).unwrap_or(indexed.len()));
                 let expect = keys.iter().position(|k| k == p).map_or(&[][..], |i| &want[i][..]);
                 assert_eq!(&seqs[..], expect, "seed {seed} key {p:?}");
                 if !seqs.is_empty() {

@@ -123,8 +123,8 @@ pub(crate) fn encode_footer(meta: BlockHandle, out: &mut Vec<u8>) {
     out.extend_from_slice(&crc.to_le_bytes());
 }
 
-/// Decodes and checks the footer, returning the meta block handle.
-pub(crate) fn decode_footer(path: &Path, file_len: u64, b: &[u8]) -> Result<BlockHandle> {
+/// Decodes and checks the footer, returning the meta block handle and the file's format version.
+pub(crate) fn decode_footer(path: &Path, file_len: u64, b: &[u8]) -> Result<(BlockHandle, u32)> {
     let off = file_len.saturating_sub(FOOTER_LEN as u64);
     let bad = |why: String| Error::corruption(path, off, why);
     if b.len() != FOOTER_LEN {
@@ -140,13 +140,17 @@ pub(crate) fn decode_footer(path: &Path, file_len: u64, b: &[u8]) -> Result<Bloc
     if magic != MAGIC {
         return Err(bad("not a strata SST (bad magic)".into()));
     }
-    if version != super::FORMAT_VERSION {
-        return Err(bad(format!("unsupported SST format version {version}")));
+    if !(super::OLDEST_READABLE_FORMAT..=super::FORMAT_VERSION).contains(&version) {
+        return Err(bad(format!(
+            "unsupported SST format version {version} (this build reads versions {} to {})",
+            super::OLDEST_READABLE_FORMAT,
+            super::FORMAT_VERSION
+        )));
     }
     if offset.checked_add(size).is_none_or(|end| end + (TRAILER_LEN + FOOTER_LEN) as u64 > file_len) {
         return Err(bad("meta block handle out of range".into()));
     }
-    Ok(BlockHandle { offset, size })
+    Ok((BlockHandle { offset, size }, version))
 }
 
 #[cfg(test)]

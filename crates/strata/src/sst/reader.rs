@@ -65,6 +65,8 @@ pub(crate) struct SstReader {
     file: Arc<dyn ReadableFile>,
     path: PathBuf,
     number: u64,
+    /// The file's format version (older formats' blocks are re-encoded as they are read).
+    version: u32,
     meta: SstMeta,
     index: Vec<IndexEntry>,
     /// Position in the file of each block's first version, and the file's version count last.
@@ -129,7 +131,7 @@ impl SstReader {
             return Err(Error::corruption(path, 0, "file too short to be an SST"));
         }
         let footer = file.read_at(len - FOOTER_LEN as u64, FOOTER_LEN)?;
-        let meta_h = decode_footer(path, len, &footer)?;
+        let (meta_h, version) = decode_footer(path, len, &footer)?;
         let bad = |off: u64| move |e: DecodeError| Error::corruption(path, off, e.0);
         let meta_raw = read_block_raw(file.as_ref(), path, meta_h)?;
         let meta = SstMeta::decode(&mut Reader::new(&meta_raw)).map_err(bad(meta_h.offset))?;
@@ -154,6 +156,7 @@ impl SstReader {
             file,
             path: path.to_owned(),
             number,
+            version,
             meta,
             index,
             starts,
@@ -233,9 +236,9 @@ impl SstReader {
         &self.heat
     }
 
-    /// Reads (through the cache) and decodes block `i`.
+    /// Reads (through the cache) and decodes block `i`, with its key index built.
     pub(crate) fn block(&self, i: usize, fill_cache: bool) -> Result<Arc<Block>> {
-        let (b, _) = self.load(i, None, fill_cache)?;
+        let b = self.load(i, fill_cache)?;
         // Cached by a point lookup, which builds no key index (the cache charged for it).
         b.build_index();
         Ok(b)
@@ -244,8 +247,8 @@ impl SstReader {
     /// Block `i` and the versions of `key` in it (see [`Block::versions_of`]); a block read
     /// from the file is cached without its key index.
     fn lookup(&self, i: usize, key: &[u8]) -> Result<(Arc<Block>, Versions)> {
-        let (b, found) = self.load(i, Some(key), true)?;
-        let versions = found.unwrap_or_else(|| b.versions_of(key));
+        let b = self.load(i, true)?;
+        let versions = b.versions_of(key);
         Ok((b, versions))
     }
 
@@ -283,42 +286,45 @@ impl SstReader {
                 raw.ok_or_else(|| Error::corruption(&self.path, h.offset, "block outside its read-ahead span"))?;
             unframe_block(&self.path, h.offset, raw.to_vec())
         };
-        let (b, _) = self.load_from(i, None, fill_cache, from_span)?;
+        let b = self.load_from(i, fill_cache, from_span)?;
         b.build_index();
         Ok(b)
     }
 
-    /// Block `i` from the cache, or read, checked and (with `fill_cache`) cached: with the key
-    /// index built, or for a point lookup of `probe`, whose versions it returns then.
-    fn load(&self, i: usize, probe: Option<&[u8]>, fill_cache: bool) -> Result<(Arc<Block>, Option<Versions>)> {
-        self.load_from(i, probe, fill_cache, |h| read_block_raw(self.file.as_ref(), &self.path, h))
+    /// Block `i` from the cache, or read, checked (once: lookups in a cached block trust it)
+    /// and, with `fill_cache`, cached without its key index.
+    fn load(&self, i: usize, fill_cache: bool) -> Result<Arc<Block>> {
+        self.load_from(i, fill_cache, |h| read_block_raw(self.file.as_ref(), &self.path, h))
     }
 
     /// [`Self::load`], the block's unframed bytes on a cache miss coming from `read`.
     fn load_from(
         &self,
         i: usize,
-        probe: Option<&[u8]>,
         fill_cache: bool,
         read: impl FnOnce(BlockHandle) -> Result<Vec<u8>>,
-    ) -> Result<(Arc<Block>, Option<Versions>)> {
+    ) -> Result<Arc<Block>> {
         let h = self.index[i].handle;
         if let Some(b) = self.cache.get(self.number, h.offset) {
-            return Ok((b, None));
+            return Ok(b);
         }
         let content = read(h)?;
         self.cache.count_read(self.tier, h.size as usize + TRAILER_LEN);
-        let bad = |e: DecodeError| Error::corruption(&self.path, h.offset, e.0);
-        let (block, found) = match probe {
-            Some(key) => Block::open_for(content, &self.meta.types, key).map(|(b, v)| (b, Some(v))).map_err(bad)?,
-            None => (Block::decode(content, &self.meta.types).map_err(bad)?, None),
-        };
-        check_against_index(&block, &self.index[i]).map_err(|e| Error::corruption(&self.path, h.offset, e))?;
+        let block = self.decode_block(i, content)?;
         let block = Arc::new(block);
         if fill_cache {
             self.cache.insert(self.number, h.offset, block.clone());
         }
-        Ok((block, found))
+        Ok(block)
+    }
+
+    /// Decodes block `i`'s unframed content and checks it against the index.
+    fn decode_block(&self, i: usize, content: Vec<u8>) -> Result<Block> {
+        let h = self.index[i].handle;
+        let block = Block::decode_format(content, &self.meta.types, self.version)
+            .map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
+        check_against_index(&block, &self.index[i]).map_err(|e| Error::corruption(&self.path, h.offset, e))?;
+        Ok(block)
     }
 
     /// The value columns this file's group stores.
@@ -377,9 +383,7 @@ impl SstReader {
         for i in 0..self.index.len() {
             let h = self.index[i].handle;
             let content = read_block_raw(self.file.as_ref(), &self.path, h)?;
-            let b =
-                Block::decode(content, &self.meta.types).map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
-            check_against_index(&b, &self.index[i]).map_err(|e| Error::corruption(&self.path, h.offset, e))?;
+            self.decode_block(i, content)?;
         }
         Ok(self.index.len())
     }
