@@ -356,8 +356,14 @@ mod tests {
     //! layout L1: (a,b) (c,d)       (optional; the layout of tables created after it; the table
     //!                               has value columns a, b, c, d)
     //! L0 6:a-b:100@50 5:c-e:100@40  (number:smallest-largest:size@max_seq)
-    //! L1 1:a-c:500@10 2:a-c:90@10/2 (`/g`: the file stores the group whose first column is g)
+    //! L1 1:a-c:500@10 2:a-c:90@10/2 (`/g`: the file stores the group whose first column is g;
+    //!                               `~t` after it: the file is on tier t)
     //! busy 1                        (optional: files already being compacted)
+    //! tiers 400,none                (optional: two tiers, the fast one with a 400-byte budget)
+    //! env defers=1 placement=round-robin slowdown=8 settle=1 evict_after=1:m
+    //!                               (optional: the rest of the pick's environment, see `PickEnv`)
+    //! deferred 7 8                  (optional: Level-0 files of the table whose marking is deferred)
+    //! heat 5=10/2                   (optional: file 5 served 10 reads, 2 probes found nothing)
     //! ----
     //! expected output
     //! ```
@@ -375,6 +381,7 @@ mod tests {
         let (range, rest) = rest.split_once(':').expect("range:size@seq");
         let (lo, hi) = range.split_once('-').expect("lo-hi");
         let (size, rest) = rest.split_once('@').expect("size@seq");
+        let (rest, tier) = rest.split_once('~').unwrap_or((rest, "0"));
         let (seq, cg) = rest.split_once('/').unwrap_or((rest, "0"));
         FileMeta {
             number: num.parse().expect("number"),
@@ -385,7 +392,7 @@ mod tests {
             smallest: lo.as_bytes().to_vec(),
             largest: hi.as_bytes().to_vec(),
             cg: cg.parse().expect("group"),
-            tier: 0,
+            tier: tier.parse().expect("tier"),
         }
     }
 
@@ -397,6 +404,10 @@ mod tests {
         let cols = ["k", "a", "b", "c", "d"].iter().map(|n| Column::new(*n, ColumnType::Int)).collect();
         let schema = Arc::new(Schema::new(cols, &["k"]).expect("schema"));
         let mut options = TableOptions::default();
+        let (mut budgets, mut heat) = (Vec::new(), super::super::tiering::Heat::new());
+        let (mut defers, mut placement, mut slowdown, mut settle) =
+            (false, crate::tier::TierPlacement::Informed, 8, false);
+        let mut evict_after = (0u32, Vec::new());
         for line in input {
             let mut words = line.split_whitespace();
             match words.next() {
@@ -417,6 +428,40 @@ mod tests {
                 Some("table") => table = words.next().and_then(|w| w.parse().ok()).expect("table id"),
                 Some("layout") => options = TableOptions::with_layout(line.trim_start().trim_start_matches("layout")),
                 Some("busy") => busy.extend(words.map(|w| w.parse::<u64>().expect("file number"))),
+                Some("tiers") => {
+                    let list = words.next().expect("budgets");
+                    budgets = list.split(',').map(|b| b.parse().ok()).collect();
+                }
+                Some("env") => {
+                    for kv in words {
+                        match kv.split_once('=').expect("key=value") {
+                            ("defers", v) => defers = v == "1",
+                            ("settle", v) => settle = v == "1",
+                            ("slowdown", v) => slowdown = v.parse().expect("number"),
+                            ("placement", "round-robin") => placement = crate::tier::TierPlacement::RoundRobin,
+                            ("placement", "informed") => placement = crate::tier::TierPlacement::Informed,
+                            ("evict_after", v) => {
+                                let (t, k) = v.split_once(':').expect("table:key");
+                                evict_after = (t.parse().expect("table"), k.as_bytes().to_vec());
+                            }
+                            (other, _) => panic!("unknown environment setting {other}"),
+                        }
+                    }
+                }
+                Some("deferred") => {
+                    let mut edit = VersionEdit::default();
+                    for w in words {
+                        edit.push(EditRecord::DeferredMarks { table, number: w.parse().expect("file number") });
+                    }
+                    version = version.apply(&edit);
+                }
+                Some("heat") => {
+                    for w in words {
+                        let (n, counts) = w.split_once('=').expect("file=reads/misses");
+                        let (r, m) = counts.split_once('/').expect("reads/misses");
+                        heat.insert(n.parse().expect("file"), (r.parse().expect("reads"), m.parse().expect("misses")));
+                    }
+                }
                 Some(l) if l.starts_with('L') => {
                     let level: usize = l[1..].parse().expect("level");
                     let mut edit = VersionEdit::default();
@@ -437,13 +482,26 @@ mod tests {
             let s: Vec<String> = scores(t, &opts).iter().map(|(l, s)| format!("L{l}={s:.2}")).collect();
             let _ = writeln!(out, "scores t{}: {}", t.info.id, s.join(" "));
         }
-        match pick(&version, &busy, &opts) {
+        let env = super::super::pick::PickEnv {
+            busy: &busy,
+            policy: opts,
+            l0_slowdown_trigger: slowdown,
+            budgets,
+            defers_marking: defers,
+            placement,
+            fast: crate::vfs::DeviceProfile::ssd(),
+            slow: crate::vfs::DeviceProfile::hard_disk(),
+            heat: &|| heat.clone(),
+            staging_wanted: &|_| settle,
+            evict_after: (evict_after.0, &evict_after.1),
+        };
+        match super::super::pick::pick(&version, &env) {
             None => out.push_str("task: none\n"),
             Some(task) => {
                 let nums = |v: &[Arc<FileMeta>]| v.iter().map(|f| f.number.to_string()).collect::<Vec<_>>().join(",");
                 let _ = writeln!(
                     out,
-                    "task: t{} L{}->L{}{} inputs=[{}] next=[{}]{}{} score={:.2}",
+                    "task: t{} L{}->L{}{} inputs=[{}] next=[{}]{}{}{} score={:.2}",
                     task.table,
                     task.level,
                     task.output_level,
@@ -452,6 +510,7 @@ mod tests {
                     nums(&task.next_inputs),
                     if task.trivial_move { " trivial-move" } else { "" },
                     if task.bottommost { " bottommost" } else { "" },
+                    task.to_tier.map(|t| format!(" to_tier={t}")).unwrap_or_default(),
                     task.score
                 );
             }

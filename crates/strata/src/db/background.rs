@@ -12,9 +12,10 @@ use std::time::Duration;
 use super::{BgState, DbInner, ReadView, TableInfo};
 use crate::column_group::group_id;
 use crate::compaction::exec::{write_merged, Cutter, Keep, OutputSpec};
+use crate::compaction::pick::{self, PickEnv};
 use crate::compaction::policy::{self, CompactionTask, PolicyOptions};
 use crate::compaction::supersede::{self, Made, Marker};
-use crate::compaction::tiering::{self, Choice};
+use crate::compaction::tiering;
 use crate::error::{Error, Result};
 use crate::iter::merge::{MemSource, MergeIter, RunSource, Source};
 use crate::memtable::{MemCursor, Memtable};
@@ -295,96 +296,31 @@ impl DbInner {
         self.opts.deferred_compaction && matches!(self.tiers.as_slice(), [fast, _, ..] if fast.budget().is_some())
     }
 
-    /// The next compaction (see [`tiering`]): a staging compaction when one is due (its span
-    /// is full, reads suffer from it, or `settle` asks for every deferred file to be staged),
-    /// then a Level-0 task, as writers may be waiting for them; then, while the fast tier is
-    /// over its budget, eviction or the size-based policy's choice, whichever scores higher;
-    /// then the size-based choice; then (informed placement) promotion of the hottest
-    /// slow-tier data.
+    /// The next compaction (see [`pick`]): the environment of the pick from the options, the
+    /// tiers, the access histograms and `busy`; `settle` asks for every deferred file to be
+    /// staged.
     pub(crate) fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>, settle: bool) -> Option<CompactionTask> {
-        let opts = self.policy_options();
-        let deferred = v.tables.values().any(|t| !t.deferred.is_empty());
-        let heat = (deferred || self.defers_marking()).then(|| self.tables.heat.snapshot());
-        let fast = self.tier_profile(0, DeviceProfile::ssd);
-        let pays =
-            |bytes: u64, files: usize, misses: u64| tier::model::staging_compaction_pays(bytes, files, misses, &fast);
-        if let (true, Some(heat)) = (deferred, &heat) {
-            let wanted = |table: u32| settle || self.tables.staging_wanted(table, false);
-            if let Some(t) = tiering::stage(v, busy, &opts, heat, &pays, &wanted) {
-                return Some(t);
-            }
-        }
-        let opts = if heat.is_some_and(|heat| self.level0_may_wait(v, &heat, &pays)) {
-            // Deferred compaction: Level-0 files overlap on the fast tier instead of moving down,
-            // up to halfway to the count that slows writers down.
-            let waits = (opts.l0_trigger + self.opts.l0_slowdown_trigger) / 2;
-            PolicyOptions { l0_trigger: opts.l0_trigger.max(waits), ..opts }
-        } else {
-            opts
+        let cursor = self.evict_cursor.lock().clone();
+        let slowest = self.tiers.len().saturating_sub(1);
+        let env = PickEnv {
+            busy,
+            policy: self.policy_options(),
+            l0_slowdown_trigger: self.opts.l0_slowdown_trigger,
+            budgets: self.tiers.iter().map(|t| t.budget()).collect(),
+            defers_marking: self.defers_marking(),
+            placement: self.opts.tier_placement,
+            fast: self.tier_profile(0, DeviceProfile::ssd),
+            slow: self.tier_profile(slowest, DeviceProfile::hard_disk),
+            heat: &|| self.tables.heat.snapshot(),
+            staging_wanted: &|table| settle || self.tables.staging_wanted(table, false),
+            evict_after: (cursor.0, &cursor.1),
         };
-        self.pick_by_size_and_tier(v, busy, opts)
+        pick::pick(v, &env)
     }
 
     /// The device profile given for tier `i`, or `default`.
     fn tier_profile(&self, i: usize, default: fn() -> DeviceProfile) -> DeviceProfile {
         self.opts.tiers.get(i).and_then(|t| t.profile).unwrap_or_else(default)
-    }
-
-    /// Deferred compaction (LogStore §V-C): whether Level-0 tasks may wait past the trigger
-    /// because the fast tier, where Level-0 lives, is under its budget and no table's
-    /// Level-0 files have had empty probes enough to pay for merging them (`pays`, from
-    /// `tier::model::staging_compaction_pays`).
-    fn level0_may_wait(&self, v: &Version, heat: &tiering::Heat, pays: &dyn Fn(u64, usize, u64) -> bool) -> bool {
-        let Some(budget) = self.tiers.first().and_then(|t| t.budget()).filter(|_| self.defers_marking()) else {
-            return false;
-        };
-        if v.tier_bytes(self.tiers.len())[0] >= budget {
-            return false;
-        }
-        v.tables.values().all(|t| {
-            let l0 = &t.levels[0];
-            let bytes = l0.files().map(|f| f.size).sum();
-            !pays(bytes, l0.files().count(), tiering::empty_probes(heat, l0.files()))
-        })
-    }
-
-    fn pick_by_size_and_tier(&self, v: &Version, busy: &HashSet<u64>, opts: PolicyOptions) -> Option<CompactionTask> {
-        let by_size = policy::pick(v, busy, &opts);
-        let budget = match self.tiers.as_slice() {
-            [fast, _, ..] => fast.budget(),
-            _ => None,
-        };
-        let Some(budget) = budget else { return by_size };
-        if by_size.as_ref().is_some_and(|t| t.level == 0) {
-            return by_size;
-        }
-        let on_tiers = v.tier_bytes(self.tiers.len());
-        let (fast_bytes, slow) = (on_tiers[0], (self.tiers.len() - 1) as u8);
-        let informed = self.opts.tier_placement == TierPlacement::Informed;
-        if fast_bytes > budget {
-            let evicted = if informed {
-                let heat = self.tables.heat.snapshot();
-                tiering::evict(v, busy, &opts, (fast_bytes, budget), slow, Choice::Coldest(&heat))
-            } else {
-                let cursor = self.evict_cursor.lock();
-                tiering::evict(v, busy, &opts, (fast_bytes, budget), slow, Choice::After(cursor.0, &cursor.1))
-            };
-            return match (by_size, evicted) {
-                (Some(s), Some(e)) if s.score >= e.score => Some(s),
-                (s, e) => e.or(s),
-            };
-        }
-        if by_size.is_some() || !informed || on_tiers[usize::from(slow)] == 0 {
-            return by_size;
-        }
-        let heat = self.tables.heat.snapshot();
-        let (fast, slow_profile) =
-            (self.tier_profile(0, DeviceProfile::ssd), self.tier_profile(usize::from(slow), DeviceProfile::hard_disk));
-        let pays = |bytes: u64, reads: u64| tier::model::reverse_compaction_pays(bytes, reads, &fast, &slow_profile);
-        // Slow-tier files being compacted may be on their way up: count them as arrived, so two
-        // promotions running at once do not overfill the fast tier together.
-        let arriving: u64 = v.files().filter(|f| f.tier != 0 && busy.contains(&f.number)).map(|f| f.size).sum();
-        tiering::promote(v, busy, &opts, (fast_bytes + arriving, budget), slow, &heat, &pays)
     }
 
     fn release_outputs(&self, files: impl Iterator<Item = u64>) {
