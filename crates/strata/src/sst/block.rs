@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 
 use smallvec::SmallVec;
 
-use super::keys::{encode_keys, encode_seqs, KeyPage, SeqPage};
+use super::keys::{encode_keyless, encode_keys, encode_seqs, KeyPage, SeqPage};
 use crate::codec::{DecodeError, DecodeResult, Reader};
 use crate::mvcc::Kind;
 use crate::sst::zone::{ZoneBuilder, ZoneMap};
@@ -245,6 +245,8 @@ pub(crate) struct BlockBuilder {
     /// The group's var-width columns, and the bytes a row's fixed-width cells take.
     var_cols: Vec<usize>,
     fixed_row_bytes: usize,
+    /// Rows carry no keys, sequence numbers or kinds: a group page of a row-group file.
+    keyless: bool,
 }
 
 /// Consecutive rows of one source block waiting to be copied: `len` rows from `start`, to
@@ -283,7 +285,28 @@ impl BlockBuilder {
             pending: Vec::new(),
             var_cols: (0..types.len()).filter(|&c| types[c].fixed_width().is_none()).collect(),
             fixed_row_bytes: types.iter().filter_map(|t| t.fixed_width()).sum(),
+            keyless: false,
         }
+    }
+
+    /// A builder of blocks whose rows carry only cells (see [`Self::add_cells`]): the group
+    /// pages of a row-group file, whose key pages hold the rows' keys.
+    pub(crate) fn keyless(types: &[ColumnType]) -> Self {
+        BlockBuilder { keyless: true, ..Self::new(types) }
+    }
+
+    /// Adds a row's cells to a keyless block; `cells` yields the group's columns in order.
+    pub(crate) fn add_cells<'v>(&mut self, cells: impl Iterator<Item = RawCell<'v>>) {
+        debug_assert!(self.keyless);
+        self.copy_pending();
+        let row = self.n;
+        self.push_cells(row, cells);
+        self.n += 1;
+    }
+
+    /// Rows added so far.
+    pub(crate) fn rows(&self) -> usize {
+        self.n
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -323,6 +346,12 @@ impl BlockBuilder {
     pub(crate) fn add<'v>(&mut self, key: &[u8], seq: u64, kind: Kind, cells: impl Iterator<Item = RawCell<'v>>) {
         self.copy_pending();
         let row = self.add_key(key, seq, kind);
+        self.push_cells(row, cells);
+        self.n += 1;
+    }
+
+    /// Adds row `row`'s cells, one per column.
+    fn push_cells<'v>(&mut self, row: usize, cells: impl Iterator<Item = RawCell<'v>>) {
         let mut cells = cells;
         for c in self.cols.iter_mut() {
             let v = cells.next().unwrap_or(RawCell::Absent);
@@ -332,7 +361,6 @@ impl BlockBuilder {
             self.cell_bytes += c.cell_bytes(v) + if row.is_multiple_of(8) { bitmaps } else { 0 };
             c.push(row, v);
         }
-        self.n += 1;
     }
 
     /// Adds version `row` of `block`, whose group has exactly this builder's columns: its cells
@@ -390,7 +418,11 @@ impl BlockBuilder {
         out.resize(table + 4 * (4 + ncols), 0);
         let mut offs = Vec::with_capacity(4 + ncols);
         offs.push(out.len());
-        encode_keys(&self.key_data, &self.key_ends, &mut out);
+        if self.keyless {
+            encode_keyless(&mut out);
+        } else {
+            encode_keys(&self.key_data, &self.key_ends, &mut out);
+        }
         offs.push(out.len());
         encode_seqs(&self.seqs, &mut out);
         offs.push(out.len());
@@ -577,7 +609,13 @@ impl Block {
         }
         let section = |i: usize| &body[offs[i]..offs[i + 1]];
         let (keys, facts) = KeyPage::parse(&body, (offs[0], offs[1]), n)?;
-        let (seqs, max_seq) = SeqPage::parse(&body, (offs[1], offs[2]), n)?;
+        let (seqs, max_seq) = if keys.has_keys() {
+            SeqPage::parse(&body, (offs[1], offs[2]), n)?
+        } else if offs[1] == offs[2] && offs[2] == offs[3] {
+            (SeqPage::none(offs[1]), 0)
+        } else {
+            return Err(DecodeError::new("a keyless block with sequence numbers or kinds"));
+        };
         let kinds = match section(2).len() {
             0 => vec![Kind::Put; n],
             len if len == n => section(2)
@@ -665,6 +703,12 @@ impl Block {
             }
             KeyIndex { keys, key_ends }
         })
+    }
+
+    /// Whether the block stores its rows' keys, sequence numbers and kinds (not a group page of a
+    /// row-group file).
+    pub(crate) fn has_keys(&self) -> bool {
+        self.keys.has_keys()
     }
 
     /// Builds the key index if it is not built yet.

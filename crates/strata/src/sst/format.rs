@@ -114,10 +114,15 @@ pub(crate) fn unframe_block(path: &Path, offset: u64, mut raw: Vec<u8>) -> Resul
 
 /// Encodes the footer pointing at the meta block.
 pub(crate) fn encode_footer(meta: BlockHandle, out: &mut Vec<u8>) {
+    encode_footer_version(meta, super::FORMAT_VERSION, out);
+}
+
+/// Encodes the footer of a file of format `version` pointing at the meta block.
+pub(crate) fn encode_footer_version(meta: BlockHandle, version: u32, out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&meta.offset.to_le_bytes());
     out.extend_from_slice(&meta.size.to_le_bytes());
-    out.extend_from_slice(&super::FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&MAGIC.to_le_bytes());
     let crc = crc32c::crc32c(&out[start..]);
     out.extend_from_slice(&crc.to_le_bytes());
@@ -140,11 +145,11 @@ pub(crate) fn decode_footer(path: &Path, file_len: u64, b: &[u8]) -> Result<(Blo
     if magic != MAGIC {
         return Err(bad("not a strata SST (bad magic)".into()));
     }
-    if !(super::OLDEST_READABLE_FORMAT..=super::FORMAT_VERSION).contains(&version) {
+    let newest = super::FORMAT_VERSION.max(super::rowgroup::ROW_GROUP_FORMAT);
+    if !(super::OLDEST_READABLE_FORMAT..=newest).contains(&version) {
         return Err(bad(format!(
-            "unsupported SST format version {version} (this build reads versions {} to {})",
+            "unsupported SST format version {version} (this build reads versions {} to {newest})",
             super::OLDEST_READABLE_FORMAT,
-            super::FORMAT_VERSION
         )));
     }
     if offset.checked_add(size).is_none_or(|end| end + (TRAILER_LEN + FOOTER_LEN) as u64 > file_len) {

@@ -8,6 +8,8 @@
 //! mode u8 | prefix len varint | prefix bytes          the prefix every key of the block shares
 //! mode 0 (fixed):   width varint | n × width bytes      every key is prefix ‖ its width bytes
 //! mode 1 (bundled): shift u8 | offset width u8 (2 or 4) | (items + 1) × offset | heap
+//! mode 2 (keyless): nothing more; the rows' keys live elsewhere (a group page of a row-group
+//!                   file, whose key pages hold them)
 //! ```
 //! In bundled mode keys come in bundles of `1 << shift` rows; each bundle stores the prefix its
 //! keys share beyond the block's, then each key's remaining bytes. The items are, bundle by
@@ -28,6 +30,12 @@ const BUNDLE_SHIFT: u8 = 4;
 /// Key section modes.
 const FIXED: u8 = 0;
 const BUNDLED: u8 = 1;
+const KEYLESS: u8 = 2;
+
+/// Appends the key section of a block whose rows' keys live elsewhere.
+pub(crate) fn encode_keyless(out: &mut Vec<u8>) {
+    out.push(KEYLESS);
+}
 
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
@@ -130,6 +138,8 @@ enum KeyLayout {
     Fixed { width: usize, at: usize },
     /// Offsets of `ow` bytes from `offsets`, the heap from `heap`.
     Bundled { shift: u32, ow: usize, offsets: usize, heap: usize },
+    /// No keys stored (see [`encode_keyless`]): every row reads as the empty key.
+    Keyless,
 }
 
 /// What checking a key section found out.
@@ -147,6 +157,13 @@ impl KeyPage {
         let section = &body[start..end];
         let mut r = Reader::new(section);
         let mode = r.u8()?;
+        if mode == KEYLESS {
+            if section.len() != 1 {
+                return Err(DecodeError::new("trailing bytes in keyless key section"));
+            }
+            let page = KeyPage { n, prefix: (start + 1, start + 1), layout: KeyLayout::Keyless };
+            return Ok((page, KeyFacts { repeats: false, key_bytes: 0 }));
+        }
         let plen = r.len(section.len())?;
         let prefix = (start + r.pos(), start + r.pos() + plen);
         r.take(plen)?;
@@ -206,6 +223,7 @@ impl KeyPage {
     #[inline]
     fn parts<'a>(&self, body: &'a [u8], i: usize) -> (&'a [u8], &'a [u8]) {
         match self.layout {
+            KeyLayout::Keyless => (&[], &[]),
             KeyLayout::Fixed { width, at } => (&[], &body[at + i * width..at + (i + 1) * width]),
             KeyLayout::Bundled { shift, ow, offsets, heap } => {
                 let off = |j: usize| heap + read_uint(&body[offsets + j * ow..], ow) as usize;
@@ -217,6 +235,11 @@ impl KeyPage {
                 (&body[off(head)..off(head + 1)], &body[off(item)..off(item + 1)])
             }
         }
+    }
+
+    /// Whether the rows' keys are stored here (not a keyless section).
+    pub(crate) fn has_keys(&self) -> bool {
+        !matches!(self.layout, KeyLayout::Keyless)
     }
 
     fn prefix<'a>(&self, body: &'a [u8]) -> &'a [u8] {
@@ -299,6 +322,11 @@ impl SeqPage {
             max = max.max(base.checked_add(off).ok_or_else(|| DecodeError::new("sequence number overflows"))?);
         }
         Ok((page, max))
+    }
+
+    /// The sequence section of a keyless block (empty; every row reads as 0).
+    pub(crate) fn none(at: usize) -> SeqPage {
+        SeqPage { base: 0, width: 0, at }
     }
 
     /// Row `i`'s sequence number.

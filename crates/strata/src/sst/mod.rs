@@ -8,6 +8,7 @@
 //! - [`keyset`]: exact key-hash sets kept in memory for Level-0 files.
 //! - [`builder`]: writes a file from entries in (key asc, seq desc) order.
 //! - [`reader`]: opens a file, answers point lookups and iterates it.
+//! - [`rowgroup`]: row-group files: every column group of a level in one file, by row position.
 //! - [`run`]: a forward cursor over a sorted run (file, block, row).
 //! - [`cache`]: the shared block cache.
 //! - [`table_cache`]: open readers by file number.
@@ -20,6 +21,7 @@ pub mod format;
 pub(crate) mod keys;
 pub mod keyset;
 pub mod reader;
+pub(crate) mod rowgroup;
 pub(crate) mod run;
 pub(crate) mod table_cache;
 pub mod zone;

@@ -132,6 +132,13 @@ impl SstReader {
         }
         let footer = file.read_at(len - FOOTER_LEN as u64, FOOTER_LEN)?;
         let (meta_h, version) = decode_footer(path, len, &footer)?;
+        if version > super::FORMAT_VERSION {
+            return Err(Error::corruption(
+                path,
+                len - FOOTER_LEN as u64,
+                format!("format {version} is a row-group file"),
+            ));
+        }
         let bad = |off: u64| move |e: DecodeError| Error::corruption(path, off, e.0);
         let meta_raw = read_block_raw(file.as_ref(), path, meta_h)?;
         let meta = SstMeta::decode(&mut Reader::new(&meta_raw)).map_err(bad(meta_h.offset))?;
@@ -323,6 +330,9 @@ impl SstReader {
         let h = self.index[i].handle;
         let block = Block::decode_format(content, &self.meta.types, self.version)
             .map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
+        if !block.has_keys() {
+            return Err(Error::corruption(&self.path, h.offset, "a data block without keys"));
+        }
         check_against_index(&block, &self.index[i]).map_err(|e| Error::corruption(&self.path, h.offset, e))?;
         Ok(block)
     }

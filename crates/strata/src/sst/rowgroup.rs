@@ -1,0 +1,891 @@
+//! Row-group files (SST format 5): every column group of a level in one file, aligned by row
+//! position. A file holds one key range and one set of rows; every group holds row `r` at
+//! ordinal `r`. Keys, sequence numbers and kinds are stored once, in *key pages* (blocks without
+//! columns); each group's cells are in *group pages* (blocks without keys, see
+//! [`BlockBuilder::keyless`]). Pages are cut at fixed row counts, never at keys:
+//!
+//! - the *granule* is `2^granule_shift` rows;
+//! - a key page holds `2^key_span` granules, group `g`'s pages `2^span_g` granules each (the last
+//!   page of each kind holds what is left), so a row's page in any group is found by a shift
+//!   and page boundaries of all groups nest;
+//! - spans are chosen from the groups' row widths so that every page is about a block.
+//!
+//! A point read finds its key's ordinals with one fence search and one binary search in one key
+//! page, then reads each column it needs by position: no bloom filter, fence or key work per
+//! group. A key's versions may continue into the next key page.
+//!
+//! Layout: pages in the order they fill (key and group pages interleaved), filter block, index
+//! block, meta block, footer (see `docs/format/sst.md`).
+//!
+//! Not yet read or written by the database: levels still hold one run per column group (issue
+//! 37 wires these files into compaction, point reads and scans next).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::block::{Block, BlockBuilder};
+use super::bloom;
+use super::builder::SstOptions;
+use super::cache::BlockCache;
+use super::format::{decode_footer, encode_footer_version, frame_block, unframe_block, BlockHandle, Compression};
+use super::format::{FOOTER_LEN, TRAILER_LEN};
+use super::reader::Lookup;
+use super::zone::Zones;
+use crate::codec::{put_bytes, put_varint, DecodeError, DecodeResult, Reader};
+use crate::error::{Error, Result};
+use crate::mvcc::chain::Resolver;
+use crate::mvcc::Kind;
+use crate::tier::heat::Heat;
+use crate::types::row::RawCell;
+use crate::types::ColumnType;
+use crate::version::FileMeta;
+use crate::vfs::{Fs, ReadableFile, WritableFile};
+
+/// The SST format version of row-group files.
+pub(crate) const ROW_GROUP_FORMAT: u32 = 5;
+
+/// Smallest and largest granule, in rows (as shifts).
+const MIN_GRANULE_SHIFT: u32 = 6;
+const MAX_GRANULE_SHIFT: u32 = 13;
+/// Most rows a page may hold (as a shift): bounds the spans of narrow groups.
+const MAX_PAGE_SHIFT: u32 = 16;
+
+/// Bytes of framed pages gathered before they are appended to the file.
+const WRITE_BUFFER: usize = 1 << 20;
+
+/// How a file's rows are cut into pages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Shape {
+    /// Rows per granule, as a shift.
+    pub granule_shift: u32,
+    /// Granules per key page, as a shift.
+    pub key_span: u32,
+    /// Granules per page of each group, as shifts.
+    pub spans: Vec<u32>,
+}
+
+fn floor_log2(x: usize) -> u32 {
+    usize::BITS - 1 - x.max(1).leading_zeros()
+}
+
+impl Shape {
+    /// The shape for pages of about `block_size` bytes, given the bytes a key page spends per
+    /// row and each group's bytes per row: the widest group's page is one granule (of at least
+    /// 64 and at most 8,192 rows), narrower ones and the key pages span as many granules as fit.
+    pub(crate) fn choose(block_size: usize, key_width: usize, widths: &[usize]) -> Shape {
+        let widest = widths.iter().copied().chain([key_width]).max().unwrap_or(1).max(1);
+        let granule_shift = floor_log2(block_size / widest).clamp(MIN_GRANULE_SHIFT, MAX_GRANULE_SHIFT);
+        let span = |w: usize| floor_log2(widest / w.max(1)).min(MAX_PAGE_SHIFT.saturating_sub(granule_shift));
+        Shape { granule_shift, key_span: span(key_width), spans: widths.iter().map(|&w| span(w)).collect() }
+    }
+
+    /// Rows per key page, as a shift.
+    pub(crate) fn key_shift(&self) -> u32 {
+        self.granule_shift + self.key_span
+    }
+
+    /// Rows per page of group `g`, as a shift.
+    pub(crate) fn page_shift(&self, g: usize) -> u32 {
+        self.granule_shift + self.spans[g]
+    }
+
+    /// The page of group `g` holding ordinal `r`, and `r`'s row in it.
+    #[inline]
+    pub(crate) fn locate(&self, g: usize, r: u64) -> (usize, usize) {
+        let s = self.page_shift(g);
+        ((r >> s) as usize, (r & ((1 << s) - 1)) as usize)
+    }
+
+    /// Pages of `1 << shift` rows that `rows` rows fill.
+    pub(crate) fn pages(rows: u64, shift: u32) -> usize {
+        rows.div_ceil(1 << shift) as usize
+    }
+
+    /// Rows of page `p` of `1 << shift`-row pages over `rows` rows.
+    pub(crate) fn rows_of(rows: u64, shift: u32, p: usize) -> usize {
+        let start = (p as u64) << shift;
+        (rows.saturating_sub(start)).min(1 << shift) as usize
+    }
+}
+
+/// A key page's index entry.
+#[derive(Debug, Clone)]
+pub(crate) struct KeyPageEntry {
+    /// The page's last key (its fence).
+    pub last_key: Vec<u8>,
+    pub handle: BlockHandle,
+    pub min_seq: u64,
+    pub max_seq: u64,
+    /// Every row of the page is a full row and no key repeats within it.
+    pub clean: bool,
+}
+
+/// A group page's index entry.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupPageEntry {
+    pub handle: BlockHandle,
+    /// One zone map per column of the group.
+    pub zones: Zones,
+}
+
+/// A group of a row-group file: its value columns (ascending) and their types.
+#[derive(Debug, Clone)]
+pub(crate) struct Group {
+    pub columns: Vec<usize>,
+    pub types: Arc<[ColumnType]>,
+}
+
+/// The file-level metadata of a row-group file.
+#[derive(Debug, Clone)]
+struct RowGroupMeta {
+    table_id: u32,
+    groups: Vec<Group>,
+    entries: u64,
+    min_seq: u64,
+    max_seq: u64,
+    smallest: Vec<u8>,
+    largest: Vec<u8>,
+    index: BlockHandle,
+    filter: BlockHandle,
+}
+
+impl RowGroupMeta {
+    fn encode(&self, out: &mut Vec<u8>) {
+        put_varint(out, u64::from(self.table_id));
+        put_varint(out, self.groups.len() as u64);
+        for g in &self.groups {
+            put_varint(out, g.columns.len() as u64);
+            for (c, t) in g.columns.iter().zip(g.types.iter()) {
+                put_varint(out, *c as u64);
+                out.push(t.code());
+            }
+        }
+        put_varint(out, self.entries);
+        put_varint(out, self.min_seq);
+        put_varint(out, self.max_seq);
+        put_bytes(out, &self.smallest);
+        put_bytes(out, &self.largest);
+        self.index.encode(out);
+        self.filter.encode(out);
+    }
+
+    fn decode(r: &mut Reader<'_>) -> DecodeResult<Self> {
+        let table_id = u32::try_from(r.varint()?).map_err(|_| DecodeError::new("bad table id"))?;
+        let ngroups = r.len(u16::MAX as usize)?;
+        let mut groups = Vec::with_capacity(ngroups);
+        for _ in 0..ngroups {
+            let n = r.len(u16::MAX as usize)?;
+            let (mut columns, mut types) = (Vec::with_capacity(n), Vec::with_capacity(n));
+            for _ in 0..n {
+                columns.push(r.len(u16::MAX as usize)?);
+                types.push(ColumnType::from_code(r.u8()?)?);
+            }
+            if columns.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(DecodeError::new("group columns out of order"));
+            }
+            groups.push(Group { columns, types: types.into() });
+        }
+        Ok(RowGroupMeta {
+            table_id,
+            groups,
+            entries: r.varint()?,
+            min_seq: r.varint()?,
+            max_seq: r.varint()?,
+            smallest: r.bytes()?.to_vec(),
+            largest: r.bytes()?.to_vec(),
+            index: BlockHandle::decode(r)?,
+            filter: BlockHandle::decode(r)?,
+        })
+    }
+}
+
+/// Bytes a row of `types` takes in a page, roughly (bitmaps aside; 16 per var-width value).
+fn row_width(types: &[ColumnType]) -> usize {
+    types.iter().map(|t| t.fixed_width().unwrap_or(16)).sum::<usize>().max(1)
+}
+
+/// Writes one row-group file from versions in (key asc, seq desc) order.
+pub(crate) struct RowGroupBuilder {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    opts: SstOptions,
+    table_id: u32,
+    groups: Vec<Group>,
+    shape: Shape,
+    keys: BlockBuilder,
+    key_pages: Vec<KeyPageEntry>,
+    pages: Vec<BlockBuilder>,
+    group_pages: Vec<Vec<GroupPageEntry>>,
+    hashes: Vec<u64>,
+    offset: u64,
+    rows: u64,
+    min_seq: u64,
+    max_seq: u64,
+    smallest: Option<Vec<u8>>,
+    largest: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+impl RowGroupBuilder {
+    /// A builder of a file holding `groups` (each a list of value columns, ascending) of a table
+    /// whose value columns have `value_types`; `key_width` is about the bytes of a key.
+    pub(crate) fn new(
+        file: Box<dyn WritableFile>,
+        path: PathBuf,
+        opts: SstOptions,
+        table_id: u32,
+        groups: &[Vec<usize>],
+        value_types: &[ColumnType],
+        key_width: usize,
+    ) -> Self {
+        let groups: Vec<Group> = groups
+            .iter()
+            .map(|cols| Group { columns: cols.clone(), types: cols.iter().map(|&c| value_types[c]).collect() })
+            .collect();
+        let widths: Vec<usize> = groups.iter().map(|g| row_width(&g.types)).collect();
+        // A key page spends the key, about two bytes of sequence number and a kind per row.
+        let shape = Shape::choose(opts.block_size, key_width + 3, &widths);
+        Self::with_shape(file, path, opts, table_id, groups, shape)
+    }
+
+    fn with_shape(
+        file: Box<dyn WritableFile>,
+        path: PathBuf,
+        opts: SstOptions,
+        table_id: u32,
+        groups: Vec<Group>,
+        shape: Shape,
+    ) -> Self {
+        RowGroupBuilder {
+            file,
+            path,
+            opts,
+            table_id,
+            pages: groups.iter().map(|g| BlockBuilder::keyless(&g.types)).collect(),
+            group_pages: vec![Vec::new(); groups.len()],
+            groups,
+            shape,
+            keys: BlockBuilder::new(&[]),
+            key_pages: Vec::new(),
+            hashes: Vec::new(),
+            offset: 0,
+            rows: 0,
+            min_seq: u64::MAX,
+            max_seq: 0,
+            smallest: None,
+            largest: Vec::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Versions added so far.
+    pub(crate) fn entries(&self) -> u64 {
+        self.rows
+    }
+
+    /// Bytes written plus the open pages: what the file would weigh if finished now.
+    pub(crate) fn estimated_size(&self) -> u64 {
+        self.offset + self.keys.size() as u64 + self.pages.iter().map(|p| p.size() as u64).sum::<u64>()
+    }
+
+    /// Adds the next version; `cell(vi)` gives its cell of value column `vi`.
+    pub(crate) fn add<'v>(
+        &mut self,
+        key: &[u8],
+        seq: u64,
+        kind: Kind,
+        cell: impl Fn(usize) -> RawCell<'v>,
+    ) -> Result<()> {
+        if self.rows == 0 || self.largest != key {
+            self.hashes.push(bloom::key_hash(key));
+        }
+        if self.smallest.is_none() {
+            self.smallest = Some(key.to_vec());
+        }
+        self.largest.clear();
+        self.largest.extend_from_slice(key);
+        self.keys.add(key, seq, kind, std::iter::empty());
+        for (g, page) in self.pages.iter_mut().enumerate() {
+            page.add_cells(self.groups[g].columns.iter().map(|&vi| cell(vi)));
+        }
+        self.rows += 1;
+        self.min_seq = self.min_seq.min(seq);
+        self.max_seq = self.max_seq.max(seq);
+        if self.keys.rows() == 1 << self.shape.key_shift() {
+            self.finish_key_page()?;
+        }
+        for g in 0..self.pages.len() {
+            if self.pages[g].rows() == 1 << self.shape.page_shift(g) {
+                self.finish_group_page(g)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish_key_page(&mut self) -> Result<()> {
+        let last_key = self.keys.last_key().to_vec();
+        let (content, s) = self.keys.finish();
+        let handle = self.write_page(&content, self.opts.compression)?;
+        self.key_pages.push(KeyPageEntry { last_key, handle, min_seq: s.min_seq, max_seq: s.max_seq, clean: s.clean });
+        Ok(())
+    }
+
+    fn finish_group_page(&mut self, g: usize) -> Result<()> {
+        let (content, s) = self.pages[g].finish();
+        let handle = self.write_page(&content, self.opts.compression)?;
+        let zones = Zones::new(&s.zones, self.groups[g].types.clone());
+        self.group_pages[g].push(GroupPageEntry { handle, zones });
+        Ok(())
+    }
+
+    fn write_page(&mut self, content: &[u8], compression: Compression) -> Result<BlockHandle> {
+        let start = self.buf.len();
+        frame_block(content, compression, &mut self.buf);
+        let framed = self.buf.len() - start;
+        let handle = BlockHandle { offset: self.offset, size: (framed - TRAILER_LEN) as u64 };
+        self.offset += framed as u64;
+        if self.buf.len() >= WRITE_BUFFER {
+            self.file.append(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(handle)
+    }
+
+    /// Writes the last pages, filter, index, meta and footer, then syncs the file. Returns the
+    /// file's manifest entry under file number `number` (group id 0: the file holds them all).
+    pub(crate) fn finish(mut self, number: u64) -> Result<FileMeta> {
+        if !self.keys.is_empty() {
+            self.finish_key_page()?;
+        }
+        for g in 0..self.pages.len() {
+            if self.pages[g].rows() > 0 {
+                self.finish_group_page(g)?;
+            }
+        }
+        let filter = bloom::build(&self.hashes, self.opts.bloom_bits_per_key);
+        let filter = self.write_page(&filter, Compression::None)?;
+        let mut idx = Vec::new();
+        put_varint(&mut idx, self.rows);
+        idx.push(self.shape.granule_shift as u8);
+        idx.push(self.shape.key_span as u8);
+        for e in &self.key_pages {
+            put_bytes(&mut idx, &e.last_key);
+            e.handle.encode(&mut idx);
+            put_varint(&mut idx, e.min_seq);
+            put_varint(&mut idx, e.max_seq);
+            idx.push(u8::from(e.clean));
+        }
+        for (g, pages) in self.group_pages.iter().enumerate() {
+            idx.push(self.shape.spans[g] as u8);
+            for p in pages {
+                p.handle.encode(&mut idx);
+                p.zones.encode(&mut idx);
+            }
+        }
+        let index = self.write_page(&idx, Compression::None)?;
+        let (smallest, largest) = (self.smallest.take().unwrap_or_default(), std::mem::take(&mut self.largest));
+        let meta = RowGroupMeta {
+            table_id: self.table_id,
+            groups: self.groups.clone(),
+            entries: self.rows,
+            min_seq: if self.rows == 0 { 0 } else { self.min_seq },
+            max_seq: self.max_seq,
+            smallest: smallest.clone(),
+            largest: largest.clone(),
+            index,
+            filter,
+        };
+        let mut m = Vec::new();
+        meta.encode(&mut m);
+        let meta_handle = self.write_page(&m, Compression::None)?;
+        let mut footer = Vec::new();
+        encode_footer_version(meta_handle, ROW_GROUP_FORMAT, &mut footer);
+        self.buf.extend_from_slice(&footer);
+        self.offset += footer.len() as u64;
+        self.file.append(&self.buf)?;
+        self.file.sync()?;
+        Ok(FileMeta {
+            number,
+            size: self.offset,
+            entries: self.rows,
+            min_seq: meta.min_seq,
+            max_seq: meta.max_seq,
+            smallest,
+            largest,
+            cg: 0,
+            tier: 0,
+        })
+    }
+}
+
+/// An open row-group file.
+pub(crate) struct RowGroupReader {
+    file: Arc<dyn ReadableFile>,
+    path: PathBuf,
+    number: u64,
+    meta: RowGroupMeta,
+    shape: Shape,
+    key_pages: Vec<KeyPageEntry>,
+    group_pages: Vec<Vec<GroupPageEntry>>,
+    /// For each value column of the table: its group and its column there.
+    place: Vec<Option<(usize, usize)>>,
+    filter: Vec<u8>,
+    cache: Arc<BlockCache>,
+    tier: u8,
+    heat: Arc<Heat>,
+}
+
+fn read_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
+    let len = usize::try_from(h.size).map_err(|_| Error::corruption(path, h.offset, "block size out of range"))?;
+    if h.offset.checked_add(h.size + TRAILER_LEN as u64).is_none_or(|end| end > file.len()) {
+        return Err(Error::corruption(path, h.offset, "block handle past end of file"));
+    }
+    let raw = file.read_at(h.offset, len + TRAILER_LEN)?;
+    unframe_block(path, h.offset, raw)
+}
+
+/// Decodes the index block against the meta: one entry per page the row count calls for.
+fn decode_index(b: &[u8], meta: &RowGroupMeta) -> DecodeResult<(Shape, Vec<KeyPageEntry>, Vec<Vec<GroupPageEntry>>)> {
+    let mut r = Reader::new(b);
+    let rows = r.varint()?;
+    if rows != meta.entries {
+        return Err(DecodeError::new("index row count disagrees with meta"));
+    }
+    let granule_shift = u32::from(r.u8()?);
+    let key_span = u32::from(r.u8()?);
+    if !(MIN_GRANULE_SHIFT..=MAX_GRANULE_SHIFT).contains(&granule_shift) || granule_shift + key_span > MAX_PAGE_SHIFT {
+        return Err(DecodeError::new("bad row-group shape"));
+    }
+    let nkeys = Shape::pages(rows, granule_shift + key_span);
+    let mut key_pages = Vec::with_capacity(nkeys.min(b.len()));
+    for _ in 0..nkeys {
+        let last_key = r.bytes()?.to_vec();
+        let handle = BlockHandle::decode(&mut r)?;
+        let (min_seq, max_seq) = (r.varint()?, r.varint()?);
+        let clean = match r.u8()? {
+            0 => false,
+            1 => true,
+            _ => return Err(DecodeError::new("unknown key page flags")),
+        };
+        key_pages.push(KeyPageEntry { last_key, handle, min_seq, max_seq, clean });
+    }
+    if key_pages.windows(2).any(|w| w[0].last_key > w[1].last_key) {
+        return Err(DecodeError::new("key page fences out of order"));
+    }
+    let mut spans = Vec::with_capacity(meta.groups.len());
+    let mut group_pages = Vec::with_capacity(meta.groups.len());
+    for g in &meta.groups {
+        let span = u32::from(r.u8()?);
+        if granule_shift + span > MAX_PAGE_SHIFT {
+            return Err(DecodeError::new("bad group page span"));
+        }
+        let n = Shape::pages(rows, granule_shift + span);
+        let mut pages = Vec::with_capacity(n.min(b.len()));
+        for _ in 0..n {
+            let handle = BlockHandle::decode(&mut r)?;
+            let zones = Zones::decode(g.types.clone(), &mut r)?;
+            pages.push(GroupPageEntry { handle, zones });
+        }
+        spans.push(span);
+        group_pages.push(pages);
+    }
+    if !r.is_empty() {
+        return Err(DecodeError::new("trailing bytes in index"));
+    }
+    Ok((Shape { granule_shift, key_span, spans }, key_pages, group_pages))
+}
+
+impl RowGroupReader {
+    /// Opens and validates a file's footer, meta, index and filter.
+    pub(crate) fn open(
+        fs: &dyn Fs,
+        path: &Path,
+        (number, tier, heat): (u64, u8, Arc<Heat>),
+        cache: Arc<BlockCache>,
+    ) -> Result<Arc<RowGroupReader>> {
+        let file = fs.open(path)?;
+        let len = file.len();
+        if len < FOOTER_LEN as u64 {
+            return Err(Error::corruption(path, 0, "file too short to be an SST"));
+        }
+        let footer = file.read_at(len - FOOTER_LEN as u64, FOOTER_LEN)?;
+        let (meta_h, version) = decode_footer(path, len, &footer)?;
+        if version != ROW_GROUP_FORMAT {
+            return Err(Error::corruption(
+                path,
+                len - FOOTER_LEN as u64,
+                format!("format {version} is not a row-group file"),
+            ));
+        }
+        let bad = |off: u64| move |e: DecodeError| Error::corruption(path, off, e.0);
+        let meta_raw = read_raw(file.as_ref(), path, meta_h)?;
+        let meta = RowGroupMeta::decode(&mut Reader::new(&meta_raw)).map_err(bad(meta_h.offset))?;
+        let idx_raw = read_raw(file.as_ref(), path, meta.index)?;
+        let (shape, key_pages, group_pages) = decode_index(&idx_raw, &meta).map_err(bad(meta.index.offset))?;
+        let filter = read_raw(file.as_ref(), path, meta.filter)?;
+        let mut place = vec![None; meta.groups.iter().flat_map(|g| g.columns.iter()).max().map_or(0, |&m| m + 1)];
+        for (g, group) in meta.groups.iter().enumerate() {
+            for (c, &vi) in group.columns.iter().enumerate() {
+                if place[vi].replace((g, c)).is_some() {
+                    return Err(Error::corruption(path, meta_h.offset, "a column stored in two groups"));
+                }
+            }
+        }
+        Ok(Arc::new(RowGroupReader {
+            file,
+            path: path.to_owned(),
+            number,
+            meta,
+            shape,
+            key_pages,
+            group_pages,
+            place,
+            filter,
+            cache,
+            tier,
+            heat,
+        }))
+    }
+
+    /// The rows stored.
+    pub(crate) fn entries(&self) -> u64 {
+        self.meta.entries
+    }
+
+    /// How the rows are cut into pages.
+    pub(crate) fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    /// The file's groups.
+    pub(crate) fn groups(&self) -> &[Group] {
+        &self.meta.groups
+    }
+
+    /// The file's access-histogram bucket.
+    pub(crate) fn heat(&self) -> &Heat {
+        &self.heat
+    }
+
+    /// A page through the cache: read, checked (rows, keys present or not) and cached on a miss.
+    fn page(&self, h: BlockHandle, types: &[ColumnType], rows: usize, keyed: bool) -> Result<Arc<Block>> {
+        if let Some(b) = self.cache.get(self.number, h.offset) {
+            return Ok(b);
+        }
+        let content = read_raw(self.file.as_ref(), &self.path, h)?;
+        self.cache.count_read(self.tier, h.size as usize + TRAILER_LEN);
+        let b = Block::decode_format(content, types, ROW_GROUP_FORMAT)
+            .map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
+        if b.len() != rows || b.has_keys() != keyed {
+            return Err(Error::corruption(&self.path, h.offset, "page disagrees with the index"));
+        }
+        let b = Arc::new(b);
+        self.cache.insert(self.number, h.offset, b.clone());
+        Ok(b)
+    }
+
+    /// Key page `p`.
+    pub(crate) fn key_page(&self, p: usize) -> Result<Arc<Block>> {
+        let e = &self.key_pages[p];
+        let rows = Shape::rows_of(self.meta.entries, self.shape.key_shift(), p);
+        let b = self.page(e.handle, &[], rows, true)?;
+        if b.max_seq() != e.max_seq || b.is_clean() != e.clean {
+            return Err(Error::corruption(&self.path, e.handle.offset, "key page disagrees with the index"));
+        }
+        Ok(b)
+    }
+
+    /// Page `p` of group `g`.
+    pub(crate) fn group_page(&self, g: usize, p: usize) -> Result<Arc<Block>> {
+        let rows = Shape::rows_of(self.meta.entries, self.shape.page_shift(g), p);
+        self.page(self.group_pages[g][p].handle, &self.meta.groups[g].types, rows, false)
+    }
+
+    /// The versions of `key`, newest first: ordinal, sequence number and kind of each (none
+    /// when the file does not hold the key). One fence search, one binary search in a key page
+    /// (and the next ones while the key's versions continue there).
+    pub(crate) fn versions(&self, key: &[u8]) -> Result<Vec<(u64, u64, Kind)>> {
+        let mut out = Vec::new();
+        let mut p = self.key_pages.partition_point(|e| e.last_key.as_slice() < key);
+        while p < self.key_pages.len() {
+            let page = self.key_page(p)?;
+            let (first, seqs) = page.versions_of(key);
+            let base = (p as u64) << self.shape.key_shift();
+            for (i, seq) in (first..).zip(seqs.iter()) {
+                out.push((base + i as u64, *seq, page.kind(i)));
+            }
+            // The key's versions may go on in the next page only if they reach this one's end.
+            if seqs.is_empty() || first + seqs.len() < page.len() {
+                break;
+            }
+            p += 1;
+        }
+        Ok(out)
+    }
+
+    /// Value column `vi` of the row at ordinal `r`: the page holding it, its row there and its
+    /// column (`None` when the file does not store the column).
+    pub(crate) fn locate(&self, vi: usize, r: u64) -> Result<Option<(Arc<Block>, usize, usize)>> {
+        let Some((g, c)) = self.place.get(vi).copied().flatten() else { return Ok(None) };
+        let (p, row) = self.shape.locate(g, r);
+        if p >= self.group_pages[g].len() {
+            return Err(Error::corruption(&self.path, 0, format!("ordinal {r} past the file's rows")));
+        }
+        Ok(Some((self.group_page(g, p)?, row, c)))
+    }
+
+    /// Feeds the versions of `key` at or below `snapshot` (newest first) to `res`, reading only
+    /// the columns it still lacks. Returns early (without IO) when the key is outside the file
+    /// or the bloom filter excludes it.
+    pub(crate) fn get(
+        &self,
+        key: &[u8],
+        hash: u64,
+        snapshot: u64,
+        wanted: Option<&[bool]>,
+        res: &mut Resolver,
+    ) -> Result<Lookup> {
+        if key < self.meta.smallest.as_slice() || key > self.meta.largest.as_slice() {
+            return Ok(Lookup::Outside);
+        }
+        if !bloom::may_contain(&self.filter, hash) {
+            return Ok(Lookup::Filtered);
+        }
+        let mut found = false;
+        let mut failed = None;
+        for (r, seq, kind) in self.versions(key)? {
+            if res.is_settled() {
+                break;
+            }
+            if seq > snapshot {
+                continue;
+            }
+            found = true;
+            let wants = |vi: usize| wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false));
+            res.push_with(kind, None, |vi| {
+                if !wants(vi) || kind == Kind::Delete {
+                    return None;
+                }
+                match self.locate(vi, r) {
+                    Ok(Some((page, row, c))) => page.cell(row, c),
+                    Ok(None) => None,
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                        None
+                    }
+                }
+            });
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+        Ok(Lookup::Probed(found))
+    }
+
+    /// Reads every page, checking checksums, structure and row counts. Returns the pages read.
+    pub(crate) fn verify(&self) -> Result<usize> {
+        let mut n = 0;
+        for (p, e) in self.key_pages.iter().enumerate() {
+            let h = e.handle;
+            let content = read_raw(self.file.as_ref(), &self.path, h)?;
+            let b = Block::decode_format(content, &[], ROW_GROUP_FORMAT)
+                .map_err(|err| Error::corruption(&self.path, h.offset, err.0))?;
+            let rows = Shape::rows_of(self.meta.entries, self.shape.key_shift(), p);
+            if b.len() != rows || !b.has_keys() || b.max_seq() != e.max_seq || b.is_clean() != e.clean {
+                return Err(Error::corruption(&self.path, h.offset, "key page disagrees with the index"));
+            }
+            n += 1;
+        }
+        for (g, pages) in self.group_pages.iter().enumerate() {
+            for (p, e) in pages.iter().enumerate() {
+                let content = read_raw(self.file.as_ref(), &self.path, e.handle)?;
+                let b = Block::decode_format(content, &self.meta.groups[g].types, ROW_GROUP_FORMAT)
+                    .map_err(|err| Error::corruption(&self.path, e.handle.offset, err.0))?;
+                if b.len() != Shape::rows_of(self.meta.entries, self.shape.page_shift(g), p) || b.has_keys() {
+                    return Err(Error::corruption(&self.path, e.handle.offset, "group page disagrees with the index"));
+                }
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mvcc::chain::Resolver;
+    use crate::types::row::{encode_row, RowIter};
+    use crate::types::Value;
+    use crate::vfs::FaultFs;
+    use rand::{Rng, SeedableRng};
+
+    const TYPES: [ColumnType; 4] = [ColumnType::BigInt, ColumnType::Text, ColumnType::Int, ColumnType::Double];
+
+    fn groups() -> Vec<Vec<usize>> {
+        vec![vec![0, 1], vec![2], vec![3]]
+    }
+
+    /// One version: key, seq, kind, cells by value column (`None`: not carried).
+    type Version = (Vec<u8>, u64, Kind, Vec<Option<Value>>);
+
+    /// Random versions over `keys` keys: some keys with several versions, partial rows, deletes
+    /// and NULLs, in (key asc, seq desc) order; `rows` versions in all.
+    fn versions(rng: &mut rand::rngs::StdRng, rows: usize) -> Vec<Version> {
+        let mut out = Vec::new();
+        let mut k = 0u64;
+        while out.len() < rows {
+            k += rng.gen_range(1..4);
+            let n = rng.gen_range(1..4).min(rows - out.len());
+            for j in 0..n {
+                let kind = [Kind::Put, Kind::Put, Kind::Update, Kind::Delete][rng.gen_range(0..4)];
+                let cells = (0..4)
+                    .map(|c| match kind {
+                        Kind::Delete => None,
+                        Kind::Update if rng.gen_bool(0.5) => None,
+                        _ if rng.gen_bool(0.1) => Some(Value::Null),
+                        _ => Some(match c {
+                            0 => Value::BigInt(rng.gen()),
+                            1 => Value::Text("t".repeat(rng.gen_range(0..20))),
+                            2 => Value::Int(rng.gen()),
+                            _ => Value::Double(rng.gen()),
+                        }),
+                    })
+                    .collect();
+                out.push((format!("key{k:08}").into_bytes(), 1000 - j as u64, kind, cells));
+            }
+        }
+        out
+    }
+
+    fn build(fs: &FaultFs, path: &Path, vs: &[Version], shape: Option<Shape>) -> FileMeta {
+        let opts = SstOptions { block_size: 1024, compression: Compression::Lz4, bloom_bits_per_key: 10 };
+        let file = fs.create(path).unwrap();
+        let mut b = match shape {
+            Some(s) => {
+                let gs = groups()
+                    .iter()
+                    .map(|cols| Group { columns: cols.clone(), types: cols.iter().map(|&c| TYPES[c]).collect() })
+                    .collect();
+                RowGroupBuilder::with_shape(file, path.to_owned(), opts, 1, gs, s)
+            }
+            None => RowGroupBuilder::new(file, path.to_owned(), opts, 1, &groups(), &TYPES, 11),
+        };
+        for (key, seq, kind, cells) in vs {
+            let mut row = Vec::new();
+            encode_row(&TYPES, cells, &mut row);
+            let raws: Vec<RawCell<'_>> = RowIter::new(&TYPES, &row).unwrap().map(Result::unwrap).collect();
+            b.add(key, *seq, *kind, |vi| raws[vi]).unwrap();
+        }
+        b.finish(9).unwrap()
+    }
+
+    fn open(fs: &FaultFs, path: &Path) -> Result<Arc<RowGroupReader>> {
+        RowGroupReader::open(fs, path, (9, 0, Arc::default()), Arc::new(BlockCache::new(1 << 20)))
+    }
+
+    /// Every group holds every version at its ordinal, at 1 row, one granule less one, a
+    /// granule, one more, and many pages of every kind: versions and cells read back by position,
+    /// and each group's page row counts follow from the key pages'.
+    #[test]
+    fn every_group_holds_every_row_at_its_ordinal() {
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let fs = FaultFs::new();
+        let shape = Shape { granule_shift: 6, key_span: 1, spans: vec![0, 2, 1] };
+        for rows in [1usize, 63, 64, 65, 127, 128, 129, 1000, 3001] {
+            let vs = versions(&mut rng, rows);
+            let path = Path::new("/rg/000009.sst");
+            for shape in [Some(shape.clone()), None] {
+                let meta = build(&fs, path, &vs, shape);
+                assert_eq!(meta.entries, rows as u64, "seed {seed}");
+                let r = open(&fs, path).unwrap();
+                let pages = r.verify().unwrap();
+                let s = r.shape().clone();
+                let want_pages = Shape::pages(rows as u64, s.key_shift())
+                    + (0..3).map(|g| Shape::pages(rows as u64, s.page_shift(g))).sum::<usize>();
+                assert_eq!(pages, want_pages, "seed {seed} rows {rows}");
+                for (ord, (key, seq, kind, cells)) in vs.iter().enumerate() {
+                    let found = r.versions(key).unwrap();
+                    assert!(found.contains(&(ord as u64, *seq, *kind)), "seed {seed} rows {rows} ordinal {ord}");
+                    for (vi, cell) in cells.iter().enumerate() {
+                        let (page, row, c) = r.locate(vi, ord as u64).unwrap().unwrap();
+                        assert_eq!(&page.cell(row, c), cell, "seed {seed} rows {rows} ordinal {ord} column {vi}");
+                    }
+                }
+                assert!(r.versions(b"key").unwrap().is_empty() && r.versions(b"zzz").unwrap().is_empty());
+            }
+        }
+    }
+
+    /// Page arithmetic against a linear count of rows per page.
+    #[test]
+    fn pages_nest_and_locate_by_shifts() {
+        let s = Shape { granule_shift: 6, key_span: 2, spans: vec![0, 1, 3] };
+        for g in 0..3 {
+            let per = 64usize << s.spans[g];
+            for r in [0u64, 1, 63, 64, 65, 255, 256, 511, 512, 10_000] {
+                assert_eq!(s.locate(g, r), ((r as usize) / per, (r as usize) % per), "group {g} row {r}");
+            }
+            // A page of a narrower group starts where a page of every wider group starts.
+            for p in 0..10usize {
+                let start = p * per;
+                assert_eq!(start % 64, 0);
+            }
+        }
+        assert_eq!(Shape::pages(0, 6), 0);
+        assert_eq!(Shape::pages(64, 6), 1);
+        assert_eq!(Shape::pages(65, 6), 2);
+        assert_eq!(Shape::rows_of(65, 6, 1), 1);
+        assert_eq!(Shape::rows_of(65, 6, 0), 64);
+        let c = Shape::choose(16 << 10, 11, &[8 * 30, 4, 16]);
+        assert_eq!(c.granule_shift, 6, "16 KiB over 240-byte rows: 64-row granules");
+        assert!(c.spans[0] == 0 && c.spans[1] > c.spans[2] && c.key_span > 0, "{c:?}");
+    }
+
+    /// A key with more versions than a key page holds: its versions are found across pages.
+    #[test]
+    fn a_keys_versions_continue_into_the_next_key_page() {
+        let fs = FaultFs::new();
+        let path = Path::new("/rg/000009.sst");
+        let mut vs: Vec<Version> = Vec::new();
+        for (k, n) in [("a", 50u64), ("b", 150), ("c", 3)] {
+            for j in 0..n {
+                vs.push((
+                    k.as_bytes().to_vec(),
+                    1000 - j,
+                    Kind::Put,
+                    vec![Some(Value::BigInt(j as i64)), None, None, None],
+                ));
+            }
+        }
+        build(&fs, path, &vs, Some(Shape { granule_shift: 6, key_span: 0, spans: vec![0, 0, 0] }));
+        let r = open(&fs, path).unwrap();
+        let b = r.versions(b"b").unwrap();
+        assert_eq!(b.len(), 150);
+        assert!(b.iter().enumerate().all(|(i, &(ord, seq, _))| ord == 50 + i as u64 && seq == 1000 - i as u64));
+        assert_eq!(r.versions(b"c").unwrap().len(), 3);
+        // A point read at a snapshot between the versions sees the right one.
+        let mut res = Resolver::new(4, None);
+        r.get(b"b", bloom::key_hash(b"b"), 1000 - 120, None, &mut res).unwrap();
+        assert_eq!(res.finish().map(|c| c[0].clone()), Some(Some(Value::BigInt(120))));
+    }
+
+    /// A flipped bit anywhere is reported as corruption naming the file, at open or by verify.
+    #[test]
+    fn flipped_bits_are_corruption_naming_the_file() {
+        let fs = FaultFs::new();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let vs = versions(&mut rng, 700);
+        let path = Path::new("/rg/000009.sst");
+        build(&fs, path, &vs, None);
+        let len = fs.file_len(path).unwrap();
+        for off in (0..len).step_by(37) {
+            build(&fs, path, &vs, None);
+            fs.flip_bit(path, off, 3).unwrap();
+            let err = open(&fs, path).and_then(|r| r.verify()).unwrap_err();
+            assert!(err.is_corruption() && err.to_string().contains("000009.sst"), "offset {off}: {err}");
+        }
+    }
+}
