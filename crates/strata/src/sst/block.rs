@@ -368,6 +368,19 @@ impl BlockBuilder {
     /// instead of one cell at a time.
     pub(crate) fn add_copied(&mut self, key: &[u8], seq: u64, kind: Kind, block: &Arc<Block>, row: usize) {
         let dest = self.add_key(key, seq, kind);
+        self.copy_row(block, row, dest);
+    }
+
+    /// [`Self::add_copied`] for a keyless block: row `row` of `block` (of the same columns)
+    /// becomes the next row.
+    pub(crate) fn add_cells_copied(&mut self, block: &Arc<Block>, row: usize) {
+        debug_assert!(self.keyless);
+        let dest = self.n;
+        self.copy_row(block, row, dest);
+    }
+
+    /// Notes row `row` of `block` as this block's row `dest`, to be copied with its run.
+    fn copy_row(&mut self, block: &Arc<Block>, row: usize, dest: usize) {
         self.cell_bytes += self.fixed_row_bytes;
         for &c in &self.var_cols {
             self.cell_bytes += match block.raw_cell(row, c) {

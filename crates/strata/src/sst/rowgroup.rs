@@ -297,6 +297,30 @@ impl RowGroupBuilder {
         kind: Kind,
         cell: impl Fn(usize) -> RawCell<'v>,
     ) -> Result<()> {
+        self.add_key(key, seq, kind);
+        for (g, page) in self.pages.iter_mut().enumerate() {
+            page.add_cells(self.groups[g].columns.iter().map(|&vi| cell(vi)));
+        }
+        self.end_row()
+    }
+
+    /// Adds the next version with its cells copied from the pages of another row-group file of
+    /// the same groups: `from[g]` is group `g`'s page there and the version's row in it. Runs of
+    /// consecutive rows are copied column by column (vertical merge), not cell by cell.
+    pub(crate) fn add_copied(&mut self, key: &[u8], seq: u64, kind: Kind, from: &[(Arc<Block>, usize)]) -> Result<()> {
+        self.add_key(key, seq, kind);
+        for (page, (block, row)) in self.pages.iter_mut().zip(from) {
+            page.add_cells_copied(block, *row);
+        }
+        self.end_row()
+    }
+
+    /// Whether pages of `groups` can be copied into this file's ([`Self::add_copied`]).
+    pub(crate) fn same_groups(&self, groups: &[Group]) -> bool {
+        groups.len() == self.groups.len() && groups.iter().zip(&self.groups).all(|(a, b)| a.columns == b.columns)
+    }
+
+    fn add_key(&mut self, key: &[u8], seq: u64, kind: Kind) {
         if self.rows == 0 || self.largest != key {
             self.hashes.push(bloom::key_hash(key));
         }
@@ -306,12 +330,13 @@ impl RowGroupBuilder {
         self.largest.clear();
         self.largest.extend_from_slice(key);
         self.keys.add(key, seq, kind, std::iter::empty());
-        for (g, page) in self.pages.iter_mut().enumerate() {
-            page.add_cells(self.groups[g].columns.iter().map(|&vi| cell(vi)));
-        }
         self.rows += 1;
         self.min_seq = self.min_seq.min(seq);
         self.max_seq = self.max_seq.max(seq);
+    }
+
+    /// Closes the pages the row just added filled.
+    fn end_row(&mut self) -> Result<()> {
         if self.keys.rows() == 1 << self.shape.key_shift() {
             self.finish_key_page()?;
         }
@@ -587,7 +612,7 @@ impl RowGroupReader {
 
     /// Key page `p`.
     pub(crate) fn key_page(&self, p: usize) -> Result<Arc<Block>> {
-        let e = &self.key_pages[p];
+        let e = self.key_pages.get(p).ok_or_else(|| self.past_end(p))?;
         let rows = Shape::rows_of(self.meta.entries, self.shape.key_shift(), p);
         let b = self.page(e.handle, &[], rows, true)?;
         if b.max_seq() != e.max_seq || b.is_clean() != e.clean {
@@ -598,8 +623,13 @@ impl RowGroupReader {
 
     /// Page `p` of group `g`.
     pub(crate) fn group_page(&self, g: usize, p: usize) -> Result<Arc<Block>> {
+        let e = self.group_pages.get(g).and_then(|pages| pages.get(p)).ok_or_else(|| self.past_end(p))?;
         let rows = Shape::rows_of(self.meta.entries, self.shape.page_shift(g), p);
-        self.page(self.group_pages[g][p].handle, &self.meta.groups[g].types, rows, false)
+        self.page(e.handle, &self.meta.groups[g].types, rows, false)
+    }
+
+    fn past_end(&self, p: usize) -> Error {
+        Error::corruption(&self.path, 0, format!("page {p} past the file's rows"))
     }
 
     /// The versions of `key`, newest first: ordinal, sequence number and kind of each (none
@@ -629,9 +659,6 @@ impl RowGroupReader {
     pub(crate) fn locate(&self, vi: usize, r: u64) -> Result<Option<(Arc<Block>, usize, usize)>> {
         let Some((g, c)) = self.place.get(vi).copied().flatten() else { return Ok(None) };
         let (p, row) = self.shape.locate(g, r);
-        if p >= self.group_pages[g].len() {
-            return Err(Error::corruption(&self.path, 0, format!("ordinal {r} past the file's rows")));
-        }
         Ok(Some((self.group_page(g, p)?, row, c)))
     }
 
@@ -709,6 +736,106 @@ impl RowGroupReader {
             }
         }
         Ok(n)
+    }
+}
+
+/// A forward walk over a row-group file's rows in order (for compaction and scans), with the
+/// current key page and each group's current page at hand.
+pub(crate) struct RowGroupCursor {
+    reader: Arc<RowGroupReader>,
+    row: u64,
+    key_page: Option<(usize, Arc<Block>)>,
+    pages: Vec<Option<(usize, Arc<Block>)>>,
+}
+
+impl RowGroupCursor {
+    /// A cursor at the file's first row.
+    pub(crate) fn new(reader: Arc<RowGroupReader>) -> Result<Self> {
+        let pages = vec![None; reader.meta.groups.len()];
+        let mut c = RowGroupCursor { reader, row: 0, key_page: None, pages };
+        c.load_key_page()?;
+        Ok(c)
+    }
+
+    /// The file read.
+    pub(crate) fn reader(&self) -> &Arc<RowGroupReader> {
+        &self.reader
+    }
+
+    /// Whether the cursor is at a row (not past the last).
+    pub(crate) fn valid(&self) -> bool {
+        self.row < self.reader.meta.entries
+    }
+
+    /// The current row's ordinal.
+    pub(crate) fn row(&self) -> u64 {
+        self.row
+    }
+
+    fn load_key_page(&mut self) -> Result<()> {
+        if !self.valid() {
+            return Ok(());
+        }
+        let p = (self.row >> self.reader.shape.key_shift()) as usize;
+        if self.key_page.as_ref().is_none_or(|(q, _)| *q != p) {
+            let b = self.reader.key_page(p)?;
+            b.build_index();
+            self.key_page = Some((p, b));
+        }
+        Ok(())
+    }
+
+    /// The current row in its key page (`None` past the last row).
+    fn at(&self) -> Option<(&Block, usize)> {
+        let (p, b) = self.key_page.as_ref().filter(|_| self.valid())?;
+        Some((b, (self.row - ((*p as u64) << self.reader.shape.key_shift())) as usize))
+    }
+
+    /// The current row's key, sequence number and kind (an empty key, 0 and a tombstone past
+    /// the last row: callers check [`Self::valid`]).
+    pub(crate) fn key(&self) -> &[u8] {
+        self.at().map_or(&[], |(b, i)| b.key(i))
+    }
+
+    pub(crate) fn seq(&self) -> u64 {
+        self.at().map_or(0, |(b, i)| b.seq(i))
+    }
+
+    pub(crate) fn kind(&self) -> Kind {
+        self.at().map_or(Kind::Delete, |(b, i)| b.kind(i))
+    }
+
+    /// Moves to the next row.
+    pub(crate) fn next(&mut self) -> Result<()> {
+        self.row += 1;
+        self.load_key_page()
+    }
+
+    /// Moves to the first row whose key is not below `key` (from the file's start).
+    pub(crate) fn seek(&mut self, key: &[u8]) -> Result<()> {
+        let pages = &self.reader.key_pages;
+        let p = pages.partition_point(|e| e.last_key.as_slice() < key);
+        self.row = (p as u64) << self.reader.shape.key_shift();
+        self.load_key_page()?;
+        if let Some((b, _)) = self.at() {
+            self.row += b.seek(key) as u64;
+            self.load_key_page()?;
+        }
+        Ok(())
+    }
+
+    /// Group `g`'s page holding the current row, and the row in it.
+    pub(crate) fn group_page(&mut self, g: usize) -> Result<(Arc<Block>, usize)> {
+        let (p, row) = self.reader.shape.locate(g, self.row);
+        let page = match &self.pages[g] {
+            Some((q, b)) if *q == p => b.clone(),
+            _ => {
+                let b = self.reader.group_page(g, p)?;
+                self.pages[g] = Some((p, b.clone()));
+                b
+            }
+        };
+        Ok((page, row))
     }
 }
 
@@ -817,6 +944,62 @@ mod tests {
                 assert!(r.versions(b"key").unwrap().is_empty() && r.versions(b"zzz").unwrap().is_empty());
             }
         }
+    }
+
+    /// Rows copied page to page (runs of consecutive rows, interrupted by rows added cell by
+    /// cell) make the same file as rows added cell by cell; the cursor walks and seeks like a
+    /// sorted list.
+    #[test]
+    fn copied_rows_make_the_file_rows_added_cell_by_cell_make() {
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let fs = FaultFs::new();
+        let shape = Shape { granule_shift: 6, key_span: 1, spans: vec![0, 2, 1] };
+        let vs = versions(&mut rng, 900);
+        let src = Path::new("/rg/000001.sst");
+        build(&fs, src, &vs, Some(shape.clone()));
+        let r = open(&fs, src).unwrap();
+        let opts = SstOptions { block_size: 1024, compression: Compression::Lz4, bloom_bits_per_key: 10 };
+        let gs: Vec<Group> = r.groups().to_vec();
+        let (a, b) = (Path::new("/rg/000002.sst"), Path::new("/rg/000003.sst"));
+        let mut copied =
+            RowGroupBuilder::with_shape(fs.create(a).unwrap(), a.to_owned(), opts, 1, gs.clone(), shape.clone());
+        let mut by_cell = RowGroupBuilder::with_shape(fs.create(b).unwrap(), b.to_owned(), opts, 1, gs, shape);
+        assert!(copied.same_groups(r.groups()));
+        let mut c = RowGroupCursor::new(r.clone()).unwrap();
+        let mut kept = Vec::new();
+        while c.valid() {
+            if rng.gen_bool(0.8) {
+                let from: Vec<(Arc<Block>, usize)> = (0..3).map(|g| c.group_page(g).unwrap()).collect();
+                let cell = |vi: usize| {
+                    let (g, col) = r.place[vi].unwrap();
+                    from[g].0.raw_cell(from[g].1, col)
+                };
+                if rng.gen_bool(0.7) {
+                    copied.add_copied(c.key(), c.seq(), c.kind(), &from).unwrap();
+                } else {
+                    copied.add(c.key(), c.seq(), c.kind(), cell).unwrap();
+                }
+                by_cell.add(c.key(), c.seq(), c.kind(), cell).unwrap();
+                kept.push(c.row());
+            }
+            c.next().unwrap();
+        }
+        copied.finish(2).unwrap();
+        by_cell.finish(3).unwrap();
+        let bytes = |p: &Path| {
+            let f = fs.open(p).unwrap();
+            f.read_at(0, f.len() as usize).unwrap()
+        };
+        assert!(bytes(a) == bytes(b), "seed {seed}: the copied file differs");
+        // Seeks land on the first version of a key, or past it.
+        for (ord, (key, ..)) in vs.iter().enumerate() {
+            c.seek(key).unwrap();
+            let first = vs.iter().position(|v| v.0 == *key).unwrap();
+            assert!(c.row() as usize == first && c.key() == key.as_slice(), "seed {seed} ordinal {ord}");
+        }
+        c.seek(b"zzz").unwrap();
+        assert!(!c.valid());
     }
 
     /// Page arithmetic against a linear count of rows per page.
