@@ -513,6 +513,28 @@ struct KeyIndex {
 /// up, and the sequence numbers of the key's versions, newest first (none when absent).
 pub(crate) type Versions = (usize, SmallVec<[u64; 4]>);
 
+/// A block's row count and section offsets (keys, seqs, kinds, each column, end), checked to
+/// lie in order within the block; the block must have `ncols` columns.
+fn sections(body: &[u8], ncols: usize) -> DecodeResult<(usize, Vec<usize>)> {
+    let mut r = Reader::new(body);
+    let n = r.u32()? as usize;
+    let stored = r.u16()? as usize;
+    if stored != ncols {
+        return Err(DecodeError::new(format!("block has {stored} columns, group has {ncols}")));
+    }
+    if n > body.len() {
+        return Err(DecodeError::new("row count larger than block"));
+    }
+    let mut offs = Vec::with_capacity(4 + ncols);
+    for _ in 0..4 + ncols {
+        offs.push(r.u32()? as usize);
+    }
+    if offs.windows(2).any(|w| w[0] > w[1]) || offs[0] != r.pos() || offs[offs.len() - 1] != body.len() {
+        return Err(DecodeError::new("bad section offsets"));
+    }
+    Ok((n, offs))
+}
+
 /// Format 3's key and sequence-number sections, rewritten as format 4's when a block of a
 /// format-3 file is read (so everything past decoding sees one format; compaction rewrites
 /// such files in format 4).
@@ -521,20 +543,8 @@ mod format3 {
 
     /// Rewrites a format-3 block content as format 4: same header, columns and kinds; keys and
     /// sequence numbers re-encoded.
-    pub(super) fn upgrade(body: &[u8], ncols_expected: usize) -> DecodeResult<Vec<u8>> {
-        let mut r = Reader::new(body);
-        let n = r.u32()? as usize;
-        let ncols = r.u16()? as usize;
-        if ncols != ncols_expected || n > body.len() {
-            return Err(DecodeError::new("bad format-3 block header"));
-        }
-        let mut offs = Vec::with_capacity(4 + ncols);
-        for _ in 0..4 + ncols {
-            offs.push(r.u32()? as usize);
-        }
-        if offs.windows(2).any(|w| w[0] > w[1]) || offs[0] != r.pos() || offs[offs.len() - 1] != body.len() {
-            return Err(DecodeError::new("bad section offsets"));
-        }
+    pub(super) fn upgrade(body: &[u8], ncols: usize) -> DecodeResult<Vec<u8>> {
+        let (n, offs) = sections(body, ncols)?;
         // Keys: n × (shared varint | unshared varint | unshared bytes), prefix-coded.
         let mut kr = Reader::new(&body[offs[0]..offs[1]]);
         let (mut data, mut ends) = (Vec::new(), Vec::with_capacity(n));
@@ -604,22 +614,8 @@ impl Block {
     /// Validates `body`: every section's structure, keys in order, values where the format
     /// constrains them. Done once, when the block is read; lookups then trust it.
     fn parse(body: Vec<u8>, types: &[ColumnType]) -> DecodeResult<Block> {
-        let mut r = Reader::new(&body);
-        let n = r.u32()? as usize;
-        let ncols = r.u16()? as usize;
-        if ncols != types.len() {
-            return Err(DecodeError::new(format!("block has {ncols} columns, group has {}", types.len())));
-        }
-        if n > body.len() {
-            return Err(DecodeError::new("row count larger than block"));
-        }
-        let mut offs = Vec::with_capacity(4 + ncols);
-        for _ in 0..4 + ncols {
-            offs.push(r.u32()? as usize);
-        }
-        if offs.windows(2).any(|w| w[0] > w[1]) || offs[0] != r.pos() || offs[offs.len() - 1] != body.len() {
-            return Err(DecodeError::new("bad section offsets"));
-        }
+        let ncols = types.len();
+        let (n, offs) = sections(&body, ncols)?;
         let section = |i: usize| &body[offs[i]..offs[i + 1]];
         let (keys, facts) = KeyPage::parse(&body, (offs[0], offs[1]), n)?;
         let (seqs, max_seq) = if keys.has_keys() {
@@ -791,7 +787,7 @@ impl Block {
 
     /// Index of the first version whose key is `>= key` (`len()` if none).
     pub(crate) fn seek(&self, key: &[u8]) -> usize {
-        self.keys.equal_range(&self.body, key).0
+        self.keys.lower_bound(&self.body, key)
     }
 
     /// The raw parts of column `c` (index within the group), for bulk decoding.

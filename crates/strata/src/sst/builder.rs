@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::block::BlockBuilder;
 use super::bloom;
-use super::format::{encode_footer, frame_block, BlockHandle, Compression};
+use super::format::{BlockHandle, BlockWriter, Compression};
 use super::zone::Zones;
 use crate::codec::{put_bytes, put_varint};
 use crate::error::{Error, Result};
@@ -44,10 +44,6 @@ pub(crate) struct IndexEntry {
 /// Index entry flag: the block is clean (see [`IndexEntry::clean`]).
 pub(crate) const BLOCK_CLEAN: u8 = 1;
 
-/// Bytes of framed blocks gathered before they are appended to the file: on a disk, one
-/// positioning per mebibyte written instead of one per block when reads interleave.
-const WRITE_BUFFER: usize = 1 << 20;
-
 /// The file-level metadata block.
 #[derive(Debug, Clone)]
 pub(crate) struct SstMeta {
@@ -66,7 +62,7 @@ pub(crate) struct SstMeta {
 
 /// Builds one file.
 pub(crate) struct SstBuilder {
-    file: Box<dyn WritableFile>,
+    out: BlockWriter,
     path: PathBuf,
     opts: SstOptions,
     table_id: u32,
@@ -81,14 +77,11 @@ pub(crate) struct SstBuilder {
     /// Index entries with their encoded zone maps.
     index: Vec<IndexEntry>,
     hashes: Vec<u64>,
-    offset: u64,
     entries: u64,
     min_seq: u64,
     max_seq: u64,
     smallest: Option<Vec<u8>>,
     largest: Vec<u8>,
-    /// Framed blocks not yet appended to the file (see [`WRITE_BUFFER`]).
-    buf: Vec<u8>,
     /// The column map of the last source of versions stored elsewhere, and whether it is this
     /// file's group (see [`Self::same_group`]).
     last_source: Option<(Arc<[Option<usize>]>, bool)>,
@@ -113,7 +106,7 @@ impl SstBuilder {
         }
         let block = BlockBuilder::new(&types);
         SstBuilder {
-            file,
+            out: BlockWriter::new(file),
             path,
             opts,
             table_id,
@@ -125,13 +118,11 @@ impl SstBuilder {
             block,
             index: Vec::new(),
             hashes: Vec::new(),
-            offset: 0,
             entries: 0,
             min_seq: u64::MAX,
             max_seq: 0,
             smallest: None,
             largest: Vec::new(),
-            buf: Vec::new(),
             last_source: None,
         }
     }
@@ -142,7 +133,7 @@ impl SstBuilder {
 
     /// Bytes written plus the open block: what the file would weigh if finished now.
     pub(crate) fn estimated_size(&self) -> u64 {
-        self.offset + self.block.size() as u64
+        self.out.offset() + self.block.size() as u64
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -215,7 +206,7 @@ impl SstBuilder {
     fn flush_block(&mut self) -> Result<()> {
         let last_key = self.block.last_key().to_vec();
         let (content, s) = self.block.finish();
-        let handle = self.write_block(&content, self.opts.compression)?;
+        let handle = self.out.write_block(&content, self.opts.compression)?;
         self.index.push(IndexEntry {
             last_key,
             handle,
@@ -226,21 +217,6 @@ impl SstBuilder {
             zones: Zones::new(&s.zones, self.types.clone()),
         });
         Ok(())
-    }
-
-    /// Frames a block into the write buffer, which goes to the file once it holds
-    /// [`WRITE_BUFFER`] bytes.
-    fn write_block(&mut self, content: &[u8], compression: Compression) -> Result<BlockHandle> {
-        let start = self.buf.len();
-        frame_block(content, compression, &mut self.buf);
-        let framed = self.buf.len() - start;
-        let handle = BlockHandle { offset: self.offset, size: (framed - super::format::TRAILER_LEN) as u64 };
-        self.offset += framed as u64;
-        if self.buf.len() >= WRITE_BUFFER {
-            self.file.append(&self.buf)?;
-            self.buf.clear();
-        }
-        Ok(handle)
     }
 
     /// The hashes of the distinct keys added so far (see [`bloom::key_hash`]).
@@ -255,7 +231,7 @@ impl SstBuilder {
             self.flush_block()?;
         }
         let filter = bloom::build(&self.hashes, self.opts.bloom_bits_per_key);
-        let filter = self.write_block(&filter, Compression::None)?;
+        let filter = self.out.write_block(&filter, Compression::None)?;
         let mut idx = Vec::new();
         put_varint(&mut idx, self.index.len() as u64);
         for e in &self.index {
@@ -267,7 +243,7 @@ impl SstBuilder {
             idx.push(if e.clean { BLOCK_CLEAN } else { 0 });
             e.zones.encode(&mut idx);
         }
-        let index = self.write_block(&idx, Compression::None)?;
+        let index = self.out.write_block(&idx, Compression::None)?;
         let largest = std::mem::take(&mut self.largest);
         let smallest = self.smallest.clone().unwrap_or_default();
         let meta = SstMeta {
@@ -285,16 +261,11 @@ impl SstBuilder {
         };
         let mut m = Vec::new();
         meta.encode(&mut m);
-        let meta_handle = self.write_block(&m, Compression::None)?;
-        let mut footer = Vec::new();
-        encode_footer(meta_handle, &mut footer);
-        self.buf.extend_from_slice(&footer);
-        self.offset += footer.len() as u64;
-        self.file.append(&self.buf)?;
-        self.file.sync()?;
+        let meta_handle = self.out.write_block(&m, Compression::None)?;
+        let size = self.out.finish(meta_handle, super::FORMAT_VERSION)?;
         Ok(FileMeta {
             number,
-            size: self.offset,
+            size,
             entries: self.entries,
             min_seq: meta.min_seq,
             max_seq: meta.max_seq,
@@ -310,11 +281,7 @@ impl SstMeta {
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         put_varint(out, u64::from(self.table_id));
         put_varint(out, u64::from(self.cg));
-        put_varint(out, self.columns.len() as u64);
-        for (c, t) in self.columns.iter().zip(&self.types) {
-            put_varint(out, *c as u64);
-            out.push(t.code());
-        }
+        put_columns(out, &self.columns, &self.types);
         put_varint(out, self.entries);
         put_varint(out, self.min_seq);
         put_varint(out, self.max_seq);
@@ -322,5 +289,15 @@ impl SstMeta {
         put_bytes(out, &self.largest);
         self.index.encode(out);
         self.filter.encode(out);
+    }
+}
+
+/// Appends a group's columns to a meta block: `ncols varint | ncols × (value-column index varint
+/// | column type u8)`.
+pub(crate) fn put_columns(out: &mut Vec<u8>, columns: &[usize], types: &[ColumnType]) {
+    put_varint(out, columns.len() as u64);
+    for (c, t) in columns.iter().zip(types) {
+        put_varint(out, *c as u64);
+        out.push(t.code());
     }
 }

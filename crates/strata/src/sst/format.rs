@@ -8,6 +8,7 @@ use std::path::Path;
 
 use crate::codec::{put_varint, DecodeResult, Reader};
 use crate::error::{Error, Result};
+use crate::vfs::WritableFile;
 
 /// Identifies strata SST files.
 pub(crate) const MAGIC: u64 = 0x5354_5241_5441_5353; // "STRATASS"
@@ -112,13 +113,56 @@ pub(crate) fn unframe_block(path: &Path, offset: u64, mut raw: Vec<u8>) -> Resul
     }
 }
 
-/// Encodes the footer pointing at the meta block.
-pub(crate) fn encode_footer(meta: BlockHandle, out: &mut Vec<u8>) {
-    encode_footer_version(meta, super::FORMAT_VERSION, out);
+/// Bytes of framed blocks gathered before they are appended to the file: on a disk, one
+/// positioning per mebibyte written instead of one per block when reads interleave.
+const WRITE_BUFFER: usize = 1 << 20;
+
+/// Appends framed blocks to a new SST file, [`WRITE_BUFFER`] bytes at a time, and ends it with
+/// the footer (the file builders of every format write through it).
+pub(crate) struct BlockWriter {
+    file: Box<dyn WritableFile>,
+    offset: u64,
+    buf: Vec<u8>,
+}
+
+impl BlockWriter {
+    pub(crate) fn new(file: Box<dyn WritableFile>) -> Self {
+        BlockWriter { file, offset: 0, buf: Vec::new() }
+    }
+
+    /// Bytes written so far (buffered ones included).
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Frames `content` into the buffer, which goes to the file once it holds
+    /// [`WRITE_BUFFER`] bytes; returns where the block lives.
+    pub(crate) fn write_block(&mut self, content: &[u8], compression: Compression) -> Result<BlockHandle> {
+        let start = self.buf.len();
+        frame_block(content, compression, &mut self.buf);
+        let framed = self.buf.len() - start;
+        let handle = BlockHandle { offset: self.offset, size: (framed - TRAILER_LEN) as u64 };
+        self.offset += framed as u64;
+        if self.buf.len() >= WRITE_BUFFER {
+            self.file.append(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(handle)
+    }
+
+    /// Writes the footer of a file of format `version` pointing at the meta block, then syncs
+    /// the file. Returns the file's size.
+    pub(crate) fn finish(mut self, meta: BlockHandle, version: u32) -> Result<u64> {
+        encode_footer(meta, version, &mut self.buf);
+        self.offset += FOOTER_LEN as u64;
+        self.file.append(&self.buf)?;
+        self.file.sync()?;
+        Ok(self.offset)
+    }
 }
 
 /// Encodes the footer of a file of format `version` pointing at the meta block.
-pub(crate) fn encode_footer_version(meta: BlockHandle, version: u32, out: &mut Vec<u8>) {
+fn encode_footer(meta: BlockHandle, version: u32, out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&meta.offset.to_le_bytes());
     out.extend_from_slice(&meta.size.to_le_bytes());

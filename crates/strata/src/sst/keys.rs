@@ -261,16 +261,33 @@ impl KeyPage {
         cmp_concat(rest, q, s)
     }
 
-    /// The first row whose key is not below `key` (`n` if none), and the row past the last one
-    /// equal to it (the same row when none is): a binary search, no walk.
+    /// The first row whose key is not below `key` (`n` if none): a binary search, no walk.
+    pub(crate) fn lower_bound(&self, body: &[u8], key: &[u8]) -> usize {
+        self.search(body, key).0
+    }
+
+    /// [`Self::lower_bound`], and the row past the last one equal to `key` (the same row when
+    /// none is).
     pub(crate) fn equal_range(&self, body: &[u8], key: &[u8]) -> (usize, usize) {
+        let (lo, rest) = self.search(body, key);
+        let mut end = lo;
+        if let Some(rest) = rest {
+            while end < self.n && self.cmp_rest(body, rest, end) == Ordering::Equal {
+                end += 1;
+            }
+        }
+        (lo, end)
+    }
+
+    /// The lower bound of `key`, and `key` past the block prefix when it starts with it.
+    fn search<'k>(&self, body: &[u8], key: &'k [u8]) -> (usize, Option<&'k [u8]>) {
         let p = self.prefix(body);
         let n = key.len().min(p.len());
         match key[..n].cmp(p) {
-            Ordering::Less => return (0, 0),
-            Ordering::Greater => return (self.n, self.n),
+            Ordering::Less => return (0, None),
+            Ordering::Greater => return (self.n, None),
             // A key that is a proper prefix of the block prefix is below every key.
-            Ordering::Equal if n < p.len() => return (0, 0),
+            Ordering::Equal if n < p.len() => return (0, None),
             Ordering::Equal => {}
         }
         let rest = &key[p.len()..];
@@ -283,11 +300,7 @@ impl KeyPage {
                 hi = mid;
             }
         }
-        let mut end = lo;
-        while end < self.n && self.cmp_rest(body, rest, end) == Ordering::Equal {
-            end += 1;
-        }
-        (lo, end)
+        (lo, Some(rest))
     }
 }
 

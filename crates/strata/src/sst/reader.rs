@@ -26,13 +26,7 @@ impl SstMeta {
     fn decode(r: &mut Reader<'_>) -> DecodeResult<Self> {
         let table_id = u32::try_from(r.varint()?).map_err(|_| DecodeError::new("bad table id"))?;
         let cg = u32::try_from(r.varint()?).map_err(|_| DecodeError::new("bad group id"))?;
-        let n = r.len(u16::MAX as usize)?;
-        let mut columns = Vec::with_capacity(n);
-        let mut types = Vec::with_capacity(n);
-        for _ in 0..n {
-            columns.push(r.len(u16::MAX as usize)?);
-            types.push(ColumnType::from_code(r.u8()?)?);
-        }
+        let (columns, types) = read_columns(r)?;
         Ok(SstMeta {
             table_id,
             cg,
@@ -47,6 +41,17 @@ impl SstMeta {
             filter: BlockHandle::decode(r)?,
         })
     }
+}
+
+/// Reads a group's columns from a meta block (see [`super::builder::put_columns`]).
+pub(crate) fn read_columns(r: &mut Reader<'_>) -> DecodeResult<(Vec<usize>, Vec<ColumnType>)> {
+    let n = r.len(u16::MAX as usize)?;
+    let (mut columns, mut types) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        columns.push(r.len(u16::MAX as usize)?);
+        types.push(ColumnType::from_code(r.u8()?)?);
+    }
+    Ok((columns, types))
 }
 
 /// What a point lookup in one file came to.
@@ -93,7 +98,7 @@ fn key_prefix(key: &[u8]) -> u64 {
     u64::from_be_bytes(b)
 }
 
-fn read_block_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
+pub(crate) fn read_block_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
     let len = usize::try_from(h.size).map_err(|_| Error::corruption(path, h.offset, "block size out of range"))?;
     if h.offset.checked_add(h.size + TRAILER_LEN as u64).is_none_or(|end| end > file.len()) {
         return Err(Error::corruption(path, h.offset, "block handle past end of file"));

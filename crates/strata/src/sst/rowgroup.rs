@@ -26,11 +26,10 @@ use std::sync::Arc;
 
 use super::block::{Block, BlockBuilder};
 use super::bloom;
-use super::builder::SstOptions;
+use super::builder::{put_columns, SstOptions};
 use super::cache::BlockCache;
-use super::format::{decode_footer, encode_footer_version, frame_block, unframe_block, BlockHandle, Compression};
-use super::format::{FOOTER_LEN, TRAILER_LEN};
-use super::reader::Lookup;
+use super::format::{decode_footer, BlockHandle, BlockWriter, Compression, FOOTER_LEN, TRAILER_LEN};
+use super::reader::{read_block_raw, read_columns, Lookup};
 use super::zone::Zones;
 use crate::codec::{put_bytes, put_varint, DecodeError, DecodeResult, Reader};
 use crate::error::{Error, Result};
@@ -50,9 +49,6 @@ const MIN_GRANULE_SHIFT: u32 = 6;
 const MAX_GRANULE_SHIFT: u32 = 13;
 /// Most rows a page may hold (as a shift): bounds the spans of narrow groups.
 const MAX_PAGE_SHIFT: u32 = 16;
-
-/// Bytes of framed pages gathered before they are appended to the file.
-const WRITE_BUFFER: usize = 1 << 20;
 
 /// How a file's rows are cut into pages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,6 +132,13 @@ pub(crate) struct Group {
     pub types: Arc<[ColumnType]>,
 }
 
+impl Group {
+    /// The group of `columns` of a table whose value columns have `value_types`.
+    pub(crate) fn of(columns: &[usize], value_types: &[ColumnType]) -> Group {
+        Group { columns: columns.to_vec(), types: columns.iter().map(|&c| value_types[c]).collect() }
+    }
+}
+
 /// The file-level metadata of a row-group file.
 #[derive(Debug, Clone)]
 struct RowGroupMeta {
@@ -155,11 +158,7 @@ impl RowGroupMeta {
         put_varint(out, u64::from(self.table_id));
         put_varint(out, self.groups.len() as u64);
         for g in &self.groups {
-            put_varint(out, g.columns.len() as u64);
-            for (c, t) in g.columns.iter().zip(g.types.iter()) {
-                put_varint(out, *c as u64);
-                out.push(t.code());
-            }
+            put_columns(out, &g.columns, &g.types);
         }
         put_varint(out, self.entries);
         put_varint(out, self.min_seq);
@@ -175,12 +174,7 @@ impl RowGroupMeta {
         let ngroups = r.len(u16::MAX as usize)?;
         let mut groups = Vec::with_capacity(ngroups);
         for _ in 0..ngroups {
-            let n = r.len(u16::MAX as usize)?;
-            let (mut columns, mut types) = (Vec::with_capacity(n), Vec::with_capacity(n));
-            for _ in 0..n {
-                columns.push(r.len(u16::MAX as usize)?);
-                types.push(ColumnType::from_code(r.u8()?)?);
-            }
+            let (columns, types) = read_columns(r)?;
             if columns.windows(2).any(|w| w[0] >= w[1]) {
                 return Err(DecodeError::new("group columns out of order"));
             }
@@ -207,8 +201,7 @@ fn row_width(types: &[ColumnType]) -> usize {
 
 /// Writes one row-group file from versions in (key asc, seq desc) order.
 pub(crate) struct RowGroupBuilder {
-    file: Box<dyn WritableFile>,
-    path: PathBuf,
+    out: BlockWriter,
     opts: SstOptions,
     table_id: u32,
     groups: Vec<Group>,
@@ -218,13 +211,11 @@ pub(crate) struct RowGroupBuilder {
     pages: Vec<BlockBuilder>,
     group_pages: Vec<Vec<GroupPageEntry>>,
     hashes: Vec<u64>,
-    offset: u64,
     rows: u64,
     min_seq: u64,
     max_seq: u64,
     smallest: Option<Vec<u8>>,
     largest: Vec<u8>,
-    buf: Vec<u8>,
 }
 
 impl RowGroupBuilder {
@@ -232,34 +223,28 @@ impl RowGroupBuilder {
     /// whose value columns have `value_types`; `key_width` is about the bytes of a key.
     pub(crate) fn new(
         file: Box<dyn WritableFile>,
-        path: PathBuf,
         opts: SstOptions,
         table_id: u32,
         groups: &[Vec<usize>],
         value_types: &[ColumnType],
         key_width: usize,
     ) -> Self {
-        let groups: Vec<Group> = groups
-            .iter()
-            .map(|cols| Group { columns: cols.clone(), types: cols.iter().map(|&c| value_types[c]).collect() })
-            .collect();
+        let groups: Vec<Group> = groups.iter().map(|cols| Group::of(cols, value_types)).collect();
         let widths: Vec<usize> = groups.iter().map(|g| row_width(&g.types)).collect();
         // A key page spends the key, about two bytes of sequence number and a kind per row.
         let shape = Shape::choose(opts.block_size, key_width + 3, &widths);
-        Self::with_shape(file, path, opts, table_id, groups, shape)
+        Self::with_shape(file, opts, table_id, groups, shape)
     }
 
     fn with_shape(
         file: Box<dyn WritableFile>,
-        path: PathBuf,
         opts: SstOptions,
         table_id: u32,
         groups: Vec<Group>,
         shape: Shape,
     ) -> Self {
         RowGroupBuilder {
-            file,
-            path,
+            out: BlockWriter::new(file),
             opts,
             table_id,
             pages: groups.iter().map(|g| BlockBuilder::keyless(&g.types)).collect(),
@@ -269,13 +254,11 @@ impl RowGroupBuilder {
             keys: BlockBuilder::new(&[]),
             key_pages: Vec::new(),
             hashes: Vec::new(),
-            offset: 0,
             rows: 0,
             min_seq: u64::MAX,
             max_seq: 0,
             smallest: None,
             largest: Vec::new(),
-            buf: Vec::new(),
         }
     }
 
@@ -286,7 +269,7 @@ impl RowGroupBuilder {
 
     /// Bytes written plus the open pages: what the file would weigh if finished now.
     pub(crate) fn estimated_size(&self) -> u64 {
-        self.offset + self.keys.size() as u64 + self.pages.iter().map(|p| p.size() as u64).sum::<u64>()
+        self.out.offset() + self.keys.size() as u64 + self.pages.iter().map(|p| p.size() as u64).sum::<u64>()
     }
 
     /// Adds the next version; `cell(vi)` gives its cell of value column `vi`.
@@ -351,30 +334,17 @@ impl RowGroupBuilder {
     fn finish_key_page(&mut self) -> Result<()> {
         let last_key = self.keys.last_key().to_vec();
         let (content, s) = self.keys.finish();
-        let handle = self.write_page(&content, self.opts.compression)?;
+        let handle = self.out.write_block(&content, self.opts.compression)?;
         self.key_pages.push(KeyPageEntry { last_key, handle, min_seq: s.min_seq, max_seq: s.max_seq, clean: s.clean });
         Ok(())
     }
 
     fn finish_group_page(&mut self, g: usize) -> Result<()> {
         let (content, s) = self.pages[g].finish();
-        let handle = self.write_page(&content, self.opts.compression)?;
+        let handle = self.out.write_block(&content, self.opts.compression)?;
         let zones = Zones::new(&s.zones, self.groups[g].types.clone());
         self.group_pages[g].push(GroupPageEntry { handle, zones });
         Ok(())
-    }
-
-    fn write_page(&mut self, content: &[u8], compression: Compression) -> Result<BlockHandle> {
-        let start = self.buf.len();
-        frame_block(content, compression, &mut self.buf);
-        let framed = self.buf.len() - start;
-        let handle = BlockHandle { offset: self.offset, size: (framed - TRAILER_LEN) as u64 };
-        self.offset += framed as u64;
-        if self.buf.len() >= WRITE_BUFFER {
-            self.file.append(&self.buf)?;
-            self.buf.clear();
-        }
-        Ok(handle)
     }
 
     /// Writes the last pages, filter, index, meta and footer, then syncs the file. Returns the
@@ -389,7 +359,7 @@ impl RowGroupBuilder {
             }
         }
         let filter = bloom::build(&self.hashes, self.opts.bloom_bits_per_key);
-        let filter = self.write_page(&filter, Compression::None)?;
+        let filter = self.out.write_block(&filter, Compression::None)?;
         let mut idx = Vec::new();
         put_varint(&mut idx, self.rows);
         idx.push(self.shape.granule_shift as u8);
@@ -408,7 +378,7 @@ impl RowGroupBuilder {
                 p.zones.encode(&mut idx);
             }
         }
-        let index = self.write_page(&idx, Compression::None)?;
+        let index = self.out.write_block(&idx, Compression::None)?;
         let (smallest, largest) = (self.smallest.take().unwrap_or_default(), std::mem::take(&mut self.largest));
         let meta = RowGroupMeta {
             table_id: self.table_id,
@@ -423,16 +393,11 @@ impl RowGroupBuilder {
         };
         let mut m = Vec::new();
         meta.encode(&mut m);
-        let meta_handle = self.write_page(&m, Compression::None)?;
-        let mut footer = Vec::new();
-        encode_footer_version(meta_handle, ROW_GROUP_FORMAT, &mut footer);
-        self.buf.extend_from_slice(&footer);
-        self.offset += footer.len() as u64;
-        self.file.append(&self.buf)?;
-        self.file.sync()?;
+        let meta_handle = self.out.write_block(&m, Compression::None)?;
+        let size = self.out.finish(meta_handle, ROW_GROUP_FORMAT)?;
         Ok(FileMeta {
             number,
-            size: self.offset,
+            size,
             entries: self.rows,
             min_seq: meta.min_seq,
             max_seq: meta.max_seq,
@@ -442,6 +407,13 @@ impl RowGroupBuilder {
             tier: 0,
         })
     }
+}
+
+/// A page of a row-group file: key page `p`, or page `p` of group `g`.
+#[derive(Debug, Clone, Copy)]
+enum Page {
+    Key(usize),
+    Group(usize, usize),
 }
 
 /// An open row-group file.
@@ -459,15 +431,6 @@ pub(crate) struct RowGroupReader {
     cache: Arc<BlockCache>,
     tier: u8,
     heat: Arc<Heat>,
-}
-
-fn read_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
-    let len = usize::try_from(h.size).map_err(|_| Error::corruption(path, h.offset, "block size out of range"))?;
-    if h.offset.checked_add(h.size + TRAILER_LEN as u64).is_none_or(|end| end > file.len()) {
-        return Err(Error::corruption(path, h.offset, "block handle past end of file"));
-    }
-    let raw = file.read_at(h.offset, len + TRAILER_LEN)?;
-    unframe_block(path, h.offset, raw)
 }
 
 /// Decodes the index block against the meta: one entry per page the row count calls for.
@@ -544,11 +507,11 @@ impl RowGroupReader {
             ));
         }
         let bad = |off: u64| move |e: DecodeError| Error::corruption(path, off, e.0);
-        let meta_raw = read_raw(file.as_ref(), path, meta_h)?;
+        let meta_raw = read_block_raw(file.as_ref(), path, meta_h)?;
         let meta = RowGroupMeta::decode(&mut Reader::new(&meta_raw)).map_err(bad(meta_h.offset))?;
-        let idx_raw = read_raw(file.as_ref(), path, meta.index)?;
+        let idx_raw = read_block_raw(file.as_ref(), path, meta.index)?;
         let (shape, key_pages, group_pages) = decode_index(&idx_raw, &meta).map_err(bad(meta.index.offset))?;
-        let filter = read_raw(file.as_ref(), path, meta.filter)?;
+        let filter = read_block_raw(file.as_ref(), path, meta.filter)?;
         let mut place = vec![None; meta.groups.iter().flat_map(|g| g.columns.iter()).max().map_or(0, |&m| m + 1)];
         for (g, group) in meta.groups.iter().enumerate() {
             for (c, &vi) in group.columns.iter().enumerate() {
@@ -593,39 +556,64 @@ impl RowGroupReader {
         &self.heat
     }
 
-    /// A page through the cache: read, checked (rows, keys present or not) and cached on a miss.
-    fn page(&self, h: BlockHandle, types: &[ColumnType], rows: usize, keyed: bool) -> Result<Arc<Block>> {
+    /// Where page `which` lives.
+    fn handle(&self, which: Page) -> Result<BlockHandle> {
+        let h = match which {
+            Page::Key(p) => self.key_pages.get(p).map(|e| e.handle),
+            Page::Group(g, p) => self.group_pages.get(g).and_then(|pages| pages.get(p)).map(|e| e.handle),
+        };
+        h.ok_or_else(|| match which {
+            Page::Key(p) | Page::Group(_, p) => self.past_end(p),
+        })
+    }
+
+    /// Decodes page `which` from its unframed content and checks it against the index: its row
+    /// count, keys present (key pages) or not (group pages), and a key page's newest sequence
+    /// number and clean flag.
+    fn decode_page(&self, which: Page, h: BlockHandle, content: Vec<u8>) -> Result<Block> {
+        let bad = |why: &str| Error::corruption(&self.path, h.offset, why.to_owned());
+        let (types, shift): (&[ColumnType], u32) = match which {
+            Page::Key(_) => (&[], self.shape.key_shift()),
+            Page::Group(g, _) => (&self.meta.groups[g].types, self.shape.page_shift(g)),
+        };
+        let (Page::Key(p) | Page::Group(_, p)) = which;
+        let b = Block::decode_format(content, types, ROW_GROUP_FORMAT).map_err(|e| bad(&e.0))?;
+        let agrees = b.len() == Shape::rows_of(self.meta.entries, shift, p)
+            && match which {
+                Page::Key(p) => {
+                    let e = &self.key_pages[p];
+                    b.has_keys() && b.max_seq() == e.max_seq && b.is_clean() == e.clean
+                }
+                Page::Group(..) => !b.has_keys(),
+            };
+        if !agrees {
+            return Err(bad("page disagrees with the index"));
+        }
+        Ok(b)
+    }
+
+    /// Page `which` through the cache: read, checked once ([`Self::decode_page`]) and cached
+    /// on a miss.
+    fn page(&self, which: Page) -> Result<Arc<Block>> {
+        let h = self.handle(which)?;
         if let Some(b) = self.cache.get(self.number, h.offset) {
             return Ok(b);
         }
-        let content = read_raw(self.file.as_ref(), &self.path, h)?;
+        let content = read_block_raw(self.file.as_ref(), &self.path, h)?;
         self.cache.count_read(self.tier, h.size as usize + TRAILER_LEN);
-        let b = Block::decode_format(content, types, ROW_GROUP_FORMAT)
-            .map_err(|e| Error::corruption(&self.path, h.offset, e.0))?;
-        if b.len() != rows || b.has_keys() != keyed {
-            return Err(Error::corruption(&self.path, h.offset, "page disagrees with the index"));
-        }
-        let b = Arc::new(b);
+        let b = Arc::new(self.decode_page(which, h, content)?);
         self.cache.insert(self.number, h.offset, b.clone());
         Ok(b)
     }
 
     /// Key page `p`.
     pub(crate) fn key_page(&self, p: usize) -> Result<Arc<Block>> {
-        let e = self.key_pages.get(p).ok_or_else(|| self.past_end(p))?;
-        let rows = Shape::rows_of(self.meta.entries, self.shape.key_shift(), p);
-        let b = self.page(e.handle, &[], rows, true)?;
-        if b.max_seq() != e.max_seq || b.is_clean() != e.clean {
-            return Err(Error::corruption(&self.path, e.handle.offset, "key page disagrees with the index"));
-        }
-        Ok(b)
+        self.page(Page::Key(p))
     }
 
     /// Page `p` of group `g`.
     pub(crate) fn group_page(&self, g: usize, p: usize) -> Result<Arc<Block>> {
-        let e = self.group_pages.get(g).and_then(|pages| pages.get(p)).ok_or_else(|| self.past_end(p))?;
-        let rows = Shape::rows_of(self.meta.entries, self.shape.page_shift(g), p);
-        self.page(e.handle, &self.meta.groups[g].types, rows, false)
+        self.page(Page::Group(g, p))
     }
 
     fn past_end(&self, p: usize) -> Error {
@@ -710,30 +698,17 @@ impl RowGroupReader {
         Ok(Lookup::Probed(found))
     }
 
-    /// Reads every page, checking checksums, structure and row counts. Returns the pages read.
+    /// Reads every page from the file, checking checksums, structure and row counts. Returns
+    /// the pages read.
     pub(crate) fn verify(&self) -> Result<usize> {
+        let keys = (0..self.key_pages.len()).map(Page::Key);
+        let groups =
+            self.group_pages.iter().enumerate().flat_map(|(g, pages)| (0..pages.len()).map(move |p| Page::Group(g, p)));
         let mut n = 0;
-        for (p, e) in self.key_pages.iter().enumerate() {
-            let h = e.handle;
-            let content = read_raw(self.file.as_ref(), &self.path, h)?;
-            let b = Block::decode_format(content, &[], ROW_GROUP_FORMAT)
-                .map_err(|err| Error::corruption(&self.path, h.offset, err.0))?;
-            let rows = Shape::rows_of(self.meta.entries, self.shape.key_shift(), p);
-            if b.len() != rows || !b.has_keys() || b.max_seq() != e.max_seq || b.is_clean() != e.clean {
-                return Err(Error::corruption(&self.path, h.offset, "key page disagrees with the index"));
-            }
+        for which in keys.chain(groups) {
+            let h = self.handle(which)?;
+            self.decode_page(which, h, read_block_raw(self.file.as_ref(), &self.path, h)?)?;
             n += 1;
-        }
-        for (g, pages) in self.group_pages.iter().enumerate() {
-            for (p, e) in pages.iter().enumerate() {
-                let content = read_raw(self.file.as_ref(), &self.path, e.handle)?;
-                let b = Block::decode_format(content, &self.meta.groups[g].types, ROW_GROUP_FORMAT)
-                    .map_err(|err| Error::corruption(&self.path, e.handle.offset, err.0))?;
-                if b.len() != Shape::rows_of(self.meta.entries, self.shape.page_shift(g), p) || b.has_keys() {
-                    return Err(Error::corruption(&self.path, e.handle.offset, "group page disagrees with the index"));
-                }
-                n += 1;
-            }
         }
         Ok(n)
     }
@@ -891,13 +866,10 @@ mod tests {
         let file = fs.create(path).unwrap();
         let mut b = match shape {
             Some(s) => {
-                let gs = groups()
-                    .iter()
-                    .map(|cols| Group { columns: cols.clone(), types: cols.iter().map(|&c| TYPES[c]).collect() })
-                    .collect();
-                RowGroupBuilder::with_shape(file, path.to_owned(), opts, 1, gs, s)
+                let gs = groups().iter().map(|cols| Group::of(cols, &TYPES)).collect();
+                RowGroupBuilder::with_shape(file, opts, 1, gs, s)
             }
-            None => RowGroupBuilder::new(file, path.to_owned(), opts, 1, &groups(), &TYPES, 11),
+            None => RowGroupBuilder::new(file, opts, 1, &groups(), &TYPES, 11),
         };
         for (key, seq, kind, cells) in vs {
             let mut row = Vec::new();
@@ -962,9 +934,8 @@ mod tests {
         let opts = SstOptions { block_size: 1024, compression: Compression::Lz4, bloom_bits_per_key: 10 };
         let gs: Vec<Group> = r.groups().to_vec();
         let (a, b) = (Path::new("/rg/000002.sst"), Path::new("/rg/000003.sst"));
-        let mut copied =
-            RowGroupBuilder::with_shape(fs.create(a).unwrap(), a.to_owned(), opts, 1, gs.clone(), shape.clone());
-        let mut by_cell = RowGroupBuilder::with_shape(fs.create(b).unwrap(), b.to_owned(), opts, 1, gs, shape);
+        let mut copied = RowGroupBuilder::with_shape(fs.create(a).unwrap(), opts, 1, gs.clone(), shape.clone());
+        let mut by_cell = RowGroupBuilder::with_shape(fs.create(b).unwrap(), opts, 1, gs, shape);
         assert!(copied.same_groups(r.groups()));
         let mut c = RowGroupCursor::new(r.clone()).unwrap();
         let mut kept = Vec::new();
