@@ -329,7 +329,11 @@ fn power_loss_and_failures_while_data_moves_between_tiers_lose_nothing_acknowled
             let parts = setup_on(&fs, dir, TableOptions::default(), tiers.clone());
             let mut rng = StdRng::seed_from_u64(seed);
             let (mut slow_rounds, mut deferred) = (0, 0);
-            for r in 0..8u64 {
+            // Eight rounds, and more (up to 24) until an injected fault has fired: a round
+            // crashes after a random 5-80 ms, and on a busy machine fault rounds may end before
+            // anything reaches the slow tier.
+            let mut r = 0u64;
+            while r < 8 || (fs.injected_writes() == 0 && r < 24) {
                 let fault: WriteFault<'_> = match r % 4 {
                     1 => Some(("/tiered/slow/", FaultKind::Fail, rng.gen_range(0..20))),
                     3 => Some(("/tiered/slow/", FaultKind::NoSpace, rng.gen_range(0..20))),
@@ -342,6 +346,7 @@ fn power_loss_and_failures_while_data_moves_between_tiers_lose_nothing_acknowled
                 let ssts = |d: &str| fs.list(Path::new(d)).unwrap().iter().filter(|f| f.ends_with(".sst")).count();
                 slow_rounds += usize::from(ssts("/tiered/slow") > 0);
                 assert_eq!(ssts("/tiered/db"), 0, "seed {seed}: SSTs off their tiers");
+                r += 1;
             }
             assert!(fs.injected_writes() > 0, "seed {seed}: no write to the slow tier ever failed");
             assert!(slow_rounds > 0, "seed {seed}: no data ever reached the slow tier");
