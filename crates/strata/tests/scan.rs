@@ -456,6 +456,19 @@ fn churn(rng: &mut StdRng, t: &Table, s: &Schema, model: &mut Model, n: usize) {
     }
 }
 
+/// The options of a table of layout `layout` (`<layout>+rg`: in row-group files).
+fn table_options(layout: &str, s: &Schema) -> TableOptions {
+    let (layout, row_groups) = match layout.strip_suffix("+rg") {
+        Some(l) => (l, true),
+        None => (layout, false),
+    };
+    match layout_spec(layout, s) {
+        Some(spec) => TableOptions::with_layout(&spec),
+        None => TableOptions::default(),
+    }
+    .with_row_groups(row_groups)
+}
+
 /// `tiers`: the files on two tiers, the fast one with room for a fraction of them.
 fn run(seed: u64, layout: &str, tiers: bool) {
     let tmp = tempfile::tempdir().unwrap();
@@ -469,10 +482,7 @@ fn run(seed: u64, layout: &str, tiers: bool) {
     let opts = Options { block_size: 1024, tiers, ..common::tiny_options(Arc::new(OsFs)) };
     let db = Db::open(tmp.path(), opts.clone()).unwrap();
     let s = schema();
-    let topts = match layout_spec(layout, &s) {
-        Some(spec) => TableOptions::with_layout(&spec),
-        None => TableOptions::default(),
-    };
+    let topts = table_options(layout, &s);
     let t = db.create_table("t", s.clone(), topts).unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut model = Model::new();
@@ -547,10 +557,7 @@ fn run_concurrent(seed: u64, layout: &str) {
     let opts = Options { block_size: 1024, history_retention: history, ..common::tiny_options(Arc::new(OsFs)) };
     let db = Db::open(tmp.path(), opts).unwrap();
     let s = schema();
-    let topts = match layout_spec(layout, &s) {
-        Some(spec) => TableOptions::with_layout(&spec),
-        None => TableOptions::default(),
-    };
+    let topts = table_options(layout, &s);
     let t = db.create_table("t", s.clone(), topts).unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut model = Model::new();
@@ -643,7 +650,7 @@ fn scan_while_churning(db: &Db, t: &Table, s: &Schema, mut rng: StdRng, mut mode
 
 #[test]
 fn scans_during_flushes_and_compactions_match_the_model() {
-    for layout in ["row", "column", "cg3", "lifecycle"] {
+    for layout in ["row", "column", "cg3", "lifecycle", "lifecycle+rg"] {
         for seed in seeds(&[31]) {
             println!("layout {layout}, seed {seed}");
             with_seed(seed, |s| run_concurrent(s, layout));
@@ -653,7 +660,7 @@ fn scans_during_flushes_and_compactions_match_the_model() {
 
 #[test]
 fn pushdown_matches_a_plain_filter_and_aggregate() {
-    for layout in ["row", "column", "cg3", "lifecycle"] {
+    for layout in ["row", "column", "cg3", "lifecycle", "column+rg", "cg3+rg", "lifecycle+rg"] {
         for seed in seeds(&[11, 12]) {
             println!("layout {layout}, seed {seed}");
             with_seed(seed, |s| run(s, layout, false));
@@ -664,7 +671,7 @@ fn pushdown_matches_a_plain_filter_and_aggregate() {
 /// The same with the files on two tiers, most of them on the slow one.
 #[test]
 fn pushdown_matches_with_two_tiers() {
-    for layout in ["row", "cg3"] {
+    for layout in ["row", "cg3", "cg3+rg"] {
         for seed in seeds(&[13]) {
             println!("layout {layout}, seed {seed}, two tiers");
             with_seed(seed, |s| run(s, layout, true));

@@ -30,6 +30,11 @@ pub struct TableInfo {
     pub(crate) all_columns: Arc<[usize]>,
     /// The column groups of every level (row everywhere without a layout option).
     pub(crate) layout: Arc<Layout>,
+    /// How each level's files form runs: one run per group of this layout. The same as
+    /// [`Self::layout`], except at the levels of a row-group table whose files hold every
+    /// group of their level (see [`Self::row_groups`]): there the level is one run, as in the
+    /// row layout.
+    pub(crate) runs: Arc<Layout>,
     /// Per-level workload counters (shared by every copy of the definition).
     pub(crate) workload: Arc<Workload>,
 }
@@ -51,13 +56,23 @@ impl TableInfo {
             Some(spec) => Layout::parse(spec, &schema, MAX_LEVELS)?,
             None => Layout::row(&schema, 1),
         });
+        let runs = if options.row_groups { Arc::new(Layout::row(&schema, 1)) } else { layout.clone() };
         let workload = Arc::new(Workload::new(schema.value_columns().len()));
-        Ok(TableInfo { id, name, schema, options, key_types, value_types, all_columns, layout, workload })
+        Ok(TableInfo { id, name, schema, options, key_types, value_types, all_columns, layout, runs, workload })
     }
 
     /// The column-group layout of the table.
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// The column groups of a row-group file at `level`, or `None` when the level's files are
+    /// one group each: Level-0, a level of one group (whole rows; a row-group file would store
+    /// the same in a key page and a page of cells, costing reads a second page), or a table
+    /// that keeps one run per group.
+    pub(crate) fn row_groups(&self, level: usize) -> Option<&[Vec<usize>]> {
+        let groups = self.layout.groups(level);
+        (self.options.row_groups && level > 0 && groups.len() > 1).then_some(groups)
     }
 }
 
@@ -108,11 +123,16 @@ pub struct TableOptions {
     /// The engine storing the table (default [`Engine::Lsm`]). Layouts and aligned compaction
     /// apply to the LSM engine only.
     pub engine: Engine,
+    /// Row-group files (SST format 5) from Level-1 down: each file holds every column group of
+    /// its level for one key range, aligned by row position, so a level is one run however many
+    /// groups it has (off by default while the scan path learns to read them group by group;
+    /// fixed when the table is created).
+    pub row_groups: bool,
 }
 
 impl Default for TableOptions {
     fn default() -> Self {
-        TableOptions { layout: None, aligned_compaction: true, engine: Engine::Lsm }
+        TableOptions { layout: None, aligned_compaction: true, engine: Engine::Lsm, row_groups: false }
     }
 }
 
@@ -120,6 +140,7 @@ impl Default for TableOptions {
 const TAG_LAYOUT: u64 = 1;
 const TAG_UNALIGNED: u64 = 2;
 const TAG_ENGINE: u64 = 3;
+const TAG_ROW_GROUPS: u64 = 4;
 
 impl TableOptions {
     /// Options with the given layout text, e.g. `"L1: (a,b) (c); L2-: column"`.
@@ -142,6 +163,11 @@ impl TableOptions {
         TableOptions { aligned_compaction: on, ..self }
     }
 
+    /// These options with row-group files switched on or off (see [`Self::row_groups`]).
+    pub fn with_row_groups(self, on: bool) -> Self {
+        TableOptions { row_groups: on, ..self }
+    }
+
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         if let Some(l) = &self.layout {
             put_varint(out, TAG_LAYOUT);
@@ -155,6 +181,10 @@ impl TableOptions {
         if self.engine == Engine::Lineage {
             put_varint(out, TAG_ENGINE);
             put_varint(out, 1);
+        }
+        // Older builds refuse the tag, so they never read row-group files as per-group runs.
+        if self.row_groups {
+            put_varint(out, TAG_ROW_GROUPS);
         }
     }
 
@@ -175,6 +205,7 @@ impl TableOptions {
                         _ => return Err(DecodeError::new("unknown table engine")),
                     }
                 }
+                TAG_ROW_GROUPS => o.row_groups = true,
                 // Written by a newer build with options this one does not know.
                 _ => return Err(DecodeError::new("unknown table options")),
             }

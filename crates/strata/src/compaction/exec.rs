@@ -24,7 +24,9 @@ use crate::iter::merge::{MergeIter, Origin};
 use crate::mvcc::chain::{collapse, newest_per_stripe, Stripes};
 use crate::mvcc::{Entry, Kind};
 use crate::sst::builder::{SstBuilder, SstOptions};
-use crate::types::row::carries;
+use crate::sst::rowgroup::RowGroupBuilder;
+use crate::types::row::{carries, RawCell, RowIter};
+use crate::types::ColumnType;
 use crate::version::FileMeta;
 use crate::vfs::Fs;
 
@@ -54,6 +56,9 @@ pub(crate) struct OutputSpec<'a> {
     /// The output column groups (value-column indices, ascending), each with where its files
     /// are cut; they partition the columns the inputs cover.
     pub groups: Vec<(Vec<usize>, Cutter)>,
+    /// Given, the output is row-group files holding these groups (the level's layout), and
+    /// `groups` is one group of every column.
+    pub row_groups: Option<&'a [Vec<usize>]>,
     pub sst: SstOptions,
     /// Given, it receives each finished file's key hashes (see [`crate::sst::keyset`]).
     pub key_hashes: Option<&'a dyn Fn(u64, Vec<u64>)>,
@@ -116,6 +121,64 @@ impl Cutter {
     }
 }
 
+/// An output file being written: one group's, or a row-group file.
+enum Builder {
+    Group(SstBuilder),
+    Rows(RowGroupBuilder, PathBuf),
+}
+
+impl Builder {
+    fn entries(&self) -> u64 {
+        match self {
+            Builder::Group(b) => b.entries(),
+            Builder::Rows(b, _) => b.entries(),
+        }
+    }
+
+    fn estimated_size(&self) -> u64 {
+        match self {
+            Builder::Group(b) => b.estimated_size(),
+            Builder::Rows(b, _) => b.estimated_size(),
+        }
+    }
+
+    fn path(&self) -> &PathBuf {
+        match self {
+            Builder::Group(b) => b.path(),
+            Builder::Rows(_, path) => path,
+        }
+    }
+
+    fn key_hashes(&self) -> &[u64] {
+        match self {
+            Builder::Group(b) => b.key_hashes(),
+            Builder::Rows(b, _) => b.key_hashes(),
+        }
+    }
+
+    fn finish(self, number: u64) -> Result<FileMeta> {
+        match self {
+            Builder::Group(b) => b.finish(number),
+            Builder::Rows(b, _) => b.finish(number),
+        }
+    }
+
+    /// Writes `e` (its row over every value column of `value_types`).
+    fn add(&mut self, e: &Entry, value_types: &[ColumnType]) -> Result<()> {
+        let b = match self {
+            Builder::Group(b) => return b.add(e),
+            Builder::Rows(b, _) => b,
+        };
+        if let Some(at) = &e.stored {
+            return b.add_stored(&e.key, e.seq, e.kind, at);
+        }
+        let bad = |why: String| Error::corruption("<compaction output>", e.seq, format!("bad row to write: {why}"));
+        let cells: Vec<RawCell<'_>> =
+            RowIter::new(value_types, &e.row).map_err(|d| bad(d.0))?.collect::<Result<_, _>>().map_err(|d| bad(d.0))?;
+        b.add(&e.key, e.seq, e.kind, |vi| cells.get(vi).copied().unwrap_or(RawCell::Absent))
+    }
+}
+
 /// The files of one output group.
 struct Outputs<'a> {
     spec: &'a OutputSpec<'a>,
@@ -123,7 +186,7 @@ struct Outputs<'a> {
     cutter: Cutter,
     /// The group is every value column: every version belongs to it unchanged.
     whole_row: bool,
-    current: Option<(u64, SstBuilder)>,
+    current: Option<(u64, Builder)>,
     done: Vec<FileMeta>,
 }
 
@@ -149,15 +212,22 @@ impl Outputs<'_> {
             let path = (self.spec.path_of)(number);
             let file = self.spec.fs.create(&path)?;
             let info = self.spec.table;
-            let b = SstBuilder::new(
-                file,
-                path,
-                self.spec.sst,
-                info.id,
-                group_id(self.group),
-                self.group.to_vec(),
-                info.value_types.clone(),
-            );
+            let b = match self.spec.row_groups {
+                Some(groups) => {
+                    let key_width = info.key_types.iter().map(|t| t.fixed_width().unwrap_or(16)).sum();
+                    let b = RowGroupBuilder::new(file, self.spec.sst, info.id, groups, &info.value_types, key_width);
+                    Builder::Rows(b, path)
+                }
+                None => Builder::Group(SstBuilder::new(
+                    file,
+                    path,
+                    self.spec.sst,
+                    info.id,
+                    group_id(self.group),
+                    self.group.to_vec(),
+                    info.value_types.clone(),
+                )),
+            };
             self.current = Some((number, b));
         }
         let mut at = (0, 0);
@@ -165,7 +235,7 @@ impl Outputs<'_> {
             let row = u32::try_from(b.entries())
                 .map_err(|_| Error::InvalidArgument("an output file would hold over 2^32 versions".into()))?;
             at = (*number, row);
-            b.add(e)?;
+            b.add(e, &self.spec.table.value_types)?;
         }
         if e.kind == Kind::Update {
             let nvals = self.spec.table.value_types.len();
@@ -199,7 +269,7 @@ impl Outputs<'_> {
 
     fn finish_current(&mut self) -> Result<()> {
         if let Some((number, b)) = self.current.take() {
-            if b.is_empty() {
+            if b.entries() == 0 {
                 let path = b.path().clone();
                 drop(b);
                 self.spec.fs.remove(&path)?;

@@ -136,7 +136,7 @@ fn group_width(info: &TableInfo, group: &[usize]) -> f64 {
 /// Bytes of level `level` (≥ 1) that column group `group` may hold: the level's capacity split
 /// across its groups in proportion to their width (LASER §4.4).
 fn group_share(info: &TableInfo, level: usize, group: &[usize], opts: &PolicyOptions) -> f64 {
-    let total: f64 = info.layout.groups(level).iter().map(|g| group_width(info, g)).sum();
+    let total: f64 = info.runs.groups(level).iter().map(|g| group_width(info, g)).sum();
     (opts.target(level) as f64 * group_width(info, group) / total.max(1.0)).max(1.0)
 }
 
@@ -168,7 +168,7 @@ pub fn output_file_size(
 pub fn group_scores(t: &TableVersion, level: usize, opts: &PolicyOptions) -> Vec<(u32, f64)> {
     let Some(lvl) = t.levels.get(level) else { return Vec::new() };
     t.info
-        .layout
+        .runs
         .groups(level)
         .iter()
         .map(|g| {
@@ -198,7 +198,7 @@ pub fn scores(t: &TableVersion, opts: &PolicyOptions) -> Vec<(usize, f64)> {
 /// of `level`. By containment a deeper group lies inside one group above, so its first column
 /// decides.
 pub(crate) fn inside(t: &TableVersion, level: usize, cg: u32, file_cg: u32) -> bool {
-    match t.info.layout.groups(level).iter().find(|g| group_id(g) == cg) {
+    match t.info.runs.groups(level).iter().find(|g| group_id(g) == cg) {
         Some(g) if g.len() < t.info.value_types.len() => g.contains(&(file_cg as usize)),
         _ => true,
     }
@@ -222,9 +222,16 @@ pub fn task_over(
     let (lo, hi) = key_range(inputs.iter().chain(next_inputs.iter()))?;
     let bottommost =
         (level + 2..t.levels.len()).all(|l| overlapping(t, l, &lo, &hi, |f| inside(t, level, cg, f)).is_empty());
-    let layout = &t.info.layout;
+    let layout = &t.info.runs;
     let group = layout.groups(level).iter().find(|g| group_id(g) == cg);
     let same_group = matches!((layout.children(level, cg).as_slice(), group), ([c], Some(g)) if *c == g.as_slice());
+    // A row-group file moves down unchanged only to a level of the same groups (a Level-0 file
+    // is never one).
+    let same_group = same_group
+        && match t.info.row_groups(level + 1) {
+            Some(below) => t.info.row_groups(level).is_some_and(|above| above == below),
+            None => true,
+        };
     let trivial_move = next_inputs.is_empty() && inputs.len() == 1 && same_group;
     Some(CompactionTask {
         table: t.info.id,
@@ -269,7 +276,7 @@ pub fn task_for_level(
         if inputs.is_empty() {
             return None;
         }
-        let cg = t.info.layout.groups(0).first().map_or(0, |g| group_id(g));
+        let cg = t.info.runs.groups(0).first().map_or(0, |g| group_id(g));
         return task_over(t, 0, cg, inputs, busy, score);
     }
     let mut groups = group_scores(t, level, opts);
@@ -316,7 +323,7 @@ pub fn alignment_files(t: &TableVersion, level: usize, group: &[usize], lo: &[u8
     };
     let cg = group_id(group);
     let mut best: (u64, Vec<Arc<FileMeta>>) = (0, Vec::new());
-    for child in t.info.layout.children(level, cg) {
+    for child in t.info.runs.children(level, cg) {
         let id = group_id(child);
         let files = overlapping(t, level + 1, lo, hi, |f| f == id);
         let bytes = files.iter().map(|f| f.size).sum();

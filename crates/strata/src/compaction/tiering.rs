@@ -252,7 +252,7 @@ pub fn stage_task(t: &TableVersion, span: Vec<Arc<FileMeta>>, score: f64) -> Opt
     Some(CompactionTask {
         table: t.info.id,
         level: 0,
-        cg: t.info.layout.groups(0).first().map_or(0, |g| crate::column_group::group_id(g)),
+        cg: t.info.runs.groups(0).first().map_or(0, |g| crate::column_group::group_id(g)),
         output_level: 0,
         inputs: span,
         next_inputs: Vec::new(),

@@ -138,7 +138,7 @@ impl DbInner {
             };
             let info = &t.info;
             let src = MemSource { cursor: MemCursor::new(mem.clone(), table_id, &[], None) };
-            let groups = info.layout.groups(0).iter().map(|g| (g.clone(), Vec::new())).collect();
+            let groups = info.runs.groups(0).iter().map(|g| (g.clone(), Vec::new())).collect();
             // Deferred marking: the slow tier's files are left to a staging compaction.
             let defer = self.defers_marking() && t.levels.iter().any(|l| l.files().any(|f| f.tier != 0));
             let mut marker = Marker::flush(&self.tables, t, mem.key_hashes(table_id), defer);
@@ -259,6 +259,7 @@ impl DbInner {
             table: info,
             level,
             groups,
+            row_groups: info.row_groups(level),
             sst: self.sst_options(),
             // Flushes probe every Level-0 file for each key they write.
             key_hashes: (level == 0).then_some(&keep_hashes as &dyn Fn(u64, Vec<u64>)),
@@ -392,12 +393,8 @@ impl DbInner {
             sources.push(run(task.inputs.clone()));
         }
         // The files below come from the groups inside the input group: one run each.
-        let groups: Vec<Vec<usize>> = info
-            .layout
-            .descendants(task.level, task.cg, task.output_level)
-            .into_iter()
-            .map(<[usize]>::to_vec)
-            .collect();
+        let groups: Vec<Vec<usize>> =
+            info.runs.descendants(task.level, task.cg, task.output_level).into_iter().map(<[usize]>::to_vec).collect();
         if let Some(f) = task.next_inputs.iter().find(|f| !groups.iter().any(|g| group_id(g) == f.cg)) {
             return Err(Error::corruption(
                 self.tables.path(f.number),
@@ -449,7 +446,7 @@ impl DbInner {
         self.fs.sync_dir(self.tables.tier_dir(tier))?;
         let outputs: Vec<u64> = files.iter().map(|f| f.number).collect();
         let bytes: u64 = files.iter().map(|f| f.size).sum();
-        let layout = &info.layout;
+        let layout = &info.runs;
         let placed: Vec<PlacedOutput> = files
             .iter()
             .map(|f| {
@@ -595,7 +592,7 @@ impl DbInner {
                     let t = self.view.read().version.tables.get(&table).cloned();
                     t.ok_or_else(|| Error::UnknownTable(format!("(dropped table id {table})")))
                 };
-                let layout = current()?.info.layout.clone();
+                let layout = current()?.info.runs.clone();
                 for group in layout.groups(level) {
                     let cg = group_id(group);
                     let mut t = current()?;

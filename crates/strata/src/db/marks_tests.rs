@@ -71,7 +71,7 @@ fn compact_level0(inner: &DbInner, t: &Table) {
     let tv = v.tables.get(&t.info().id).unwrap();
     let inputs: Vec<_> = tv.levels[0].files().cloned().collect();
     assert!(!inputs.is_empty());
-    let cg = group_id(&tv.info.layout.groups(0)[0]);
+    let cg = group_id(&tv.info.runs.groups(0)[0]);
     let mut task = policy::task_over(tv, 0, cg, inputs, &Default::default(), 0.0).unwrap();
     task.trivial_move = false;
     inner.run_compaction(&task).unwrap();

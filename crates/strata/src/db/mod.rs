@@ -464,6 +464,11 @@ impl Db {
                         "column-group layouts apply to the LSM engine; a lineage table takes none".into(),
                     ))
                 }
+                _ if lineage && options.row_groups => {
+                    return Err(Error::InvalidArgument(
+                        "row-group files apply to the LSM engine; a lineage table has none".into(),
+                    ))
+                }
                 Some(spec) => {
                     Layout::parse(spec, &schema, self.inner.opts.num_levels)?;
                 }
@@ -626,7 +631,7 @@ impl Db {
             for (li, l) in t.levels.iter().enumerate() {
                 for f in l.files() {
                     let reader = self.inner.tables.get(f.number)?;
-                    let layout = &t.info.layout;
+                    let layout = &t.info.runs;
                     let expected = layout.groups(li).iter().find(|g| group_id(g) == f.cg);
                     if expected.is_none_or(|g| g.as_slice() != reader.columns()) {
                         return Err(Error::corruption(
@@ -634,6 +639,17 @@ impl Db {
                             0,
                             format!("file stores columns {:?}, not a column group of level {li}", reader.columns()),
                         ));
+                    }
+                    // A row-group table's files below Level-0 hold the groups of their level.
+                    if let Some(groups) = t.info.row_groups(li) {
+                        let stored = reader.row_groups().map(|r| r.groups().iter().map(|g| &g.columns));
+                        if !stored.is_some_and(|s| s.eq(groups.iter())) {
+                            return Err(Error::corruption(
+                                self.inner.tables.path(f.number),
+                                0,
+                                format!("file is not a row-group file of level {li}'s column groups"),
+                            ));
+                        }
                     }
                     reader.verify()?;
                     if let Some(marks) = t.marks_of(f.number) {

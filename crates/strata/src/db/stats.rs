@@ -67,7 +67,7 @@ fn column_name(info: &TableInfo, value_col: usize) -> String {
 }
 
 fn group_stats(info: &TableInfo, level: usize, l: &Level) -> Vec<GroupStats> {
-    info.layout
+    info.runs
         .groups(level)
         .iter()
         .map(|g| {
@@ -104,7 +104,9 @@ pub struct LevelStats {
     pub bytes_read: u64,
     /// Smallest and largest sequence number stored (the age band of the level), if any file.
     pub seq_range: Option<(u64, u64)>,
-    /// The level's column groups, as its layout lists them (Level-0: one, the whole row).
+    /// The level's column groups, as its layout lists them (Level-0: one, the whole row), each
+    /// with its run of files; one entry of every column in a row-group table, whose files hold
+    /// every group of their level.
     pub groups: Vec<GroupStats>,
     /// Operations this level served since open.
     pub workload: WorkloadStats,

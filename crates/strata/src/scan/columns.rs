@@ -21,13 +21,14 @@
 //! it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use arrow_array::ArrayRef;
 use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder};
 
 use super::agg::{AggSpec, AggState};
 use super::arrow::ValuesBuilder;
-use super::chunk::{BulkChunk, Chunk};
+use super::chunk::{BulkChunk, Chunk, Segment};
 use super::live::Rows;
 use super::overlay::{Outcome, Overlay};
 use super::plan::Plan;
@@ -247,7 +248,21 @@ impl FileScan<'_> {
                 bi += 1;
                 continue;
             }
-            let block = reader.block(bi, true)?;
+            // Of a row-group file, the key page: alone when it holds full rows (every version
+            // carries the column, whose cells then come from the group's pages), else with the
+            // chain's column copied in (its column 0).
+            let (block, j, pages) = match (reader.row_groups(), self.chain.col) {
+                (Some(rows), Some(vi)) => {
+                    let keys = rows.key_page(bi)?;
+                    if keys.is_clean() {
+                        (keys, None, Some((rows, vi)))
+                    } else {
+                        (Arc::new(rows.assemble_columns(bi, &[vi])?), Some(0), None)
+                    }
+                }
+                (Some(rows), None) => (rows.key_page(bi)?, None, None),
+                (None, _) => (reader.block(bi, true)?, self.j, None),
+            };
             ScanCounters::add(&self.counters.blocks_read, 1);
             let start = if first_inside { 0 } else { block.seek(self.lower) };
             let end = match self.upper {
@@ -255,13 +270,24 @@ impl FileScan<'_> {
                 _ => block.len(),
             };
             if start < end {
-                let rows = Rows { block: &block, rows: start..end, first_row, marks };
-                let live = rows.live(self.j, self.rp.seq);
+                let rows = Rows { block: &block, rows: start..end, first_row, marks, marked_as: self.j };
+                let live = rows.live(j, self.rp.seq);
                 let live = self.apply_overlay(&block, start, live, &touched);
                 if skip_values {
                     ScanCounters::add(&self.counters.blocks_skipped, 1);
                 } else {
-                    self.consume(&block, start..end, live, states)?;
+                    let segments = vec![(block.clone(), start..end)];
+                    let (groups, at) = match pages {
+                        Some((rows, vi)) => {
+                            let (g, c) = rows.place(vi).ok_or_else(|| {
+                                Error::corruption("<scan>", 0, format!("a row-group file lacks value column {vi}"))
+                            })?;
+                            let ordinals = first_row + start as u64..first_row + end as u64;
+                            (vec![segments, rows.group_rows(g, ordinals)?], Some((1, c)))
+                        }
+                        None => (vec![segments], j.map(|j| (0, j))),
+                    };
+                    self.consume(groups, at, live, states)?;
                 }
             }
             bi += 1;
@@ -351,11 +377,12 @@ impl FileScan<'_> {
         bits.finish()
     }
 
-    /// Feeds the live rows of `block[range]` to the chain's aggregates.
+    /// Feeds the live rows of a stretch of versions to the chain's aggregates: `groups[0]` the
+    /// versions (with their keys), `at` where the chain's column is among `groups`.
     fn consume(
         &mut self,
-        block: &std::sync::Arc<Block>,
-        range: std::ops::Range<usize>,
+        groups: Vec<Vec<Segment>>,
+        at: Option<(usize, usize)>,
         live: BooleanBuffer,
         states: &mut [AggState],
     ) -> Result<()> {
@@ -366,18 +393,12 @@ impl FileScan<'_> {
         ScanCounters::add(&self.counters.run_blocks, 1);
         ScanCounters::add(&self.counters.run_rows, n as u64);
         let info = &self.plan.info;
-        let mut at = std::collections::HashMap::new();
-        if let (Some(c), Some(j)) = (self.chain.col, self.j) {
-            at.insert(info.schema.value_columns()[c], (0, j));
+        let mut columns = std::collections::HashMap::new();
+        if let (Some(c), Some(at)) = (self.chain.col, at) {
+            columns.insert(info.schema.value_columns()[c], at);
         }
-        let rows = range.len();
-        let mut chunk = BulkChunk {
-            plan: self.plan,
-            rows,
-            groups: vec![vec![(block.clone(), range)]],
-            at: &at,
-            full: Default::default(),
-        };
+        let rows = live.len();
+        let mut chunk = BulkChunk { plan: self.plan, rows, groups, at: &columns, full: Default::default() };
         let sel = (n < rows).then_some(live);
         for &ai in &self.chain.aggs {
             let a = &self.plan.aggs[ai];

@@ -19,6 +19,9 @@ pub(super) struct Rows<'a> {
     /// Position in the file of the block's first version.
     pub first_row: u64,
     pub marks: Option<&'a Marks>,
+    /// The group column the marks name for the block's column (they differ where the block
+    /// holds one column of a row-group file's key page, whose marks name value columns).
+    pub marked_as: Option<usize>,
 }
 
 impl Rows<'_> {
@@ -63,7 +66,7 @@ impl Rows<'_> {
             bits.append(carried && (visible || b.seq(i) <= seq));
         }
         for (r, c) in self.marked_at(seq) {
-            if c == WHOLE || col.is_some_and(|j| usize::from(c) == j) {
+            if c == WHOLE || self.marked_as.is_some_and(|j| usize::from(c) == j) {
                 bits.set_bit(r, false);
             }
         }

@@ -17,15 +17,17 @@ use arrow_buffer::BooleanBuffer;
 
 use super::agg::{AggSpec, AggState};
 use super::arrow::{arrow_err, ValuesBuilder};
-use super::chunk::BulkChunk;
+use super::chunk::{BulkChunk, Segment};
 use super::columns;
 use super::consumer::{feed_rows, Consumer, Sink};
 use super::driver::{driver, overlaps, successor, Candidate, Driver, Other};
 use super::eval::{clause_verdict, Verdict};
 use super::plan::Plan;
 use super::state::ScanCounters;
-use crate::error::Result;
+use crate::catalog::TableInfo;
+use crate::error::{Error, Result};
 use crate::read::{project, ReadPoint, ScanIter};
+use crate::sst::rowgroup::RowGroupReader;
 use crate::sst::zone::ZoneMap;
 
 /// One pass over a key range (a partition of a scan, or a shared pass serving several scans).
@@ -385,28 +387,44 @@ impl Partition {
             return self.resolve_keys(&patched);
         }
         ScanCounters::add(&self.counters.blocks_read, 1);
-        let block = c.reader.block(c.block, true)?;
-        let range = block.seek(&c.lo)..block.seek(&c.hi);
-        let mut groups = vec![vec![(block.clone(), range.clone())]];
-        let mut aligned = true;
-        for g in &mut d.groups {
-            let segs = g.take(&self.rp, &c.lo, &c.hi, &self.counters)?;
-            let mut off = range.start;
-            for (b, r) in &segs {
-                let n = r.len();
-                aligned &= b.is_clean()
-                    && b.max_seq() <= self.rp.seq
-                    && off + n <= range.end
-                    && b.key_bytes(r.clone()) == block.key_bytes(off..off + n);
-                off += n;
+        // A row-group file's block is a key page: its keys, with the needed groups' pages
+        // gathered by ordinal (aligned by construction), and its own map of the columns.
+        let rows = c.reader.row_groups().filter(|_| d.groups.is_empty()).cloned();
+        let (block, range, groups, own_at, aligned) = match rows {
+            Some(rows) => {
+                let keys = rows.key_page(c.block)?;
+                let range = keys.seek(&c.lo)..keys.seek(&c.hi);
+                let (groups, at) = row_group_segments(&rows, &self.pass.info, &d.at, c.block, range.clone())?;
+                (keys, range, groups, Some(at), true)
             }
-            aligned &= off == range.end;
-            groups.push(segs);
-        }
+            None => {
+                let block = c.reader.block(c.block, true)?;
+                let range = block.seek(&c.lo)..block.seek(&c.hi);
+                let mut groups = vec![vec![(block.clone(), range.clone())]];
+                let mut aligned = true;
+                for g in &mut d.groups {
+                    let segs = g.take(&self.rp, &c.lo, &c.hi, &self.counters)?;
+                    let mut off = range.start;
+                    for (b, r) in &segs {
+                        let n = r.len();
+                        aligned &= b.is_clean()
+                            && b.max_seq() <= self.rp.seq
+                            && off + n <= range.end
+                            && b.key_bytes(r.clone()) == block.key_bytes(off..off + n);
+                        off += n;
+                    }
+                    aligned &= off == range.end;
+                    groups.push(segs);
+                }
+                (block, range, groups, None, aligned)
+            }
+        };
         // Clean blocks hold full rows, so every version carries every column; check anyway.
-        let carried =
-            d.at.values()
-                .all(|&(g, col)| groups[g].iter().all(|(b, _)| b.column(col).is_some_and(|p| p.carried_by_all)));
+        let carried = own_at
+            .as_ref()
+            .unwrap_or(&d.at)
+            .values()
+            .all(|&(g, col)| groups[g].iter().all(|(b, _)| b.column(col).is_some_and(|p| p.carried_by_all)));
         if !aligned || !carried {
             // Rare: read this stretch through the merge instead.
             self.start_merge(c.lo, Some(c.hi));
@@ -414,10 +432,11 @@ impl Partition {
         }
         take_zones(&mut self.consumers, &self.counters);
         ScanCounters::add(&self.counters.bulk_blocks, 1);
-        let at = std::mem::take(&mut d.at);
+        let own = own_at.is_some();
+        let at = own_at.unwrap_or_else(|| std::mem::take(&mut d.at));
         let resolved = self.resolve_keys(&patched);
         if resolved.is_err() {
-            if let Some(d) = &mut self.driver {
+            if let (Some(d), false) = (&mut self.driver, own) {
                 d.at = at;
             }
             return resolved;
@@ -440,9 +459,45 @@ impl Partition {
                 break;
             }
         }
-        if let Some(d) = &mut self.driver {
+        if let (Some(d), false) = (&mut self.driver, own) {
             d.at = at;
         }
         res
     }
+}
+
+/// Schema column → (group of a bulk chunk, column within the group's blocks).
+type ColumnsAt = HashMap<usize, (usize, usize)>;
+
+/// The segments of a bulk chunk over rows `range` of key page `p` of a row-group file: the key
+/// page's, then each group holding a column of `driver_at` (the driver's map of the needed
+/// columns), its pages over the same ordinals; with the chunk's map of those columns.
+fn row_group_segments(
+    rows: &RowGroupReader,
+    info: &TableInfo,
+    driver_at: &HashMap<usize, (usize, usize)>,
+    p: usize,
+    range: std::ops::Range<usize>,
+) -> Result<(Vec<Vec<Segment>>, ColumnsAt)> {
+    let first = rows.key_page_rows(p).start;
+    let ordinals = first + range.start as u64..first + range.end as u64;
+    let mut groups: Vec<Vec<Segment>> = vec![vec![(rows.key_page(p)?, range)]];
+    let mut chunk_group: HashMap<usize, usize> = HashMap::new();
+    let mut at = HashMap::with_capacity(driver_at.len());
+    for &col in driver_at.keys() {
+        let placed = info.schema.value_index(col).and_then(|vi| rows.place(vi));
+        let Some((g, c)) = placed else {
+            return Err(Error::corruption("<scan>", 0, format!("a row-group file lacks value column {col}")));
+        };
+        let i = match chunk_group.get(&g) {
+            Some(&i) => i,
+            None => {
+                groups.push(rows.group_rows(g, ordinals.clone())?);
+                chunk_group.insert(g, groups.len() - 1);
+                groups.len() - 1
+            }
+        };
+        at.insert(col, (i, c));
+    }
+    Ok((groups, at))
 }

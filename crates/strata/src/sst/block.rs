@@ -253,6 +253,8 @@ pub(crate) struct BlockBuilder {
 /// become rows `dest..` of the block being built.
 struct PendingRun {
     block: Arc<Block>,
+    /// For each column of the builder, the source block's column (`None`: the same).
+    cols: Option<Arc<[usize]>>,
     start: usize,
     len: usize,
     dest: usize,
@@ -368,29 +370,39 @@ impl BlockBuilder {
     /// instead of one cell at a time.
     pub(crate) fn add_copied(&mut self, key: &[u8], seq: u64, kind: Kind, block: &Arc<Block>, row: usize) {
         let dest = self.add_key(key, seq, kind);
-        self.copy_row(block, row, dest);
+        self.copy_row(block, None, row, dest);
     }
 
-    /// [`Self::add_copied`] for a keyless block: row `row` of `block` (of the same columns)
-    /// becomes the next row.
-    pub(crate) fn add_cells_copied(&mut self, block: &Arc<Block>, row: usize) {
+    /// For a keyless block: row `row` of `block` becomes the next row, column `k` of this block
+    /// taking the cell of the block's column `cols[k]` (copied with its run, as in
+    /// [`Self::add_copied`]).
+    pub(crate) fn add_cells_copied(&mut self, block: &Arc<Block>, cols: &Arc<[usize]>, row: usize) {
         debug_assert!(self.keyless);
         let dest = self.n;
-        self.copy_row(block, row, dest);
+        self.copy_row(block, Some(cols), row, dest);
     }
 
     /// Notes row `row` of `block` as this block's row `dest`, to be copied with its run.
-    fn copy_row(&mut self, block: &Arc<Block>, row: usize, dest: usize) {
+    fn copy_row(&mut self, block: &Arc<Block>, cols: Option<&Arc<[usize]>>, row: usize, dest: usize) {
         self.cell_bytes += self.fixed_row_bytes;
         for &c in &self.var_cols {
-            self.cell_bytes += match block.raw_cell(row, c) {
+            self.cell_bytes += match block.raw_cell(row, cols.map_or(c, |m| m[c])) {
                 RawCell::Bytes(b) => b.len() + 8,
                 _ => 8,
             };
         }
+        let same_cols = |p: &PendingRun| match (&p.cols, cols) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
         match self.pending.last_mut() {
-            Some(p) if Arc::ptr_eq(&p.block, block) && p.start + p.len == row && p.dest + p.len == dest => p.len += 1,
-            _ => self.pending.push(PendingRun { block: block.clone(), start: row, len: 1, dest }),
+            Some(p)
+                if Arc::ptr_eq(&p.block, block) && same_cols(p) && p.start + p.len == row && p.dest + p.len == dest =>
+            {
+                p.len += 1
+            }
+            _ => self.pending.push(PendingRun { block: block.clone(), cols: cols.cloned(), start: row, len: 1, dest }),
         }
         self.n += 1;
     }
@@ -399,7 +411,8 @@ impl BlockBuilder {
     fn copy_pending(&mut self) {
         for p in self.pending.drain(..) {
             for (c, col) in self.cols.iter_mut().enumerate() {
-                col.push_run(&p.block, c, p.start, p.len, p.dest);
+                let from = p.cols.as_ref().map_or(c, |m| m[c]);
+                col.push_run(&p.block, from, p.start, p.len, p.dest);
             }
         }
     }
@@ -455,6 +468,40 @@ impl BlockBuilder {
         self.reset();
         (out, summary)
     }
+
+    /// A block of `keys`'s rows (a key page of a row-group file) with columns of `types` whose
+    /// cells are stored in other blocks: `columns[c]` lists, in row order, the runs of rows
+    /// holding column `c`'s cells, which together cover exactly `keys`'s rows. Cells are copied
+    /// a run at a time, as in [`Self::add_copied`]. `None` when the runs do not cover the rows.
+    pub(crate) fn assemble(keys: &Block, types: &[ColumnType], columns: &[Vec<ColumnRun>]) -> Option<Vec<u8>> {
+        if columns.len() != types.len()
+            || columns.iter().any(|runs| runs.iter().map(|r| r.len).sum::<usize>() != keys.len())
+            || columns.iter().flatten().any(|r| r.start + r.len > r.block.len() || r.col >= r.block.ncols())
+        {
+            return None;
+        }
+        let mut b = BlockBuilder::new(types);
+        for i in 0..keys.len() {
+            b.add_key(keys.key(i), keys.seq(i), keys.kind(i));
+            b.n += 1;
+        }
+        for (col, runs) in b.cols.iter_mut().zip(columns) {
+            let mut dest = 0;
+            for r in runs {
+                col.push_run(&r.block, r.col, r.start, r.len, dest);
+                dest += r.len;
+            }
+        }
+        Some(b.finish().0)
+    }
+}
+
+/// Column `col` of `len` rows of `block` from row `start` (see [`BlockBuilder::assemble`]).
+pub(crate) struct ColumnRun {
+    pub block: Arc<Block>,
+    pub col: usize,
+    pub start: usize,
+    pub len: usize,
 }
 
 /// One column of a block, as stored (see the module comment).
@@ -598,7 +645,6 @@ mod format3 {
 impl Block {
     /// Decodes and validates a block of the current format for a group whose columns have
     /// `types`.
-    #[cfg(test)]
     pub(crate) fn decode(body: Vec<u8>, types: &[ColumnType]) -> DecodeResult<Block> {
         Self::parse(body, types)
     }

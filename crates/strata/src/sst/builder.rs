@@ -136,10 +136,6 @@ impl SstBuilder {
         self.out.offset() + self.block.size() as u64
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.entries == 0
-    }
-
     /// Versions added so far.
     pub(crate) fn entries(&self) -> u64 {
         self.entries

@@ -12,6 +12,7 @@ use super::bloom;
 use super::builder::{IndexEntry, SstMeta, BLOCK_CLEAN};
 use super::cache::BlockCache;
 use super::format::{decode_footer, unframe_block, BlockHandle, FOOTER_LEN, TRAILER_LEN};
+use super::rowgroup::{RowGroupReader, WholeRows, ROW_GROUP_FORMAT};
 use super::zone::Zones;
 use crate::codec::{DecodeError, DecodeResult, Reader};
 use crate::error::{Error, Result};
@@ -78,7 +79,7 @@ pub(crate) struct SstReader {
     starts: Vec<u64>,
     /// Each block's last key's first eight bytes (see [`key_prefix`]), so the block search runs
     /// over one compact array and reads whole keys only among blocks whose prefixes tie.
-    fences: Vec<u64>,
+    fences: Fences,
     /// For each value column of the table, its position in this file's group.
     group_of: Vec<Option<usize>>,
     filter: Vec<u8>,
@@ -87,7 +88,14 @@ pub(crate) struct SstReader {
     tier: u8,
     /// The file's access-histogram bucket.
     heat: Arc<Heat>,
+    /// A row-group file: its reader, which serves point reads and assembles the blocks (its
+    /// key pages with every column, see [`RowGroupReader::whole_rows`]).
+    rows: Option<Arc<RowGroupReader>>,
 }
+
+/// Cache keys of assembled key pages: the key page's offset with the top bit set, so they never
+/// meet the pages' own entries.
+const ASSEMBLED: u64 = 1 << 63;
 
 /// The first eight bytes of `key`, zero-padded, as a big-endian number. Prefixes order as the
 /// keys do whenever they differ: two keys whose prefixes differ compare the same way as those.
@@ -96,6 +104,38 @@ fn key_prefix(key: &[u8]) -> u64 {
     let n = key.len().min(8);
     b[..n].copy_from_slice(&key[..n]);
     u64::from_be_bytes(b)
+}
+
+/// Fence keys searched by their first eight bytes: one compact array of prefixes, and whole
+/// keys compared only among entries whose prefixes tie.
+pub(super) struct Fences(Vec<u64>);
+
+impl Fences {
+    /// The fences of entries whose last keys are `last_keys`, in order.
+    pub(super) fn new<'k>(last_keys: impl Iterator<Item = &'k [u8]>) -> Fences {
+        Fences(last_keys.map(key_prefix).collect())
+    }
+
+    /// Index of the first entry whose last key (`last_key(i)`) is `>= key`.
+    pub(super) fn find<'k>(&self, key: &[u8], last_key: impl Fn(usize) -> &'k [u8]) -> usize {
+        let p = key_prefix(key);
+        let lo = self.0.partition_point(|&f| f < p);
+        let ties = self.0[lo..].partition_point(|&f| f == p);
+        let (mut a, mut b) = (lo, lo + ties);
+        while a < b {
+            let m = a + (b - a) / 2;
+            if last_key(m) < key {
+                a = m + 1;
+            } else {
+                b = m;
+            }
+        }
+        a
+    }
+
+    fn memory(&self) -> usize {
+        self.0.capacity() * 8
+    }
 }
 
 pub(crate) fn read_block_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
@@ -137,12 +177,14 @@ impl SstReader {
         }
         let footer = file.read_at(len - FOOTER_LEN as u64, FOOTER_LEN)?;
         let (meta_h, version) = decode_footer(path, len, &footer)?;
+        if version == ROW_GROUP_FORMAT {
+            let rows = RowGroupReader::open(fs, path, (number, tier), cache.clone())?;
+            let WholeRows { meta, index, filter } = rows.whole_rows();
+            let parts = (meta, index, filter);
+            return Ok(Self::build((file, path, number, version), parts, cache, (tier, heat), Some(rows)));
+        }
         if version > super::FORMAT_VERSION {
-            return Err(Error::corruption(
-                path,
-                len - FOOTER_LEN as u64,
-                format!("format {version} is a row-group file"),
-            ));
+            return Err(Error::corruption(path, len - FOOTER_LEN as u64, format!("unknown SST format {version}")));
         }
         let bad = |off: u64| move |e: DecodeError| Error::corruption(path, off, e.0);
         let meta_raw = read_block_raw(file.as_ref(), path, meta_h)?;
@@ -153,18 +195,29 @@ impl SstReader {
         if index.iter().map(|e| e.rows).sum::<u64>() != meta.entries {
             return Err(Error::corruption(path, meta.index.offset, "index row counts disagree with meta"));
         }
+        Ok(Self::build((file, path, number, version), (meta, index, filter), cache, (tier, heat), None))
+    }
+
+    /// The reader of an opened file, given its meta, index and filter.
+    fn build(
+        (file, path, number, version): (Arc<dyn ReadableFile>, &Path, u64, u32),
+        (meta, index, filter): (SstMeta, Vec<IndexEntry>, Vec<u8>),
+        cache: Arc<BlockCache>,
+        (tier, heat): (u8, Arc<Heat>),
+        rows: Option<Arc<RowGroupReader>>,
+    ) -> Arc<SstReader> {
         let starts = std::iter::once(0)
             .chain(index.iter().scan(0u64, |n, e| {
                 *n += e.rows;
                 Some(*n)
             }))
             .collect();
-        let fences = index.iter().map(|e| key_prefix(&e.last_key)).collect();
+        let fences = Fences::new(index.iter().map(|e| e.last_key.as_slice()));
         let mut group_of = vec![None; meta.columns.iter().max().map_or(0, |&m| m + 1)];
         for (c, &vi) in meta.columns.iter().enumerate() {
             group_of[vi] = Some(c);
         }
-        Ok(Arc::new(SstReader {
+        Arc::new(SstReader {
             file,
             path: path.to_owned(),
             number,
@@ -178,7 +231,13 @@ impl SstReader {
             cache,
             tier,
             heat,
-        }))
+            rows,
+        })
+    }
+
+    /// The row-group reader of a row-group file.
+    pub(crate) fn row_groups(&self) -> Option<&Arc<RowGroupReader>> {
+        self.rows.as_ref()
     }
 
     /// Approximate bytes this open file holds in memory outside the block cache: its index (with
@@ -189,7 +248,8 @@ impl SstReader {
             self.index.iter().map(|e| size_of::<IndexEntry>() + e.last_key.capacity() + e.zones.memory()).sum();
         index
             + self.filter.capacity()
-            + (self.starts.capacity() + self.fences.capacity()) * 8
+            + self.starts.capacity() * 8
+            + self.fences.memory()
             + self.group_of.capacity() * size_of::<Option<usize>>()
     }
 
@@ -235,12 +295,7 @@ impl SstReader {
 
     /// Index of the first block whose last key is `>= key`.
     pub(crate) fn find_block(&self, key: &[u8]) -> usize {
-        let p = key_prefix(key);
-        // Blocks whose prefix is below the key's end below it; of those tying with it, compare
-        // whole keys.
-        let lo = self.fences.partition_point(|&f| f < p);
-        let ties = self.fences[lo..].partition_point(|&f| f == p);
-        lo + self.index[lo..lo + ties].partition_point(|e| e.last_key.as_slice() < key)
+        self.fences.find(key, |i| &self.index[i].last_key)
     }
 
     /// The file's access-histogram bucket.
@@ -275,6 +330,9 @@ impl SstReader {
         ahead_bytes: u64,
         fill_cache: bool,
     ) -> Result<Arc<Block>> {
+        if self.rows.is_some() {
+            return self.block(i, fill_cache);
+        }
         let from_span = |h: BlockHandle| -> Result<Vec<u8>> {
             if !ahead.as_ref().is_some_and(|a| a.covers(self.number, i)) {
                 let end_of = |j: usize| self.index[j].handle.offset + self.index[j].handle.size + TRAILER_LEN as u64;
@@ -317,6 +375,18 @@ impl SstReader {
         read: impl FnOnce(BlockHandle) -> Result<Vec<u8>>,
     ) -> Result<Arc<Block>> {
         let h = self.index[i].handle;
+        if let Some(rows) = &self.rows {
+            if let Some(b) = self.cache.get(self.number, h.offset | ASSEMBLED) {
+                return Ok(b);
+            }
+            let block = rows.assemble(i)?;
+            check_against_index(&block, &self.index[i]).map_err(|e| Error::corruption(&self.path, h.offset, e))?;
+            let block = Arc::new(block);
+            if fill_cache {
+                self.cache.insert(self.number, h.offset | ASSEMBLED, block.clone());
+            }
+            return Ok(block);
+        }
         if let Some(b) = self.cache.get(self.number, h.offset) {
             return Ok(b);
         }
@@ -365,6 +435,9 @@ impl SstReader {
         wanted: Option<&[bool]>,
         res: &mut Resolver,
     ) -> Result<Lookup> {
+        if let Some(rows) = &self.rows {
+            return rows.get(key, hash, snapshot, wanted, res);
+        }
         if key < self.meta.smallest.as_slice() || key > self.meta.largest.as_slice() {
             return Ok(Lookup::Outside);
         }
@@ -395,6 +468,9 @@ impl SstReader {
 
     /// Reads every block, checking checksums and structure. Returns the number of blocks.
     pub(crate) fn verify(&self) -> Result<usize> {
+        if let Some(rows) = &self.rows {
+            return rows.verify();
+        }
         for i in 0..self.index.len() {
             let h = self.index[i].handle;
             let content = read_block_raw(self.file.as_ref(), &self.path, h)?;

@@ -17,25 +17,29 @@
 //! Layout: pages in the order they fill (key and group pages interleaved), filter block, index
 //! block, meta block, footer (see `docs/format/sst.md`).
 //!
-//! Not yet read or written by the database: levels still hold one run per column group (issue
-//! 37 wires these files into compaction, point reads and scans next).
-#![allow(dead_code)]
+//! The database writes them at the levels of more than one group from Level-1 down, for tables
+//! created with [`TableOptions::row_groups`](crate::TableOptions::row_groups). Point reads use
+//! [`RowGroupReader::get`], and the scan's bulk and column-by-column paths read key pages and
+//! the needed groups' pages by ordinal; the other readers (the row merge, marking, compaction)
+//! see the file through [`SstReader`] as a file of whole rows whose blocks are the key pages,
+//! each assembled with every column when read ([`RowGroupReader::assemble`]).
+//!
+//! [`SstReader`]: super::reader::SstReader
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::block::{Block, BlockBuilder};
+use super::block::{Block, BlockBuilder, ColumnRun};
 use super::bloom;
-use super::builder::{put_columns, SstOptions};
+use super::builder::{put_columns, IndexEntry, SstMeta, SstOptions};
 use super::cache::BlockCache;
 use super::format::{decode_footer, BlockHandle, BlockWriter, Compression, FOOTER_LEN, TRAILER_LEN};
-use super::reader::{read_block_raw, read_columns, Lookup};
-use super::zone::Zones;
+use super::reader::{read_block_raw, read_columns, Fences, Lookup};
+use super::zone::{ZoneMap, Zones};
 use crate::codec::{put_bytes, put_varint, DecodeError, DecodeResult, Reader};
 use crate::error::{Error, Result};
 use crate::mvcc::chain::Resolver;
-use crate::mvcc::Kind;
-use crate::tier::heat::Heat;
+use crate::mvcc::{Kind, Stored};
 use crate::types::row::RawCell;
 use crate::types::ColumnType;
 use crate::version::FileMeta;
@@ -67,13 +71,17 @@ fn floor_log2(x: usize) -> u32 {
 
 impl Shape {
     /// The shape for pages of about `block_size` bytes, given the bytes a key page spends per
-    /// row and each group's bytes per row: the widest group's page is one granule (of at least
-    /// 64 and at most 8,192 rows), narrower ones and the key pages span as many granules as fit.
+    /// row and each group's bytes per row: the widest group's (or the key pages') page is one
+    /// granule (of at least 64 and at most 8,192 rows), narrower ones span as many granules as
+    /// fit, but a group's page never more than a key page, so that every group's pages nest
+    /// inside the key pages: a key page's rows are whole pages of every group, whose zone maps
+    /// together describe exactly those rows.
     pub(crate) fn choose(block_size: usize, key_width: usize, widths: &[usize]) -> Shape {
         let widest = widths.iter().copied().chain([key_width]).max().unwrap_or(1).max(1);
         let granule_shift = floor_log2(block_size / widest).clamp(MIN_GRANULE_SHIFT, MAX_GRANULE_SHIFT);
         let span = |w: usize| floor_log2(widest / w.max(1)).min(MAX_PAGE_SHIFT.saturating_sub(granule_shift));
-        Shape { granule_shift, key_span: span(key_width), spans: widths.iter().map(|&w| span(w)).collect() }
+        let key_span = span(key_width);
+        Shape { granule_shift, key_span, spans: widths.iter().map(|&w| span(w).min(key_span)).collect() }
     }
 
     /// Rows per key page, as a shift.
@@ -216,6 +224,15 @@ pub(crate) struct RowGroupBuilder {
     max_seq: u64,
     smallest: Option<Vec<u8>>,
     largest: Vec<u8>,
+    /// The last source of [`Self::add_stored`].
+    source: Option<Source>,
+}
+
+/// A column map of blocks versions come from (see [`Stored::group_of`]), and for each group of
+/// the file being written its columns there (`None`: such blocks lack some).
+struct Source {
+    of: Arc<[Option<usize>]>,
+    maps: Option<Vec<Arc<[usize]>>>,
 }
 
 impl RowGroupBuilder {
@@ -259,12 +276,18 @@ impl RowGroupBuilder {
             max_seq: 0,
             smallest: None,
             largest: Vec::new(),
+            source: None,
         }
     }
 
     /// Versions added so far.
     pub(crate) fn entries(&self) -> u64 {
         self.rows
+    }
+
+    /// The hashes of the distinct keys added so far (see [`bloom::key_hash`]).
+    pub(crate) fn key_hashes(&self) -> &[u64] {
+        &self.hashes
     }
 
     /// Bytes written plus the open pages: what the file would weigh if finished now.
@@ -287,20 +310,28 @@ impl RowGroupBuilder {
         self.end_row()
     }
 
-    /// Adds the next version with its cells copied from the pages of another row-group file of
-    /// the same groups: `from[g]` is group `g`'s page there and the version's row in it. Runs of
-    /// consecutive rows are copied column by column (vertical merge), not cell by cell.
-    pub(crate) fn add_copied(&mut self, key: &[u8], seq: u64, kind: Kind, from: &[(Arc<Block>, usize)]) -> Result<()> {
+    /// Adds the next version, whose cells are `at` (a row of a block read from another file):
+    /// where that block holds every column of this file's groups, runs of consecutive rows are
+    /// copied column by column (vertical merge), not cell by cell.
+    pub(crate) fn add_stored(&mut self, key: &[u8], seq: u64, kind: Kind, at: &Stored) -> Result<()> {
+        if !self.source.as_ref().is_some_and(|s| Arc::ptr_eq(&s.of, &at.group_of)) {
+            let maps: Option<Vec<Arc<[usize]>>> = self
+                .groups
+                .iter()
+                .map(|g| g.columns.iter().map(|&vi| at.group_of.get(vi).copied().flatten()).collect())
+                .collect();
+            self.source = Some(Source { of: at.group_of.clone(), maps });
+        }
+        if self.source.as_ref().is_none_or(|s| s.maps.is_none()) {
+            return self.add(key, seq, kind, |vi| at.cell(vi));
+        }
         self.add_key(key, seq, kind);
-        for (page, (block, row)) in self.pages.iter_mut().zip(from) {
-            page.add_cells_copied(block, *row);
+        if let Some(Source { maps: Some(maps), .. }) = &self.source {
+            for (page, cols) in self.pages.iter_mut().zip(maps) {
+                page.add_cells_copied(&at.block, cols, at.row);
+            }
         }
         self.end_row()
-    }
-
-    /// Whether pages of `groups` can be copied into this file's ([`Self::add_copied`]).
-    pub(crate) fn same_groups(&self, groups: &[Group]) -> bool {
-        groups.len() == self.groups.len() && groups.iter().zip(&self.groups).all(|(a, b)| a.columns == b.columns)
     }
 
     fn add_key(&mut self, key: &[u8], seq: u64, kind: Kind) {
@@ -409,6 +440,9 @@ impl RowGroupBuilder {
     }
 }
 
+/// A page and some of its rows.
+pub(crate) type PageRows = (Arc<Block>, std::ops::Range<usize>);
+
 /// A page of a row-group file: key page `p`, or page `p` of group `g`.
 #[derive(Debug, Clone, Copy)]
 enum Page {
@@ -424,13 +458,24 @@ pub(crate) struct RowGroupReader {
     meta: RowGroupMeta,
     shape: Shape,
     key_pages: Vec<KeyPageEntry>,
+    /// The key pages' fences, searched by prefix first.
+    fences: Fences,
     group_pages: Vec<Vec<GroupPageEntry>>,
     /// For each value column of the table: its group and its column there.
     place: Vec<Option<(usize, usize)>>,
+    /// The type of each value column.
+    value_types: Arc<[ColumnType]>,
     filter: Vec<u8>,
     cache: Arc<BlockCache>,
     tier: u8,
-    heat: Arc<Heat>,
+}
+
+/// A row-group file seen as a file of whole rows whose blocks are its key pages (what
+/// [`SstReader`](super::reader::SstReader) serves its readers from).
+pub(crate) struct WholeRows {
+    pub meta: SstMeta,
+    pub index: Vec<IndexEntry>,
+    pub filter: Vec<u8>,
 }
 
 /// Decodes the index block against the meta: one entry per page the row count calls for.
@@ -489,7 +534,7 @@ impl RowGroupReader {
     pub(crate) fn open(
         fs: &dyn Fs,
         path: &Path,
-        (number, tier, heat): (u64, u8, Arc<Heat>),
+        (number, tier): (u64, u8),
         cache: Arc<BlockCache>,
     ) -> Result<Arc<RowGroupReader>> {
         let file = fs.open(path)?;
@@ -520,28 +565,147 @@ impl RowGroupReader {
                 }
             }
         }
+        let value_types = place
+            .iter()
+            .map(|at| at.map(|(g, c)| meta.groups[g].types[c]))
+            .collect::<Option<Arc<[ColumnType]>>>()
+            .ok_or_else(|| Error::corruption(path, meta_h.offset, "a value column stored in no group"))?;
         Ok(Arc::new(RowGroupReader {
             file,
             path: path.to_owned(),
             number,
             meta,
             shape,
+            fences: Fences::new(key_pages.iter().map(|e| e.last_key.as_slice())),
             key_pages,
             group_pages,
             place,
+            value_types,
             filter,
             cache,
             tier,
-            heat,
         }))
     }
 
-    /// The rows stored.
-    pub(crate) fn entries(&self) -> u64 {
-        self.meta.entries
+    /// The file as a file of whole rows whose blocks are the key pages: meta, one index entry
+    /// per key page and the bloom filter. A column's zone map of a key page is known where the
+    /// column's pages nest inside the key page (merged from theirs), unknown where one page of
+    /// the column spans several key pages.
+    pub(crate) fn whole_rows(&self) -> WholeRows {
+        let m = &self.meta;
+        let meta = SstMeta {
+            table_id: m.table_id,
+            cg: 0,
+            columns: (0..self.value_types.len()).collect(),
+            types: self.value_types.to_vec(),
+            entries: m.entries,
+            min_seq: m.min_seq,
+            max_seq: m.max_seq,
+            smallest: m.smallest.clone(),
+            largest: m.largest.clone(),
+            index: m.index,
+            filter: m.filter,
+        };
+        let ks = self.shape.key_shift();
+        let index = self
+            .key_pages
+            .iter()
+            .enumerate()
+            .map(|(p, e)| {
+                let zones: Vec<Option<ZoneMap>> = self
+                    .place
+                    .iter()
+                    .flatten()
+                    .map(|&(g, c)| {
+                        let gs = self.shape.page_shift(g);
+                        let pages = self.group_pages[g].get(p << (ks.checked_sub(gs)?)..)?;
+                        let mut nested = pages.iter().take(1 << (ks - gs)).map(|q| q.zones.get(c));
+                        let first = nested.next()??;
+                        nested.try_fold(first, |acc, z| Some(acc.merge(&z?)))
+                    })
+                    .collect();
+                IndexEntry {
+                    last_key: e.last_key.clone(),
+                    handle: e.handle,
+                    rows: Shape::rows_of(m.entries, ks, p) as u64,
+                    min_seq: e.min_seq,
+                    max_seq: e.max_seq,
+                    clean: e.clean,
+                    zones: Zones::partial(&zones, self.value_types.clone()),
+                }
+            })
+            .collect();
+        WholeRows { meta, index, filter: self.filter.clone() }
+    }
+
+    /// Where value column `vi` is stored: its group and its column there.
+    pub(crate) fn place(&self, vi: usize) -> Option<(usize, usize)> {
+        self.place.get(vi).copied().flatten()
+    }
+
+    /// The ordinals of key page `p`'s rows.
+    pub(crate) fn key_page_rows(&self, p: usize) -> std::ops::Range<u64> {
+        let start = (p as u64) << self.shape.key_shift();
+        start..start + Shape::rows_of(self.meta.entries, self.shape.key_shift(), p) as u64
+    }
+
+    /// Group `g`'s cells of ordinals `rows`: the pages holding them, each with its rows there.
+    pub(crate) fn group_rows(
+        &self,
+        g: usize,
+        rows: std::ops::Range<u64>,
+    ) -> Result<Vec<(Arc<Block>, std::ops::Range<usize>)>> {
+        let gs = self.shape.page_shift(g);
+        let mut out = Vec::new();
+        let mut r = rows.start;
+        while r < rows.end {
+            let q = (r >> gs) as usize;
+            let page_start = (q as u64) << gs;
+            let end = rows.end.min(page_start + (1 << gs));
+            out.push((self.group_page(g, q)?, (r - page_start) as usize..(end - page_start) as usize));
+            r = end;
+        }
+        Ok(out)
+    }
+
+    /// Key page `p`'s rows with the cells of every value column (in the table's order), copied
+    /// from the group pages holding them: a block of whole rows, as a file of one group would
+    /// store them.
+    pub(crate) fn assemble(&self, p: usize) -> Result<Block> {
+        let all: Vec<usize> = (0..self.value_types.len()).collect();
+        self.assemble_columns(p, &all)
+    }
+
+    /// [`Self::assemble`] with only value columns `cols`, in that order.
+    pub(crate) fn assemble_columns(&self, p: usize, cols: &[usize]) -> Result<Block> {
+        let h = self.key_pages.get(p).ok_or_else(|| self.past_end(p))?.handle;
+        let bad = |why: String| Error::corruption(&self.path, h.offset, why);
+        let keys = self.key_page(p)?;
+        let rows = self.key_page_rows(p);
+        let mut spans: Vec<Option<Vec<PageRows>>> = vec![None; self.meta.groups.len()];
+        let mut columns: Vec<Vec<ColumnRun>> = Vec::with_capacity(cols.len());
+        let mut types = Vec::with_capacity(cols.len());
+        for &vi in cols {
+            let (g, col) = self.place(vi).ok_or_else(|| bad(format!("no value column {vi}")))?;
+            let pages = match &mut spans[g] {
+                Some(pages) => pages,
+                slot => slot.insert(self.group_rows(g, rows.clone())?),
+            };
+            columns.push(
+                pages
+                    .iter()
+                    .map(|(block, r)| ColumnRun { block: block.clone(), col, start: r.start, len: r.len() })
+                    .collect(),
+            );
+            types.push(self.value_types[vi]);
+        }
+        let bytes = BlockBuilder::assemble(&keys, &types, &columns)
+            .ok_or_else(|| bad("group pages do not cover their key page's rows".into()))?;
+        Block::decode(bytes, &types).map_err(|e| bad(e.0))
     }
 
     /// How the rows are cut into pages.
+    #[cfg(test)]
     pub(crate) fn shape(&self) -> &Shape {
         &self.shape
     }
@@ -549,11 +713,6 @@ impl RowGroupReader {
     /// The file's groups.
     pub(crate) fn groups(&self) -> &[Group] {
         &self.meta.groups
-    }
-
-    /// The file's access-histogram bucket.
-    pub(crate) fn heat(&self) -> &Heat {
-        &self.heat
     }
 
     /// Where page `which` lives.
@@ -625,7 +784,7 @@ impl RowGroupReader {
     /// (and the next ones while the key's versions continue there).
     pub(crate) fn versions(&self, key: &[u8]) -> Result<Vec<(u64, u64, Kind)>> {
         let mut out = Vec::new();
-        let mut p = self.key_pages.partition_point(|e| e.last_key.as_slice() < key);
+        let mut p = self.fences.find(key, |i| &self.key_pages[i].last_key);
         while p < self.key_pages.len() {
             let page = self.key_page(p)?;
             let (first, seqs) = page.versions_of(key);
@@ -644,6 +803,7 @@ impl RowGroupReader {
 
     /// Value column `vi` of the row at ordinal `r`: the page holding it, its row there and its
     /// column (`None` when the file does not store the column).
+    #[cfg(test)]
     pub(crate) fn locate(&self, vi: usize, r: u64) -> Result<Option<(Arc<Block>, usize, usize)>> {
         let Some((g, c)) = self.place.get(vi).copied().flatten() else { return Ok(None) };
         let (p, row) = self.shape.locate(g, r);
@@ -669,6 +829,8 @@ impl RowGroupReader {
         }
         let mut found = false;
         let mut failed = None;
+        // Each group's page last read (a group's columns of a row share one page).
+        let mut pages: Vec<Option<(usize, Arc<Block>)>> = vec![None; self.meta.groups.len()];
         for (r, seq, kind) in self.versions(key)? {
             if res.is_settled() {
                 break;
@@ -682,14 +844,19 @@ impl RowGroupReader {
                 if !wants(vi) || kind == Kind::Delete {
                     return None;
                 }
-                match self.locate(vi, r) {
-                    Ok(Some((page, row, c))) => page.cell(row, c),
-                    Ok(None) => None,
-                    Err(e) => {
-                        failed.get_or_insert(e);
-                        None
-                    }
-                }
+                let (g, c) = self.place.get(vi).copied().flatten()?;
+                let (p, row) = self.shape.locate(g, r);
+                let page = match &pages[g] {
+                    Some((q, b)) if *q == p => b.clone(),
+                    _ => match self.group_page(g, p) {
+                        Ok(b) => pages[g].insert((p, b)).1.clone(),
+                        Err(e) => {
+                            failed.get_or_insert(e);
+                            return None;
+                        }
+                    },
+                };
+                page.cell(row, c)
             });
             if let Some(e) = failed {
                 return Err(e);
@@ -711,106 +878,6 @@ impl RowGroupReader {
             n += 1;
         }
         Ok(n)
-    }
-}
-
-/// A forward walk over a row-group file's rows in order (for compaction and scans), with the
-/// current key page and each group's current page at hand.
-pub(crate) struct RowGroupCursor {
-    reader: Arc<RowGroupReader>,
-    row: u64,
-    key_page: Option<(usize, Arc<Block>)>,
-    pages: Vec<Option<(usize, Arc<Block>)>>,
-}
-
-impl RowGroupCursor {
-    /// A cursor at the file's first row.
-    pub(crate) fn new(reader: Arc<RowGroupReader>) -> Result<Self> {
-        let pages = vec![None; reader.meta.groups.len()];
-        let mut c = RowGroupCursor { reader, row: 0, key_page: None, pages };
-        c.load_key_page()?;
-        Ok(c)
-    }
-
-    /// The file read.
-    pub(crate) fn reader(&self) -> &Arc<RowGroupReader> {
-        &self.reader
-    }
-
-    /// Whether the cursor is at a row (not past the last).
-    pub(crate) fn valid(&self) -> bool {
-        self.row < self.reader.meta.entries
-    }
-
-    /// The current row's ordinal.
-    pub(crate) fn row(&self) -> u64 {
-        self.row
-    }
-
-    fn load_key_page(&mut self) -> Result<()> {
-        if !self.valid() {
-            return Ok(());
-        }
-        let p = (self.row >> self.reader.shape.key_shift()) as usize;
-        if self.key_page.as_ref().is_none_or(|(q, _)| *q != p) {
-            let b = self.reader.key_page(p)?;
-            b.build_index();
-            self.key_page = Some((p, b));
-        }
-        Ok(())
-    }
-
-    /// The current row in its key page (`None` past the last row).
-    fn at(&self) -> Option<(&Block, usize)> {
-        let (p, b) = self.key_page.as_ref().filter(|_| self.valid())?;
-        Some((b, (self.row - ((*p as u64) << self.reader.shape.key_shift())) as usize))
-    }
-
-    /// The current row's key, sequence number and kind (an empty key, 0 and a tombstone past
-    /// the last row: callers check [`Self::valid`]).
-    pub(crate) fn key(&self) -> &[u8] {
-        self.at().map_or(&[], |(b, i)| b.key(i))
-    }
-
-    pub(crate) fn seq(&self) -> u64 {
-        self.at().map_or(0, |(b, i)| b.seq(i))
-    }
-
-    pub(crate) fn kind(&self) -> Kind {
-        self.at().map_or(Kind::Delete, |(b, i)| b.kind(i))
-    }
-
-    /// Moves to the next row.
-    pub(crate) fn next(&mut self) -> Result<()> {
-        self.row += 1;
-        self.load_key_page()
-    }
-
-    /// Moves to the first row whose key is not below `key` (from the file's start).
-    pub(crate) fn seek(&mut self, key: &[u8]) -> Result<()> {
-        let pages = &self.reader.key_pages;
-        let p = pages.partition_point(|e| e.last_key.as_slice() < key);
-        self.row = (p as u64) << self.reader.shape.key_shift();
-        self.load_key_page()?;
-        if let Some((b, _)) = self.at() {
-            self.row += b.seek(key) as u64;
-            self.load_key_page()?;
-        }
-        Ok(())
-    }
-
-    /// Group `g`'s page holding the current row, and the row in it.
-    pub(crate) fn group_page(&mut self, g: usize) -> Result<(Arc<Block>, usize)> {
-        let (p, row) = self.reader.shape.locate(g, self.row);
-        let page = match &self.pages[g] {
-            Some((q, b)) if *q == p => b.clone(),
-            _ => {
-                let b = self.reader.group_page(g, p)?;
-                self.pages[g] = Some((p, b.clone()));
-                b
-            }
-        };
-        Ok((page, row))
     }
 }
 
@@ -881,7 +948,7 @@ mod tests {
     }
 
     fn open(fs: &FaultFs, path: &Path) -> Result<Arc<RowGroupReader>> {
-        RowGroupReader::open(fs, path, (9, 0, Arc::default()), Arc::new(BlockCache::new(1 << 20)))
+        RowGroupReader::open(fs, path, (9, 0), Arc::new(BlockCache::new(1 << 20)))
     }
 
     /// Every group holds every version at its ordinal, at 1 row, one granule less one, a
@@ -918,9 +985,64 @@ mod tests {
         }
     }
 
-    /// Rows copied page to page (runs of consecutive rows, interrupted by rows added cell by
-    /// cell) make the same file as rows added cell by cell; the cursor walks and seeks like a
-    /// sorted list.
+    /// The file seen as whole rows: a key page assembled from the group pages holds exactly its
+    /// versions with every cell (or the columns asked for, in that order); its zone maps are the
+    /// rows' own where the column's pages nest inside the key page (merged from smaller pages)
+    /// and unknown where a page spans several key pages.
+    #[test]
+    fn key_pages_assemble_into_whole_rows_with_nested_zone_maps() {
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let fs = FaultFs::new();
+        // Group 0's pages (columns 0 and 1) are half a key page, group 1's (column 2) two key
+        // pages, group 2's (column 3) one.
+        let shape = Shape { granule_shift: 6, key_span: 1, spans: vec![0, 2, 1] };
+        for rows in [1usize, 64, 129, 1000] {
+            let vs = versions(&mut rng, rows);
+            let path = Path::new("/rg/000009.sst");
+            build(&fs, path, &vs, Some(shape.clone()));
+            let r = open(&fs, path).unwrap();
+            let view = r.whole_rows();
+            assert_eq!(view.meta.columns, vec![0, 1, 2, 3]);
+            assert_eq!(view.index.len(), Shape::pages(rows as u64, shape.key_shift()), "seed {seed}");
+            for (p, e) in view.index.iter().enumerate() {
+                let b = r.assemble(p).unwrap();
+                let ords = r.key_page_rows(p);
+                assert_eq!(b.len() as u64, e.rows, "seed {seed} rows {rows} page {p}");
+                assert_eq!(ords.end - ords.start, e.rows);
+                let mine = &vs[ords.start as usize..ords.end as usize];
+                for (i, (key, seq, kind, cells)) in mine.iter().enumerate() {
+                    assert_eq!((b.key(i), b.seq(i), b.kind(i)), (key.as_slice(), *seq, *kind), "seed {seed}");
+                    for (vi, cell) in cells.iter().enumerate() {
+                        assert_eq!(&b.cell(i, vi), cell, "seed {seed} rows {rows} page {p} row {i} column {vi}");
+                    }
+                }
+                let two = r.assemble_columns(p, &[2, 0]).unwrap();
+                for (i, (_, _, _, cells)) in mine.iter().enumerate() {
+                    assert_eq!((two.cell(i, 0), two.cell(i, 1)), (cells[2].clone(), cells[0].clone()), "seed {seed}");
+                }
+                for vi in 0..4 {
+                    let z = e.zones.get(vi);
+                    // Column 2 is group 1's, whose pages span two key pages.
+                    if vi == 2 {
+                        assert!(z.is_none(), "a two-key-page page's zone map is unknown: seed {seed}");
+                        continue;
+                    }
+                    let z = z.unwrap_or_else(|| panic!("column {vi}'s zone map is known: seed {seed}"));
+                    let carried: Vec<&Value> = mine.iter().filter_map(|v| v.3[vi].as_ref()).collect();
+                    let nulls = carried.iter().filter(|v| ***v == Value::Null).count() as u64;
+                    assert_eq!((z.carried, z.nulls), (carried.len() as u64, nulls), "seed {seed} page {p} column {vi}");
+                    let values: Vec<&Value> = carried.into_iter().filter(|v| **v != Value::Null).collect();
+                    let by = |a: &&Value, b: &&Value| crate::scan::cnf::compare(a, b);
+                    let want = (values.iter().copied().min_by(by).cloned(), values.iter().copied().max_by(by).cloned());
+                    assert_eq!((z.min, z.max), want, "seed {seed} page {p} column {vi}");
+                }
+            }
+        }
+    }
+
+    /// Rows copied from blocks of whole rows (runs of consecutive rows column by column,
+    /// interrupted by rows added cell by cell) make the same file as rows added cell by cell.
     #[test]
     fn copied_rows_make_the_file_rows_added_cell_by_cell_make() {
         let seed: u64 = rand::random();
@@ -935,26 +1057,23 @@ mod tests {
         let gs: Vec<Group> = r.groups().to_vec();
         let (a, b) = (Path::new("/rg/000002.sst"), Path::new("/rg/000003.sst"));
         let mut copied = RowGroupBuilder::with_shape(fs.create(a).unwrap(), opts, 1, gs.clone(), shape.clone());
-        let mut by_cell = RowGroupBuilder::with_shape(fs.create(b).unwrap(), opts, 1, gs, shape);
-        assert!(copied.same_groups(r.groups()));
-        let mut c = RowGroupCursor::new(r.clone()).unwrap();
-        let mut kept = Vec::new();
-        while c.valid() {
-            if rng.gen_bool(0.8) {
-                let from: Vec<(Arc<Block>, usize)> = (0..3).map(|g| c.group_page(g).unwrap()).collect();
-                let cell = |vi: usize| {
-                    let (g, col) = r.place[vi].unwrap();
-                    from[g].0.raw_cell(from[g].1, col)
-                };
-                if rng.gen_bool(0.7) {
-                    copied.add_copied(c.key(), c.seq(), c.kind(), &from).unwrap();
-                } else {
-                    copied.add(c.key(), c.seq(), c.kind(), cell).unwrap();
+        let mut by_cell = RowGroupBuilder::with_shape(fs.create(b).unwrap(), opts, 1, gs, shape.clone());
+        let group_of: Arc<[Option<usize>]> = (0..4).map(Some).collect();
+        for p in 0..Shape::pages(vs.len() as u64, shape.key_shift()) {
+            let block = Arc::new(r.assemble(p).unwrap());
+            for row in 0..block.len() {
+                if rng.gen_bool(0.2) {
+                    continue;
                 }
-                by_cell.add(c.key(), c.seq(), c.kind(), cell).unwrap();
-                kept.push(c.row());
+                let at = Stored { block: block.clone(), row, group_of: group_of.clone() };
+                let (key, seq, kind) = (block.key(row), block.seq(row), block.kind(row));
+                if rng.gen_bool(0.7) {
+                    copied.add_stored(key, seq, kind, &at).unwrap();
+                } else {
+                    copied.add(key, seq, kind, |vi| at.cell(vi)).unwrap();
+                }
+                by_cell.add(key, seq, kind, |vi| at.cell(vi)).unwrap();
             }
-            c.next().unwrap();
         }
         copied.finish(2).unwrap();
         by_cell.finish(3).unwrap();
@@ -963,14 +1082,6 @@ mod tests {
             f.read_at(0, f.len() as usize).unwrap()
         };
         assert!(bytes(a) == bytes(b), "seed {seed}: the copied file differs");
-        // Seeks land on the first version of a key, or past it.
-        for (ord, (key, ..)) in vs.iter().enumerate() {
-            c.seek(key).unwrap();
-            let first = vs.iter().position(|v| v.0 == *key).unwrap();
-            assert!(c.row() as usize == first && c.key() == key.as_slice(), "seed {seed} ordinal {ord}");
-        }
-        c.seek(b"zzz").unwrap();
-        assert!(!c.valid());
     }
 
     /// Page arithmetic against a linear count of rows per page.
@@ -996,6 +1107,10 @@ mod tests {
         let c = Shape::choose(16 << 10, 11, &[8 * 30, 4, 16]);
         assert_eq!(c.granule_shift, 6, "16 KiB over 240-byte rows: 64-row granules");
         assert!(c.spans[0] == 0 && c.spans[1] > c.spans[2] && c.key_span > 0, "{c:?}");
+        assert!(c.spans.iter().all(|&s| s <= c.key_span), "group pages nest in key pages: {c:?}");
+        // Keys wider than every group: one-granule key pages, and so every group's pages.
+        let c = Shape::choose(16 << 10, 11, &[4, 1]);
+        assert!(c.key_span == 0 && c.spans == [0, 0] && c.granule_shift == 10, "{c:?}");
     }
 
     /// A key with more versions than a key page holds: its versions are found across pages.

@@ -183,6 +183,26 @@ impl ZoneBuilder {
 }
 
 impl ZoneMap {
+    /// The zone map of this one's rows and `o`'s together.
+    pub(crate) fn merge(&self, o: &ZoneMap) -> ZoneMap {
+        use crate::scan::cnf::compare;
+        use std::cmp::Ordering;
+        let has_values = |z: &ZoneMap| z.carried > z.nulls;
+        let (min, max) = match (has_values(self), has_values(o)) {
+            (_, false) => (self.min.clone(), self.max.clone()),
+            (false, true) => (o.min.clone(), o.max.clone()),
+            (true, true) => match (&self.min, &self.max, &o.min, &o.max) {
+                (Some(a), Some(b), Some(c), Some(d)) => (
+                    Some(if compare(c, a) == Ordering::Less { c.clone() } else { a.clone() }),
+                    Some(if compare(d, b) == Ordering::Greater { d.clone() } else { b.clone() }),
+                ),
+                _ => (None, None),
+            },
+        };
+        let bounded = min.is_some() && max.is_some();
+        ZoneMap { min, max, nulls: self.nulls + o.nulls, carried: self.carried + o.carried, bounded }
+    }
+
     /// The zone map of `rows` rows with no NULL whose values lie in `[min, max]`.
     pub(crate) fn bounds(min: Value, max: Value, rows: u64) -> ZoneMap {
         ZoneMap { min: Some(min), max: Some(max), nulls: 0, carried: rows, bounded: true }
@@ -245,6 +265,8 @@ impl ZoneMap {
 pub(crate) struct Zones {
     bytes: Box<[u8]>,
     types: Arc<[ColumnType]>,
+    /// Columns whose zone map is not known (empty: all are known); see [`Self::partial`].
+    unknown: Box<[bool]>,
 }
 
 impl Zones {
@@ -254,7 +276,16 @@ impl Zones {
         for (z, &ty) in zones.iter().zip(types.iter()) {
             z.encode(ty, &mut bytes);
         }
-        Zones { bytes: bytes.into(), types }
+        Zones { bytes: bytes.into(), types, unknown: Box::new([]) }
+    }
+
+    /// Zone maps some of which are not known: [`Self::get`] gives `None` for those. (Not
+    /// encoded: only views of row-group files' pages are built so.)
+    pub(crate) fn partial(zones: &[Option<ZoneMap>], types: Arc<[ColumnType]>) -> Zones {
+        let known: Vec<ZoneMap> = zones.iter().map(|z| z.clone().unwrap_or_default()).collect();
+        let unknown: Box<[bool]> = zones.iter().map(Option::is_none).collect();
+        let unknown = if unknown.iter().any(|&u| u) { unknown } else { Box::new([]) };
+        Zones { unknown, ..Zones::new(&known, types) }
     }
 
     /// Reads and checks one zone map per column of `types`.
@@ -264,12 +295,15 @@ impl Zones {
             ZoneMap::decode(ty, &mut whole)?;
         }
         let bytes = r.take(whole.pos())?;
-        Ok(Zones { bytes: bytes.into(), types })
+        Ok(Zones { bytes: bytes.into(), types, unknown: Box::new([]) })
     }
 
-    /// Column `j`'s zone map (`None` past the group's columns).
+    /// Column `j`'s zone map (`None` past the group's columns, or when not known).
     pub(crate) fn get(&self, j: usize) -> Option<ZoneMap> {
         let ty = *self.types.get(j)?;
+        if self.unknown.get(j).copied().unwrap_or(false) {
+            return None;
+        }
         let mut r = Reader::new(&self.bytes);
         for &t in &self.types[..j] {
             ZoneMap::skip(t, &mut r).ok()?;
@@ -289,7 +323,7 @@ impl Zones {
 
     /// Bytes held (the column types are shared by the file).
     pub(crate) fn memory(&self) -> usize {
-        self.bytes.len()
+        self.bytes.len() + self.unknown.len()
     }
 }
 

@@ -59,7 +59,7 @@ impl Run {
             return None;
         }
         let cg = self.files.first()?.cg;
-        info.layout.cover(level, cg).map(|c| &c[..])
+        info.runs.cover(level, cg).map(|c| &c[..])
     }
 
     /// The file that may hold `key`.
