@@ -546,7 +546,8 @@ fn layouts_from_the_command_line_and_exec() {
     let st: Json = serde_json::from_str(&out).unwrap();
     let t = &st["tables"][0];
     assert!(t["layout"].as_str().unwrap().starts_with("L0: row; L1: column"), "{out}");
-    // After a full compaction the row lives in the last level, one file per column group.
+    // After a full compaction the row lives in the last level: one row-group file, which every
+    // column group counts.
     let last = t["levels"].as_array().unwrap().last().unwrap();
     let groups: Vec<(String, u64)> = last["groups"]
         .as_array()

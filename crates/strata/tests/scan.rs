@@ -456,11 +456,12 @@ fn churn(rng: &mut StdRng, t: &Table, s: &Schema, model: &mut Model, n: usize) {
     }
 }
 
-/// The options of a table of layout `layout` (`<layout>+rg`: in row-group files).
+/// The options of a table of layout `layout` (`<layout>+runs`: one run per group at every
+/// level, as tables of builds before row-group files, instead of row-group files).
 fn table_options(layout: &str, s: &Schema) -> TableOptions {
-    let (layout, row_groups) = match layout.strip_suffix("+rg") {
-        Some(l) => (l, true),
-        None => (layout, false),
+    let (layout, row_groups) = match layout.strip_suffix("+runs") {
+        Some(l) => (l, false),
+        None => (layout, true),
     };
     match layout_spec(layout, s) {
         Some(spec) => TableOptions::with_layout(&spec),
@@ -650,7 +651,7 @@ fn scan_while_churning(db: &Db, t: &Table, s: &Schema, mut rng: StdRng, mut mode
 
 #[test]
 fn scans_during_flushes_and_compactions_match_the_model() {
-    for layout in ["row", "column", "cg3", "lifecycle", "lifecycle+rg"] {
+    for layout in ["row", "column", "cg3", "lifecycle", "lifecycle+runs"] {
         for seed in seeds(&[31]) {
             println!("layout {layout}, seed {seed}");
             with_seed(seed, |s| run_concurrent(s, layout));
@@ -660,7 +661,7 @@ fn scans_during_flushes_and_compactions_match_the_model() {
 
 #[test]
 fn pushdown_matches_a_plain_filter_and_aggregate() {
-    for layout in ["row", "column", "cg3", "lifecycle", "column+rg", "cg3+rg", "lifecycle+rg"] {
+    for layout in ["row", "column", "cg3", "lifecycle", "column+runs", "lifecycle+runs"] {
         for seed in seeds(&[11, 12]) {
             println!("layout {layout}, seed {seed}");
             with_seed(seed, |s| run(s, layout, false));
@@ -671,7 +672,7 @@ fn pushdown_matches_a_plain_filter_and_aggregate() {
 /// The same with the files on two tiers, most of them on the slow one.
 #[test]
 fn pushdown_matches_with_two_tiers() {
-    for layout in ["row", "cg3", "cg3+rg"] {
+    for layout in ["row", "cg3", "cg3+runs"] {
         for seed in seeds(&[13]) {
             println!("layout {layout}, seed {seed}, two tiers");
             with_seed(seed, |s| run(s, layout, true));

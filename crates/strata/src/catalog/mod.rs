@@ -123,16 +123,17 @@ pub struct TableOptions {
     /// The engine storing the table (default [`Engine::Lsm`]). Layouts and aligned compaction
     /// apply to the LSM engine only.
     pub engine: Engine,
-    /// Row-group files (SST format 5) from Level-1 down: each file holds every column group of
-    /// its level for one key range, aligned by row position, so a level is one run however many
-    /// groups it has (off by default while the scan path learns to read them group by group;
-    /// fixed when the table is created).
+    /// Row-group files (SST format 5) from Level-1 down: at a level of more than one column
+    /// group each file holds every group for one key range, aligned by row position, so the
+    /// level is one run however many groups it has (on by default; fixed when the table is
+    /// created). Off, each group of a level is its own run of files, as in tables created by
+    /// builds before row-group files, which keep that.
     pub row_groups: bool,
 }
 
 impl Default for TableOptions {
     fn default() -> Self {
-        TableOptions { layout: None, aligned_compaction: true, engine: Engine::Lsm, row_groups: false }
+        TableOptions { layout: None, aligned_compaction: true, engine: Engine::Lsm, row_groups: true }
     }
 }
 
@@ -190,7 +191,8 @@ impl TableOptions {
 
     pub(crate) fn decode(b: &[u8]) -> DecodeResult<Self> {
         let mut r = Reader::new(b);
-        let mut o = TableOptions::default();
+        // Without the tag, a table of one run per group (every table of earlier builds).
+        let mut o = TableOptions { row_groups: false, ..TableOptions::default() };
         while !r.is_empty() {
             match r.varint()? {
                 TAG_LAYOUT => {
@@ -274,15 +276,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn table_options_round_trip_and_defaults_encode_to_nothing() {
+    fn table_options_round_trip_and_no_options_are_a_table_of_earlier_builds() {
+        // Nothing encoded: the defaults of builds before row-group files (one run per group).
+        let old = TableOptions::decode(&[]).unwrap();
+        assert_eq!(old, TableOptions::default().with_row_groups(false));
         let mut out = Vec::new();
-        TableOptions::default().encode(&mut out);
-        assert!(out.is_empty(), "default options must encode as earlier builds did");
+        old.encode(&mut out);
+        assert!(out.is_empty(), "such options encode as earlier builds did");
         for o in [
+            TableOptions::default(),
             TableOptions::with_layout("L1-: column"),
+            TableOptions::with_layout("L1-: column").with_row_groups(false),
             TableOptions::default().aligned(false),
             TableOptions::with_layout("L2-: (a) (b,c)").aligned(false),
-            TableOptions::engine(Engine::Lineage),
+            TableOptions::engine(Engine::Lineage).with_row_groups(false),
         ] {
             let mut out = Vec::new();
             o.encode(&mut out);

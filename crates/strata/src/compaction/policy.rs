@@ -433,7 +433,11 @@ mod tests {
                     version = Version::new(opts.num_levels);
                 }
                 Some("table") => table = words.next().and_then(|w| w.parse().ok()).expect("table id"),
-                Some("layout") => options = TableOptions::with_layout(line.trim_start().trim_start_matches("layout")),
+                // The per-group policy: tables of one run per group (see `TableOptions::row_groups`).
+                Some("layout") => {
+                    options =
+                        TableOptions::with_layout(line.trim_start().trim_start_matches("layout")).with_row_groups(false)
+                }
                 Some("busy") => busy.extend(words.map(|w| w.parse::<u64>().expect("file number"))),
                 Some("tiers") => {
                     let list = words.next().expect("budgets");
@@ -531,7 +535,8 @@ mod tests {
         let cols = ["k", "a", "b", "c", "d"].iter().map(|n| Column::new(*n, ColumnType::Int)).collect();
         let schema = Arc::new(Schema::new(cols, &["k"]).expect("schema"));
         let row = TableInfo::new(1, "r".into(), schema.clone(), TableOptions::default()).unwrap();
-        let column = TableInfo::new(2, "c".into(), schema, TableOptions::with_layout("L1-: column")).unwrap();
+        let column = TableOptions::with_layout("L1-: column").with_row_groups(false);
+        let column = TableInfo::new(2, "c".into(), schema, column).unwrap();
         let size = |info: &TableInfo, level, group: &[usize]| output_file_size(info, level, group, &opts, 2 << 20);
         assert_eq!(size(&row, 0, &[0, 1, 2, 3]), u64::MAX, "Level-0 files are never cut");
         // Row: a quarter of L1 (1 MiB) is below the 2 MiB target; L2 is wide enough.
@@ -624,7 +629,8 @@ mod tests {
     fn alignment_picks_the_group_below_holding_most_bytes() {
         let cols = ["k", "a", "b", "c", "d"].iter().map(|n| Column::new(*n, ColumnType::Int)).collect();
         let schema = Arc::new(Schema::new(cols, &["k"]).expect("schema"));
-        let info = TableInfo::new(1, "t".into(), schema, TableOptions::with_layout("L2-: (a,b) (c,d)")).unwrap();
+        let options = TableOptions::with_layout("L2-: (a,b) (c,d)").with_row_groups(false);
+        let info = TableInfo::new(1, "t".into(), schema, options).unwrap();
         let mut edit = VersionEdit::default();
         edit.push(EditRecord::CreateTable(info));
         for f in ["20:a-m:100@1/0", "22:a-f:80@1/2", "23:g-m:80@1/2"] {

@@ -458,15 +458,12 @@ impl Db {
             }
             let id = vs.counters.next_table_id;
             let lineage = options.engine == Engine::Lineage;
+            // Row-group files are the LSM engine's: a lineage table has no SST files.
+            let options = if lineage { options.with_row_groups(false) } else { options };
             match &options.layout {
                 Some(_) if lineage => {
                     return Err(Error::InvalidArgument(
                         "column-group layouts apply to the LSM engine; a lineage table takes none".into(),
-                    ))
-                }
-                _ if lineage && options.row_groups => {
-                    return Err(Error::InvalidArgument(
-                        "row-group files apply to the LSM engine; a lineage table has none".into(),
                     ))
                 }
                 Some(spec) => {

@@ -67,12 +67,14 @@ fn column_name(info: &TableInfo, value_col: usize) -> String {
 }
 
 fn group_stats(info: &TableInfo, level: usize, l: &Level) -> Vec<GroupStats> {
-    info.runs
-        .groups(level)
+    // A row-group level's files hold every group: each group's entry counts them all.
+    let row_groups = info.row_groups(level);
+    row_groups
+        .unwrap_or_else(|| info.runs.groups(level))
         .iter()
         .map(|g| {
             let id = group_id(g);
-            let files: Vec<_> = l.files().filter(|f| f.cg == id).collect();
+            let files: Vec<_> = l.files().filter(|f| row_groups.is_some() || f.cg == id).collect();
             GroupStats {
                 columns: g.iter().map(|&c| column_name(info, c)).collect(),
                 files: files.len(),
@@ -105,8 +107,8 @@ pub struct LevelStats {
     /// Smallest and largest sequence number stored (the age band of the level), if any file.
     pub seq_range: Option<(u64, u64)>,
     /// The level's column groups, as its layout lists them (Level-0: one, the whole row), each
-    /// with its run of files; one entry of every column in a row-group table, whose files hold
-    /// every group of their level.
+    /// with its run of files; at a level of row-group files, which hold every group of the
+    /// level, each group's entry counts all of them.
     pub groups: Vec<GroupStats>,
     /// Operations this level served since open.
     pub workload: WorkloadStats,
