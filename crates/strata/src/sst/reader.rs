@@ -133,7 +133,7 @@ impl Fences {
         a
     }
 
-    fn memory(&self) -> usize {
+    pub(super) fn memory(&self) -> usize {
         self.0.capacity() * 8
     }
 }
@@ -179,8 +179,9 @@ impl SstReader {
         let (meta_h, version) = decode_footer(path, len, &footer)?;
         if version == ROW_GROUP_FORMAT {
             let rows = RowGroupReader::open(fs, path, (number, tier), cache.clone())?;
-            let WholeRows { meta, index, filter } = rows.whole_rows();
-            let parts = (meta, index, filter);
+            // The bloom filter stays with the row-group reader (see `may_contain`).
+            let WholeRows { meta, index } = rows.whole_rows();
+            let parts = (meta, index, Vec::new());
             return Ok(Self::build((file, path, number, version), parts, cache, (tier, heat), Some(rows)));
         }
         if version > super::FORMAT_VERSION {
@@ -247,6 +248,7 @@ impl SstReader {
         let index: usize =
             self.index.iter().map(|e| size_of::<IndexEntry>() + e.last_key.capacity() + e.zones.memory()).sum();
         index
+            + self.rows.as_ref().map_or(0, |r| r.memory())
             + self.filter.capacity()
             + self.starts.capacity() * 8
             + self.fences.memory()
@@ -275,6 +277,9 @@ impl SstReader {
 
     /// Whether the bloom filter allows a key with hash `hash` (see [`bloom::key_hash`]).
     pub(crate) fn may_contain(&self, hash: u64) -> bool {
+        if let Some(rows) = &self.rows {
+            return rows.may_contain(hash);
+        }
         bloom::may_contain(&self.filter, hash)
     }
 

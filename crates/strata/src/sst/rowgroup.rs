@@ -475,7 +475,6 @@ pub(crate) struct RowGroupReader {
 pub(crate) struct WholeRows {
     pub meta: SstMeta,
     pub index: Vec<IndexEntry>,
-    pub filter: Vec<u8>,
 }
 
 /// Decodes the index block against the meta: one entry per page the row count calls for.
@@ -587,8 +586,8 @@ impl RowGroupReader {
         }))
     }
 
-    /// The file as a file of whole rows whose blocks are the key pages: meta, one index entry
-    /// per key page and the bloom filter. A column's zone map of a key page is known where the
+    /// The file as a file of whole rows whose blocks are the key pages: meta, and one index
+    /// entry per key page. A column's zone map of a key page is known where the
     /// column's pages nest inside the key page (merged from theirs), unknown where one page of
     /// the column spans several key pages.
     pub(crate) fn whole_rows(&self) -> WholeRows {
@@ -635,7 +634,22 @@ impl RowGroupReader {
                 }
             })
             .collect();
-        WholeRows { meta, index, filter: self.filter.clone() }
+        WholeRows { meta, index }
+    }
+
+    /// Whether the bloom filter allows a key with hash `hash` (see [`bloom::key_hash`]).
+    pub(crate) fn may_contain(&self, hash: u64) -> bool {
+        bloom::may_contain(&self.filter, hash)
+    }
+
+    /// Approximate bytes held in memory outside the block cache: the page index (with a zone
+    /// map per column per page), fences and bloom filter.
+    pub(crate) fn memory(&self) -> usize {
+        use std::mem::size_of;
+        let keys: usize = self.key_pages.iter().map(|e| size_of::<KeyPageEntry>() + e.last_key.capacity()).sum();
+        let groups: usize =
+            self.group_pages.iter().flatten().map(|e| size_of::<GroupPageEntry>() + e.zones.memory()).sum();
+        keys + groups + self.fences.memory() + self.filter.capacity()
     }
 
     /// Where value column `vi` is stored: its group and its column there.
