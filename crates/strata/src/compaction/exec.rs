@@ -8,6 +8,10 @@
 //! partial row counts only if it carries one of the group's columns — and each projection is
 //! collapsed on its own, so every column keeps the versions its chain needs.
 //!
+//! Into a level of row-group files (see [`TableInfo::row_groups`]) there is one output group of
+//! every column, so versions are collapsed as whole or partial rows, and each file is written as
+//! a row-group file of the level's groups.
+//!
 //! Where files are cut is a [`Cutter`]'s decision: by size, or aligned to the files of the level
 //! below the output (Kim et al. §IV, Algorithm 1), so that compacting an output file later takes
 //! whole files from below instead of neighbours it overlaps by a sliver.
