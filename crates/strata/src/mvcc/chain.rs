@@ -91,6 +91,12 @@ impl Resolver {
         })
     }
 
+    /// Whether value column `c` still needs a value: the only columns whose cells the next
+    /// version is asked for (see [`Self::push_with`]).
+    pub(crate) fn is_open(&self, c: usize) -> bool {
+        self.state.get(c) == Some(&OPEN)
+    }
+
     /// Whether a partial row could change the outcome, given which value columns it carries
     /// (`carries`): only if it carries a wanted column no version has given a value yet, since a
     /// partial row never settles anything. Lets readers pass over such rows without decoding.

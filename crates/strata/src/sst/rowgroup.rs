@@ -796,6 +796,7 @@ impl RowGroupReader {
     /// The versions of `key`, newest first: ordinal, sequence number and kind of each (none
     /// when the file does not hold the key). One fence search, one binary search in a key page
     /// (and the next ones while the key's versions continue there).
+    #[cfg(test)]
     pub(crate) fn versions(&self, key: &[u8]) -> Result<Vec<(u64, u64, Kind)>> {
         let mut out = Vec::new();
         let mut p = self.fences.find(key, |i| &self.key_pages[i].last_key);
@@ -842,39 +843,46 @@ impl RowGroupReader {
             return Ok(Lookup::Filtered);
         }
         let mut found = false;
-        let mut failed = None;
-        // Each group's page last read (a group's columns of a row share one page).
-        let mut pages: Vec<Option<(usize, Arc<Block>)>> = vec![None; self.meta.groups.len()];
-        for (r, seq, kind) in self.versions(key)? {
-            if res.is_settled() {
+        // Each group's page holding the current version: loaded once per version for the groups
+        // with a column the read still needs, so cells are then read by position alone.
+        let mut pages: smallvec::SmallVec<[Option<(Arc<Block>, usize)>; 8]> =
+            smallvec::smallvec![None; self.meta.groups.len()];
+        let mut p = self.fences.find(key, |i| &self.key_pages[i].last_key);
+        'pages: while p < self.key_pages.len() {
+            let keys = self.key_page(p)?;
+            let (first, seqs) = keys.versions_of(key);
+            let base = (p as u64) << self.shape.key_shift();
+            for (i, &seq) in (first..).zip(seqs.iter()) {
+                if res.is_settled() {
+                    break 'pages;
+                }
+                if seq > snapshot {
+                    continue;
+                }
+                found = true;
+                let (r, kind) = (base + i as u64, keys.kind(i));
+                for (g, group) in self.meta.groups.iter().enumerate() {
+                    let needed = kind != Kind::Delete && group.columns.iter().any(|&vi| res.is_open(vi));
+                    pages[g] = match needed {
+                        true => {
+                            let (q, row) = self.shape.locate(g, r);
+                            Some((self.group_page(g, q)?, row))
+                        }
+                        false => None,
+                    };
+                }
+                let wants = |vi: usize| wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false));
+                res.push_with(kind, None, |vi| {
+                    let (g, c) = self.place.get(vi).copied().flatten().filter(|_| wants(vi))?;
+                    let (page, row) = pages[g].as_ref()?;
+                    page.cell(*row, c)
+                });
+            }
+            // The key's versions may go on in the next page only if they reach this one's end.
+            if seqs.is_empty() || first + seqs.len() < keys.len() {
                 break;
             }
-            if seq > snapshot {
-                continue;
-            }
-            found = true;
-            let wants = |vi: usize| wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false));
-            res.push_with(kind, None, |vi| {
-                if !wants(vi) || kind == Kind::Delete {
-                    return None;
-                }
-                let (g, c) = self.place.get(vi).copied().flatten()?;
-                let (p, row) = self.shape.locate(g, r);
-                let page = match &pages[g] {
-                    Some((q, b)) if *q == p => b.clone(),
-                    _ => match self.group_page(g, p) {
-                        Ok(b) => pages[g].insert((p, b)).1.clone(),
-                        Err(e) => {
-                            failed.get_or_insert(e);
-                            return None;
-                        }
-                    },
-                };
-                page.cell(row, c)
-            });
-            if let Some(e) = failed {
-                return Err(e);
-            }
+            p += 1;
         }
         Ok(Lookup::Probed(found))
     }
