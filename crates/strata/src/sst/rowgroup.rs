@@ -443,6 +443,9 @@ impl RowGroupBuilder {
 /// A page and some of its rows.
 pub(crate) type PageRows = (Arc<Block>, std::ops::Range<usize>);
 
+/// A page and one of its rows.
+type PageRow = (Arc<Block>, usize);
+
 /// A page of a row-group file: key page `p`, or page `p` of group `g`.
 #[derive(Debug, Clone, Copy)]
 enum Page {
@@ -845,8 +848,7 @@ impl RowGroupReader {
         let mut found = false;
         // Each group's page holding the current version: loaded once per version for the groups
         // with a column the read still needs, so cells are then read by position alone.
-        let mut pages: smallvec::SmallVec<[Option<(Arc<Block>, usize)>; 8]> =
-            smallvec::smallvec![None; self.meta.groups.len()];
+        let mut pages: smallvec::SmallVec<[Option<PageRow>; 8]> = smallvec::smallvec![None; self.meta.groups.len()];
         let mut p = self.fences.find(key, |i| &self.key_pages[i].last_key);
         'pages: while p < self.key_pages.len() {
             let keys = self.key_page(p)?;
