@@ -119,7 +119,7 @@ pub(super) fn overlaps(o: &Other, rp: &ReadPoint, table: u32, lo: &[u8], hi: &[u
             if e.last_key.as_slice() < hi {
                 return Ok(true);
             }
-            let b = r.block(bi, true)?;
+            let b = r.key_block(bi)?;
             let i = b.seek(lo);
             Ok(i < b.len() && b.key(i) < hi)
         }

@@ -316,6 +316,15 @@ impl SstReader {
         Ok(b)
     }
 
+    /// Block `i`'s keys, sequence numbers and kinds, as a block: block `i` itself, or a row-group
+    /// file's key page alone (no columns assembled).
+    pub(crate) fn key_block(&self, i: usize) -> Result<Arc<Block>> {
+        match &self.rows {
+            Some(rows) => rows.key_page(i),
+            None => self.block(i, true),
+        }
+    }
+
     /// Block `i` and the versions of `key` in it (see [`Block::versions_of`]); a block read
     /// from the file is cached without its key index.
     fn lookup(&self, i: usize, key: &[u8]) -> Result<(Arc<Block>, Versions)> {

@@ -796,19 +796,19 @@ impl RowGroupReader {
         Error::corruption(&self.path, 0, format!("page {p} past the file's rows"))
     }
 
-    /// The versions of `key`, newest first: ordinal, sequence number and kind of each (none
-    /// when the file does not hold the key). One fence search, one binary search in a key page
+    /// Calls `f` with each version of `key`, newest first: its ordinal, sequence number and
+    /// kind, until `f` says stop (`Ok(false)`). One fence search, one binary search in a key page
     /// (and the next ones while the key's versions continue there).
-    #[cfg(test)]
-    pub(crate) fn versions(&self, key: &[u8]) -> Result<Vec<(u64, u64, Kind)>> {
-        let mut out = Vec::new();
+    fn each_version(&self, key: &[u8], mut f: impl FnMut(u64, u64, Kind) -> Result<bool>) -> Result<()> {
         let mut p = self.fences.find(key, |i| &self.key_pages[i].last_key);
         while p < self.key_pages.len() {
             let page = self.key_page(p)?;
             let (first, seqs) = page.versions_of(key);
             let base = (p as u64) << self.shape.key_shift();
-            for (i, seq) in (first..).zip(seqs.iter()) {
-                out.push((base + i as u64, *seq, page.kind(i)));
+            for (i, &seq) in (first..).zip(seqs.iter()) {
+                if !f(base + i as u64, seq, page.kind(i))? {
+                    return Ok(());
+                }
             }
             // The key's versions may go on in the next page only if they reach this one's end.
             if seqs.is_empty() || first + seqs.len() < page.len() {
@@ -816,6 +816,18 @@ impl RowGroupReader {
             }
             p += 1;
         }
+        Ok(())
+    }
+
+    /// The versions of `key`, newest first: ordinal, sequence number and kind of each (none
+    /// when the file does not hold the key).
+    #[cfg(test)]
+    pub(crate) fn versions(&self, key: &[u8]) -> Result<Vec<(u64, u64, Kind)>> {
+        let mut out = Vec::new();
+        self.each_version(key, |r, seq, kind| {
+            out.push((r, seq, kind));
+            Ok(true)
+        })?;
         Ok(out)
     }
 
@@ -849,43 +861,32 @@ impl RowGroupReader {
         // Each group's page holding the current version: loaded once per version for the groups
         // with a column the read still needs, so cells are then read by position alone.
         let mut pages: smallvec::SmallVec<[Option<PageRow>; 8]> = smallvec::smallvec![None; self.meta.groups.len()];
-        let mut p = self.fences.find(key, |i| &self.key_pages[i].last_key);
-        'pages: while p < self.key_pages.len() {
-            let keys = self.key_page(p)?;
-            let (first, seqs) = keys.versions_of(key);
-            let base = (p as u64) << self.shape.key_shift();
-            for (i, &seq) in (first..).zip(seqs.iter()) {
-                if res.is_settled() {
-                    break 'pages;
-                }
-                if seq > snapshot {
-                    continue;
-                }
-                found = true;
-                let (r, kind) = (base + i as u64, keys.kind(i));
-                for (g, group) in self.meta.groups.iter().enumerate() {
-                    let needed = kind != Kind::Delete && group.columns.iter().any(|&vi| res.is_open(vi));
-                    pages[g] = match needed {
-                        true => {
-                            let (q, row) = self.shape.locate(g, r);
-                            Some((self.group_page(g, q)?, row))
-                        }
-                        false => None,
-                    };
-                }
-                let wants = |vi: usize| wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false));
-                res.push_with(kind, None, |vi| {
-                    let (g, c) = self.place.get(vi).copied().flatten().filter(|_| wants(vi))?;
-                    let (page, row) = pages[g].as_ref()?;
-                    page.cell(*row, c)
-                });
+        let wants = |vi: usize| wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false));
+        self.each_version(key, |r, seq, kind| {
+            if res.is_settled() {
+                return Ok(false);
             }
-            // The key's versions may go on in the next page only if they reach this one's end.
-            if seqs.is_empty() || first + seqs.len() < keys.len() {
-                break;
+            if seq > snapshot {
+                return Ok(true);
             }
-            p += 1;
-        }
+            found = true;
+            for (g, group) in self.meta.groups.iter().enumerate() {
+                let needed = kind != Kind::Delete && group.columns.iter().any(|&vi| res.is_open(vi));
+                pages[g] = match needed {
+                    true => {
+                        let (q, row) = self.shape.locate(g, r);
+                        Some((self.group_page(g, q)?, row))
+                    }
+                    false => None,
+                };
+            }
+            res.push_with(kind, None, |vi| {
+                let (g, c) = self.place.get(vi).copied().flatten().filter(|_| wants(vi))?;
+                let (page, row) = pages[g].as_ref()?;
+                page.cell(*row, c)
+            });
+            Ok(true)
+        })?;
         Ok(Lookup::Probed(found))
     }
 
