@@ -3,6 +3,7 @@
 //! writes new files).
 
 pub mod exec;
+pub(crate) mod job;
 pub mod pick;
 pub mod policy;
 pub(crate) mod supersede;

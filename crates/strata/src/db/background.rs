@@ -9,27 +9,25 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{BgState, DbInner, ReadView, TableInfo};
+use super::{BgState, DbInner, ReadView};
 use crate::column_group::group_id;
-use crate::compaction::exec::{write_merged, Cutter, Keep, OutputSpec};
+use crate::compaction::exec::Keep;
+use crate::compaction::job::{self, Placed};
 use crate::compaction::pick::{self, PickEnv};
 use crate::compaction::policy::{self, CompactionTask, PolicyOptions};
 use crate::compaction::supersede::{self, Made, Marker};
 use crate::compaction::tiering;
 use crate::error::{Error, Result};
-use crate::iter::merge::{MemSource, MergeIter, RunSource, Source};
+use crate::iter::merge::MemSource;
 use crate::memtable::{MemCursor, Memtable};
 use crate::mvcc::chain::Stripes;
 use crate::sst::bloom::key_hash;
 use crate::sst::builder::SstOptions;
 use crate::sst::keyset::KeySet;
-use crate::tier::{self, TierPlacement};
+use crate::tier::TierPlacement;
 use crate::version::edit::{EditRecord, VersionEdit};
 use crate::version::{FileMeta, Version};
 use crate::vfs::DeviceProfile;
-
-/// A compaction output and the value columns of its group.
-type PlacedOutput = (Arc<FileMeta>, Vec<usize>);
 
 enum Job {
     Flush,
@@ -142,7 +140,9 @@ impl DbInner {
             // Deferred marking: the slow tier's files are left to a staging compaction.
             let defer = self.defers_marking() && t.levels.iter().any(|l| l.files().any(|f| f.tier != 0));
             let mut marker = Marker::flush(&self.tables, t, mem.key_hashes(table_id), defer);
-            let files = self.write_files(
+            let alloc = || self.alloc_output();
+            let files = job::write_files(
+                &self.job_context(&alloc),
                 info,
                 (0, 0),
                 vec![Box::new(src)],
@@ -220,72 +220,17 @@ impl DbInner {
         self.install_locked(&mut vs, edit, mem)
     }
 
-    /// Merges `sources` into files of `level` on `tier`, one run per group of `groups`, each
-    /// given with the files below `level` its output aligns to (see
-    /// [`policy::alignment_files`]; empty: cut by size).
-    fn write_files(
-        &self,
-        info: &TableInfo,
-        (level, tier): (usize, u8),
-        sources: Vec<Box<dyn Source>>,
-        groups: Vec<(Vec<usize>, Vec<Arc<FileMeta>>)>,
-        keep: Keep<'_>,
-        marker: &mut Marker<'_>,
-    ) -> Result<Vec<FileMeta>> {
-        let opts = self.policy_options();
-        let groups = groups
-            .into_iter()
-            .map(|(g, below)| {
-                let size = policy::output_file_size(info, level, &g, &opts, self.opts.target_file_size);
-                let cutter = if below.is_empty() {
-                    Cutter::by_size(size)
-                } else {
-                    Cutter::aligned(size, self.opts.alignment_variance, below)
-                };
-                (g, cutter)
-            })
-            .collect();
-        let path_of = |n: u64| self.tables.path(n);
-        let alloc = || {
-            let n = self.alloc_output();
-            self.tables.place(n, tier);
-            n
-        };
-        let keep_hashes = |number: u64, hashes: Vec<u64>| self.tables.set_key_set(number, hashes);
-        let spec = OutputSpec {
+    /// What a compaction job or a flush needs of the database: the file cache, the file system,
+    /// the file-number allocator and the options (see [`job::Context`]).
+    fn job_context<'a>(&'a self, alloc: &'a dyn Fn() -> u64) -> job::Context<'a> {
+        job::Context {
+            tables: &self.tables,
             fs: self.fs.as_ref(),
-            path_of: &path_of,
-            alloc: &alloc,
-            table: info,
-            level,
-            groups,
-            row_groups: info.row_groups(level),
+            alloc,
             sst: self.sst_options(),
-            // Flushes probe every Level-0 file for each key they write.
-            key_hashes: (level == 0).then_some(&keep_hashes as &dyn Fn(u64, Vec<u64>)),
-        };
-        let mut files = write_merged(MergeIter::new(sources), keep, &spec, marker)?;
-        for f in &mut files {
-            f.tier = tier;
-        }
-        Ok(files)
-    }
-
-    /// The tier a compaction writes its output to: the task's own for a tier move, else the
-    /// output level's (see [`tier::output_tier`]), except that output into the last level stays
-    /// on the fast tier when most of what it rewrites there is on the fast tier (a promoted hot
-    /// range stays where reverse compaction put it).
-    fn output_tier(&self, task: &CompactionTask) -> u8 {
-        if let Some(t) = task.to_tier {
-            return t;
-        }
-        let tier = tier::output_tier(self.tiers.len(), task.output_level, self.opts.num_levels);
-        let bytes_on =
-            |fast: bool| task.next_inputs.iter().filter(|f| (f.tier == 0) == fast).map(|f| f.size).sum::<u64>();
-        if tier != 0 && bytes_on(true) > bytes_on(false) {
-            0
-        } else {
-            tier
+            policy: self.policy_options(),
+            target_file_size: self.opts.target_file_size,
+            alignment_variance: self.opts.alignment_variance,
         }
     }
 
@@ -352,25 +297,16 @@ impl DbInner {
     }
 
     pub(crate) fn run_compaction(&self, task: &CompactionTask) -> Result<()> {
-        let mut edit = VersionEdit::default();
-        for f in &task.inputs {
-            edit.push(EditRecord::DeleteFile { table: task.table, level: task.level, number: f.number });
-        }
         // A file moving to another tier is rewritten there, never moved in place.
-        let tier = self.output_tier(task);
+        let tier = job::output_tier(task, self.tiers.len(), self.opts.num_levels);
         if task.to_tier.is_some() && self.opts.tier_placement == TierPlacement::RoundRobin {
             if let Some(f) = task.inputs.first() {
                 *self.evict_cursor.lock() = (task.table, f.largest.clone());
             }
         }
-        if task.trivial_move && task.inputs.iter().all(|f| f.tier == tier) {
-            for f in &task.inputs {
-                edit.push(EditRecord::AddFile { table: task.table, level: task.output_level, file: (**f).clone() });
-            }
-            return self.install(edit, None);
-        }
-        for f in &task.next_inputs {
-            edit.push(EditRecord::DeleteFile { table: task.table, level: task.output_level, number: f.number });
+        if job::moves(task, tier) {
+            let moved = task.inputs.iter().map(|f| (**f).clone()).collect();
+            return self.install(job::edit(task, moved), None);
         }
         // The current version holds the inputs; keep it only while they are read, so the
         // cleanup after install can delete them.
@@ -379,99 +315,37 @@ impl DbInner {
             return Ok(());
         };
         let info = table.info.clone();
-        let mut sources: Vec<Box<dyn Source>> = Vec::new();
-        let run = |files: Vec<Arc<FileMeta>>| -> Box<dyn Source> {
-            Box::new(
-                RunSource::new(files, self.tables.clone(), &[], None, info.value_types.clone(), None, false).in_place(),
-            )
-        };
-        if task.level == 0 {
-            for f in &task.inputs {
-                sources.push(run(vec![f.clone()]));
-            }
-        } else {
-            sources.push(run(task.inputs.clone()));
-        }
-        // The files below come from the groups inside the input group: one run each.
-        let groups: Vec<Vec<usize>> =
-            info.runs.descendants(task.level, task.cg, task.output_level).into_iter().map(<[usize]>::to_vec).collect();
-        if let Some(f) = task.next_inputs.iter().find(|f| !groups.iter().any(|g| group_id(g) == f.cg)) {
-            return Err(Error::corruption(
-                self.tables.path(f.number),
-                0,
-                format!("level {} holds a file of a column group the layout does not have", task.output_level),
-            ));
-        }
-        for g in &groups {
-            let id = group_id(g);
-            let files: Vec<Arc<FileMeta>> = task.next_inputs.iter().filter(|f| f.cg == id).cloned().collect();
-            if !files.is_empty() {
-                sources.push(run(files));
-            }
-        }
-        // Aligned compaction: each output group's files are cut to match the files below it
-        // (a staging compaction's one Level-0 file is not cut).
-        let staging = task.output_level == 0;
-        let range = policy::key_range(task.all_inputs());
-        let groups = groups
-            .into_iter()
-            .map(|g| {
-                let below = match &range {
-                    Some((lo, hi)) if info.options.aligned_compaction && !staging => {
-                        policy::alignment_files(table, task.output_level, &g, lo, hi)
-                    }
-                    _ => Vec::new(),
-                };
-                (g, below)
-            })
-            .collect();
         // Versions the history window no longer needs may go: raise the floor to the horizon
         // (never above what the inputs hold) before capturing the snapshots.
         let newest_input = task.all_inputs().map(|f| f.max_seq).max().unwrap_or(0);
         self.snapshots.raise_floor(newest_input.min(self.history_horizon()));
         let snapshots = self.snapshots.capture();
         let stripes = Stripes { snapshots: &snapshots, history_from: self.snapshots.floor() };
-        let inputs = task.all_inputs().map(|f| f.number).collect();
-        let mut marker = if staging {
-            Marker::staging(&self.tables, table, &inputs)
-        } else {
-            Marker::compaction(&self.tables, table, &inputs)
-        };
-        let keep = Keep { stripes, bottommost: task.bottommost, folded: false };
-        let files = self.write_files(&info, (task.output_level, tier), sources, groups, keep, &mut marker)?;
+        let alloc = || self.alloc_output();
+        let done = job::run(&self.job_context(&alloc), task, table, tier, stripes)?;
         // The outputs inherit the access histogram of the ranges they now hold.
-        self.tables.heat.carry(task.all_inputs().map(|f| &**f), &files);
+        self.tables.heat.carry(task.all_inputs().map(|f| &**f), &done.files);
         let before = supersede::file_numbers(&version, task.table);
         drop(version);
         self.fs.sync_dir(self.tables.tier_dir(tier))?;
-        let outputs: Vec<u64> = files.iter().map(|f| f.number).collect();
-        let bytes: u64 = files.iter().map(|f| f.size).sum();
-        let layout = &info.runs;
-        let placed: Vec<PlacedOutput> = files
-            .iter()
-            .map(|f| {
-                let cols = layout.groups(task.output_level).iter().find(|g| group_id(g) == f.cg).cloned();
-                (Arc::new(f.clone()), cols.unwrap_or_default())
-            })
-            .collect();
-        for f in files {
-            edit.push(EditRecord::AddFile { table: task.table, level: task.output_level, file: f });
-        }
+        let outputs: Vec<u64> = done.files.iter().map(|f| f.number).collect();
+        let bytes: u64 = done.files.iter().map(|f| f.size).sum();
+        let placed = job::placed(&info, task.output_level, &done.files);
         // A staging output, like a flush's file, remembers which keys have versions below it.
-        let older = staging.then(|| std::mem::take(&mut marker.older_keys));
-        if let Some(o) = older.as_ref().and_then(|o| KeySet::new(o.iter().map(|k| key_hash(k)).collect())) {
+        if let Some(o) = done.older.as_ref().and_then(|o| KeySet::new(o.iter().map(|k| key_hash(k)).collect())) {
             let o = Arc::new(o);
             for &n in &outputs {
                 self.tables.set_older_keys(n, o.clone());
             }
         }
-        let res = self.install_compaction(edit, task, &before, (&placed, older.as_deref()), marker.made);
+        let edit = job::edit(task, done.files);
+        let res = self.install_compaction(edit, task, &before, (&placed, done.older.as_deref()), done.made);
         self.release_outputs(outputs.into_iter());
         res?;
         {
             let mut io = self.io.lock();
             io.compactions += 1;
-            io.stagings += u64::from(staging);
+            io.stagings += u64::from(task.output_level == 0);
             *io.written.entry((task.table, task.output_level)).or_default() += bytes;
             *io.read.entry((task.table, task.level)).or_default() += task.inputs.iter().map(|f| f.size).sum::<u64>();
             *io.read.entry((task.table, task.output_level)).or_default() +=
@@ -491,7 +365,7 @@ impl DbInner {
         mut edit: VersionEdit,
         task: &CompactionTask,
         before: &std::collections::HashSet<u64>,
-        (outputs, older): (&[PlacedOutput], Option<&[Vec<u8>]>),
+        (outputs, older): (&[Placed], Option<&[Vec<u8>]>),
         mut made: Made,
     ) -> Result<()> {
         let numbers: Vec<u64> = outputs.iter().map(|(f, _)| f.number).collect();
