@@ -539,6 +539,7 @@ pub(crate) struct Block {
     seqs: SeqPage,
     /// Bytes of the keys decoded (the key index's size).
     key_bytes: usize,
+    /// Each row's kind; empty when every row is a put.
     kinds: Vec<Kind>,
     body: Vec<u8>,
     cols: Vec<ColView>,
@@ -671,8 +672,9 @@ impl Block {
         } else {
             return Err(DecodeError::new("a keyless block with sequence numbers or kinds"));
         };
+        // Empty: every row is a put (the section's own convention, kept in memory too).
         let kinds = match section(2).len() {
-            0 => vec![Kind::Put; n],
+            0 => Vec::new(),
             len if len == n => section(2)
                 .iter()
                 .map(|&k| Kind::from_u8(k).ok_or_else(|| DecodeError::new("bad kind")))
@@ -828,7 +830,7 @@ impl Block {
     }
 
     pub(crate) fn kind(&self, i: usize) -> Kind {
-        self.kinds[i]
+        self.kinds.get(i).copied().unwrap_or(Kind::Put)
     }
 
     /// Index of the first version whose key is `>= key` (`len()` if none).

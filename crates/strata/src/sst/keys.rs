@@ -196,6 +196,23 @@ impl KeyPage {
         };
         let page = KeyPage { n, prefix, layout };
         let mut facts = KeyFacts { repeats: false, key_bytes: n * plen };
+        if let KeyLayout::Fixed { width, at } = layout {
+            // Keys side by side: each against the next, with no bundle to look up.
+            facts.key_bytes += n * width;
+            if width > 0 {
+                let keys = &body[at..at + n * width];
+                for (a, b) in keys.chunks_exact(width).zip(keys.chunks_exact(width).skip(1)) {
+                    match a.cmp(b) {
+                        Ordering::Greater => return Err(DecodeError::new("keys out of order")),
+                        Ordering::Equal => facts.repeats = true,
+                        Ordering::Less => {}
+                    }
+                }
+            } else {
+                facts.repeats = n > 1;
+            }
+            return Ok((page, facts));
+        }
         for i in 0..n {
             let (q, s) = page.parts(body, i);
             facts.key_bytes += q.len() + s.len();
@@ -329,11 +346,17 @@ impl SeqPage {
             return Err(DecodeError::new("bad seq section"));
         }
         let page = SeqPage { base, width, at: start + r.pos() };
-        let mut max = 0;
-        for i in 0..n {
-            let off = read_uint(&body[page.at + i * width..], width);
-            max = max.max(base.checked_add(off).ok_or_else(|| DecodeError::new("sequence number overflows"))?);
-        }
+        let stored = &body[page.at..page.at + n * width];
+        let largest: u64 = match width {
+            0 => 0,
+            1 => stored.iter().copied().max().map_or(0, u64::from),
+            2 => stored.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).max().map_or(0, u64::from),
+            4 => {
+                stored.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).max().map_or(0, u64::from)
+            }
+            _ => stored.chunks_exact(8).map(|c| read_uint(c, 8)).max().unwrap_or(0),
+        };
+        let max = base.checked_add(largest).ok_or_else(|| DecodeError::new("sequence number overflows"))?;
         Ok((page, max))
     }
 
