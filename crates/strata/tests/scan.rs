@@ -764,6 +764,61 @@ fn composite_keys_come_back_from_bulk_blocks() {
     assert!(db.scan_stats().bulk_blocks > before.bulk_blocks);
 }
 
+/// A row-group file cuts key pages at fixed row counts, so a key's versions may go on from one
+/// key page into the next, which then starts with an older version superseded within the file:
+/// every path (column by column, bulk, merge; one partition or several; filtered or not) reads
+/// the key once, now and at a snapshot between the versions.
+#[test]
+fn a_keys_versions_across_key_pages_are_read_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), common::tiny_options(Arc::new(OsFs))).unwrap();
+    let s = Schema::new(
+        vec![
+            Column::new("k", ColumnType::BigInt),
+            Column::new("a", ColumnType::Int),
+            Column::new("b", ColumnType::Int),
+        ],
+        &["k"],
+    )
+    .unwrap();
+    // 512-byte blocks and an 8-byte key: key pages of 64 rows.
+    let t = db.create_table("t", s, TableOptions::with_layout("L1-: column")).unwrap();
+    let row = |k: i64, v: i32| vec![Value::BigInt(k), Value::Int(v), Value::Int(-v)];
+    for k in 0..200 {
+        t.insert(&row(k, 1)).unwrap();
+    }
+    let old = db.snapshot();
+    // Key 63's two versions land at ordinals 63 and 64: the end of the first key page and the
+    // start of the second.
+    t.insert(&row(63, 2)).unwrap();
+    db.compact_range("t", &KeyRange::all()).unwrap();
+    let filters = [None, Some(Expr::cmp("b", CmpOp::Lt, Value::Int(0)))];
+    for (snap, a63) in [(None, 2), (Some(&old), 1)] {
+        for (filter, partitions) in filters.iter().flat_map(|f| [(f, 1), (f, 3)]) {
+            let at = format!(
+                "{}, filter {filter:?}, {partitions} partitions",
+                if snap.is_some() { "old snapshot" } else { "now" }
+            );
+            let mut count = ScanRequest::new()
+                .with_aggregate(Aggregate::count_star())
+                .with_aggregate(Aggregate::new(AggFunc::Sum, "a"))
+                .with_partitions(partitions);
+            let mut all = ScanRequest::new().with_columns(&["k", "a"]).with_partitions(partitions);
+            if let Some(f) = filter {
+                count = count.with_filter(f.clone());
+                all = all.with_filter(f.clone());
+            }
+            let got = answer(&t, &count, snap).unwrap();
+            assert_eq!(got, vec![vec![Value::BigInt(200), Value::BigInt(199 + a63)]], "count and sum, {at}");
+            let rows = answer(&t, &all, snap).unwrap();
+            let want: Vec<Vec<Value>> =
+                (0..200).map(|k| vec![Value::BigInt(k), Value::Int(if k == 63 { a63 as i32 } else { 1 })]).collect();
+            assert_eq!(rows, want, "rows, {at}");
+        }
+    }
+    assert!(db.scan_stats().bulk_blocks > 0, "the bulk path was taken");
+}
+
 /// A min or max that a block's bounds cannot improve passes over the block, but not over a
 /// memtable partial row patching a live version there with a value the aggregate takes.
 #[test]
