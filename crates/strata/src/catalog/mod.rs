@@ -123,7 +123,7 @@ pub struct TableOptions {
     /// The engine storing the table (default [`Engine::Lsm`]). Layouts and aligned compaction
     /// apply to the LSM engine only.
     pub engine: Engine,
-    /// Row-group files (SST format 5) from Level-1 down: at a level of more than one column
+    /// Row-group files (SST format 6) from Level-1 down: at a level of more than one column
     /// group each file holds every group for one key range, aligned by row position, so the
     /// level is one run however many groups it has (on by default; fixed when the table is
     /// created). Off, each group of a level is its own run of files, as in tables created by

@@ -12,7 +12,7 @@ use super::bloom;
 use super::builder::{IndexEntry, SstMeta, BLOCK_CLEAN};
 use super::cache::BlockCache;
 use super::format::{decode_footer, unframe_block, BlockHandle, FOOTER_LEN, TRAILER_LEN};
-use super::rowgroup::{RowGroupReader, WholeRows, ROW_GROUP_FORMAT};
+use super::rowgroup::{is_row_group_format, RowGroupReader, WholeRows};
 use super::zone::Zones;
 use crate::codec::{DecodeError, DecodeResult, Reader};
 use crate::error::{Error, Result};
@@ -177,7 +177,7 @@ impl SstReader {
         }
         let footer = file.read_at(len - FOOTER_LEN as u64, FOOTER_LEN)?;
         let (meta_h, version) = decode_footer(path, len, &footer)?;
-        if version == ROW_GROUP_FORMAT {
+        if is_row_group_format(version) {
             let rows = RowGroupReader::open(fs, path, (number, tier), cache.clone())?;
             // The bloom filter stays with the row-group reader (see `may_contain`).
             let WholeRows { meta, index } = rows.whole_rows();
@@ -394,7 +394,10 @@ impl SstReader {
                 return Ok(b);
             }
             let block = rows.assemble(i)?;
-            check_against_index(&block, &self.index[i]).map_err(|e| Error::corruption(&self.path, h.offset, e))?;
+            // Its key page was checked against the file's own index; a page going on with the
+            // previous one's key is clean within itself but not as a whole-row block.
+            check_against_index(&block, &self.index[i], false)
+                .map_err(|e| Error::corruption(&self.path, h.offset, e))?;
             let block = Arc::new(block);
             if fill_cache {
                 self.cache.insert(self.number, h.offset | ASSEMBLED, block.clone());
@@ -422,7 +425,7 @@ impl SstReader {
         if !block.has_keys() {
             return Err(Error::corruption(&self.path, h.offset, "a data block without keys"));
         }
-        check_against_index(&block, &self.index[i]).map_err(|e| Error::corruption(&self.path, h.offset, e))?;
+        check_against_index(&block, &self.index[i], true).map_err(|e| Error::corruption(&self.path, h.offset, e))?;
         Ok(block)
     }
 
@@ -494,12 +497,14 @@ impl SstReader {
     }
 }
 
-/// A decoded block must agree with what the index says about it.
-fn check_against_index(b: &Block, e: &IndexEntry) -> std::result::Result<(), &'static str> {
+/// A decoded block must agree with what the index says about it (`exact_clean`: also whether
+/// it is clean, else only that the index calls it clean no more often than it is).
+fn check_against_index(b: &Block, e: &IndexEntry, exact_clean: bool) -> std::result::Result<(), &'static str> {
     if b.len() as u64 != e.rows {
         return Err("block row count disagrees with index");
     }
-    if b.is_clean() != e.clean || b.max_seq() != e.max_seq {
+    let clean_agrees = if exact_clean { b.is_clean() == e.clean } else { b.is_clean() || !e.clean };
+    if !clean_agrees || b.max_seq() != e.max_seq {
         return Err("block contents disagree with index");
     }
     Ok(())

@@ -1,4 +1,4 @@
-//! Row-group files (SST format 5): every column group of a level in one file, aligned by row
+//! Row-group files (SST format 6): every column group of a level in one file, aligned by row
 //! position. A file holds one key range and one set of rows; every group holds row `r` at
 //! ordinal `r`. Keys, sequence numbers and kinds are stored once, in *key pages* (blocks without
 //! columns); each group's cells are in *group pages* (blocks without keys, see
@@ -45,8 +45,20 @@ use crate::types::ColumnType;
 use crate::version::FileMeta;
 use crate::vfs::{Fs, ReadableFile, WritableFile};
 
-/// The SST format version of row-group files.
-pub(crate) const ROW_GROUP_FORMAT: u32 = 5;
+/// The SST format version of row-group files written now.
+pub(crate) const ROW_GROUP_FORMAT: u32 = 6;
+/// The first version of row-group files, read still: its key pages do not say whether they go
+/// on with the previous page's last key (see [`KeyPageEntry::continues`]).
+pub(crate) const ROW_GROUP_FORMAT_5: u32 = 5;
+
+/// Whether `version` is a row-group file's format.
+pub(crate) fn is_row_group_format(version: u32) -> bool {
+    version == ROW_GROUP_FORMAT || version == ROW_GROUP_FORMAT_5
+}
+
+/// Key page flags in the index.
+const PAGE_CLEAN: u8 = 1;
+const PAGE_CONTINUES: u8 = 2;
 
 /// Smallest and largest granule, in rows (as shifts).
 const MIN_GRANULE_SHIFT: u32 = 6;
@@ -123,6 +135,11 @@ pub(crate) struct KeyPageEntry {
     pub max_seq: u64,
     /// Every row of the page is a full row and no key repeats within it.
     pub clean: bool,
+    /// The page's first key is the previous page's last key: pages are cut at row counts, so a
+    /// key's versions may go on into the next page, which then starts with versions the
+    /// previous page's newer one supersedes. (Format 5 does not say: taken as true for every
+    /// page but the first.)
+    pub continues: bool,
 }
 
 /// A group page's index entry.
@@ -226,6 +243,10 @@ pub(crate) struct RowGroupBuilder {
     largest: Vec<u8>,
     /// The last source of [`Self::add_stored`].
     source: Option<Source>,
+    /// The open key page's first key goes on with the previous page's last key.
+    continues: bool,
+    /// The format version to write ([`ROW_GROUP_FORMAT`]; tests write format 5 too).
+    format: u32,
 }
 
 /// A column map of blocks versions come from (see [`Stored::group_of`]), and for each group of
@@ -277,6 +298,8 @@ impl RowGroupBuilder {
             smallest: None,
             largest: Vec::new(),
             source: None,
+            continues: false,
+            format: ROW_GROUP_FORMAT,
         }
     }
 
@@ -335,6 +358,9 @@ impl RowGroupBuilder {
     }
 
     fn add_key(&mut self, key: &[u8], seq: u64, kind: Kind) {
+        if self.keys.rows() == 0 {
+            self.continues = self.rows > 0 && self.largest == key;
+        }
         if self.rows == 0 || self.largest != key {
             self.hashes.push(bloom::key_hash(key));
         }
@@ -366,7 +392,8 @@ impl RowGroupBuilder {
         let last_key = self.keys.last_key().to_vec();
         let (content, s) = self.keys.finish();
         let handle = self.out.write_block(&content, self.opts.compression)?;
-        self.key_pages.push(KeyPageEntry { last_key, handle, min_seq: s.min_seq, max_seq: s.max_seq, clean: s.clean });
+        let (min_seq, max_seq, continues) = (s.min_seq, s.max_seq, self.continues);
+        self.key_pages.push(KeyPageEntry { last_key, handle, min_seq, max_seq, clean: s.clean, continues });
         Ok(())
     }
 
@@ -400,7 +427,8 @@ impl RowGroupBuilder {
             e.handle.encode(&mut idx);
             put_varint(&mut idx, e.min_seq);
             put_varint(&mut idx, e.max_seq);
-            idx.push(u8::from(e.clean));
+            let continues = e.continues && self.format != ROW_GROUP_FORMAT_5;
+            idx.push(if e.clean { PAGE_CLEAN } else { 0 } | if continues { PAGE_CONTINUES } else { 0 });
         }
         for (g, pages) in self.group_pages.iter().enumerate() {
             idx.push(self.shape.spans[g] as u8);
@@ -425,7 +453,7 @@ impl RowGroupBuilder {
         let mut m = Vec::new();
         meta.encode(&mut m);
         let meta_handle = self.out.write_block(&m, Compression::None)?;
-        let size = self.out.finish(meta_handle, ROW_GROUP_FORMAT)?;
+        let size = self.out.finish(meta_handle, self.format)?;
         Ok(FileMeta {
             number,
             size,
@@ -471,6 +499,8 @@ pub(crate) struct RowGroupReader {
     filter: Vec<u8>,
     cache: Arc<BlockCache>,
     tier: u8,
+    /// The file's format version.
+    version: u32,
 }
 
 /// A row-group file seen as a file of whole rows whose blocks are its key pages (what
@@ -481,7 +511,11 @@ pub(crate) struct WholeRows {
 }
 
 /// Decodes the index block against the meta: one entry per page the row count calls for.
-fn decode_index(b: &[u8], meta: &RowGroupMeta) -> DecodeResult<(Shape, Vec<KeyPageEntry>, Vec<Vec<GroupPageEntry>>)> {
+fn decode_index(
+    b: &[u8],
+    meta: &RowGroupMeta,
+    version: u32,
+) -> DecodeResult<(Shape, Vec<KeyPageEntry>, Vec<Vec<GroupPageEntry>>)> {
     let mut r = Reader::new(b);
     let rows = r.varint()?;
     if rows != meta.entries {
@@ -494,16 +528,18 @@ fn decode_index(b: &[u8], meta: &RowGroupMeta) -> DecodeResult<(Shape, Vec<KeyPa
     }
     let nkeys = Shape::pages(rows, granule_shift + key_span);
     let mut key_pages = Vec::with_capacity(nkeys.min(b.len()));
-    for _ in 0..nkeys {
+    let known = if version == ROW_GROUP_FORMAT_5 { PAGE_CLEAN } else { PAGE_CLEAN | PAGE_CONTINUES };
+    for p in 0..nkeys {
         let last_key = r.bytes()?.to_vec();
         let handle = BlockHandle::decode(&mut r)?;
         let (min_seq, max_seq) = (r.varint()?, r.varint()?);
-        let clean = match r.u8()? {
-            0 => false,
-            1 => true,
-            _ => return Err(DecodeError::new("unknown key page flags")),
-        };
-        key_pages.push(KeyPageEntry { last_key, handle, min_seq, max_seq, clean });
+        let flags = r.u8()?;
+        if flags & !known != 0 || (p == 0 && flags & PAGE_CONTINUES != 0) {
+            return Err(DecodeError::new("unknown key page flags"));
+        }
+        let clean = flags & PAGE_CLEAN != 0;
+        let continues = if version == ROW_GROUP_FORMAT_5 { p > 0 } else { flags & PAGE_CONTINUES != 0 };
+        key_pages.push(KeyPageEntry { last_key, handle, min_seq, max_seq, clean, continues });
     }
     if key_pages.windows(2).any(|w| w[0].last_key > w[1].last_key) {
         return Err(DecodeError::new("key page fences out of order"));
@@ -546,7 +582,7 @@ impl RowGroupReader {
         }
         let footer = file.read_at(len - FOOTER_LEN as u64, FOOTER_LEN)?;
         let (meta_h, version) = decode_footer(path, len, &footer)?;
-        if version != ROW_GROUP_FORMAT {
+        if !is_row_group_format(version) {
             return Err(Error::corruption(
                 path,
                 len - FOOTER_LEN as u64,
@@ -557,7 +593,7 @@ impl RowGroupReader {
         let meta_raw = read_block_raw(file.as_ref(), path, meta_h)?;
         let meta = RowGroupMeta::decode(&mut Reader::new(&meta_raw)).map_err(bad(meta_h.offset))?;
         let idx_raw = read_block_raw(file.as_ref(), path, meta.index)?;
-        let (shape, key_pages, group_pages) = decode_index(&idx_raw, &meta).map_err(bad(meta.index.offset))?;
+        let (shape, key_pages, group_pages) = decode_index(&idx_raw, &meta, version).map_err(bad(meta.index.offset))?;
         let filter = read_block_raw(file.as_ref(), path, meta.filter)?;
         let mut place = vec![None; meta.groups.iter().flat_map(|g| g.columns.iter()).max().map_or(0, |&m| m + 1)];
         for (g, group) in meta.groups.iter().enumerate() {
@@ -586,6 +622,7 @@ impl RowGroupReader {
             filter,
             cache,
             tier,
+            version,
         }))
     }
 
@@ -632,7 +669,10 @@ impl RowGroupReader {
                     rows: Shape::rows_of(m.entries, ks, p) as u64,
                     min_seq: e.min_seq,
                     max_seq: e.max_seq,
-                    clean: e.clean,
+                    // A page going on with the previous page's key holds versions that key's
+                    // newer one supersedes: not one version per key for the readers of
+                    // whole-row blocks, whose blocks are cut between keys.
+                    clean: e.clean && !e.continues,
                     zones: Zones::partial(&zones, self.value_types.clone()),
                 }
             })
@@ -745,7 +785,7 @@ impl RowGroupReader {
 
     /// Decodes page `which` from its unframed content and checks it against the index: its row
     /// count, keys present (key pages) or not (group pages), and a key page's newest sequence
-    /// number and clean flag.
+    /// number, clean flag and whether it goes on with the previous page's last key.
     fn decode_page(&self, which: Page, h: BlockHandle, content: Vec<u8>) -> Result<Block> {
         let bad = |why: &str| Error::corruption(&self.path, h.offset, why.to_owned());
         let (types, shift): (&[ColumnType], u32) = match which {
@@ -758,7 +798,14 @@ impl RowGroupReader {
             && match which {
                 Page::Key(p) => {
                     let e = &self.key_pages[p];
-                    b.has_keys() && b.max_seq() == e.max_seq && b.is_clean() == e.clean
+                    let goes_on = || match p.checked_sub(1).map(|q| &self.key_pages[q].last_key) {
+                        Some(last) => matches!(b.versions_of(last), (0, seqs) if !seqs.is_empty()),
+                        None => false,
+                    };
+                    b.has_keys()
+                        && b.max_seq() == e.max_seq
+                        && b.is_clean() == e.clean
+                        && (self.version == ROW_GROUP_FORMAT_5 || e.continues == goes_on())
                 }
                 Page::Group(..) => !b.has_keys(),
             };
@@ -954,6 +1001,11 @@ mod tests {
     }
 
     fn build(fs: &FaultFs, path: &Path, vs: &[Version], shape: Option<Shape>) -> FileMeta {
+        build_format(fs, path, vs, shape, ROW_GROUP_FORMAT)
+    }
+
+    /// [`build`] writing format `format`.
+    fn build_format(fs: &FaultFs, path: &Path, vs: &[Version], shape: Option<Shape>, format: u32) -> FileMeta {
         let opts = SstOptions { block_size: 1024, compression: Compression::Lz4, bloom_bits_per_key: 10 };
         let file = fs.create(path).unwrap();
         let mut b = match shape {
@@ -963,6 +1015,7 @@ mod tests {
             }
             None => RowGroupBuilder::new(file, opts, 1, &groups(), &TYPES, 11),
         };
+        b.format = format;
         for (key, seq, kind, cells) in vs {
             let mut row = Vec::new();
             encode_row(&TYPES, cells, &mut row);
@@ -1140,6 +1193,22 @@ mod tests {
 
     /// A key with more versions than a key page holds: its versions are found across pages.
     #[test]
+    fn format_5_files_read_every_page_but_the_first_as_going_on() {
+        let fs = FaultFs::new();
+        let path = Path::new("/rg/000010.sst");
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let vs = versions(&mut rng, 300);
+        let shape = Shape { granule_shift: 6, key_span: 0, spans: vec![0, 0, 0] };
+        build_format(&fs, path, &vs, Some(shape), ROW_GROUP_FORMAT_5);
+        let r = open(&fs, path).unwrap();
+        assert_eq!(r.version, ROW_GROUP_FORMAT_5);
+        assert!(r.key_pages.iter().enumerate().all(|(p, e)| e.continues == (p > 0)));
+        // Only the first page may be taken for one version per key; every page still decodes.
+        assert!(r.whole_rows().index.iter().skip(1).all(|e| !e.clean));
+        assert_eq!(r.verify().unwrap(), r.key_pages.len() + r.group_pages.iter().map(Vec::len).sum::<usize>());
+    }
+
+    #[test]
     fn a_keys_versions_continue_into_the_next_key_page() {
         let fs = FaultFs::new();
         let path = Path::new("/rg/000009.sst");
@@ -1156,6 +1225,10 @@ mod tests {
         }
         build(&fs, path, &vs, Some(Shape { granule_shift: 6, key_span: 0, spans: vec![0, 0, 0] }));
         let r = open(&fs, path).unwrap();
+        // Pages of 64 rows: `b` fills rows 50 to 199, so the second, third and fourth pages
+        // start with it, as the previous page ends; each page's own decode agrees.
+        assert_eq!(r.key_pages.iter().map(|e| e.continues).collect::<Vec<_>>(), [false, true, true, true]);
+        assert_eq!(r.verify().unwrap(), 4 + 4 * 3);
         let b = r.versions(b"b").unwrap();
         assert_eq!(b.len(), 150);
         assert!(b.iter().enumerate().all(|(i, &(ord, seq, _))| ord == 50 + i as u64 && seq == 1000 - i as u64));
