@@ -188,9 +188,11 @@ impl FileScan<'_> {
         let mut bi = reader.find_block(self.lower);
         while bi < index.len() {
             let e = &index[bi];
-            // The block's keys lie in (previous fence, its fence]; the first block's from the
+            // The block's keys lie in (previous fence, its fence], or from the previous fence on
+            // where a row-group file's key page goes on with it; the first block's from the
             // file's smallest key.
             let prev = bi.checked_sub(1).map(|p| index[p].last_key.as_slice());
+            let after_prev = |k: &[u8]| prev.is_none_or(|p| k > p || (e.continues && k == p));
             if let (Some(p), Some(u)) = (prev, self.upper) {
                 if p >= u {
                     break;
@@ -211,9 +213,7 @@ impl FileScan<'_> {
                 .between(lo, &e.last_key)
                 .filter(|&i| {
                     let k = self.overlay.key(i);
-                    prev.is_none_or(|p| k > p)
-                        && self.upper.is_none_or(|u| k < u)
-                        && self.overlay.replaces(i, overlay_col)
+                    after_prev(k) && self.upper.is_none_or(|u| k < u) && self.overlay.replaces(i, overlay_col)
                 })
                 .collect();
             // A min or max the block cannot improve, with memtable keys in its range none of

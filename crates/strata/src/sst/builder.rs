@@ -37,6 +37,12 @@ pub(crate) struct IndexEntry {
     pub max_seq: u64,
     /// Every version in the block is a full row and no key repeats.
     pub clean: bool,
+    /// The block's first key may be the previous block's last key (a key page of a row-group
+    /// file going on with it, see [`KeyPageEntry::continues`]): its keys lie in [previous
+    /// fence, its fence] instead of (previous fence, its fence].
+    ///
+    /// [`KeyPageEntry::continues`]: super::rowgroup::KeyPageEntry::continues
+    pub continues: bool,
     /// One zone map per column of the group.
     pub zones: Zones,
 }
@@ -210,6 +216,7 @@ impl SstBuilder {
             min_seq: s.min_seq,
             max_seq: s.max_seq,
             clean: s.clean,
+            continues: false,
             zones: Zones::new(&s.zones, self.types.clone()),
         });
         Ok(())

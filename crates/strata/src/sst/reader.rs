@@ -526,7 +526,8 @@ fn decode_index(b: &[u8], types: &[ColumnType]) -> DecodeResult<Vec<IndexEntry>>
             return Err(DecodeError::new("unknown block flags"));
         }
         let zones = Zones::decode(shared.clone(), &mut r)?;
-        out.push(IndexEntry { last_key, handle, rows, min_seq, max_seq, clean: flags & BLOCK_CLEAN != 0, zones });
+        let clean = flags & BLOCK_CLEAN != 0;
+        out.push(IndexEntry { last_key, handle, rows, min_seq, max_seq, clean, continues: false, zones });
     }
     if !r.is_empty() {
         return Err(DecodeError::new("trailing bytes in index"));

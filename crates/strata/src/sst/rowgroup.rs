@@ -673,6 +673,7 @@ impl RowGroupReader {
                     // newer one supersedes: not one version per key for the readers of
                     // whole-row blocks, whose blocks are cut between keys.
                     clean: e.clean && !e.continues,
+                    continues: e.continues,
                     zones: Zones::partial(&zones, self.value_types.clone()),
                 }
             })
