@@ -150,6 +150,18 @@ pub(crate) struct KeyFacts {
     pub key_bytes: usize,
 }
 
+impl KeyFacts {
+    /// Notes how a key compares with the next one: out of order is an error.
+    fn note(&mut self, order: Ordering) -> DecodeResult<()> {
+        match order {
+            Ordering::Greater => return Err(DecodeError::new("keys out of order")),
+            Ordering::Equal => self.repeats = true,
+            Ordering::Less => {}
+        }
+        Ok(())
+    }
+}
+
 impl KeyPage {
     /// Checks the key section `body[start..end]` of `n` rows: its structure, and that keys do not
     /// decrease. After this every key access is in bounds.
@@ -199,17 +211,13 @@ impl KeyPage {
         if let KeyLayout::Fixed { width, at } = layout {
             // Keys side by side: each against the next, with no bundle to look up.
             facts.key_bytes += n * width;
-            if width > 0 {
+            if width == 0 {
+                facts.repeats = n > 1;
+            } else {
                 let keys = &body[at..at + n * width];
                 for (a, b) in keys.chunks_exact(width).zip(keys.chunks_exact(width).skip(1)) {
-                    match a.cmp(b) {
-                        Ordering::Greater => return Err(DecodeError::new("keys out of order")),
-                        Ordering::Equal => facts.repeats = true,
-                        Ordering::Less => {}
-                    }
+                    facts.note(a.cmp(b))?;
                 }
-            } else {
-                facts.repeats = n > 1;
             }
             return Ok((page, facts));
         }
@@ -217,19 +225,15 @@ impl KeyPage {
             let (q, s) = page.parts(body, i);
             facts.key_bytes += q.len() + s.len();
             if i > 0 {
-                // Key i - 1 against key i, both past the block prefix; within a bundle (or in
-                // fixed mode) their bundle prefixes are the same bytes.
+                // Key i - 1 against key i, both past the block prefix; within a bundle their
+                // bundle prefixes are the same bytes.
                 let (pq, ps) = page.parts(body, i - 1);
                 let order = if std::ptr::eq(pq, q) || (pq.is_empty() && q.is_empty()) {
                     ps.cmp(s)
                 } else {
                     pq.iter().chain(ps).cmp(q.iter().chain(s))
                 };
-                match order {
-                    Ordering::Greater => return Err(DecodeError::new("keys out of order")),
-                    Ordering::Equal => facts.repeats = true,
-                    Ordering::Less => {}
-                }
+                facts.note(order)?;
             }
         }
         Ok((page, facts))

@@ -1192,7 +1192,8 @@ mod tests {
         assert!(c.key_span == 0 && c.spans == [0, 0] && c.granule_shift == 10, "{c:?}");
     }
 
-    /// A key with more versions than a key page holds: its versions are found across pages.
+    /// A format-5 file does not say which key pages go on with the previous page's key: every
+    /// page but the first is taken as going on, so none of them passes as clean.
     #[test]
     fn format_5_files_read_every_page_but_the_first_as_going_on() {
         let fs = FaultFs::new();
@@ -1209,6 +1210,7 @@ mod tests {
         assert_eq!(r.verify().unwrap(), r.key_pages.len() + r.group_pages.iter().map(Vec::len).sum::<usize>());
     }
 
+    /// A key with more versions than a key page holds: its versions are found across pages.
     #[test]
     fn a_keys_versions_continue_into_the_next_key_page() {
         let fs = FaultFs::new();
