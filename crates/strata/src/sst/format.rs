@@ -81,9 +81,9 @@ pub(crate) fn frame_block(content: &[u8], compression: Compression, out: &mut Ve
     out.extend_from_slice(&crc.to_le_bytes());
 }
 
-/// Checks and unframes a block read from disk (`raw` = body + trailer). An uncompressed body is
-/// returned in `raw`'s own buffer, not copied.
-pub(crate) fn unframe_block(path: &Path, offset: u64, mut raw: Vec<u8>) -> Result<Vec<u8>> {
+/// Checks a block read from disk (`raw` = body + trailer) against its checksum: its body and
+/// compression code.
+fn check_frame<'a>(path: &Path, offset: u64, raw: &'a [u8]) -> Result<(&'a [u8], u8)> {
     let bad = |why: &str| Error::corruption(path, offset, why.to_owned());
     if raw.len() < TRAILER_LEN {
         return Err(bad("block shorter than its trailer"));
@@ -94,11 +94,13 @@ pub(crate) fn unframe_block(path: &Path, offset: u64, mut raw: Vec<u8>) -> Resul
         return Err(bad("block checksum mismatch"));
     }
     let (body, code) = body_code.split_at(body_code.len() - 1);
-    match code[0] {
-        0 => {
-            raw.truncate(body.len());
-            Ok(raw)
-        }
+    Ok((body, code[0]))
+}
+
+/// Decompresses a checked block body stored with compression `code` (not 0).
+fn decompress(path: &Path, offset: u64, body: &[u8], code: u8) -> Result<Vec<u8>> {
+    let bad = |why: &str| Error::corruption(path, offset, why.to_owned());
+    match code {
         1 => {
             if body.len() >= 4 {
                 let n = u32::from_le_bytes([body[0], body[1], body[2], body[3]]) as usize;
@@ -110,6 +112,15 @@ pub(crate) fn unframe_block(path: &Path, offset: u64, mut raw: Vec<u8>) -> Resul
         }
         2 => zstd::bulk::decompress(body, MAX_BLOCK).map_err(|e| bad(&format!("zstd: {e}"))),
         c => Err(bad(&format!("unknown compression {c}"))),
+    }
+}
+
+/// Checks and unframes a block read from disk (`raw` = body + trailer): its body, decompressed
+/// or copied out.
+pub(crate) fn unframe_slice(path: &Path, offset: u64, raw: &[u8]) -> Result<Vec<u8>> {
+    match check_frame(path, offset, raw)? {
+        (body, 0) => Ok(body.to_vec()),
+        (body, c) => decompress(path, offset, body, c),
     }
 }
 
@@ -212,11 +223,11 @@ mod tests {
         for c in [Compression::None, Compression::Lz4, Compression::Zstd] {
             let mut out = Vec::new();
             frame_block(&content, c, &mut out);
-            assert_eq!(unframe_block(Path::new("f"), 0, out.clone()).unwrap(), content);
+            assert_eq!(unframe_slice(Path::new("f"), 0, &out).unwrap(), content);
             for i in (0..out.len()).step_by(7) {
                 let mut bad = out.clone();
                 bad[i] ^= 0x10;
-                assert!(unframe_block(Path::new("f"), 0, bad).is_err());
+                assert!(unframe_slice(Path::new("f"), 0, &bad).is_err());
             }
         }
     }

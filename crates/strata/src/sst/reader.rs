@@ -11,8 +11,8 @@ use super::block::{Block, Versions};
 use super::bloom;
 use super::builder::{IndexEntry, SstMeta, BLOCK_CLEAN};
 use super::cache::BlockCache;
-use super::format::{decode_footer, unframe_block, BlockHandle, FOOTER_LEN, TRAILER_LEN};
-use super::rowgroup::{is_row_group_format, RowGroupReader, WholeRows};
+use super::format::{decode_footer, unframe_slice, BlockHandle, FOOTER_LEN, TRAILER_LEN};
+use super::rowgroup::{is_row_group_format, HeldPages, RowGroupReader, WholeRows};
 use super::zone::Zones;
 use crate::codec::{DecodeError, DecodeResult, Reader};
 use crate::error::{Error, Result};
@@ -143,8 +143,38 @@ pub(crate) fn read_block_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandl
     if h.offset.checked_add(h.size + TRAILER_LEN as u64).is_none_or(|end| end > file.len()) {
         return Err(Error::corruption(path, h.offset, "block handle past end of file"));
     }
-    let raw = file.read_at(h.offset, len + TRAILER_LEN)?;
-    unframe_block(path, h.offset, raw)
+    read_scratch(file, h.offset, len + TRAILER_LEN, |raw| unframe_slice(path, h.offset, raw))
+}
+
+/// Calls `f` with the `len` bytes of `file` at `offset`, read into the calling thread's buffer,
+/// which every read uses again: the blocks made of them allocate their own memory once (in the
+/// decompression or the copy out) and never clear it first. Reads over [`SCRATCH_MAX`] bytes get
+/// a buffer of their own.
+pub(crate) fn read_scratch<T>(
+    file: &dyn ReadableFile,
+    offset: u64,
+    len: usize,
+    f: impl FnOnce(&[u8]) -> Result<T>,
+) -> Result<T> {
+    if len > SCRATCH_MAX {
+        return f(&file.read_at(offset, len)?);
+    }
+    SCRATCH.with_borrow_mut(|buf| {
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        let raw = &mut buf[..len];
+        file.read_exact_at(offset, raw)?;
+        f(raw)
+    })
+}
+
+/// The most bytes a read takes through a thread's [`SCRATCH`] buffer.
+const SCRATCH_MAX: usize = 1 << 20;
+
+thread_local! {
+    /// A thread's buffer for the blocks it reads.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Consecutive blocks of one file read at once (see [`SstReader::block_ahead`]).
@@ -368,7 +398,7 @@ impl SstReader {
             });
             let raw =
                 raw.ok_or_else(|| Error::corruption(&self.path, h.offset, "block outside its read-ahead span"))?;
-            unframe_block(&self.path, h.offset, raw.to_vec())
+            unframe_slice(&self.path, h.offset, raw)
         };
         let b = self.load_from(i, fill_cache, from_span)?;
         b.build_index();
@@ -390,19 +420,7 @@ impl SstReader {
     ) -> Result<Arc<Block>> {
         let h = self.index[i].handle;
         if let Some(rows) = &self.rows {
-            if let Some(b) = self.cache.get(self.number, h.offset | ASSEMBLED) {
-                return Ok(b);
-            }
-            let block = rows.assemble(i)?;
-            // Its key page was checked against the file's own index; a page going on with the
-            // previous one's key is clean within itself but not as a whole-row block.
-            check_against_index(&block, &self.index[i], false)
-                .map_err(|e| Error::corruption(&self.path, h.offset, e))?;
-            let block = Arc::new(block);
-            if fill_cache {
-                self.cache.insert(self.number, h.offset | ASSEMBLED, block.clone());
-            }
-            return Ok(block);
+            return self.assembled(rows, i, fill_cache, None);
         }
         if let Some(b) = self.cache.get(self.number, h.offset) {
             return Ok(b);
@@ -415,6 +433,41 @@ impl SstReader {
             self.cache.insert(self.number, h.offset, block.clone());
         }
         Ok(block)
+    }
+
+    /// Block `i` of a row-group file, its key page assembled with every column (cached so with
+    /// `fill_cache`); the pages it is made of read on a miss are kept in `held` if given, else
+    /// cached.
+    fn assembled(
+        &self,
+        rows: &RowGroupReader,
+        i: usize,
+        fill_cache: bool,
+        held: Option<&mut HeldPages>,
+    ) -> Result<Arc<Block>> {
+        let h = self.index[i].handle;
+        if let Some(b) = self.cache.get(self.number, h.offset | ASSEMBLED) {
+            return Ok(b);
+        }
+        let block = rows.assemble(i, held)?;
+        // Its key page was checked against the file's own index; a page going on with the
+        // previous one's key is clean within itself but not as a whole-row block.
+        check_against_index(&block, &self.index[i], false).map_err(|e| Error::corruption(&self.path, h.offset, e))?;
+        let block = Arc::new(block);
+        if fill_cache {
+            self.cache.insert(self.number, h.offset | ASSEMBLED, block.clone());
+        }
+        Ok(block)
+    }
+
+    /// Block `i` for a walk in order that leaves the cache as it is (compaction): as
+    /// [`Self::block`] without filling the cache, the pages of a row-group file it reads kept in
+    /// `held` for the blocks after it.
+    pub(crate) fn block_held(&self, i: usize, held: &mut HeldPages) -> Result<Arc<Block>> {
+        let Some(rows) = &self.rows else { return self.block(i, false) };
+        let b = self.assembled(rows, i, false, Some(held))?;
+        b.build_index();
+        Ok(b)
     }
 
     /// Decodes block `i`'s unframed content and checks it against the index.

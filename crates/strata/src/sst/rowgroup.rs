@@ -33,8 +33,8 @@ use super::block::{Block, BlockBuilder, ColumnRun};
 use super::bloom;
 use super::builder::{put_columns, IndexEntry, SstMeta, SstOptions};
 use super::cache::BlockCache;
-use super::format::{decode_footer, BlockHandle, BlockWriter, Compression, FOOTER_LEN, TRAILER_LEN};
-use super::reader::{read_block_raw, read_columns, Fences, Lookup};
+use super::format::{decode_footer, unframe_slice, BlockHandle, BlockWriter, Compression, FOOTER_LEN, TRAILER_LEN};
+use super::reader::{read_block_raw, read_columns, read_scratch, Fences, Lookup};
 use super::zone::{ZoneMap, Zones};
 use crate::codec::{put_bytes, put_varint, DecodeError, DecodeResult, Reader};
 use crate::error::{Error, Result};
@@ -471,6 +471,40 @@ impl RowGroupBuilder {
 /// A page and some of its rows.
 pub(crate) type PageRows = (Arc<Block>, std::ops::Range<usize>);
 
+/// The pages a walk over row-group files keeps for itself when it reads them without filling
+/// the block cache (compaction): the last page read of each group, so that a group page under
+/// several key pages is read once, and the pages of a file merged away do not push the pages
+/// readers need out of the cache.
+#[derive(Default)]
+pub(crate) struct HeldPages {
+    /// The file the pages are of.
+    file: u64,
+    /// For each group, its page held and that page's number.
+    groups: Vec<Option<(usize, Arc<Block>)>>,
+}
+
+impl HeldPages {
+    /// Group `g`'s page `p` of file `file`, if held.
+    fn get(&self, file: u64, g: usize, p: usize) -> Option<Arc<Block>> {
+        match self.groups.get(g)? {
+            Some((q, b)) if self.file == file && *q == p => Some(b.clone()),
+            _ => None,
+        }
+    }
+
+    /// Holds `b` as group `g`'s page `p` of file `file` (dropping the pages of another file).
+    fn hold(&mut self, file: u64, g: usize, p: usize, b: Arc<Block>) {
+        if self.file != file {
+            self.file = file;
+            self.groups.clear();
+        }
+        if self.groups.len() <= g {
+            self.groups.resize(g + 1, None);
+        }
+        self.groups[g] = Some((p, b));
+    }
+}
+
 /// A page and one of its rows.
 type PageRow = (Arc<Block>, usize);
 
@@ -708,11 +742,17 @@ impl RowGroupReader {
     }
 
     /// Group `g`'s cells of ordinals `rows`: the pages holding them, each with its rows there.
-    pub(crate) fn group_rows(
+    pub(crate) fn group_rows(&self, g: usize, rows: std::ops::Range<u64>) -> Result<Vec<PageRows>> {
+        self.group_rows_in(g, rows, None)
+    }
+
+    /// [`Self::group_rows`], pages read on a miss kept in `held` if given, else cached.
+    fn group_rows_in(
         &self,
         g: usize,
         rows: std::ops::Range<u64>,
-    ) -> Result<Vec<(Arc<Block>, std::ops::Range<usize>)>> {
+        mut held: Option<&mut HeldPages>,
+    ) -> Result<Vec<PageRows>> {
         let gs = self.shape.page_shift(g);
         let mut out = Vec::new();
         let mut r = rows.start;
@@ -720,7 +760,8 @@ impl RowGroupReader {
             let q = (r >> gs) as usize;
             let page_start = (q as u64) << gs;
             let end = rows.end.min(page_start + (1 << gs));
-            out.push((self.group_page(g, q)?, (r - page_start) as usize..(end - page_start) as usize));
+            let page = self.page(Page::Group(g, q), held.as_deref_mut())?;
+            out.push((page, (r - page_start) as usize..(end - page_start) as usize));
             r = end;
         }
         Ok(out)
@@ -728,17 +769,21 @@ impl RowGroupReader {
 
     /// Key page `p`'s rows with the cells of every value column (in the table's order), copied
     /// from the group pages holding them: a block of whole rows, as a file of one group would
-    /// store them.
-    pub(crate) fn assemble(&self, p: usize) -> Result<Block> {
+    /// store them. Pages read on a miss are kept in `held` if given, else cached.
+    pub(crate) fn assemble(&self, p: usize, held: Option<&mut HeldPages>) -> Result<Block> {
         let all: Vec<usize> = (0..self.value_types.len()).collect();
-        self.assemble_columns(p, &all)
+        self.assemble_in(p, &all, held)
     }
 
     /// [`Self::assemble`] with only value columns `cols`, in that order.
     pub(crate) fn assemble_columns(&self, p: usize, cols: &[usize]) -> Result<Block> {
+        self.assemble_in(p, cols, None)
+    }
+
+    fn assemble_in(&self, p: usize, cols: &[usize], mut held: Option<&mut HeldPages>) -> Result<Block> {
         let h = self.key_pages.get(p).ok_or_else(|| self.past_end(p))?.handle;
         let bad = |why: String| Error::corruption(&self.path, h.offset, why);
-        let keys = self.key_page(p)?;
+        let keys = self.page(Page::Key(p), held.as_deref_mut())?;
         let rows = self.key_page_rows(p);
         let mut spans: Vec<Option<Vec<PageRows>>> = vec![None; self.meta.groups.len()];
         let mut columns: Vec<Vec<ColumnRun>> = Vec::with_capacity(cols.len());
@@ -747,7 +792,7 @@ impl RowGroupReader {
             let (g, col) = self.place(vi).ok_or_else(|| bad(format!("no value column {vi}")))?;
             let pages = match &mut spans[g] {
                 Some(pages) => pages,
-                slot => slot.insert(self.group_rows(g, rows.clone())?),
+                slot => slot.insert(self.group_rows_in(g, rows.clone(), held.as_deref_mut())?),
             };
             columns.push(
                 pages
@@ -816,28 +861,39 @@ impl RowGroupReader {
         Ok(b)
     }
 
-    /// Page `which` through the cache: read, checked once ([`Self::decode_page`]) and cached
-    /// on a miss.
-    fn page(&self, which: Page) -> Result<Arc<Block>> {
+    /// Page `which` through the cache: read and checked once ([`Self::decode_page`]) on a
+    /// miss, then cached, or with `held` kept there instead (group pages; key pages are not
+    /// kept).
+    fn page(&self, which: Page, held: Option<&mut HeldPages>) -> Result<Arc<Block>> {
         let h = self.handle(which)?;
         if let Some(b) = self.cache.get(self.number, h.offset) {
             return Ok(b);
         }
+        if let (Some(held), Page::Group(g, p)) = (held.as_deref(), which) {
+            if let Some(b) = held.get(self.number, g, p) {
+                return Ok(b);
+            }
+        }
         let content = read_block_raw(self.file.as_ref(), &self.path, h)?;
         self.cache.count_read(self.tier, h.size as usize + TRAILER_LEN);
         let b = Arc::new(self.decode_page(which, h, content)?);
-        self.cache.insert(self.number, h.offset, b.clone());
+        match (held, which) {
+            (None, _) => self.cache.insert(self.number, h.offset, b.clone()),
+            (Some(held), Page::Group(g, p)) => held.hold(self.number, g, p, b.clone()),
+            (Some(_), Page::Key(_)) => {}
+        }
         Ok(b)
     }
 
     /// Key page `p`.
     pub(crate) fn key_page(&self, p: usize) -> Result<Arc<Block>> {
-        self.page(Page::Key(p))
+        self.page(Page::Key(p), None)
     }
 
     /// Page `p` of group `g`.
+    #[cfg(test)]
     pub(crate) fn group_page(&self, g: usize, p: usize) -> Result<Arc<Block>> {
-        self.page(Page::Group(g, p))
+        self.page(Page::Group(g, p), None)
     }
 
     fn past_end(&self, p: usize) -> Error {
@@ -918,16 +974,9 @@ impl RowGroupReader {
                 return Ok(true);
             }
             found = true;
-            for (g, group) in self.meta.groups.iter().enumerate() {
-                let needed = kind != Kind::Delete && group.columns.iter().any(|&vi| res.is_open(vi));
-                pages[g] = match needed {
-                    true => {
-                        let (q, row) = self.shape.locate(g, r);
-                        Some((self.group_page(g, q)?, row))
-                    }
-                    false => None,
-                };
-            }
+            let needed =
+                |g: usize| kind != Kind::Delete && self.meta.groups[g].columns.iter().any(|&vi| res.is_open(vi));
+            self.pages_of_row(r, needed, &mut pages)?;
             res.push_with(kind, None, |vi| {
                 let (g, c) = self.place.get(vi).copied().flatten().filter(|_| wants(vi))?;
                 let (page, row) = pages[g].as_ref()?;
@@ -936,6 +985,55 @@ impl RowGroupReader {
             Ok(true)
         })?;
         Ok(Lookup::Probed(found))
+    }
+
+    /// Into `out` (by group), the page holding row `r` of each group `needed` names and the
+    /// row's place there (`None` for the others). The pages the cache lacks are read with one
+    /// read when they lie close together in the file, as a row's pages of groups of like widths
+    /// do (pages are written as they fill), then checked and cached one by one.
+    fn pages_of_row(&self, r: u64, needed: impl Fn(usize) -> bool, out: &mut [Option<PageRow>]) -> Result<()> {
+        let mut missing: smallvec::SmallVec<[(usize, usize, BlockHandle); 32]> = smallvec::SmallVec::new();
+        for (g, slot) in out.iter_mut().enumerate() {
+            *slot = None;
+            if !needed(g) {
+                continue;
+            }
+            let (q, row) = self.shape.locate(g, r);
+            let h = self.handle(Page::Group(g, q))?;
+            match self.cache.get(self.number, h.offset) {
+                Some(b) => *slot = Some((b, row)),
+                None => missing.push((g, row, h)),
+            }
+        }
+        let framed = |h: &BlockHandle| (h.size as usize) + TRAILER_LEN;
+        let mut add = |g: usize, row: usize, h: BlockHandle, content: Vec<u8>| -> Result<()> {
+            self.cache.count_read(self.tier, framed(&h));
+            let (q, _) = self.shape.locate(g, r);
+            let b = Arc::new(self.decode_page(Page::Group(g, q), h, content)?);
+            self.cache.insert(self.number, h.offset, b.clone());
+            out[g] = Some((b, row));
+            Ok(())
+        };
+        let start = missing.iter().map(|m| m.2.offset).min().unwrap_or(0);
+        let end = missing.iter().map(|m| m.2.offset + framed(&m.2) as u64).max().unwrap_or(0);
+        let wanted: usize = missing.iter().map(|m| framed(&m.2)).sum();
+        // One read when the pages make up at least half of the span between them.
+        if missing.len() < 2 || end - start > 2 * wanted as u64 || end > self.file.len() {
+            for (g, row, h) in missing {
+                add(g, row, h, read_block_raw(self.file.as_ref(), &self.path, h)?)?;
+            }
+            return Ok(());
+        }
+        read_scratch(self.file.as_ref(), start, (end - start) as usize, |span| {
+            for (g, row, h) in missing {
+                let from = (h.offset - start) as usize;
+                let raw = span
+                    .get(from..from + framed(&h))
+                    .ok_or_else(|| Error::corruption(&self.path, h.offset, "page outside its read span"))?;
+                add(g, row, h, unframe_slice(&self.path, h.offset, raw)?)?;
+            }
+            Ok(())
+        })
     }
 
     /// Reads every page from the file, checking checksums, structure and row counts. Returns
@@ -1085,7 +1183,7 @@ mod tests {
             assert_eq!(view.meta.columns, vec![0, 1, 2, 3]);
             assert_eq!(view.index.len(), Shape::pages(rows as u64, shape.key_shift()), "seed {seed}");
             for (p, e) in view.index.iter().enumerate() {
-                let b = r.assemble(p).unwrap();
+                let b = r.assemble(p, None).unwrap();
                 let ords = r.key_page_rows(p);
                 assert_eq!(b.len() as u64, e.rows, "seed {seed} rows {rows} page {p}");
                 assert_eq!(ords.end - ords.start, e.rows);
@@ -1139,7 +1237,7 @@ mod tests {
         let mut by_cell = RowGroupBuilder::with_shape(fs.create(b).unwrap(), opts, 1, gs, shape.clone());
         let group_of: Arc<[Option<usize>]> = (0..4).map(Some).collect();
         for p in 0..Shape::pages(vs.len() as u64, shape.key_shift()) {
-            let block = Arc::new(r.assemble(p).unwrap());
+            let block = Arc::new(r.assemble(p, None).unwrap());
             for row in 0..block.len() {
                 if rng.gen_bool(0.2) {
                     continue;
@@ -1243,6 +1341,73 @@ mod tests {
     }
 
     /// A flipped bit anywhere is reported as corruption naming the file, at open or by verify.
+    /// A row's pages of every group, read on a cold cache (together when they lie close in the
+    /// file), hold what each group's page holds on its own; each is read once, then cached.
+    #[test]
+    fn a_rows_pages_read_together_hold_each_groups_cells() {
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let fs = FaultFs::new();
+        let vs = versions(&mut rng, 1500);
+        let path = Path::new("/rg/000009.sst");
+        for shape in [Some(Shape { granule_shift: 6, key_span: 1, spans: vec![0, 2, 1] }), None] {
+            build(&fs, path, &vs, shape);
+            let plain = open(&fs, path).unwrap();
+            for _ in 0..50 {
+                let r = open(&fs, path).unwrap();
+                let ord = rng.gen_range(0..vs.len() as u64);
+                let only: Option<usize> = rng.gen_bool(0.3).then(|| rng.gen_range(0..3));
+                let needed = |g: usize| only.is_none_or(|o| o == g);
+                let mut out = vec![None; 3];
+                r.pages_of_row(ord, needed, &mut out).unwrap();
+                let want = (0..3).filter(|&g| needed(g)).count() as u64;
+                assert_eq!(r.cache.reads.load(std::sync::atomic::Ordering::Relaxed), want, "seed {seed}");
+                for (vi, cell) in vs[ord as usize].3.iter().enumerate() {
+                    let (g, c) = r.place(vi).unwrap();
+                    let Some((page, row)) = &out[g] else {
+                        assert!(!needed(g), "seed {seed} ordinal {ord} group {g}");
+                        continue;
+                    };
+                    let (alone, at, _) = plain.locate(vi, ord).unwrap().unwrap();
+                    assert_eq!(*row, at, "seed {seed} ordinal {ord} column {vi}");
+                    assert_eq!(page.cell(*row, c), alone.cell(at, c), "seed {seed} ordinal {ord} column {vi}");
+                    assert_eq!(&page.cell(*row, c), cell, "seed {seed} ordinal {ord} column {vi}");
+                }
+                r.pages_of_row(ord, needed, &mut out).unwrap();
+                assert_eq!(r.cache.reads.load(std::sync::atomic::Ordering::Relaxed), want, "cached: seed {seed}");
+            }
+        }
+    }
+
+    /// Pages read for a walk with pages held are not cached, and a group page under several key
+    /// pages is read once: as many page reads as the file has pages, and blocks as assembled
+    /// through the cache.
+    #[test]
+    fn held_pages_are_read_once_and_leave_the_cache_empty() {
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let fs = FaultFs::new();
+        let vs = versions(&mut rng, 1000);
+        let path = Path::new("/rg/000009.sst");
+        build(&fs, path, &vs, Some(Shape { granule_shift: 6, key_span: 1, spans: vec![0, 2, 1] }));
+        let (r, cached) = (open(&fs, path).unwrap(), open(&fs, path).unwrap());
+        let mut held = HeldPages::default();
+        for p in 0..r.key_pages.len() {
+            let b = r.assemble(p, Some(&mut held)).unwrap();
+            let want = cached.assemble(p, None).unwrap();
+            assert_eq!(b.len(), want.len(), "seed {seed} page {p}");
+            for i in 0..b.len() {
+                assert_eq!((b.key(i), b.seq(i), b.kind(i)), (want.key(i), want.seq(i), want.kind(i)), "seed {seed}");
+                for vi in 0..4 {
+                    assert_eq!(b.cell(i, vi), want.cell(i, vi), "seed {seed} page {p} row {i} column {vi}");
+                }
+            }
+        }
+        assert_eq!(r.cache.charged(), 0, "seed {seed}");
+        let pages = r.verify().unwrap() as u64;
+        assert_eq!(r.cache.reads.load(std::sync::atomic::Ordering::Relaxed), pages, "seed {seed}");
+    }
+
     #[test]
     fn flipped_bits_are_corruption_naming_the_file() {
         let fs = FaultFs::new();
@@ -1256,6 +1421,13 @@ mod tests {
             fs.flip_bit(path, off, 3).unwrap();
             let err = open(&fs, path).and_then(|r| r.verify()).unwrap_err();
             assert!(err.is_corruption() && err.to_string().contains("000009.sst"), "offset {off}: {err}");
+            // A point read's pages, read together, are checked one by one as well.
+            let Ok(r) = open(&fs, path) else { continue };
+            let mut out = vec![None; 3];
+            let read = (0..vs.len() as u64).step_by(50).try_for_each(|ord| r.pages_of_row(ord, |_| true, &mut out));
+            if let Err(err) = read {
+                assert!(err.is_corruption() && err.to_string().contains("000009.sst"), "offset {off}: {err}");
+            }
         }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::block::Block;
 use super::reader::{ReadAhead, SstReader};
+use super::rowgroup::HeldPages;
 use super::table_cache::TableCache;
 use crate::error::Result;
 use crate::version::FileMeta;
@@ -41,6 +42,8 @@ pub(crate) struct RunCursor {
     ahead_when_dense: bool,
     ahead: Option<ReadAhead>,
     last_read: Option<(usize, usize)>,
+    /// Without `fill_cache`: the row-group pages the walk reads, kept for the blocks after.
+    held: HeldPages,
 }
 
 impl RunCursor {
@@ -62,6 +65,7 @@ impl RunCursor {
             ahead_when_dense: false,
             ahead: None,
             last_read: None,
+            held: HeldPages::default(),
         }
     }
 
@@ -256,7 +260,9 @@ impl RunCursor {
                         || self.last_read.is_some_and(near)
                         || self.ahead.as_ref().is_some_and(|a| a.covers(r.number(), self.bi)));
                 self.last_read = Some((self.fi, self.bi));
-                self.block = Some(if ahead {
+                self.block = Some(if !self.fill_cache && r.row_groups().is_some() {
+                    r.block_held(self.bi, &mut self.held)?
+                } else if ahead {
                     r.block_ahead(self.bi, &mut self.ahead, self.ahead_bytes, self.fill_cache)?
                 } else {
                     r.block(self.bi, self.fill_cache)?

@@ -37,6 +37,12 @@ pub trait WritableFile: Send {
 pub trait ReadableFile: Send + Sync {
     /// Reads exactly `len` bytes at `offset`; reading past the end is an error.
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    /// Reads exactly `buf.len()` bytes at `offset` into `buf` (a caller's buffer used again and
+    /// again, so reads need not allocate and clear one each); reading past the end is an error.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        buf.copy_from_slice(&self.read_at(offset, buf.len())?);
+        Ok(())
+    }
     /// File size in bytes.
     fn len(&self) -> u64;
     /// True for an empty file.

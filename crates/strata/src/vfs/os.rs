@@ -50,9 +50,21 @@ impl ReadableFile for OsReadable {
                 format!("read of {len} bytes past end of file ({})", self.len),
             ));
         }
+        // Checked before the buffer is allocated: a corrupt length must not allocate.
         let mut buf = vec![0u8; len];
-        self.file.read_exact_at(&mut buf, offset).map_err(|e| Error::io(&self.path, e))?;
+        ReadableFile::read_exact_at(self, offset, &mut buf)?;
         Ok(buf)
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        if offset.checked_add(buf.len() as u64).is_none_or(|end| end > self.len) {
+            return Err(Error::corruption(
+                &self.path,
+                offset,
+                format!("read of {} bytes past end of file ({})", buf.len(), self.len),
+            ));
+        }
+        FileExt::read_exact_at(&self.file, buf, offset).map_err(|e| Error::io(&self.path, e))
     }
 
     fn len(&self) -> u64 {

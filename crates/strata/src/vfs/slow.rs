@@ -189,6 +189,13 @@ impl ReadableFile for SlowReadable {
         self.inner.read_at(offset, len)
     }
 
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let len = buf.len();
+        let sequential = self.next.swap(offset + len as u64, Ordering::Relaxed) == offset;
+        self.device.charge(Op::Read, self.device.profile.cost(!sequential, len));
+        self.inner.read_exact_at(offset, buf)
+    }
+
     fn len(&self) -> u64 {
         self.inner.len()
     }
