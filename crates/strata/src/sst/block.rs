@@ -62,10 +62,11 @@ struct ColBuf {
 /// broken only by the remaining bytes.
 #[inline]
 pub(crate) fn prefix_of(b: &[u8]) -> u32 {
-    let mut p = [0u8; 4];
-    let n = b.len().min(4);
-    p[..n].copy_from_slice(&b[..n]);
-    u32::from_be_bytes(p)
+    match b.first_chunk::<4>() {
+        Some(p) => u32::from_be_bytes(*p),
+        // Shorter values byte by byte: a copy of a length not known here calls `memcpy`.
+        None => b.iter().enumerate().fold(0, |p, (i, &x)| p | u32::from(x) << (24 - 8 * i)),
+    }
 }
 
 impl ColBuf {
@@ -920,6 +921,21 @@ mod tests {
     use super::*;
 
     use crate::types::row::{encode_row, RowIter};
+
+    /// A value's prefix is its first four bytes, zero-padded, big-endian, so prefixes order as
+    /// the values do wherever they differ.
+    #[test]
+    fn prefixes_are_the_first_four_bytes_zero_padded() {
+        let values: [&[u8]; 8] = [b"", b"\x01", b"a", b"ab", b"abc", b"abcd", b"abcde", b"\xff\xff\xff\xff\xff"];
+        for v in values {
+            let mut p = [0u8; 4];
+            p[..v.len().min(4)].copy_from_slice(&v[..v.len().min(4)]);
+            assert_eq!(prefix_of(v), u32::from_be_bytes(p), "{v:?}");
+        }
+        for w in values.windows(2) {
+            assert!(prefix_of(w[0]) <= prefix_of(w[1]), "{:?} {:?}", w[0], w[1]);
+        }
+    }
 
     #[test]
     fn build_decode_roundtrip_with_partials_nulls_and_strings() {
