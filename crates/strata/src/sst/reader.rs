@@ -148,24 +148,24 @@ pub(crate) fn read_block_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandl
 
 /// Calls `f` with the `len` bytes of `file` at `offset`, read into the calling thread's buffer,
 /// which every read uses again: the blocks made of them allocate their own memory once (in the
-/// decompression or the copy out) and never clear it first. Reads over [`SCRATCH_MAX`] bytes get
-/// a buffer of their own.
+/// decompression or the copy out) and never clear it first. Reads over [`SCRATCH_MAX`] bytes, and
+/// a read that `f` itself makes, get a buffer of their own.
 pub(crate) fn read_scratch<T>(
     file: &dyn ReadableFile,
     offset: u64,
     len: usize,
     f: impl FnOnce(&[u8]) -> Result<T>,
 ) -> Result<T> {
-    if len > SCRATCH_MAX {
-        return f(&file.read_at(offset, len)?);
-    }
-    SCRATCH.with_borrow_mut(|buf| {
-        if buf.len() < len {
-            buf.resize(len, 0);
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut buf) if len <= SCRATCH_MAX => {
+            if buf.len() < len {
+                buf.resize(len, 0);
+            }
+            let raw = &mut buf[..len];
+            file.read_exact_at(offset, raw)?;
+            f(raw)
         }
-        let raw = &mut buf[..len];
-        file.read_exact_at(offset, raw)?;
-        f(raw)
+        _ => f(&file.read_at(offset, len)?),
     })
 }
 
@@ -651,6 +651,27 @@ mod tests {
     use crate::vfs::FaultFs;
 
     const TYPES: [ColumnType; 2] = [ColumnType::BigInt, ColumnType::Text];
+
+    /// A read through the thread's buffer made while another holds it, or larger than the
+    /// buffer takes, gets a buffer of its own: both see their own bytes.
+    #[test]
+    fn reads_within_reads_get_their_own_buffers() {
+        let fs = FaultFs::new();
+        let path = Path::new("/r/x");
+        let data: Vec<u8> = (0..(SCRATCH_MAX + 64) as u32).map(|i| (i % 251) as u8).collect();
+        let mut w = fs.create(path).unwrap();
+        w.append(&data).unwrap();
+        w.sync().unwrap();
+        let file = fs.open(path).unwrap();
+        let got = read_scratch(file.as_ref(), 3, 100, |outer| {
+            let inner = read_scratch(file.as_ref(), 1000, 50, |b| Ok(b.to_vec()))?;
+            let big = read_scratch(file.as_ref(), 0, SCRATCH_MAX + 64, |b| Ok(b.to_vec()))?;
+            Ok((outer.to_vec(), inner, big))
+        })
+        .unwrap();
+        assert_eq!(got, (data[3..103].to_vec(), data[1000..1050].to_vec(), data));
+        assert!(read_scratch(file.as_ref(), SCRATCH_MAX as u64, 100, |_| Ok(())).unwrap_err().is_corruption());
+    }
 
     fn entry(key: Vec<u8>, seq: u64, kind: Kind, cells: Cells) -> Entry {
         let mut row = Vec::new();
