@@ -874,7 +874,12 @@ impl RowGroupReader {
                 return Ok(b);
             }
         }
-        let content = read_block_raw(self.file.as_ref(), &self.path, h)?;
+        self.admit(which, h, read_block_raw(self.file.as_ref(), &self.path, h)?, held)
+    }
+
+    /// Page `which` read from the file (its unframed `content`): counted, checked and cached, or
+    /// kept in `held` instead (group pages).
+    fn admit(&self, which: Page, h: BlockHandle, content: Vec<u8>, held: Option<&mut HeldPages>) -> Result<Arc<Block>> {
         self.cache.count_read(self.tier, h.size as usize + TRAILER_LEN);
         let b = Arc::new(self.decode_page(which, h, content)?);
         match (held, which) {
@@ -992,7 +997,7 @@ impl RowGroupReader {
     /// read when they lie close together in the file, as a row's pages of groups of like widths
     /// do (pages are written as they fill), then checked and cached one by one.
     fn pages_of_row(&self, r: u64, needed: impl Fn(usize) -> bool, out: &mut [Option<PageRow>]) -> Result<()> {
-        let mut missing: smallvec::SmallVec<[(usize, usize, BlockHandle); 32]> = smallvec::SmallVec::new();
+        let mut missing: smallvec::SmallVec<[(usize, usize, usize, BlockHandle); 32]> = smallvec::SmallVec::new();
         for (g, slot) in out.iter_mut().enumerate() {
             *slot = None;
             if !needed(g) {
@@ -1002,35 +1007,32 @@ impl RowGroupReader {
             let h = self.handle(Page::Group(g, q))?;
             match self.cache.get(self.number, h.offset) {
                 Some(b) => *slot = Some((b, row)),
-                None => missing.push((g, row, h)),
+                None => missing.push((g, q, row, h)),
             }
         }
         let framed = |h: &BlockHandle| (h.size as usize) + TRAILER_LEN;
-        let mut add = |g: usize, row: usize, h: BlockHandle, content: Vec<u8>| -> Result<()> {
-            self.cache.count_read(self.tier, framed(&h));
-            let (q, _) = self.shape.locate(g, r);
-            let b = Arc::new(self.decode_page(Page::Group(g, q), h, content)?);
-            self.cache.insert(self.number, h.offset, b.clone());
-            out[g] = Some((b, row));
+        let mut add = |(g, q, row, h): (usize, usize, usize, BlockHandle), content: Vec<u8>| -> Result<()> {
+            out[g] = Some((self.admit(Page::Group(g, q), h, content, None)?, row));
             Ok(())
         };
-        let start = missing.iter().map(|m| m.2.offset).min().unwrap_or(0);
-        let end = missing.iter().map(|m| m.2.offset + framed(&m.2) as u64).max().unwrap_or(0);
-        let wanted: usize = missing.iter().map(|m| framed(&m.2)).sum();
+        let start = missing.iter().map(|m| m.3.offset).min().unwrap_or(0);
+        let end = missing.iter().map(|m| m.3.offset + framed(&m.3) as u64).max().unwrap_or(0);
+        let wanted: usize = missing.iter().map(|m| framed(&m.3)).sum();
         // One read when the pages make up at least half of the span between them.
         if missing.len() < 2 || end - start > 2 * wanted as u64 || end > self.file.len() {
-            for (g, row, h) in missing {
-                add(g, row, h, read_block_raw(self.file.as_ref(), &self.path, h)?)?;
+            for m in missing {
+                add(m, read_block_raw(self.file.as_ref(), &self.path, m.3)?)?;
             }
             return Ok(());
         }
         read_scratch(self.file.as_ref(), start, (end - start) as usize, |span| {
-            for (g, row, h) in missing {
+            for m in missing {
+                let h = m.3;
                 let from = (h.offset - start) as usize;
                 let raw = span
                     .get(from..from + framed(&h))
                     .ok_or_else(|| Error::corruption(&self.path, h.offset, "page outside its read span"))?;
-                add(g, row, h, unframe_slice(&self.path, h.offset, raw)?)?;
+                add(m, unframe_slice(&self.path, h.offset, raw)?)?;
             }
             Ok(())
         })
@@ -1340,7 +1342,6 @@ mod tests {
         assert_eq!(res.finish().map(|c| c[0].clone()), Some(Some(Value::BigInt(120))));
     }
 
-    /// A flipped bit anywhere is reported as corruption naming the file, at open or by verify.
     /// A row's pages of every group, read on a cold cache (together when they lie close in the
     /// file), hold what each group's page holds on its own; each is read once, then cached.
     #[test]
@@ -1408,6 +1409,7 @@ mod tests {
         assert_eq!(r.cache.reads.load(std::sync::atomic::Ordering::Relaxed), pages, "seed {seed}");
     }
 
+    /// A flipped bit anywhere is reported as corruption naming the file, at open or by verify.
     #[test]
     fn flipped_bits_are_corruption_naming_the_file() {
         let fs = FaultFs::new();
