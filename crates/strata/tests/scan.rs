@@ -821,6 +821,66 @@ fn a_keys_versions_across_key_pages_are_read_once() {
     assert!(db.scan_stats().bulk_blocks > 0, "the bulk path was taken");
 }
 
+/// A flush marks every version of a key it supersedes in a row-group file, also those on the
+/// next key page when the key's versions go on there: keys with two partial rows each (kept
+/// apart by a snapshot) in a Level-1 file over their full rows at the bottom, some split across
+/// key pages, are deleted, and the deletes mark both partial rows and the full row, so the
+/// column-by-column aggregates count no deleted key.
+#[test]
+fn a_flush_marks_a_keys_versions_on_the_next_key_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), common::tiny_options(Arc::new(OsFs))).unwrap();
+    let s = Schema::new(
+        vec![
+            Column::new("k", ColumnType::BigInt),
+            Column::new("a", ColumnType::Int),
+            Column::new("b", ColumnType::Int),
+        ],
+        &["k"],
+    )
+    .unwrap();
+    let t = db.create_table("t", s, TableOptions::with_layout("L1-: column")).unwrap();
+    for k in 0..300 {
+        t.insert(&[Value::BigInt(k), Value::Int(1), Value::Int(1)]).unwrap();
+    }
+    db.compact_range("t", &KeyRange::all()).unwrap();
+    // Key 0 gets one partial row and keys 1..=128 two each, a snapshot between: in the Level-1
+    // file their compaction writes, key k's lie at ordinals 2k - 1 and 2k, so pages cut at any
+    // multiple of 64 rows up to 256 split one key's partial rows.
+    let updated = 1..=128i64;
+    t.update(&[Value::BigInt(0)], &[("a", Value::Int(2))]).unwrap();
+    for k in updated.clone() {
+        t.update(&[Value::BigInt(k)], &[("a", Value::Int(2))]).unwrap();
+    }
+    db.flush().unwrap();
+    let old = db.snapshot();
+    for k in updated.clone() {
+        t.update(&[Value::BigInt(k)], &[("a", Value::Int(3))]).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    assert!(db.stats().tables[0].levels[1..5].iter().any(|l| l.entries == 257), "{:?}", db.stats().tables[0].levels);
+    for k in updated.clone() {
+        t.delete(&[Value::BigInt(k)]).unwrap();
+    }
+    db.flush().unwrap();
+    db.check_supersede_marks().unwrap();
+    let n = updated.count() as i64;
+    let aggs = ScanRequest::new()
+        .with_aggregate(Aggregate::count_star())
+        .with_aggregate(Aggregate::new(AggFunc::Sum, "a"))
+        .with_aggregate(Aggregate::new(AggFunc::Sum, "b"));
+    let live = 300 - n;
+    assert_eq!(
+        answer(&t, &aggs, None).unwrap(),
+        vec![vec![Value::BigInt(live), Value::BigInt(live + 1), Value::BigInt(live)]]
+    );
+    assert_eq!(
+        answer(&t, &aggs, Some(&old)).unwrap(),
+        vec![vec![Value::BigInt(300), Value::BigInt(300 + n + 1), Value::BigInt(300)]]
+    );
+}
+
 /// A min or max that a block's bounds cannot improve passes over the block, but not over a
 /// memtable partial row patching a live version there with a value the aggregate takes.
 #[test]

@@ -129,17 +129,37 @@ fn mark(t: &Target, group: &[usize], sups: &[Sup], ext: &Ext, existing: Option<&
     }
 }
 
-/// A key's versions found in one file: the block and the rows.
+/// A key's versions found in one file: rows of a block and, where they reach its end and the
+/// next blocks go on with the key (a row-group file cuts its key pages at fixed row counts, so
+/// a key's versions may continue on the next page), rows of those.
 struct Hit {
-    reader: Arc<SstReader>,
+    number: u64,
+    parts: smallvec::SmallVec<[HitPart; 1]>,
+}
+
+/// Rows `rows` of a block whose first row is row `first_row` of its file.
+struct HitPart {
     block: Arc<Block>,
-    bi: usize,
+    first_row: u64,
     rows: Range<usize>,
 }
 
 impl Hit {
-    fn file_row(&self, i: usize) -> u64 {
-        self.reader.first_row(self.bi) + i as u64
+    /// The key's versions, newest first: each one's block, row there and row in the file.
+    fn versions(&self) -> impl Iterator<Item = (&Block, usize, u64)> + '_ {
+        self.parts.iter().flat_map(|p| p.rows.clone().map(move |i| (&*p.block, i, p.first_row + i as u64)))
+    }
+
+    /// The key (the hit has at least one version).
+    fn key(&self) -> &[u8] {
+        let p = &self.parts[0];
+        p.block.key(p.rows.start)
+    }
+
+    /// The block of the key's last version and the row after that version there.
+    fn end(&self) -> (&Arc<Block>, usize) {
+        let p = &self.parts[self.parts.len() - 1];
+        (&p.block, p.rows.end)
     }
 }
 
@@ -194,7 +214,7 @@ impl RunProbe {
         }
         self.cursor.seek(tables, key)?;
         let (Some(r), Some(b)) = (self.cursor.reader(), self.cursor.block()) else { return Ok(None) };
-        Ok(hit_at(r, b, self.cursor.block_index(), self.cursor.row(), key))
+        hit_at(r, b, self.cursor.block_index(), self.cursor.row(), key)
     }
 }
 
@@ -217,12 +237,28 @@ fn sorted_common<'s>(a: &'s [u64], b: &'s [u64]) -> impl Iterator<Item = u64> + 
     })
 }
 
-fn hit_at(r: &Arc<SstReader>, b: &Arc<Block>, bi: usize, start: usize, key: &[u8]) -> Option<Hit> {
-    let mut end = start;
-    while end < b.len() && b.key(end) == key {
-        end += 1;
+/// The versions of `key` in `r` from row `start` of block `bi` (`b`) on, going on into the next
+/// blocks while the key's versions fill a block to its end and the next one continues it.
+fn hit_at(r: &SstReader, b: &Arc<Block>, bi: usize, start: usize, key: &[u8]) -> Result<Option<Hit>> {
+    let run_end = |b: &Block, from: usize| (from..b.len()).find(|&i| b.key(i) != key).unwrap_or(b.len());
+    let end = run_end(b, start);
+    if end == start {
+        return Ok(None);
     }
-    (end > start).then(|| Hit { reader: r.clone(), block: b.clone(), bi, rows: start..end })
+    let mut parts = smallvec::SmallVec::new();
+    parts.push(HitPart { block: b.clone(), first_row: r.first_row(bi), rows: start..end });
+    let (mut bi, mut end, mut len) = (bi, end, b.len());
+    while end == len && r.index().get(bi + 1).is_some_and(|e| e.continues) {
+        bi += 1;
+        let next = r.block(bi, true)?;
+        end = run_end(&next, 0);
+        len = next.len();
+        if end == 0 {
+            break;
+        }
+        parts.push(HitPart { block: next, first_row: r.first_row(bi), rows: 0..end });
+    }
+    Ok(Some(Hit { number: r.number(), parts }))
 }
 
 /// The value columns of a run at `level` (all of them for whole rows).
@@ -414,7 +450,7 @@ impl<'a> Marker<'a> {
                     continue;
                 }
                 let Some(h) = p.find(self.tables, key, Some(hash))? else { continue };
-                if h.rows.clone().any(|i| h.block.kind(i) != Kind::Update) {
+                if h.versions().any(|(b, i, _)| b.kind(i) != Kind::Update) {
                     for &c in &p.columns {
                         self.settled[c] = true;
                     }
@@ -430,7 +466,7 @@ impl<'a> Marker<'a> {
         // chain probed agrees; a partial row's own columns' chains were all probed).
         let settled = found
             .iter()
-            .flat_map(|(_, h)| h.rows.clone().map(move |i| (h.block.seq(i), h.block.kind(i))))
+            .flat_map(|(_, h)| h.versions().map(|(b, i, _)| (b.seq(i), b.kind(i))))
             .filter(|(_, k)| *k != Kind::Update)
             .max_by_key(|(s, _)| *s);
         if !found.is_empty() && self.older_keys.last().is_none_or(|k| k.as_slice() != key) {
@@ -449,11 +485,10 @@ impl<'a> Marker<'a> {
         let sups: Vec<Sup> = versions[..keep].iter().map(|v| Sup::of_entry(v, self.nvals)).collect();
         for (pi, h) in found {
             let columns = &self.older[pi].columns;
-            let number = h.reader.number();
-            let existing = self.base.as_ref().and_then(|t| t.marks_of(number)).map(|m| &**m);
-            let out = self.made.entry(number).or_default();
-            for i in h.rows.clone() {
-                let t = Target::of_row(&h.block, i, h.file_row(i), columns.len())?;
+            let existing = self.base.as_ref().and_then(|t| t.marks_of(h.number)).map(|m| &**m);
+            let out = self.made.entry(h.number).or_default();
+            for (b, i, row) in h.versions() {
+                let t = Target::of_row(b, i, row, columns.len())?;
                 mark(&t, columns, &sups, &Ext::default(), existing, out);
             }
         }
@@ -533,22 +568,18 @@ struct CatchUp<'c> {
 }
 
 impl CatchUp<'_> {
-    /// Marks by one key's versions: `rows` of block `b`, of a file holding value `columns`.
-    fn key(&mut self, b: &Block, rows: Range<usize>, columns: &[usize], made: &mut Made) -> Result<()> {
-        if rows.is_empty() {
-            return Ok(());
-        }
-        let key = b.key(rows.start);
+    /// Marks by one key's versions `source`, of a file holding value `columns`.
+    fn key(&mut self, source: &Hit, columns: &[usize], made: &mut Made) -> Result<()> {
+        let key = source.key();
         let hash = bloom::key_hash(key);
-        let sups: Vec<Sup> = rows.map(|j| Sup::of_row(b, j, columns)).collect();
+        let sups: Vec<Sup> = source.versions().map(|(b, j, _)| Sup::of_row(b, j, columns)).collect();
         let shares = |t: &RunProbe| columns.is_empty() || t.columns.iter().any(|c| columns.contains(c));
         for t in self.targets.iter_mut().filter(|t| shares(t)) {
             let Some(h) = t.find(self.tables, key, Some(hash))? else { continue };
-            let number = h.reader.number();
-            let ex = (self.existing)(number);
-            let out = made.entry(number).or_default();
-            for r in h.rows.clone() {
-                let tg = Target::of_row(&h.block, r, h.file_row(r), t.columns.len())?;
+            let ex = (self.existing)(h.number);
+            let out = made.entry(h.number).or_default();
+            for (b, r, row) in h.versions() {
+                let tg = Target::of_row(b, r, row, t.columns.len())?;
                 mark(&tg, &t.columns, &sups, &Ext::default(), ex.as_deref(), out);
             }
         }
@@ -565,24 +596,33 @@ impl CatchUp<'_> {
         made: &mut Made,
     ) -> Result<()> {
         let columns = source.columns().to_vec();
-        let start = range.map_or(0, |(lo, _)| source.find_block(lo));
-        for bi in start..source.num_blocks() {
-            let b = source.block(bi, true)?;
-            let mut i = range.map_or(0, |(lo, _)| b.seek(lo));
-            while i < b.len() {
-                let key = b.key(i);
-                if range.is_some_and(|(_, hi)| key > hi) {
-                    return Ok(());
+        let mut bi = range.map_or(0, |(lo, _)| source.find_block(lo));
+        let mut at: Option<(Arc<Block>, usize)> = None;
+        while bi < source.num_blocks() {
+            let (b, i) = match at.take() {
+                Some(place) => place,
+                None => {
+                    let b = source.block(bi, true)?;
+                    let i = range.map_or(0, |(lo, _)| b.seek(lo));
+                    (b, i)
                 }
-                let mut end = i + 1;
-                while end < b.len() && b.key(end) == key {
-                    end += 1;
-                }
-                if only.is_none_or(|o| o.contains(bloom::key_hash(key))) {
-                    self.key(&b, i..end, &columns, made)?;
-                }
-                i = end;
+            };
+            if i >= b.len() {
+                bi += 1;
+                continue;
             }
+            let key = b.key(i);
+            if range.is_some_and(|(_, hi)| key > hi) {
+                return Ok(());
+            }
+            // A key's versions may go on into the next blocks: the walk resumes past them.
+            let Some(h) = hit_at(source, &b, bi, i, key)? else { return Ok(()) };
+            if only.is_none_or(|o| o.contains(bloom::key_hash(key))) {
+                self.key(&h, &columns, made)?;
+            }
+            bi += h.parts.len() - 1;
+            let (last, end) = h.end();
+            at = Some((last.clone(), end));
         }
         Ok(())
     }
@@ -604,8 +644,8 @@ impl CatchUp<'_> {
                     b
                 }
             };
-            if let Some(h) = hit_at(source, &b, bi, b.seek(key), key) {
-                self.key(&b, h.rows, &columns, made)?;
+            if let Some(h) = hit_at(source, &b, bi, b.seek(key), key)? {
+                self.key(&h, &columns, made)?;
             }
         }
         Ok(())
