@@ -17,7 +17,9 @@
 //!   last third, 21-30, over 5% of it).
 //!
 //! Reported per system: load rate, each query's latency (median, p99, mean), the total time the
-//! queries Q2a-Q4 took (the paper's Fig. 8a), the phase's wall time and the insert rate reached.
+//! queries Q2a-Q4 took (the paper's Fig. 8a), the phase's wall time and the insert rate reached;
+//! for strata also the blocks its Q2a and Q2b point reads read from files per get (cache misses,
+//! counted on the reader threads).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -242,6 +244,8 @@ enum Event {
 /// The figures of one steady phase.
 struct Phase {
     lat: [Latency; 6],
+    /// Blocks strata's Q2a and Q2b point reads read from files (cache misses; 0 for the peers).
+    get_reads: [u64; 2],
     secs: f64,
     /// Inserts per second over the writer's own run.
     insert_rate: f64,
@@ -289,7 +293,7 @@ fn steady(store: &dyn Tables, a: &LaserHwArgs, shape: &Shape, label: &str) -> Re
         }
     };
     #[allow(clippy::type_complexity)]
-    let (writer, readers): (Result<([Latency; 2], f64), String>, Vec<Result<[Latency; 4], String>>) =
+    let (writer, readers): (Result<([Latency; 2], f64), String>, Vec<Result<([Latency; 4], [u64; 2]), String>>) =
         std::thread::scope(|s| {
             let writer = s.spawn(|| {
                 guarded(&failed, || -> Result<([Latency; 2], f64), String> {
@@ -324,11 +328,12 @@ fn steady(store: &dyn Tables, a: &LaserHwArgs, shape: &Shape, label: &str) -> Re
                 .map(|(ri, plan)| {
                     let (inserted, failed, wait_until) = (&inserted, &failed, &wait_until);
                     s.spawn(move || {
-                        guarded(failed, || -> Result<[Latency; 4], String> {
+                        guarded(failed, || -> Result<([Latency; 4], [u64; 2]), String> {
                             let mut rng = StdRng::seed_from_u64(c.seed ^ (0x5ead + ri as u64));
                             let recent = Normal::new(0.98, 0.02).map_err(|e| e.to_string())?;
                             let older = Normal::new(0.85, 0.02).map_err(|e| e.to_string())?;
                             let mut lat: [Latency; 4] = Default::default();
+                            let mut get_reads = [0u64; 2];
                             let (all, q2b) = (shape.all(), shape.q2b());
                             for &(t, ev) in plan {
                                 if failed.load(Ordering::Relaxed) {
@@ -348,9 +353,11 @@ fn steady(store: &dyn Tables, a: &LaserHwArgs, shape: &Shape, label: &str) -> Re
                                             _ => (&older, &q2b, 1),
                                         };
                                         let k = pick(&mut rng, d);
+                                        let io = strata::thread_io();
                                         if store.get(k, cols)?.is_none() {
                                             return Err(format!("row {k} is missing"));
                                         }
+                                        get_reads[slot] += strata::thread_io().since(io).block_reads;
                                         slot
                                     }
                                     Event::Q3 => {
@@ -364,7 +371,7 @@ fn steady(store: &dyn Tables, a: &LaserHwArgs, shape: &Shape, label: &str) -> Re
                                 };
                                 lat[slot].record(t0.elapsed());
                             }
-                            Ok(lat)
+                            Ok((lat, get_reads))
                         })
                     })
                 })
@@ -380,14 +387,18 @@ fn steady(store: &dyn Tables, a: &LaserHwArgs, shape: &Shape, label: &str) -> Re
     progress.finish();
     let ([q1, q5], writer_secs) = writer?;
     let mut lat: [Latency; 6] = Default::default();
+    let mut get_reads = [0u64; 2];
     lat[0] = q1;
     lat[5] = q5;
     for r in readers {
-        for (i, l) in r?.iter().enumerate() {
+        let (l, reads) = r?;
+        for (i, l) in l.iter().enumerate() {
             lat[i + 1].merge(l);
         }
+        get_reads[0] += reads[0];
+        get_reads[1] += reads[1];
     }
-    Ok(Phase { lat, secs, insert_rate: (inserted.load(Ordering::Acquire) - c.rows) as f64 / writer_secs })
+    Ok(Phase { lat, get_reads, secs, insert_rate: (inserted.load(Ordering::Acquire) - c.rows) as f64 / writer_secs })
 }
 
 pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
@@ -442,6 +453,13 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
             }
         }
         add(&mut results, "Q2a-Q4 total time", query_secs, "s");
+        if system == "strata" {
+            // Cache misses per point read, counted on the reader threads.
+            for (i, name) in [(0, "Q2a"), (1, "Q2b")] {
+                let gets = phase.lat[i + 1].count().max(1) as f64;
+                add(&mut results, &format!("{name} blocks read per get"), phase.get_reads[i] as f64 / gets, "blocks");
+            }
+        }
         add(&mut results, "phase wall time", phase.secs, "s");
         // Counted since the store opened: the guard's two scans and the phase's.
         crate::harness::finish_run(&mut results, (system, variant, &config), store, &c.out);
