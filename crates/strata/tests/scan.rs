@@ -764,14 +764,10 @@ fn composite_keys_come_back_from_bulk_blocks() {
     assert!(db.scan_stats().bulk_blocks > before.bulk_blocks);
 }
 
-/// A row-group file cuts key pages at fixed row counts, so a key's versions may go on from one
-/// key page into the next, which then starts with an older version superseded within the file:
-/// every path (column by column, bulk, merge; one partition or several; filtered or not) reads
-/// the key once, now and at a snapshot between the versions.
-#[test]
-fn a_keys_versions_across_key_pages_are_read_once() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = Db::open(tmp.path(), common::tiny_options(Arc::new(OsFs))).unwrap();
+/// A database in `dir` with tiny options and a table `t (k BIGINT, a INT, b INT)` of columns
+/// in row-group files from Level 1 down (512-byte blocks and an 8-byte key: key pages of 64 rows).
+fn key_page_table(dir: &std::path::Path) -> (Db, Table) {
+    let db = Db::open(dir, common::tiny_options(Arc::new(OsFs))).unwrap();
     let s = Schema::new(
         vec![
             Column::new("k", ColumnType::BigInt),
@@ -781,8 +777,18 @@ fn a_keys_versions_across_key_pages_are_read_once() {
         &["k"],
     )
     .unwrap();
-    // 512-byte blocks and an 8-byte key: key pages of 64 rows.
     let t = db.create_table("t", s, TableOptions::with_layout("L1-: column")).unwrap();
+    (db, t)
+}
+
+/// A row-group file cuts key pages at fixed row counts, so a key's versions may go on from one
+/// key page into the next, which then starts with an older version superseded within the file:
+/// every path (column by column, bulk, merge; one partition or several; filtered or not) reads
+/// the key once, now and at a snapshot between the versions.
+#[test]
+fn a_keys_versions_across_key_pages_are_read_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, t) = key_page_table(tmp.path());
     let row = |k: i64, v: i32| vec![Value::BigInt(k), Value::Int(v), Value::Int(-v)];
     for k in 0..200 {
         t.insert(&row(k, 1)).unwrap();
@@ -829,17 +835,7 @@ fn a_keys_versions_across_key_pages_are_read_once() {
 #[test]
 fn a_flush_marks_a_keys_versions_on_the_next_key_page() {
     let tmp = tempfile::tempdir().unwrap();
-    let db = Db::open(tmp.path(), common::tiny_options(Arc::new(OsFs))).unwrap();
-    let s = Schema::new(
-        vec![
-            Column::new("k", ColumnType::BigInt),
-            Column::new("a", ColumnType::Int),
-            Column::new("b", ColumnType::Int),
-        ],
-        &["k"],
-    )
-    .unwrap();
-    let t = db.create_table("t", s, TableOptions::with_layout("L1-: column")).unwrap();
+    let (db, t) = key_page_table(tmp.path());
     for k in 0..300 {
         t.insert(&[Value::BigInt(k), Value::Int(1), Value::Int(1)]).unwrap();
     }
