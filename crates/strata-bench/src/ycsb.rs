@@ -264,9 +264,10 @@ fn check_answers(store: &dyn Store, a: &YcsbArgs, rng: &mut StdRng) -> Result<()
     Ok(())
 }
 
-/// Per-thread latencies, one histogram per operation kind.
+/// Per-thread latencies, one histogram per operation kind, and the blocks strata read from files
+/// (block-cache misses) during the measured operations.
 #[derive(Default)]
-struct Lat([Latency; 5]);
+struct Lat([Latency; 5], u64);
 
 fn run_phase(
     store: &dyn Store,
@@ -310,7 +311,7 @@ fn run_phase(
                             x < acc
                         });
                         let op = op.map_or(Op::Read, |(o, _)| *o);
-                        let t0 = Instant::now();
+                        let (t0, io) = (Instant::now(), strata::thread_io());
                         match op {
                             Op::Read => {
                                 store.read(chooser.next(&mut rng, n))?;
@@ -337,6 +338,7 @@ fn run_phase(
                         }
                         if measured {
                             lat.0[OPS.iter().position(|o| *o == op).unwrap_or(0)].record(t0.elapsed());
+                            lat.1 += strata::thread_io().since(io).block_reads;
                             done_ops.fetch_add(1, Ordering::Relaxed);
                         }
                         i += 1;
@@ -377,6 +379,7 @@ fn run_phase(
         for (t, x) in total.0.iter_mut().zip(&l.0) {
             t.merge(x);
         }
+        total.1 += l.1;
     }
     Ok((total, done_ops.load(Ordering::Relaxed), elapsed))
 }
@@ -442,6 +445,10 @@ pub(crate) fn ycsb(a: &YcsbArgs) -> Result<(), String> {
         results.add(system, &config, "run throughput", ops as f64 / secs, "ops/s");
         for (op, l) in OPS.iter().zip(&lat.0) {
             results.add_latency(system, &config, op.name(), l);
+        }
+        if system == "strata" && ops > 0 {
+            // Block-cache misses on the client threads (strata counts them per thread).
+            results.add(system, &config, "blocks read per op", lat.1 as f64 / ops as f64, "blocks");
         }
         drop(store);
         let _ = std::fs::remove_dir_all(c.out.join("data").join(system));
