@@ -29,6 +29,9 @@ pub enum ErrorKind {
     InvalidStatement,
     /// A memory budget was exhausted.
     OutOfMemory,
+    /// A transaction lost to a concurrent one (or was open too long to be checked): running it
+    /// again may succeed.
+    SerializationFailure,
     /// The database could not read or write its files.
     Io,
     /// A bug or corrupted data.
@@ -50,6 +53,7 @@ impl ErrorKind {
             ErrorKind::FeatureNotSupported => "0A000",
             ErrorKind::InvalidStatement => "42000",
             ErrorKind::OutOfMemory => "53200",
+            ErrorKind::SerializationFailure => "40001",
             ErrorKind::Io => "58030",
             ErrorKind::Internal => "XX000",
         }
@@ -105,6 +109,7 @@ impl SqlError {
             E::TypeMismatch { .. } => ErrorKind::DataException,
             E::InvalidArgument(_) => ErrorKind::InvalidStatement,
             E::OutOfMemory(_) => ErrorKind::OutOfMemory,
+            E::Conflict { .. } | E::TxnTooOld { .. } => ErrorKind::SerializationFailure,
             E::Io { .. } => ErrorKind::Io,
             _ => ErrorKind::Internal,
         };

@@ -70,6 +70,32 @@ pub enum Error {
     /// it was written.
     #[error("out of memory budget: {0}")]
     OutOfMemory(String),
+    /// A transaction lost to a concurrent one: another commit wrote this row after the
+    /// transaction's snapshot was taken (first committer wins). Nothing of the transaction was
+    /// written; running it again reads the newer row.
+    #[error(
+        "transaction conflict: row {key} of table `{table}` was written by another commit after this \
+         transaction's snapshot; nothing of the transaction was written, retry it"
+    )]
+    Conflict {
+        /// Table name.
+        table: String,
+        /// The row's key, as values.
+        key: String,
+    },
+    /// A transaction stayed open so long that the commits after its snapshot no longer fit the
+    /// memory kept for checking them ([`Options::txn_window_bytes`](crate::Options::txn_window_bytes)),
+    /// so it cannot be checked; nothing of it was written.
+    #[error(
+        "transaction too old: its snapshot (sequence {snapshot}) is older than the oldest commit still \
+         kept for checking (sequence {horizon}; Options::txn_window_bytes); nothing of it was written, retry it"
+    )]
+    TxnTooOld {
+        /// The transaction's snapshot.
+        snapshot: u64,
+        /// Commits at or below this are no longer kept.
+        horizon: u64,
+    },
 }
 
 impl Error {
@@ -96,7 +122,15 @@ impl Error {
             Error::Poisoned(_) => "read_only",
             Error::Closed => "closed",
             Error::OutOfMemory(_) => "out_of_memory",
+            Error::Conflict { .. } => "conflict",
+            Error::TxnTooOld { .. } => "txn_too_old",
         }
+    }
+
+    /// True when running the transaction again may succeed: [`Error::Conflict`] and
+    /// [`Error::TxnTooOld`].
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Conflict { .. } | Error::TxnTooOld { .. })
     }
 
     /// True for [`Error::Corruption`].

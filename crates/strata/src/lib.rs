@@ -34,8 +34,8 @@ mod write;
 
 pub use db::{
     AsOf, ColumnWorkload, Db, Engine, GroupStats, HeatBucket, History, KeyRange, LevelStats, LineageStats, Options,
-    Projection, ReadOptions, ScanIter, Stats, Table, TableInfo, TableOptions, TableStats, TierStats, WorkloadStats,
-    WriteOptions,
+    Projection, ReadOptions, ScanIter, Stats, Table, TableInfo, TableOptions, TableStats, TierStats, Transaction,
+    TxnOptions, WorkloadStats, WriteOptions, TXN_RETRIES,
 };
 pub use error::{Error, Result};
 pub use mvcc::snapshot::Snapshot;

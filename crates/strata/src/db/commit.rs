@@ -6,6 +6,11 @@
 //!
 //! Only the leader touches the WAL writer, assigns sequence numbers and rotates memtables, so
 //! those need no further coordination.
+//!
+//! A transaction's batch comes with the rows it wrote and its snapshot: the leader checks them
+//! against the conflict window ([`crate::mvcc::conflict`]) before it gives out sequence numbers,
+//! so a loser is left out of the group (nothing of it is logged or applied) and the others go on;
+//! while a write transaction is open, the leader records every committed row there.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -16,6 +21,7 @@ use super::{DbInner, ReadView};
 use crate::error::{Error, Result};
 use crate::memtable::{Before, Fold, Memtable};
 use crate::mvcc::clock::unix_ms;
+use crate::mvcc::conflict::{Lost, RowId};
 use crate::mvcc::Kind;
 use crate::read::ReadPoint;
 use crate::types::row::{carried, encode_row};
@@ -27,13 +33,44 @@ pub(crate) struct Request {
     ticket: u64,
     batch: WriteBatch,
     sync: bool,
+    validate: Option<Validate>,
+}
+
+/// What a transaction's commit is checked by: it read at `snapshot` and wrote `rows`.
+pub(crate) struct Validate {
+    pub snapshot: u64,
+    pub rows: Vec<RowId>,
+}
+
+/// How a request in a commit group ended, when not with success.
+#[derive(Debug, Clone)]
+pub(crate) enum Failed {
+    /// The whole group failed (the database is poisoned or read-only): the message.
+    Group(String),
+    /// The transaction lost first-committer-wins; nothing of it was written.
+    Lost(Lost),
 }
 
 impl DbInner {
     pub(crate) fn write(&self, batch: WriteBatch, opts: &super::WriteOptions) -> Result<()> {
+        match self.commit_request(batch, opts, None)? {
+            Ok(()) => Ok(()),
+            // Only a request with rows to check can lose.
+            Err(lost) => Err(Error::InvalidArgument(format!("a plain write was refused as a transaction: {lost:?}"))),
+        }
+    }
+
+    /// Commits `batch` through the group commit, checked by `validate` when given: the outer
+    /// error is a failure of the write itself, the inner one a lost check (nothing written).
+    pub(crate) fn commit_request(
+        &self,
+        batch: WriteBatch,
+        opts: &super::WriteOptions,
+        validate: Option<Validate>,
+    ) -> Result<std::result::Result<(), Lost>> {
         self.check_writable()?;
         if batch.is_empty() {
-            return Ok(());
+            return Ok(Ok(()));
         }
         {
             let view = self.view.read().clone();
@@ -45,10 +82,15 @@ impl DbInner {
         let mut st = self.commit.lock();
         let ticket = st.next_ticket;
         st.next_ticket += 1;
-        st.queue.push(Request { ticket, batch, sync: opts.sync });
+        st.queue.push(Request { ticket, batch, sync: opts.sync, validate });
+        let finish = |r: std::result::Result<(), Failed>| match r {
+            Ok(()) => Ok(Ok(())),
+            Err(Failed::Lost(lost)) => Ok(Err(lost)),
+            Err(Failed::Group(msg)) => Err(Error::Poisoned(msg)),
+        };
         loop {
             if let Some(r) = st.results.remove(&ticket) {
-                return r.map_err(Error::Poisoned);
+                return finish(r);
             }
             if !st.leader_active {
                 // Our request is still queued: a leader that took it would have left a result.
@@ -58,13 +100,32 @@ impl DbInner {
                 let outcome = self.commit_group(&group);
                 let mut st = self.commit.lock();
                 st.leader_active = false;
-                let msg = outcome.as_ref().err().map(ToString::to_string);
-                for r in group.iter().filter(|r| r.ticket != ticket) {
-                    st.results.insert(r.ticket, msg.clone().map_or(Ok(()), Err));
+                let (mine, others) = match outcome {
+                    Ok(lost) => {
+                        let mut mine = Ok(());
+                        for (r, lost) in group.iter().zip(lost) {
+                            let res = lost.map_or(Ok(()), |l| Err(Failed::Lost(l)));
+                            if r.ticket == ticket {
+                                mine = res;
+                            } else {
+                                st.results.insert(r.ticket, res);
+                            }
+                        }
+                        (finish(mine), None)
+                    }
+                    Err(e) => {
+                        let msg = e.to_string();
+                        (Err(e), Some(msg))
+                    }
+                };
+                if let Some(msg) = others {
+                    for r in group.iter().filter(|r| r.ticket != ticket) {
+                        st.results.insert(r.ticket, Err(Failed::Group(msg.clone())));
+                    }
                 }
                 drop(st);
                 self.commit_cv.notify_all();
-                return outcome;
+                return mine;
             }
             self.commit_cv.wait(&mut st);
         }
@@ -91,19 +152,23 @@ impl DbInner {
         )))
     }
 
-    fn commit_group(&self, group: &[Request]) -> Result<()> {
+    /// Commits the requests of `group` that pass their checks; returns, per request, why it
+    /// lost (`None`: committed).
+    fn commit_group(&self, group: &[Request]) -> Result<Vec<Option<Lost>>> {
         self.check_writable()?;
         self.make_room()?;
+        let lost = self.validate(group);
+        let won = || group.iter().zip(&lost).filter(|(_, l)| l.is_none()).map(|(r, _)| r);
         // Only the leader assigns sequence numbers, and it publishes each group before the
         // next leader runs: the visible sequence is the last one handed out.
         let mut seq = self.snapshots.visible();
         let first = seq + 1;
-        let bytes: usize = group.iter().map(|r| r.batch.bytes + 32).sum();
+        let bytes: usize = won().map(|r| r.batch.bytes + 32).sum();
         let mut buf = Vec::with_capacity(bytes + 16 * group.len());
-        let mut payload = Vec::with_capacity(group.iter().map(|r| r.batch.bytes + 32).max().unwrap_or(0));
+        let mut payload = Vec::with_capacity(won().map(|r| r.batch.bytes + 32).max().unwrap_or(0));
         let mut sync = false;
         let now = unix_ms(SystemTime::now());
-        for r in group.iter() {
+        for r in won() {
             payload.clear();
             r.batch.encode(seq + 1, now, &mut payload);
             frame(&payload, &mut buf);
@@ -126,7 +191,7 @@ impl DbInner {
         let mut s = first;
         // Bytes ingested per table, summed here so the counters are locked once per group.
         let mut ingested: Vec<(u32, u64)> = Vec::new();
-        for r in group.iter() {
+        for r in won() {
             for op in &r.batch.ops {
                 if let Some(t) = lineage.get(&op.table_id) {
                     if let Err(e) = t.apply(op.kind, &op.key, &op.row, s) {
@@ -175,9 +240,43 @@ impl DbInner {
             *io.ingested.entry(t).or_default() += n;
         }
         drop(io);
-        self.snapshots.publish(seq);
+        {
+            // Recorded and published under the window's lock, so a transaction opening now
+            // either reads at a snapshot that holds this group or finds it recorded.
+            let mut window = self.conflicts.lock();
+            if window.is_recording() {
+                let mut s = first;
+                for r in won() {
+                    for op in &r.batch.ops {
+                        window.record(s, op.table_id, &op.key);
+                        s += 1;
+                    }
+                }
+                window.trim();
+            }
+            self.snapshots.publish(seq);
+        }
         self.clock.lock().record(now, seq);
-        Ok(())
+        Ok(lost)
+    }
+
+    /// Checks the transactions of `group` in order: each against the commits recorded after its
+    /// snapshot and the rows the requests ahead of it in the group write.
+    fn validate(&self, group: &[Request]) -> Vec<Option<Lost>> {
+        if group.iter().all(|r| r.validate.is_none()) {
+            return vec![None; group.len()];
+        }
+        let window = self.conflicts.lock();
+        let mut ahead: std::collections::HashSet<RowId> = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(group.len());
+        for r in group {
+            let lost = r.validate.as_ref().and_then(|v| window.check(v.snapshot, &v.rows, &ahead).err());
+            if lost.is_none() {
+                ahead.extend(r.batch.ops.iter().map(|op| (op.table_id, op.key.clone())));
+            }
+            out.push(lost);
+        }
+        out
     }
 
     /// Table `t`'s row `key` at `seq` (read through `view`), for [`Fold::before`]. Leader only:

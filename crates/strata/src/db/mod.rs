@@ -15,6 +15,7 @@ mod options;
 pub(crate) mod read;
 mod stats;
 mod table;
+mod txn;
 
 pub(crate) use crate::catalog::workload;
 pub use crate::catalog::{Engine, KeyRange, Projection, TableInfo, TableOptions};
@@ -26,6 +27,7 @@ pub use stats::{
     ColumnWorkload, GroupStats, HeatBucket, LevelStats, LineageStats, Stats, TableStats, TierStats, WorkloadStats,
 };
 pub use table::Table;
+pub use txn::{Transaction, TxnOptions, TXN_RETRIES};
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -71,7 +73,7 @@ pub(crate) struct CommitState {
     pub queue: Vec<commit::Request>,
     pub leader_active: bool,
     pub next_ticket: u64,
-    pub results: HashMap<u64, Result<(), String>>,
+    pub results: HashMap<u64, Result<(), commit::Failed>>,
 }
 
 /// Per (table, level) IO counters, since open.
@@ -106,6 +108,8 @@ pub(crate) struct DbInner {
     pub next_file: AtomicU64,
     pub commit: Mutex<CommitState>,
     pub commit_cv: Condvar,
+    /// Rows committed while write transactions are open (see [`crate::mvcc::conflict`]).
+    pub conflicts: Mutex<crate::mvcc::conflict::ConflictWindow>,
     pub wal: Mutex<WalWriter>,
     pub tables: Arc<TableCache>,
     pub bg: Mutex<BgState>,
@@ -383,6 +387,7 @@ impl Db {
             next_file,
             commit: Mutex::new(CommitState::default()),
             commit_cv: Condvar::new(),
+            conflicts: Mutex::new(crate::mvcc::conflict::ConflictWindow::new(opts.txn_window_bytes)),
             wal: Mutex::new(wal),
             tables,
             bg: Mutex::new(BgState::default()),

@@ -102,6 +102,13 @@ pub struct Options {
     /// the slow tier once for all of them, so bursts of writes do not wait on the slow device.
     /// Off, every flush probes the slow tier itself (plain leveled).
     pub deferred_compaction: bool,
+    /// Memory for the rows committed while write transactions are open, by which their commits
+    /// are checked (default 64 MiB). Past it the oldest are forgotten, and a transaction whose
+    /// snapshot is older than what is left cannot commit ([`Error::TxnTooOld`](crate::Error::TxnTooOld)).
+    pub txn_window_bytes: usize,
+    /// The most bytes of writes one transaction may hold before it commits (default 64 MiB;
+    /// the whole transaction enters the memtable and one WAL record at once).
+    pub txn_max_bytes: usize,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
 }
@@ -137,6 +144,8 @@ impl Default for Options {
             heat_half_life: std::time::Duration::from_secs(60),
             tier_placement: crate::tier::TierPlacement::Informed,
             deferred_compaction: true,
+            txn_window_bytes: 64 << 20,
+            txn_max_bytes: 64 << 20,
             fs: Arc::new(OsFs),
         }
     }
@@ -169,6 +178,8 @@ impl std::fmt::Debug for Options {
             .field("heat_half_life", &self.heat_half_life)
             .field("tier_placement", &self.tier_placement)
             .field("deferred_compaction", &self.deferred_compaction)
+            .field("txn_window_bytes", &self.txn_window_bytes)
+            .field("txn_max_bytes", &self.txn_max_bytes)
             .finish_non_exhaustive()
     }
 }

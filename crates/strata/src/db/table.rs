@@ -231,17 +231,32 @@ impl Table {
         }
     }
 
+    /// The value cells (the `wanted` ones; all with `None`) of the row with encoded key `k` at
+    /// the read point, from whichever engine holds the table.
+    pub(crate) fn cells_at(
+        &self,
+        k: &[u8],
+        wanted: Option<&[bool]>,
+        ropts: &ReadOptions<'_>,
+    ) -> Result<Option<crate::types::row::Cells>> {
+        match self.lineage()? {
+            Some(t) => {
+                let (seq, view) = self.db.lineage_read_point(t, ropts)?;
+                Ok(t.get(&view, k, seq, wanted))
+            }
+            None => self.db.get_cells(&self.info, k, wanted, ropts),
+        }
+    }
+
+    /// The database the table belongs to.
+    pub(crate) fn db(&self) -> &Arc<DbInner> {
+        &self.db
+    }
+
     /// The row with `key`, projected, or `None` if there is none at the read point.
     pub fn get(&self, key: &[Value], projection: &Projection, ropts: &ReadOptions<'_>) -> Result<Option<Vec<Value>>> {
         let k = self.encode_key(key)?;
-        let wanted = projection.wanted().map(|w| &w[..]);
-        let cells = match self.lineage()? {
-            Some(t) => {
-                let (seq, view) = self.db.lineage_read_point(t, ropts)?;
-                t.get(&view, &k, seq, wanted)
-            }
-            None => self.db.get_cells(&self.info, &k, wanted, ropts)?,
-        };
+        let cells = self.cells_at(&k, projection.wanted().map(|w| &w[..]), ropts)?;
         match cells {
             Some(cells) => project_with(&self.info, KeyOf::Values(key), cells, projection).map(Some),
             None => Ok(None),

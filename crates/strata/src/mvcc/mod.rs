@@ -4,6 +4,7 @@
 
 pub mod chain;
 pub(crate) mod clock;
+pub(crate) mod conflict;
 pub mod snapshot;
 
 /// What a version of a row says.

@@ -1,0 +1,281 @@
+//! Transactions with snapshot isolation: reads at the snapshot taken when the transaction
+//! began, with its own writes laid over them; writes held in the transaction until
+//! [`Transaction::commit`] applies all of them as one batch (one WAL record) or none. A commit
+//! loses ([`Error::Conflict`]) when another commit wrote one of its rows after its snapshot
+//! (first committer wins, checked by the commit leader before sequence numbers are given, see
+//! [`crate::mvcc::conflict`]); a partial update is a write of its row. Tables of both engines
+//! can be written in one transaction.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::commit::Validate;
+use super::{Db, DbInner, Projection, ReadOptions, Table, WriteOptions};
+use crate::error::{Error, Result};
+use crate::mvcc::conflict::{Lost, RowId};
+use crate::mvcc::snapshot::Snapshot;
+use crate::mvcc::Kind;
+use crate::read::{project_with, KeyOf};
+use crate::types::key::decode_key;
+use crate::types::row::{decode_row, Cells};
+use crate::types::Value;
+use crate::write::batch::{BatchOp, WriteBatch};
+
+/// How many times [`Db::transaction`] runs a transaction that lost a conflict before it gives
+/// the conflict back.
+pub const TXN_RETRIES: usize = 16;
+
+/// How a transaction runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxnOptions {
+    /// Reads only: writes are refused, and the commit never loses (it is a snapshot).
+    pub read_only: bool,
+}
+
+/// A transaction: see the [module](self) documentation. Dropping it without a commit rolls it
+/// back (nothing of it was written).
+///
+/// ```
+/// # use strata::*;
+/// # let dir = std::env::temp_dir().join(format!("strata-doc-txn-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let db = Db::open(&dir, Options::default())?;
+/// let schema = Schema::new(vec![Column::new("id", ColumnType::BigInt), Column::new("balance", ColumnType::BigInt)], &["id"])?;
+/// let t = db.create_table("accounts", schema, TableOptions::default())?;
+/// t.insert(&[Value::BigInt(1), Value::BigInt(100)])?;
+/// t.insert(&[Value::BigInt(2), Value::BigInt(0)])?;
+/// // Move 30 from account 1 to account 2; a conflict runs the closure again.
+/// db.transaction(&TxnOptions::default(), &WriteOptions::default(), |tx| {
+///     let all = Projection::All;
+///     let balance = |row: Option<Vec<Value>>| match row.as_deref() {
+///         Some([_, Value::BigInt(b)]) => *b,
+///         _ => 0,
+///     };
+///     let from = balance(tx.get(&t, &[Value::BigInt(1)], &all)?);
+///     let to = balance(tx.get(&t, &[Value::BigInt(2)], &all)?);
+///     tx.update(&t, &[Value::BigInt(1)], &[("balance", Value::BigInt(from - 30))])?;
+///     tx.update(&t, &[Value::BigInt(2)], &[("balance", Value::BigInt(to + 30))])?;
+///     Ok(())
+/// })?;
+/// assert_eq!(t.get(&[Value::BigInt(2)], &Projection::All, &ReadOptions::default())?, Some(vec![Value::BigInt(2), Value::BigInt(30)]));
+/// # drop(db); std::fs::remove_dir_all(&dir).ok();
+/// # Ok::<(), strata::Error>(())
+/// ```
+pub struct Transaction {
+    db: Arc<DbInner>,
+    snapshot: Snapshot,
+    read_only: bool,
+    /// Each written row's operations, oldest first.
+    writes: BTreeMap<RowId, Vec<BatchOp>>,
+    /// The tables written, for messages.
+    tables: HashMap<u32, Table>,
+    /// Bytes of the writes held.
+    bytes: usize,
+}
+
+impl std::fmt::Debug for Transaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transaction")
+            .field("snapshot", &self.snapshot.seq())
+            .field("read_only", &self.read_only)
+            .field("rows_written", &self.writes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Db {
+    /// Begins a transaction reading at the newest committed state.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] after [`Db::close`].
+    pub fn begin(&self, opts: &TxnOptions) -> Result<Transaction> {
+        self.inner.check_open()?;
+        let snapshot = if opts.read_only {
+            Snapshot::new(self.inner.snapshots.clone())
+        } else {
+            // Taken under the window's lock, which the commit leader holds while it records and
+            // publishes a group: every commit after this snapshot is recorded.
+            let mut window = self.inner.conflicts.lock();
+            let snapshot = Snapshot::new(self.inner.snapshots.clone());
+            window.open(snapshot.seq());
+            snapshot
+        };
+        Ok(Transaction {
+            db: self.inner.clone(),
+            snapshot,
+            read_only: opts.read_only,
+            writes: BTreeMap::new(),
+            tables: HashMap::new(),
+            bytes: 0,
+        })
+    }
+
+    /// Runs `f` in a transaction and commits it, running both again (at most [`TXN_RETRIES`]
+    /// more times) while the commit loses a conflict. `f` must do nothing outside the
+    /// transaction that it cannot repeat.
+    ///
+    /// # Errors
+    /// `f`'s errors, and the commit's ([`Error::Conflict`] once the retries are spent).
+    pub fn transaction<T>(
+        &self,
+        opts: &TxnOptions,
+        wopts: &WriteOptions,
+        mut f: impl FnMut(&mut Transaction) -> Result<T>,
+    ) -> Result<T> {
+        let mut tries = 0;
+        loop {
+            let mut tx = self.begin(opts)?;
+            let out = f(&mut tx)?;
+            match tx.commit(wopts) {
+                Err(e) if e.is_retryable() && tries < TXN_RETRIES => tries += 1,
+                r => return r.map(|()| out),
+            }
+        }
+    }
+}
+
+impl Transaction {
+    /// The sequence number the transaction reads at.
+    pub fn snapshot_seq(&self) -> u64 {
+        self.snapshot.seq()
+    }
+
+    /// Options that read at the transaction's snapshot, for scans (which do not yet see the
+    /// transaction's own writes).
+    pub fn read_options(&self) -> ReadOptions<'_> {
+        ReadOptions { snapshot: Some(&self.snapshot) }
+    }
+
+    /// Rows written so far (each counted once however often it was written).
+    pub fn rows_written(&self) -> usize {
+        self.writes.len()
+    }
+
+    fn check_table(&self, table: &Table) -> Result<()> {
+        if Arc::ptr_eq(table.db(), &self.db) {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(format!("table `{}` belongs to another database", table.name())))
+        }
+    }
+
+    /// The row with `key` as the transaction sees it: its own writes over its snapshot.
+    pub fn get(&self, table: &Table, key: &[Value], projection: &Projection) -> Result<Option<Vec<Value>>> {
+        self.check_table(table)?;
+        let row = (table.info().id, table.encode_key(key)?);
+        let Some(ops) = self.writes.get(&row) else {
+            return table.get(key, projection, &self.read_options());
+        };
+        let types = &table.info().value_types;
+        let decode = |row: &[u8]| {
+            decode_row(types, row, None).map_err(|e| Error::InvalidArgument(format!("transaction row: {}", e.0)))
+        };
+        // The snapshot's row only matters when the transaction's first write to it is partial.
+        let mut cells: Option<Cells> = match ops.first().map(|op| op.kind) {
+            Some(Kind::Update) => table.cells_at(&row.1, None, &self.read_options())?,
+            _ => None,
+        };
+        for op in ops {
+            match op.kind {
+                Kind::Put => cells = Some(decode(&op.row)?),
+                Kind::Delete => cells = None,
+                // A partial row over no row is no row, as blind updates are.
+                Kind::Update => {
+                    if let Some(c) = cells.as_mut() {
+                        for (slot, v) in c.iter_mut().zip(decode(&op.row)?) {
+                            if v.is_some() {
+                                *slot = v;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        cells.map(|c| project_with(table.info(), KeyOf::Values(key), c, projection)).transpose()
+    }
+
+    fn push(&mut self, table: &Table, op: BatchOp) -> Result<()> {
+        self.check_table(table)?;
+        if self.read_only {
+            return Err(Error::InvalidArgument("a read-only transaction cannot write".into()));
+        }
+        let n = op.key.len() + op.row.len() + 16;
+        let max = self.db.opts.txn_max_bytes;
+        if self.bytes + n > max {
+            return Err(Error::OutOfMemory(format!(
+                "the transaction holds {} bytes of writes; this one would take it past Options::txn_max_bytes \
+                 ({max}): it was not added (the transaction's earlier writes are still held)",
+                self.bytes
+            )));
+        }
+        self.bytes += n;
+        self.tables.entry(table.info().id).or_insert_with(|| table.clone());
+        self.writes.entry((op.table_id, op.key.clone())).or_default().push(op);
+        Ok(())
+    }
+
+    /// Inserts a full row (replacing one with the same key), as [`Table::insert`].
+    pub fn insert(&mut self, table: &Table, row: &[Value]) -> Result<()> {
+        let op = table.encode_insert(row)?;
+        self.push(table, op)
+    }
+
+    /// Sets the named columns of a row, as [`Table::update`] (nothing, where the row does not
+    /// exist when the transaction commits its write).
+    pub fn update(&mut self, table: &Table, key: &[Value], set: &[(&str, Value)]) -> Result<()> {
+        let op = table.encode_update(key, set)?;
+        self.push(table, op)
+    }
+
+    /// Deletes a row, as [`Table::delete`].
+    pub fn delete(&mut self, table: &Table, key: &[Value]) -> Result<()> {
+        let op = table.encode_delete(key)?;
+        self.push(table, op)
+    }
+
+    /// Applies every write of the transaction, atomically (one WAL record), or none.
+    ///
+    /// # Errors
+    /// [`Error::Conflict`] when another commit wrote one of its rows after its snapshot, and
+    /// [`Error::TxnTooOld`] when it was open too long to be checked: nothing of it was written.
+    /// Otherwise as [`Db::write`].
+    pub fn commit(mut self, opts: &WriteOptions) -> Result<()> {
+        if self.writes.is_empty() {
+            return Ok(());
+        }
+        let writes = std::mem::take(&mut self.writes);
+        let rows: Vec<RowId> = writes.keys().cloned().collect();
+        let mut batch = WriteBatch::new();
+        for op in writes.into_values().flatten() {
+            batch.push(op);
+        }
+        let validate = Validate { snapshot: self.snapshot.seq(), rows };
+        match self.db.commit_request(batch, opts, Some(validate))? {
+            Ok(()) => Ok(()),
+            Err(Lost::TooOld { horizon }) => Err(Error::TxnTooOld { snapshot: self.snapshot.seq(), horizon }),
+            Err(Lost::Row { table, key, .. }) => {
+                let (name, key) = match self.tables.get(&table) {
+                    Some(t) => {
+                        let shown = decode_key(&t.info().key_types, &key)
+                            .map(|vals| format!("{vals:?}"))
+                            .unwrap_or_else(|_| format!("{key:02x?}"));
+                        (t.name().to_owned(), shown)
+                    }
+                    None => (format!("(id {table})"), format!("{key:02x?}")),
+                };
+                Err(Error::Conflict { table: name, key })
+            }
+        }
+    }
+
+    /// Discards the transaction's writes (as dropping it does).
+    pub fn rollback(self) {}
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        if !self.read_only {
+            self.db.conflicts.lock().close(self.snapshot.seq());
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! Transactions: reads at the snapshot with the transaction's own writes over them, all or
+//! nothing at commit, first committer wins on the rows written (plain writes included), read-only
+//! transactions that never lose, both engines in one transaction, and no lost update under
+//! concurrent increments while flushes and compactions run.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::tiny_options;
+use strata::vfs::OsFs;
+use strata::{
+    Column, ColumnType, Db, Engine, Error, Options, Projection, ReadOptions, Schema, Table, TableOptions, TxnOptions,
+    Value, WriteOptions,
+};
+
+fn schema() -> Schema {
+    Schema::new(
+        vec![
+            Column::new("id", ColumnType::BigInt),
+            Column::new("n", ColumnType::BigInt),
+            Column::new("s", ColumnType::Text),
+        ],
+        &["id"],
+    )
+    .unwrap()
+}
+
+fn open(dir: &std::path::Path, opts: Options) -> (Db, Table, Table) {
+    let db = Db::open(dir, opts).unwrap();
+    let lsm = db.create_table("lsm", schema(), TableOptions::default()).unwrap();
+    let lin = db.create_table("lin", schema(), TableOptions::default().with_engine(Engine::Lineage)).unwrap();
+    (db, lsm, lin)
+}
+
+fn row(id: i64, n: i64, s: &str) -> Vec<Value> {
+    vec![Value::BigInt(id), Value::BigInt(n), Value::Text(s.into())]
+}
+
+fn get(t: &Table, id: i64) -> Option<Vec<Value>> {
+    t.get(&[Value::BigInt(id)], &Projection::All, &ReadOptions::default()).unwrap()
+}
+
+fn tx_get(tx: &strata::Transaction, t: &Table, id: i64) -> Option<Vec<Value>> {
+    tx.get(t, &[Value::BigInt(id)], &Projection::All).unwrap()
+}
+
+fn n_of(r: Option<Vec<Value>>) -> i64 {
+    match r.as_deref() {
+        Some([_, Value::BigInt(n), _]) => *n,
+        other => panic!("no counter row: {other:?}"),
+    }
+}
+
+const W: WriteOptions = WriteOptions { sync: false };
+
+#[test]
+fn reads_see_the_snapshot_with_the_transactions_own_writes_over_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, lsm, lin) = open(dir.path(), Options::default());
+    for t in [&lsm, &lin] {
+        t.insert(&row(1, 10, "one")).unwrap();
+        t.insert(&row(2, 20, "two")).unwrap();
+        let mut tx = db.begin(&TxnOptions::default()).unwrap();
+        // A commit after the snapshot is not seen.
+        t.update(&[Value::BigInt(1)], &[("n", Value::BigInt(11))]).unwrap();
+        assert_eq!(tx_get(&tx, t, 1), Some(row(1, 10, "one")), "{}", t.name());
+        // A partial update lies over the snapshot's row; an insert and a delete are seen at once.
+        tx.update(t, &[Value::BigInt(2)], &[("s", Value::Text("TWO".into()))]).unwrap();
+        tx.insert(t, &row(3, 30, "three")).unwrap();
+        tx.delete(t, &[Value::BigInt(1)]).unwrap();
+        assert_eq!(tx_get(&tx, t, 2), Some(row(2, 20, "TWO")));
+        assert_eq!(tx_get(&tx, t, 3), Some(row(3, 30, "three")));
+        assert_eq!(tx_get(&tx, t, 1), None);
+        // Later writes to a row fold over the earlier ones, in order.
+        tx.update(t, &[Value::BigInt(3)], &[("n", Value::BigInt(33))]).unwrap();
+        tx.delete(t, &[Value::BigInt(2)]).unwrap();
+        tx.insert(t, &row(2, 22, "again")).unwrap();
+        assert_eq!(tx_get(&tx, t, 3), Some(row(3, 33, "three")));
+        assert_eq!(tx_get(&tx, t, 2), Some(row(2, 22, "again")));
+        let projected = tx.get(t, &[Value::BigInt(3)], &t.projection(&["s"]).unwrap()).unwrap();
+        assert_eq!(projected, Some(vec![Value::Text("three".into())]));
+        // A partial update of a row that does not exist stays no row.
+        tx.update(t, &[Value::BigInt(9)], &[("n", Value::BigInt(9))]).unwrap();
+        assert_eq!(tx_get(&tx, t, 9), None);
+        // Nothing is seen outside before the commit.
+        assert_eq!(get(t, 3), None);
+        assert_eq!(get(t, 2), Some(row(2, 20, "two")));
+        // Row 1 was written after the snapshot by someone else, and the transaction deletes it.
+        let e = tx.commit(&W).unwrap_err();
+        assert!(matches!(&e, Error::Conflict { table, key } if table == t.name() && key.contains('1')), "{e}");
+        assert!(e.is_retryable());
+        assert_eq!(get(t, 3), None, "nothing of a lost transaction is written");
+        assert_eq!(get(t, 1), Some(row(1, 11, "one")));
+    }
+}
+
+#[test]
+fn a_committed_transaction_is_applied_whole_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (db, lsm, lin) = open(dir.path(), Options::default());
+        let mut tx = db.begin(&TxnOptions::default()).unwrap();
+        for i in 0..50 {
+            tx.insert(&lsm, &row(i, i, "l")).unwrap();
+            tx.insert(&lin, &row(i, -i, "g")).unwrap();
+        }
+        assert_eq!(tx.rows_written(), 100);
+        tx.commit(&WriteOptions { sync: true }).unwrap();
+        assert_eq!(get(&lsm, 49), Some(row(49, 49, "l")));
+        assert_eq!(get(&lin, 49), Some(row(49, -49, "g")));
+        db.close().unwrap();
+    }
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let (lsm, lin) = (db.table("lsm").unwrap(), db.table("lin").unwrap());
+    for i in 0..50 {
+        assert_eq!(get(&lsm, i), Some(row(i, i, "l")));
+        assert_eq!(get(&lin, i), Some(row(i, -i, "g")));
+    }
+}
+
+#[test]
+fn the_first_committer_wins_and_the_loser_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, lsm, lin) = open(dir.path(), Options::default());
+    for t in [&lsm, &lin] {
+        t.insert(&row(1, 0, "a")).unwrap();
+        let mut a = db.begin(&TxnOptions::default()).unwrap();
+        let mut b = db.begin(&TxnOptions::default()).unwrap();
+        a.update(t, &[Value::BigInt(1)], &[("n", Value::BigInt(1))]).unwrap();
+        b.update(t, &[Value::BigInt(1)], &[("s", Value::Text("b".into()))]).unwrap();
+        b.insert(t, &row(2, 2, "b")).unwrap();
+        a.commit(&W).unwrap();
+        let e = b.commit(&W).unwrap_err();
+        assert!(matches!(&e, Error::Conflict { table, .. } if table == t.name()), "{e}");
+        assert_eq!(get(t, 1), Some(row(1, 1, "a")));
+        assert_eq!(get(t, 2), None);
+    }
+    // Across engines: a transaction writing both loses on either.
+    let mut a = db.begin(&TxnOptions::default()).unwrap();
+    a.update(&lsm, &[Value::BigInt(1)], &[("n", Value::BigInt(5))]).unwrap();
+    a.update(&lin, &[Value::BigInt(1)], &[("n", Value::BigInt(5))]).unwrap();
+    lin.update(&[Value::BigInt(1)], &[("n", Value::BigInt(7))]).unwrap();
+    assert!(matches!(a.commit(&W), Err(Error::Conflict { table, .. }) if table == "lin"));
+    assert_eq!(n_of(get(&lsm, 1)), 1, "the LSM half of a lost transaction is not written");
+}
+
+#[test]
+fn disjoint_rows_commit_and_write_skew_is_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, t, _) = open(dir.path(), Options::default());
+    t.insert(&row(1, 10, "")).unwrap();
+    t.insert(&row(2, 20, "")).unwrap();
+    // Each reads both rows and writes only one (G2-item): snapshot isolation lets both commit.
+    let mut a = db.begin(&TxnOptions::default()).unwrap();
+    let mut b = db.begin(&TxnOptions::default()).unwrap();
+    let sum = |tx: &strata::Transaction| n_of(tx_get(tx, &t, 1)) + n_of(tx_get(tx, &t, 2));
+    let (sa, sb) = (sum(&a), sum(&b));
+    a.update(&t, &[Value::BigInt(1)], &[("n", Value::BigInt(10 - sa))]).unwrap();
+    b.update(&t, &[Value::BigInt(2)], &[("n", Value::BigInt(20 - sb))]).unwrap();
+    a.commit(&W).unwrap();
+    b.commit(&W).unwrap();
+    assert_eq!(n_of(get(&t, 1)) + n_of(get(&t, 2)), 30 - 60);
+}
+
+#[test]
+fn rollback_writes_nothing_and_read_only_transactions_never_lose() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, t, _) = open(dir.path(), Options::default());
+    t.insert(&row(1, 1, "")).unwrap();
+    let mut tx = db.begin(&TxnOptions::default()).unwrap();
+    tx.insert(&t, &row(2, 2, "")).unwrap();
+    tx.rollback();
+    let mut dropped = db.begin(&TxnOptions::default()).unwrap();
+    dropped.delete(&t, &[Value::BigInt(1)]).unwrap();
+    drop(dropped);
+    assert_eq!(get(&t, 2), None);
+    assert_eq!(get(&t, 1), Some(row(1, 1, "")));
+
+    let mut ro = db.begin(&TxnOptions { read_only: true }).unwrap();
+    t.update(&[Value::BigInt(1)], &[("n", Value::BigInt(5))]).unwrap();
+    assert_eq!(n_of(tx_get(&ro, &t, 1)), 1);
+    assert!(matches!(ro.insert(&t, &row(3, 3, "")), Err(Error::InvalidArgument(_))));
+    ro.commit(&W).unwrap();
+    // A write transaction that wrote nothing commits too, whatever changed under it.
+    let empty = db.begin(&TxnOptions::default()).unwrap();
+    t.update(&[Value::BigInt(1)], &[("n", Value::BigInt(6))]).unwrap();
+    empty.commit(&W).unwrap();
+}
+
+#[test]
+fn a_transaction_older_than_the_window_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, t, _) = open(dir.path(), Options { txn_window_bytes: 4096, ..Options::default() });
+    let mut old = db.begin(&TxnOptions::default()).unwrap();
+    for i in 0..1000 {
+        t.insert(&row(i, i, "")).unwrap();
+    }
+    old.insert(&t, &row(5000, 0, "")).unwrap();
+    let e = old.commit(&W).unwrap_err();
+    assert!(matches!(e, Error::TxnTooOld { .. }), "{e}");
+    assert_eq!(get(&t, 5000), None);
+    // A transaction begun now is checked exactly again.
+    let mut young = db.begin(&TxnOptions::default()).unwrap();
+    young.insert(&t, &row(5000, 0, "")).unwrap();
+    young.commit(&W).unwrap();
+}
+
+#[test]
+fn writes_past_the_transaction_size_limit_are_refused_and_the_rest_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, t, _) = open(dir.path(), Options { txn_max_bytes: 2000, ..Options::default() });
+    let mut tx = db.begin(&TxnOptions::default()).unwrap();
+    let mut added = 0;
+    let refused = loop {
+        match tx.insert(&t, &row(added, 0, &"x".repeat(100))) {
+            Ok(()) => added += 1,
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(refused, Error::OutOfMemory(_)), "{refused}");
+    assert!(added > 5);
+    tx.commit(&W).unwrap();
+    assert!(get(&t, added - 1).is_some());
+    assert_eq!(get(&t, added), None);
+}
+
+#[test]
+fn a_table_of_another_database_is_refused() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (db1, _, _) = open(d1.path(), Options::default());
+    let (_db2, t2, _) = open(d2.path(), Options::default());
+    let mut tx = db1.begin(&TxnOptions::default()).unwrap();
+    assert!(matches!(tx.insert(&t2, &row(1, 1, "")), Err(Error::InvalidArgument(_))));
+    assert!(matches!(tx.get(&t2, &[Value::BigInt(1)], &Projection::All), Err(Error::InvalidArgument(_))));
+}
+
+/// Threads add to a few hot counters in transactions (retried on conflict) while plain writes,
+/// flushes and compactions go on; no increment may be lost or applied twice.
+#[test]
+fn concurrent_increments_lose_no_update() {
+    let seed: u64 = std::env::var("STRATA_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    println!("seed {seed}");
+    let dir = tempfile::tempdir().unwrap();
+    let (db, lsm, lin) = open(dir.path(), tiny_options(Arc::new(OsFs)));
+    let db = Arc::new(db);
+    const COUNTERS: i64 = 4;
+    const THREADS: u64 = 4;
+    const PER_THREAD: i64 = 60;
+    for t in [&lsm, &lin] {
+        for c in 0..COUNTERS {
+            t.insert(&row(c, 0, "")).unwrap();
+        }
+    }
+    let conflicts = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for ti in 0..THREADS {
+            let (db, lsm, lin, conflicts) = (&db, &lsm, &lin, &conflicts);
+            s.spawn(move || {
+                use rand::{Rng, SeedableRng};
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ (ti + 1));
+                for i in 0..PER_THREAD {
+                    let c = rng.gen_range(0..COUNTERS);
+                    let mut tries = 0;
+                    // One increment on each engine, in one transaction.
+                    db.transaction(&TxnOptions::default(), &W, |tx| {
+                        tries += 1;
+                        for t in [lsm, lin] {
+                            let n = n_of(tx.get(t, &[Value::BigInt(c)], &Projection::All)?);
+                            tx.update(t, &[Value::BigInt(c)], &[("n", Value::BigInt(n + 1))])?;
+                        }
+                        Ok(())
+                    })
+                    .unwrap_or_else(|e| panic!("seed {seed}: thread {ti} increment {i}: {e}"));
+                    conflicts.fetch_add(tries - 1, std::sync::atomic::Ordering::Relaxed);
+                    // Filler rows keep flushes and compactions going under the transactions.
+                    let filler = 1000 + (ti as i64) * 10_000 + i;
+                    lsm.insert(&row(filler, i, &"f".repeat(200))).unwrap();
+                }
+            });
+        }
+    });
+    for t in [&lsm, &lin] {
+        let total: i64 = (0..COUNTERS).map(|c| n_of(get(t, c))).sum();
+        assert_eq!(total, THREADS as i64 * PER_THREAD, "seed {seed}: table {}", t.name());
+    }
+    println!("{} conflicts retried", conflicts.into_inner());
+}
