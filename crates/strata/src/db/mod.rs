@@ -15,7 +15,7 @@ mod options;
 pub(crate) mod read;
 mod stats;
 mod table;
-mod txn;
+pub(crate) mod txn;
 
 pub(crate) use crate::catalog::workload;
 pub use crate::catalog::{Engine, KeyRange, Projection, TableInfo, TableOptions};

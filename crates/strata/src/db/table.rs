@@ -248,6 +248,11 @@ impl Table {
         }
     }
 
+    /// The table's definition, shared.
+    pub(crate) fn info_arc(&self) -> Arc<TableInfo> {
+        self.info.clone()
+    }
+
     /// The database the table belongs to.
     pub(crate) fn db(&self) -> &Arc<DbInner> {
         &self.db

@@ -6,19 +6,19 @@
 //! [`crate::mvcc::conflict`]); a partial update is a write of its row. Tables of both engines
 //! can be written in one transaction.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::commit::Validate;
-use super::{Db, DbInner, Projection, ReadOptions, Table, WriteOptions};
+use super::{Db, DbInner, KeyRange, Projection, ReadOptions, Table, TableInfo, WriteOptions};
 use crate::error::{Error, Result};
 use crate::mvcc::conflict::{Lost, RowId};
 use crate::mvcc::snapshot::Snapshot;
 use crate::mvcc::Kind;
-use crate::read::{project_with, KeyOf};
+use crate::read::{project_with, KeyOf, ScanIter};
 use crate::types::key::decode_key;
 use crate::types::row::{decode_row, Cells};
-use crate::types::Value;
+use crate::types::{ColumnType, Value};
 use crate::write::batch::{BatchOp, WriteBatch};
 
 /// How many times [`Db::transaction`] runs a transaction that lost a conflict before it gives
@@ -140,8 +140,8 @@ impl Transaction {
         self.snapshot.seq()
     }
 
-    /// Options that read at the transaction's snapshot, for scans (which do not yet see the
-    /// transaction's own writes).
+    /// Options that read at the transaction's snapshot, without its own writes (for
+    /// [`Table::scan_batches`], which does not yet see them).
     pub fn read_options(&self) -> ReadOptions<'_> {
         ReadOptions { snapshot: Some(&self.snapshot) }
     }
@@ -166,32 +166,39 @@ impl Transaction {
         let Some(ops) = self.writes.get(&row) else {
             return table.get(key, projection, &self.read_options());
         };
-        let types = &table.info().value_types;
-        let decode = |row: &[u8]| {
-            decode_row(types, row, None).map_err(|e| Error::InvalidArgument(format!("transaction row: {}", e.0)))
-        };
         // The snapshot's row only matters when the transaction's first write to it is partial.
-        let mut cells: Option<Cells> = match ops.first().map(|op| op.kind) {
+        let base = match ops.first().map(|op| op.kind) {
             Some(Kind::Update) => table.cells_at(&row.1, None, &self.read_options())?,
             _ => None,
         };
-        for op in ops {
-            match op.kind {
-                Kind::Put => cells = Some(decode(&op.row)?),
-                Kind::Delete => cells = None,
-                // A partial row over no row is no row, as blind updates are.
-                Kind::Update => {
-                    if let Some(c) = cells.as_mut() {
-                        for (slot, v) in c.iter_mut().zip(decode(&op.row)?) {
-                            if v.is_some() {
-                                *slot = v;
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        let cells = fold(&table.info().value_types, base, ops)?;
         cells.map(|c| project_with(table.info(), KeyOf::Values(key), c, projection)).transpose()
+    }
+
+    /// The rows in `range`, in key order, projected, as the transaction sees them: its own
+    /// writes over its snapshot.
+    pub fn scan(&self, table: &Table, range: &KeyRange, projection: &Projection) -> Result<ScanIter> {
+        self.check_table(table)?;
+        let (lo, hi) = table.encode_range(range)?;
+        let id = table.info().id;
+        let pending: VecDeque<(Vec<u8>, Vec<BatchOp>)> = self
+            .writes
+            .range((id, lo)..)
+            .take_while(|((t, k), _)| *t == id && hi.as_ref().is_none_or(|h| k < h))
+            .map(|((_, k), ops)| (k.clone(), ops.clone()))
+            .collect();
+        if pending.is_empty() {
+            return table.scan(range, projection, &self.read_options());
+        }
+        let base = table.scan(range, &Projection::All, &self.read_options())?;
+        Ok(ScanIter::overlay(Overlay {
+            base,
+            next_base: None,
+            pending,
+            info: table.info_arc(),
+            projection: projection.clone(),
+            last_key: Vec::new(),
+        }))
     }
 
     fn push(&mut self, table: &Table, op: BatchOp) -> Result<()> {
@@ -270,6 +277,90 @@ impl Transaction {
 
     /// Discards the transaction's writes (as dropping it does).
     pub fn rollback(self) {}
+}
+
+/// A row's value cells after `ops` (oldest first) were applied over `base`.
+fn fold(types: &[ColumnType], base: Option<Cells>, ops: &[BatchOp]) -> Result<Option<Cells>> {
+    let decode = |row: &[u8]| {
+        decode_row(types, row, None).map_err(|e| Error::InvalidArgument(format!("transaction row: {}", e.0)))
+    };
+    let mut cells = base;
+    for op in ops {
+        match op.kind {
+            Kind::Put => cells = Some(decode(&op.row)?),
+            Kind::Delete => cells = None,
+            // A partial row over no row is no row, as blind updates are.
+            Kind::Update => {
+                if let Some(c) = cells.as_mut() {
+                    for (slot, v) in c.iter_mut().zip(decode(&op.row)?) {
+                        if v.is_some() {
+                            *slot = v;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(cells)
+}
+
+/// A transaction's writes to a key range over a scan of its snapshot (full rows), merged by key.
+pub(crate) struct Overlay {
+    base: ScanIter,
+    /// The base row read ahead: its encoded key and its value cells.
+    next_base: Option<(Vec<u8>, Cells)>,
+    /// The transaction's written rows in the range, in key order.
+    pending: VecDeque<(Vec<u8>, Vec<BatchOp>)>,
+    info: Arc<TableInfo>,
+    projection: Projection,
+    last_key: Vec<u8>,
+}
+
+impl Overlay {
+    pub(crate) fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+
+    /// The next base row, if not read ahead already.
+    fn peek_base(&mut self) -> Result<()> {
+        if self.next_base.is_none() {
+            if let Some(row) = self.base.next().transpose()? {
+                let cells = self.info.schema.value_columns().iter().map(|&c| row.get(c).cloned()).collect();
+                self.next_base = Some((self.base.last_key().to_vec(), cells));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn next_row(&mut self) -> Result<Option<Vec<Value>>> {
+        loop {
+            self.peek_base()?;
+            let base_key = self.next_base.as_ref().map(|(k, _)| k.as_slice());
+            let take_pending = match (base_key, self.pending.front()) {
+                (_, None) => false,
+                (None, Some(_)) => true,
+                (Some(b), Some((p, _))) => p.as_slice() <= b,
+            };
+            let (key, cells) = if take_pending {
+                let Some((key, ops)) = self.pending.pop_front() else { return Ok(None) };
+                let base = match &self.next_base {
+                    Some((k, _)) if *k == key => self.next_base.take().map(|(_, c)| c),
+                    _ => None,
+                };
+                (key, fold(&self.info.value_types, base, &ops)?)
+            } else {
+                match self.next_base.take() {
+                    Some((key, cells)) => (key, Some(cells)),
+                    None => return Ok(None),
+                }
+            };
+            if let Some(cells) = cells {
+                let row = project_with(&self.info, KeyOf::Encoded(&key), cells, &self.projection)?;
+                self.last_key = key;
+                return Ok(Some(row));
+            }
+        }
+    }
 }
 
 impl Drop for Transaction {

@@ -119,6 +119,8 @@ enum Rows {
     Merge(Box<MergeRows>),
     /// A lineage table's rows, through its primary index.
     Lineage(Box<LineageRows>),
+    /// A transaction's writes over a scan of its snapshot.
+    Overlay(Box<crate::db::txn::Overlay>),
     Failed,
 }
 
@@ -127,11 +129,16 @@ impl ScanIter {
         ScanIter { rows: Rows::Lineage(Box::new(rows)) }
     }
 
+    pub(crate) fn overlay(rows: crate::db::txn::Overlay) -> Self {
+        ScanIter { rows: Rows::Overlay(Box::new(rows)) }
+    }
+
     /// The encoded key of the row [`Iterator::next`] returned last.
     pub(crate) fn last_key(&self) -> &[u8] {
         match &self.rows {
             Rows::Merge(m) => &m.last_key,
             Rows::Lineage(l) => l.last_key(),
+            Rows::Overlay(o) => o.last_key(),
             Rows::Failed => &[],
         }
     }
@@ -140,6 +147,7 @@ impl ScanIter {
         match &mut self.rows {
             Rows::Merge(m) => m.next_row(),
             Rows::Lineage(l) => l.next_row(),
+            Rows::Overlay(o) => o.next_row(),
             Rows::Failed => Ok(None),
         }
     }
