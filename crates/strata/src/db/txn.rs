@@ -227,8 +227,8 @@ impl Transaction {
         self.push(table, op)
     }
 
-    /// Sets the named columns of a row, as [`Table::update`] (nothing, where the row does not
-    /// exist when the transaction commits its write).
+    /// Sets the named columns of a row, as [`Table::update`]: a row the transaction does not
+    /// see stays missing.
     pub fn update(&mut self, table: &Table, key: &[Value], set: &[(&str, Value)]) -> Result<()> {
         let op = table.encode_update(key, set)?;
         self.push(table, op)
