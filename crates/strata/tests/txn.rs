@@ -68,10 +68,10 @@ fn reads_see_the_snapshot_with_the_transactions_own_writes_over_it() {
         // A partial update lies over the snapshot's row; an insert and a delete are seen at once.
         tx.update(t, &[Value::BigInt(2)], &[("s", Value::Text("TWO".into()))]).unwrap();
         tx.insert(t, &row(3, 30, "three")).unwrap();
-        tx.delete(t, &[Value::BigInt(1)]).unwrap();
+        tx.delete(t, &[Value::BigInt(4)]).unwrap();
         assert_eq!(tx_get(&tx, t, 2), Some(row(2, 20, "TWO")));
         assert_eq!(tx_get(&tx, t, 3), Some(row(3, 30, "three")));
-        assert_eq!(tx_get(&tx, t, 1), None);
+        assert_eq!(tx_get(&tx, t, 4), None);
         // Later writes to a row fold over the earlier ones, in order.
         tx.update(t, &[Value::BigInt(3)], &[("n", Value::BigInt(33))]).unwrap();
         tx.delete(t, &[Value::BigInt(2)]).unwrap();
@@ -86,11 +86,30 @@ fn reads_see_the_snapshot_with_the_transactions_own_writes_over_it() {
         // Nothing is seen outside before the commit.
         assert_eq!(get(t, 3), None);
         assert_eq!(get(t, 2), Some(row(2, 20, "two")));
-        // Row 1 was written after the snapshot by someone else, and the transaction deletes it.
-        let e = tx.commit(&W).unwrap_err();
+        tx.commit(&W).unwrap();
+        assert_eq!(get(t, 3), Some(row(3, 33, "three")));
+        assert_eq!(get(t, 2), Some(row(2, 22, "again")));
+        assert_eq!(get(t, 1), Some(row(1, 11, "one")), "the commit after the snapshot stays");
+    }
+}
+
+#[test]
+fn a_write_to_a_row_committed_after_the_snapshot_fails_at_once_and_the_transaction_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, lsm, lin) = open(dir.path(), Options::default());
+    for t in [&lsm, &lin] {
+        t.insert(&row(1, 10, "one")).unwrap();
+        let mut tx = db.begin(&TxnOptions::default()).unwrap();
+        tx.insert(t, &row(5, 5, "five")).unwrap();
+        t.update(&[Value::BigInt(1)], &[("n", Value::BigInt(11))]).unwrap();
+        let e = tx.delete(t, &[Value::BigInt(1)]).unwrap_err();
         assert!(matches!(&e, Error::Conflict { table, key } if table == t.name() && key.contains('1')), "{e}");
         assert!(e.is_retryable());
-        assert_eq!(get(t, 3), None, "nothing of a lost transaction is written");
+        // Lost: later writes and the commit report it; reads go on at the snapshot.
+        assert!(matches!(tx.insert(t, &row(6, 6, "six")), Err(Error::Conflict { .. })));
+        assert_eq!(tx_get(&tx, t, 1), Some(row(1, 10, "one")));
+        assert!(matches!(tx.commit(&W), Err(Error::Conflict { .. })));
+        assert_eq!(get(t, 5), None, "nothing of a lost transaction is written");
         assert_eq!(get(t, 1), Some(row(1, 11, "one")));
     }
 }
@@ -235,13 +254,21 @@ fn a_transaction_older_than_the_window_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (db, t, _) = open(dir.path(), Options { txn_window_bytes: 4096, ..Options::default() });
     let mut old = db.begin(&TxnOptions::default()).unwrap();
+    let mut wrote_early = db.begin(&TxnOptions::default()).unwrap();
+    wrote_early.insert(&t, &row(6000, 0, "")).unwrap();
     for i in 0..1000 {
         t.insert(&row(i, i, "")).unwrap();
     }
-    old.insert(&t, &row(5000, 0, "")).unwrap();
+    // Refused at its write, and then at its commit.
+    let e = old.insert(&t, &row(5000, 0, "")).unwrap_err();
+    assert!(matches!(e, Error::TxnTooOld { .. }), "{e}");
     let e = old.commit(&W).unwrap_err();
     assert!(matches!(e, Error::TxnTooOld { .. }), "{e}");
+    // Its write was checked while the window still reached back: refused at the commit.
+    let e = wrote_early.commit(&W).unwrap_err();
+    assert!(matches!(e, Error::TxnTooOld { .. }), "{e}");
     assert_eq!(get(&t, 5000), None);
+    assert_eq!(get(&t, 6000), None);
     // A transaction begun now is checked exactly again.
     let mut young = db.begin(&TxnOptions::default()).unwrap();
     young.insert(&t, &row(5000, 0, "")).unwrap();
@@ -330,8 +357,9 @@ fn concurrent_increments_lose_no_update() {
 }
 
 /// A transaction's reads (gets, full and ranged scans) against a model of its snapshot with its
-/// writes laid over, while plain writes change the table under it; then the commit: lost exactly
-/// when a plain write touched a row it wrote, and the table afterwards as the model says.
+/// writes laid over, while plain writes change the table under it; a write to a row written
+/// outside loses it at once; then the commit: lost exactly when a plain write touched a row it
+/// wrote (before or after), and the table afterwards as the model says.
 #[test]
 fn random_transactions_read_and_commit_as_the_model_says() {
     use rand::{Rng, SeedableRng};
@@ -356,26 +384,43 @@ fn random_transactions_read_and_commit_as_the_model_says() {
                 let mut tx = db.begin(&TxnOptions::default()).unwrap();
                 let mut mine = now.clone();
                 let (mut wrote, mut outside) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+                let mut lost = false;
                 for step in 0..200 {
                     let k = rng.gen_range(0..80);
                     match rng.gen_range(0..10) {
-                        0..=1 => {
+                        0..=4 => {
                             let n = rng.gen_range(0..1000);
-                            tx.insert(t, &row(k, n, "tx")).unwrap();
-                            mine.insert(k, (n, "tx".into()));
-                            wrote.insert(k);
-                        }
-                        2..=3 => {
-                            let n = rng.gen_range(0..1000);
-                            tx.update(t, &[Value::BigInt(k)], &[("n", Value::BigInt(n))]).unwrap();
-                            if let Some(r) = mine.get_mut(&k) {
-                                r.0 = n;
+                            let what = rng.gen_range(0..5);
+                            let done = match what {
+                                0..=1 => tx.insert(t, &row(k, n, "tx")),
+                                2..=3 => tx.update(t, &[Value::BigInt(k)], &[("n", Value::BigInt(n))]),
+                                _ => tx.delete(t, &[Value::BigInt(k)]),
+                            };
+                            // A row written outside after the snapshot loses the transaction at
+                            // once; a lost transaction refuses every write.
+                            if lost || outside.contains(&k) {
+                                assert!(
+                                    matches!(done, Err(Error::Conflict { .. })),
+                                    "{} step {step}: {done:?}",
+                                    t.name()
+                                );
+                                lost = true;
+                                continue;
                             }
-                            wrote.insert(k);
-                        }
-                        4 => {
-                            tx.delete(t, &[Value::BigInt(k)]).unwrap();
-                            mine.remove(&k);
+                            done.unwrap();
+                            match what {
+                                0..=1 => {
+                                    mine.insert(k, (n, "tx".into()));
+                                }
+                                2..=3 => {
+                                    if let Some(r) = mine.get_mut(&k) {
+                                        r.0 = n;
+                                    }
+                                }
+                                _ => {
+                                    mine.remove(&k);
+                                }
+                            }
                             wrote.insert(k);
                         }
                         5 => {
@@ -404,13 +449,13 @@ fn random_transactions_read_and_commit_as_the_model_says() {
                 assert_eq!(scan(&tx, t, &KeyRange::all(), &Projection::All), rows_of(&mine, i64::MIN, i64::MAX));
                 let clash = wrote.intersection(&outside).next().copied();
                 println!(
-                    "seed {seed}, {}: {} rows written, {} outside, clash {clash:?}",
+                    "seed {seed}, {}: {} rows written, {} outside, clash {clash:?}, lost at a write {lost}",
                     t.name(),
                     wrote.len(),
                     outside.len()
                 );
-                match (tx.commit(&W), clash) {
-                    (Ok(()), None) => {
+                match (tx.commit(&W), lost || clash.is_some()) {
+                    (Ok(()), false) => {
                         for &k in &wrote {
                             match mine.get(&k) {
                                 Some(r) => now.insert(k, r.clone()),
@@ -418,8 +463,8 @@ fn random_transactions_read_and_commit_as_the_model_says() {
                             };
                         }
                     }
-                    (Err(Error::Conflict { .. }), Some(_)) => {}
-                    (r, clash) => panic!("{}: commit {r:?} with a row written on both sides: {clash:?}", t.name()),
+                    (Err(Error::Conflict { .. }), true) => {}
+                    (r, expect_loss) => panic!("{}: commit {r:?}, expected to lose: {expect_loss}", t.name()),
                 }
                 let all: Vec<Vec<Value>> = t
                     .scan(&KeyRange::all(), &Projection::All, &ReadOptions::default())

@@ -3,8 +3,10 @@
 //! [`Transaction::commit`] applies all of them as one batch (one WAL record) or none. A commit
 //! loses ([`Error::Conflict`]) when another commit wrote one of its rows after its snapshot
 //! (first committer wins, checked by the commit leader before sequence numbers are given, see
-//! [`crate::mvcc::conflict`]); a partial update is a write of its row. Tables of both engines
-//! can be written in one transaction.
+//! [`crate::mvcc::conflict`]); a partial update is a write of its row. A write to a row that
+//! another commit wrote after the snapshot fails at once with that conflict, and the transaction
+//! is lost: its later writes and its commit report it too (its reads go on at the snapshot).
+//! Tables of both engines can be written in one transaction.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -71,6 +73,9 @@ pub struct Transaction {
     tables: HashMap<u32, Table>,
     /// Bytes of the writes held.
     bytes: usize,
+    /// Set when a write found its row committed by someone else after the snapshot: the
+    /// transaction can no longer commit, and refuses further writes.
+    lost: Option<Lost>,
 }
 
 impl std::fmt::Debug for Transaction {
@@ -107,11 +112,12 @@ impl Db {
             writes: BTreeMap::new(),
             tables: HashMap::new(),
             bytes: 0,
+            lost: None,
         })
     }
 
     /// Runs `f` in a transaction and commits it, running both again (at most [`TXN_RETRIES`]
-    /// more times) while the commit loses a conflict. `f` must do nothing outside the
+    /// more times) while the transaction loses a conflict, at one of its writes or at the commit. `f` must do nothing outside the
     /// transaction that it cannot repeat.
     ///
     /// # Errors
@@ -125,7 +131,14 @@ impl Db {
         let mut tries = 0;
         loop {
             let mut tx = self.begin(opts)?;
-            let out = f(&mut tx)?;
+            // A write of `f` may already report the conflict.
+            let out = match f(&mut tx) {
+                Err(e) if e.is_retryable() && tries < TXN_RETRIES => {
+                    tries += 1;
+                    continue;
+                }
+                r => r?,
+            };
             match tx.commit(wopts) {
                 Err(e) if e.is_retryable() && tries < TXN_RETRIES => tries += 1,
                 r => return r.map(|()| out),
@@ -215,9 +228,20 @@ impl Transaction {
                 self.bytes
             )));
         }
-        self.bytes += n;
         self.tables.entry(table.info().id).or_insert_with(|| table.clone());
-        self.writes.entry((op.table_id, op.key.clone())).or_default().push(op);
+        if let Some(lost) = &self.lost {
+            return Err(self.error_of(lost.clone()));
+        }
+        // A row already committed by someone else after the snapshot makes the commit lose: say
+        // so at this write, as PostgreSQL does, instead of at the commit.
+        let row = (op.table_id, op.key.clone());
+        let early = self.db.conflicts.lock().check(self.snapshot.seq(), [&row], &std::collections::HashSet::new());
+        if let Err(lost) = early {
+            self.lost = Some(lost.clone());
+            return Err(self.error_of(lost));
+        }
+        self.bytes += n;
+        self.writes.entry(row).or_default().push(op);
         Ok(())
     }
 
@@ -243,10 +267,13 @@ impl Transaction {
     /// Applies every write of the transaction, atomically (one WAL record), or none.
     ///
     /// # Errors
-    /// [`Error::Conflict`] when another commit wrote one of its rows after its snapshot, and
-    /// [`Error::TxnTooOld`] when it was open too long to be checked: nothing of it was written.
-    /// Otherwise as [`Db::write`].
+    /// [`Error::Conflict`] when another commit wrote one of its rows after its snapshot (also
+    /// when a write already reported that), and [`Error::TxnTooOld`] when it was open too long
+    /// to be checked: nothing of it was written. Otherwise as [`Db::write`].
     pub fn commit(mut self, opts: &WriteOptions) -> Result<()> {
+        if let Some(lost) = self.lost.take() {
+            return Err(self.error_of(lost));
+        }
         if self.writes.is_empty() {
             return Ok(());
         }
@@ -257,10 +284,14 @@ impl Transaction {
             batch.push(op);
         }
         let validate = Validate { snapshot: self.snapshot.seq(), rows };
-        match self.db.commit_request(batch, opts, Some(validate))? {
-            Ok(()) => Ok(()),
-            Err(Lost::TooOld { horizon }) => Err(Error::TxnTooOld { snapshot: self.snapshot.seq(), horizon }),
-            Err(Lost::Row { table, key, .. }) => {
+        self.db.commit_request(batch, opts, Some(validate))?.map_err(|lost| self.error_of(lost))
+    }
+
+    /// The error a lost check is reported as.
+    fn error_of(&self, lost: Lost) -> Error {
+        match lost {
+            Lost::TooOld { horizon } => Error::TxnTooOld { snapshot: self.snapshot.seq(), horizon },
+            Lost::Row { table, key, .. } => {
                 let (name, key) = match self.tables.get(&table) {
                     Some(t) => {
                         let shown = decode_key(&t.info().key_types, &key)
@@ -270,7 +301,7 @@ impl Transaction {
                     }
                     None => (format!("(id {table})"), format!("{key:02x?}")),
                 };
-                Err(Error::Conflict { table: name, key })
+                Error::Conflict { table: name, key }
             }
         }
     }
