@@ -10,8 +10,8 @@ use std::sync::Arc;
 use common::tiny_options;
 use strata::vfs::OsFs;
 use strata::{
-    Column, ColumnType, Db, Engine, Error, KeyRange, Options, Projection, ReadOptions, Schema, Table, TableOptions,
-    TxnOptions, Value, WriteOptions,
+    scan::ScanRequest, Column, ColumnType, Db, Engine, Error, KeyRange, Options, Projection, ReadOptions, Schema,
+    Table, TableOptions, TxnOptions, Value, WriteOptions,
 };
 
 fn schema() -> Schema {
@@ -152,6 +152,66 @@ fn scans_see_the_transactions_own_writes_in_key_order() {
         // A range the transaction did not write reads the snapshot alone.
         let untouched = KeyRange::half_open(vec![Value::BigInt(10)], vec![Value::BigInt(40)]);
         assert_eq!(scan(&tx, t, &untouched, &Projection::All).len(), 15);
+        tx.rollback();
+    }
+}
+
+fn batches(tx: &strata::Transaction, t: &Table, req: &ScanRequest) -> Vec<Vec<Value>> {
+    tx.scan_batches(t, req).unwrap().flat_map(|b| strata::scan::batch_rows(&b.unwrap())).collect()
+}
+
+#[test]
+fn analytical_scans_see_the_transactions_own_writes() {
+    use strata::scan::{AggFunc, Aggregate, CmpOp, Expr};
+    let dir = tempfile::tempdir().unwrap();
+    let (db, lsm, lin) = open(dir.path(), tiny_options(Arc::new(OsFs)));
+    for t in [&lsm, &lin] {
+        for i in 0..300 {
+            t.insert(&row(i, i % 10, "base")).unwrap();
+        }
+        db.flush().unwrap();
+        let mut tx = db.begin(&TxnOptions::default()).unwrap();
+        t.insert(&row(1000, 5, "later")).unwrap(); // after the snapshot: not seen
+        tx.insert(t, &row(500, 5, "new")).unwrap();
+        tx.update(t, &[Value::BigInt(7)], &[("n", Value::BigInt(5))]).unwrap(); // 7 becomes n = 5
+        tx.delete(t, &[Value::BigInt(15)]).unwrap(); // n was 5
+                                                     // Rows with n = 5, their ids, as the transaction's row scan sees them.
+        let want: Vec<Vec<Value>> = scan(&tx, t, &KeyRange::all(), &Projection::All)
+            .into_iter()
+            .filter(|r| r[1] == Value::BigInt(5))
+            .map(|r| vec![r[0].clone()])
+            .collect();
+        assert_eq!(want.len(), 30 - 1 + 1 + 1, "{}", t.name());
+        let five = Expr::cmp("n", CmpOp::Eq, Value::BigInt(5));
+        let req = ScanRequest::new().with_columns(&["id"]).with_filter(five.clone());
+        assert_eq!(batches(&tx, t, &req), want, "{}: filtered rows", t.name());
+        let agg = ScanRequest::new()
+            .with_filter(five)
+            .with_aggregate(Aggregate::count_star())
+            .with_aggregate(Aggregate::new(AggFunc::Max, "id"));
+        assert_eq!(
+            batches(&tx, t, &agg),
+            vec![vec![Value::BigInt(31), Value::BigInt(500)]],
+            "{}: aggregates",
+            t.name()
+        );
+        let limited = ScanRequest::new()
+            .with_columns(&["id", "s"])
+            .with_range(KeyRange::half_open(vec![Value::BigInt(490)], vec![Value::BigInt(2000)]))
+            .with_limit(1);
+        assert_eq!(
+            batches(&tx, t, &limited),
+            vec![vec![Value::BigInt(500), Value::Text("new".into())]],
+            "{}: range and limit",
+            t.name()
+        );
+        // Outside the transaction nothing of it shows.
+        let outside: Vec<Vec<Value>> = t
+            .scan_batches(&req, &ReadOptions::default())
+            .unwrap()
+            .flat_map(|b| strata::scan::batch_rows(&b.unwrap()))
+            .collect();
+        assert!(!outside.contains(&vec![Value::BigInt(500)]));
         tx.rollback();
     }
 }
@@ -443,6 +503,8 @@ fn random_transactions_read_and_commit_as_the_model_says() {
                             let range = KeyRange::half_open(vec![Value::BigInt(lo)], vec![Value::BigInt(hi)]);
                             let got = scan(&tx, t, &range, &Projection::All);
                             assert_eq!(got, rows_of(&mine, lo, hi), "{} step {step}: scan {lo}..{hi}", t.name());
+                            let req = ScanRequest::new().with_range(range);
+                            assert_eq!(batches(&tx, t, &req), got, "{} step {step}: scan_batches {lo}..{hi}", t.name());
                         }
                     }
                 }

@@ -18,6 +18,7 @@ use crate::mvcc::conflict::{Lost, RowId};
 use crate::mvcc::snapshot::Snapshot;
 use crate::mvcc::Kind;
 use crate::read::{project_with, KeyOf, ScanIter};
+use crate::scan::{BatchIter, ScanRequest};
 use crate::types::key::decode_key;
 use crate::types::row::{decode_row, Cells};
 use crate::types::{ColumnType, Value};
@@ -153,8 +154,7 @@ impl Transaction {
         self.snapshot.seq()
     }
 
-    /// Options that read at the transaction's snapshot, without its own writes (for
-    /// [`Table::scan_batches`], which does not yet see them).
+    /// Options that read at the transaction's snapshot, without its own writes.
     pub fn read_options(&self) -> ReadOptions<'_> {
         ReadOptions { snapshot: Some(&self.snapshot) }
     }
@@ -192,14 +192,7 @@ impl Transaction {
     /// writes over its snapshot.
     pub fn scan(&self, table: &Table, range: &KeyRange, projection: &Projection) -> Result<ScanIter> {
         self.check_table(table)?;
-        let (lo, hi) = table.encode_range(range)?;
-        let id = table.info().id;
-        let pending: VecDeque<(Vec<u8>, Vec<BatchOp>)> = self
-            .writes
-            .range((id, lo)..)
-            .take_while(|((t, k), _)| *t == id && hi.as_ref().is_none_or(|h| k < h))
-            .map(|((_, k), ops)| (k.clone(), ops.clone()))
-            .collect();
+        let pending = self.pending(table, range)?;
         if pending.is_empty() {
             return table.scan(range, projection, &self.read_options());
         }
@@ -212,6 +205,32 @@ impl Transaction {
             projection: projection.clone(),
             last_key: Vec::new(),
         }))
+    }
+
+    /// Answers an analytical scan as [`Table::scan_batches`], as the transaction sees the table:
+    /// where it wrote rows in the range, they are laid over its snapshot's and the request runs
+    /// over the merged rows (on the calling thread, in one pass); elsewhere the plain scan runs
+    /// at the snapshot.
+    pub fn scan_batches(&self, table: &Table, req: &ScanRequest) -> Result<BatchIter> {
+        self.check_table(table)?;
+        if self.pending(table, &req.range)?.is_empty() {
+            return table.scan_batches(req, &self.read_options());
+        }
+        crate::scan::run_row_scan(&self.db.scans, &table.info_arc(), req, |projection| {
+            self.scan(table, &req.range, projection)
+        })
+    }
+
+    /// The transaction's written rows of `table` in `range`, in key order.
+    fn pending(&self, table: &Table, range: &KeyRange) -> Result<VecDeque<(Vec<u8>, Vec<BatchOp>)>> {
+        let (lo, hi) = table.encode_range(range)?;
+        let id = table.info().id;
+        Ok(self
+            .writes
+            .range((id, lo)..)
+            .take_while(|((t, k), _)| *t == id && hi.as_ref().is_none_or(|h| k < h))
+            .map(|((_, k), ops)| (k.clone(), ops.clone()))
+            .collect())
     }
 
     fn push(&mut self, table: &Table, op: BatchOp) -> Result<()> {

@@ -21,7 +21,7 @@ use super::plan::Plan;
 use super::run::BatchIter;
 use super::state::{ScanCounters, Scans};
 use super::ScanRequest;
-use crate::catalog::Projection;
+use crate::catalog::{Projection, TableInfo};
 use crate::error::Result;
 use crate::lineage::range::Range;
 use crate::lineage::{partition, LineageRows, LineageTable, View};
@@ -338,21 +338,28 @@ fn by_index(
     lower: Vec<u8>,
     upper: Option<Vec<u8>>,
 ) -> Result<()> {
-    let info = &t.info;
-    let projection = {
-        let mut wanted = vec![false; info.value_types.len()];
-        for &c in &plan.needed {
-            if let Some(vi) = info.schema.value_index(c) {
-                wanted[vi] = true;
-            }
+    let mut rows = LineageRows::new(t.clone(), (seq, view.clone()), lower, upper, &needed_projection(plan, &t.info));
+    by_rows(plan, consumer, || rows.next_row())
+}
+
+/// The projection of the columns `plan` needs, in its order.
+fn needed_projection(plan: &Plan, info: &TableInfo) -> Projection {
+    let mut wanted = vec![false; info.value_types.len()];
+    for &c in &plan.needed {
+        if let Some(vi) = info.schema.value_index(c) {
+            wanted[vi] = true;
         }
-        Projection::Columns { cols: plan.needed.clone().into(), wanted: wanted.into() }
-    };
-    let mut rows = LineageRows::new(t.clone(), (seq, view.clone()), lower, upper, &projection);
+    }
+    Projection::Columns { cols: plan.needed.clone().into(), wanted: wanted.into() }
+}
+
+/// Feeds rows of `plan.needed` (in key order, from `next`) to `consumer` in chunks of the
+/// plan's batch size.
+fn by_rows(plan: &Plan, consumer: &mut Consumer, mut next: impl FnMut() -> Result<Option<Vec<Value>>>) -> Result<()> {
     let mut builders: Vec<ValuesBuilder> = plan.needed.iter().map(|&c| ValuesBuilder::new(plan.ty(c))).collect();
     let mut n = 0;
     let no_keys: [&[u8]; 0] = [];
-    while let Some(row) = rows.next_row()? {
+    while let Some(row) = next()? {
         for (b, v) in builders.iter_mut().zip(&row) {
             b.push(v);
         }
@@ -369,4 +376,24 @@ fn by_index(
         feed_rows(plan, std::slice::from_mut(consumer), false, &mut builders, n, &no_keys)?;
     }
     Ok(())
+}
+
+/// Runs `req` over the rows `rows` returns for a projection, in key order, on the caller's
+/// thread (a transaction's writes laid over its snapshot, `db/txn.rs`).
+pub(crate) fn run_row_scan(
+    scans: &Scans,
+    info: &Arc<TableInfo>,
+    req: &ScanRequest,
+    rows: impl FnOnce(&Projection) -> Result<crate::read::ScanIter>,
+) -> Result<BatchIter> {
+    let plan = Arc::new(Plan::new(info, req)?);
+    ScanCounters::add(&scans.counters.scans, 1);
+    ScanCounters::add(&scans.counters.passes, 1);
+    // The rows come from the range already: the consumer's own range check lets all through.
+    let mut consumer = Consumer::new(plan.clone(), Vec::new(), None);
+    if !consumer.done {
+        let mut rows = rows(&needed_projection(&plan, info))?;
+        by_rows(&plan, &mut consumer, || rows.next().transpose())?;
+    }
+    Ok(BatchIter::ready(plan.schema.clone(), consumer.finish()?))
 }

@@ -63,7 +63,7 @@ pub use arrow_schema::SchemaRef;
 
 pub use self::arrow::{arrow_type, batch_rows, row_schema, rows_batch, value_at};
 pub use self::cnf::{Atom, Filter, Test};
-pub(crate) use self::lineage::run_lineage_scan;
+pub(crate) use self::lineage::{run_lineage_scan, run_row_scan};
 pub use self::run::BatchIter;
 pub(crate) use self::run::{run_scan, ReadAt};
 pub(crate) use self::state::Scans;
