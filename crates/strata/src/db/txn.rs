@@ -118,8 +118,8 @@ impl Db {
     }
 
     /// Runs `f` in a transaction and commits it, running both again (at most [`TXN_RETRIES`]
-    /// more times) while the transaction loses a conflict, at one of its writes or at the commit. `f` must do nothing outside the
-    /// transaction that it cannot repeat.
+    /// more times) while the transaction loses a conflict, at one of its writes or at the
+    /// commit. `f` must do nothing outside the transaction that it cannot repeat.
     ///
     /// # Errors
     /// `f`'s errors, and the commit's ([`Error::Conflict`] once the retries are spent).
