@@ -171,11 +171,13 @@ fn analytical_scans_see_the_transactions_own_writes() {
         }
         db.flush().unwrap();
         let mut tx = db.begin(&TxnOptions::default()).unwrap();
-        t.insert(&row(1000, 5, "later")).unwrap(); // after the snapshot: not seen
+        // After the snapshot: not seen.
+        t.insert(&row(1000, 5, "later")).unwrap();
+        // Row 500 with n = 5 is new, row 7 gets n = 5, row 15 (n = 5) goes.
         tx.insert(t, &row(500, 5, "new")).unwrap();
-        tx.update(t, &[Value::BigInt(7)], &[("n", Value::BigInt(5))]).unwrap(); // 7 becomes n = 5
-        tx.delete(t, &[Value::BigInt(15)]).unwrap(); // n was 5
-                                                     // Rows with n = 5, their ids, as the transaction's row scan sees them.
+        tx.update(t, &[Value::BigInt(7)], &[("n", Value::BigInt(5))]).unwrap();
+        tx.delete(t, &[Value::BigInt(15)]).unwrap();
+        // Rows with n = 5, their ids, as the transaction's row scan sees them.
         let want: Vec<Vec<Value>> = scan(&tx, t, &KeyRange::all(), &Projection::All)
             .into_iter()
             .filter(|r| r[1] == Value::BigInt(5))

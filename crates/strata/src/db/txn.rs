@@ -43,7 +43,8 @@ pub struct TxnOptions {
 /// # let dir = std::env::temp_dir().join(format!("strata-doc-txn-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let db = Db::open(&dir, Options::default())?;
-/// let schema = Schema::new(vec![Column::new("id", ColumnType::BigInt), Column::new("balance", ColumnType::BigInt)], &["id"])?;
+/// let columns = vec![Column::new("id", ColumnType::BigInt), Column::new("balance", ColumnType::BigInt)];
+/// let schema = Schema::new(columns, &["id"])?;
 /// let t = db.create_table("accounts", schema, TableOptions::default())?;
 /// t.insert(&[Value::BigInt(1), Value::BigInt(100)])?;
 /// t.insert(&[Value::BigInt(2), Value::BigInt(0)])?;
@@ -60,7 +61,8 @@ pub struct TxnOptions {
 ///     tx.update(&t, &[Value::BigInt(2)], &[("balance", Value::BigInt(to + 30))])?;
 ///     Ok(())
 /// })?;
-/// assert_eq!(t.get(&[Value::BigInt(2)], &Projection::All, &ReadOptions::default())?, Some(vec![Value::BigInt(2), Value::BigInt(30)]));
+/// let row = t.get(&[Value::BigInt(2)], &Projection::All, &ReadOptions::default())?;
+/// assert_eq!(row, Some(vec![Value::BigInt(2), Value::BigInt(30)]));
 /// # drop(db); std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), strata::Error>(())
 /// ```
