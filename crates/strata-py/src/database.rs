@@ -165,6 +165,18 @@ impl Database {
         Ok(crate::table::Table::new(table, slf.clone().unbind()))
     }
 
+    /// Begins a transaction: reads see the database as it was now plus the transaction's own
+    /// writes, and its writes are applied together at `commit()` or not at all (snapshot
+    /// isolation; the first of two transactions writing one row to commit wins). Use it as a
+    /// context manager: `with db.transaction() as tx:` commits at the end of the block and
+    /// rolls back if the block raises. `read_only` transactions refuse writes and never conflict.
+    #[pyo3(signature = (*, read_only = false))]
+    fn transaction(slf: &Bound<'_, Self>, read_only: bool) -> PyResult<crate::txn::Transaction> {
+        let (db, _) = slf.get().handles()?;
+        let tx = db.begin(&strata::TxnOptions { read_only }).map_err(errors::engine)?;
+        Ok(crate::txn::Transaction::new(tx, slf.clone().unbind()))
+    }
+
     /// The names of the tables, sorted.
     fn tables(&self) -> PyResult<Vec<String>> {
         let (db, _) = self.handles()?;

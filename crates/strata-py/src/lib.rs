@@ -11,6 +11,7 @@ mod convert;
 mod database;
 mod errors;
 mod table;
+mod txn;
 
 use pyo3::prelude::*;
 
@@ -34,6 +35,7 @@ fn _strata(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_class::<database::Database>()?;
     m.add_class::<table::Table>()?;
+    m.add_class::<txn::Transaction>()?;
     m.add("Error", m.py().get_type::<errors::Error>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -15,6 +15,7 @@ use strata::{KeyRange, ReadOptions, Value, WriteBatch, WriteOptions};
 use crate::convert;
 use crate::database::Database;
 use crate::errors;
+use crate::txn::TxnCell;
 
 /// Rows per write batch of `insert_arrow`: each such chunk commits atomically.
 const LOAD_CHUNK_ROWS: usize = 65_536;
@@ -36,13 +37,149 @@ impl Table {
         Ok(self.db.bind(py).get().handles()?.0)
     }
 
-    fn key_bound(&self, obj: Option<&Bound<'_, PyAny>>, inclusive: bool) -> PyResult<KeyBound<Vec<Value>>> {
-        Ok(match obj {
-            None => KeyBound::Unbounded,
-            Some(o) if inclusive => KeyBound::Included(convert::key(o, self.table.schema())?),
-            Some(o) => KeyBound::Excluded(convert::key(o, self.table.schema())?),
-        })
+    /// The engine's table.
+    pub(crate) fn inner(&self) -> &strata::Table {
+        &self.table
     }
+}
+
+/// A key bound of `table` from an optional Python key.
+fn key_bound(table: &strata::Table, obj: Option<&Bound<'_, PyAny>>, inclusive: bool) -> PyResult<KeyBound<Vec<Value>>> {
+    Ok(match obj {
+        None => KeyBound::Unbounded,
+        Some(o) if inclusive => KeyBound::Included(convert::key(o, table.schema())?),
+        Some(o) => KeyBound::Excluded(convert::key(o, table.schema())?),
+    })
+}
+
+/// The row of `table` with key `key` as a dict of `columns` (all by default), read in `tx`
+/// when given.
+pub(crate) fn get_row<'py>(
+    py: Python<'py>,
+    table: &strata::Table,
+    key: &Bound<'py, PyAny>,
+    columns: Option<Vec<String>>,
+    tx: Option<&TxnCell>,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let key = convert::key(key, table.schema())?;
+    let names: Vec<String> = match columns {
+        Some(c) => c,
+        None => table.schema().columns().iter().map(|c| c.name.clone()).collect(),
+    };
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let projection = table.projection(&refs).map_err(errors::engine)?;
+    let row = py
+        .detach(|| match tx {
+            None => table.get(&key, &projection, &ReadOptions::default()),
+            Some(cell) => cell.run(|tx| tx.get(table, &key, &projection)),
+        })
+        .map_err(errors::engine)?;
+    let Some(row) = row else { return Ok(None) };
+    let dict = PyDict::new(py);
+    for (name, v) in names.iter().zip(&row) {
+        dict.set_item(name, convert::to_py(py, v)?)?;
+    }
+    Ok(Some(dict))
+}
+
+/// Writes a row into `table` (in `tx` when given).
+pub(crate) fn insert_row(
+    py: Python<'_>,
+    table: &strata::Table,
+    row: &Bound<'_, PyAny>,
+    tx: Option<&TxnCell>,
+) -> PyResult<()> {
+    let row = convert::row(row, table.name(), table.schema())?;
+    py.detach(|| match tx {
+        None => table.insert(&row),
+        Some(cell) => cell.run(|tx| tx.insert(table, &row)),
+    })
+    .map_err(errors::engine)
+}
+
+/// Sets columns of a row of `table` from dicts (in `tx` when given).
+pub(crate) fn update_row(
+    py: Python<'_>,
+    table: &strata::Table,
+    key: &Bound<'_, PyAny>,
+    dicts: [Option<&Bound<'_, PyDict>>; 2],
+    tx: Option<&TxnCell>,
+) -> PyResult<()> {
+    let key = convert::key(key, table.schema())?;
+    let mut set = Vec::new();
+    for d in dicts.into_iter().flatten() {
+        set.extend(convert::assignments(d, table.name(), table.schema())?);
+    }
+    if set.is_empty() {
+        return Err(PyValueError::new_err("update sets no columns"));
+    }
+    let refs: Vec<(&str, Value)> = set.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+    py.detach(|| match tx {
+        None => table.update(&key, &refs),
+        Some(cell) => cell.run(|tx| tx.update(table, &key, &refs)),
+    })
+    .map_err(errors::engine)
+}
+
+/// Deletes a row of `table` (in `tx` when given).
+pub(crate) fn delete_row(
+    py: Python<'_>,
+    table: &strata::Table,
+    key: &Bound<'_, PyAny>,
+    tx: Option<&TxnCell>,
+) -> PyResult<()> {
+    let key = convert::key(key, table.schema())?;
+    py.detach(|| match tx {
+        None => table.delete(&key),
+        Some(cell) => cell.run(|tx| tx.delete(table, &key)),
+    })
+    .map_err(errors::engine)
+}
+
+/// What `scan` was asked for.
+pub(crate) struct ScanArgs<'a, 'py> {
+    pub columns: Option<Vec<String>>,
+    pub r#where: Option<&'a str>,
+    pub start: Option<&'a Bound<'py, PyAny>>,
+    pub end: Option<&'a Bound<'py, PyAny>>,
+    pub limit: Option<usize>,
+}
+
+/// Scans `table` into a `pyarrow.Table` (in `tx` when given).
+pub(crate) fn scan_table<'py>(
+    py: Python<'py>,
+    table: &strata::Table,
+    engine: &strata_sql::SqlEngine,
+    a: ScanArgs<'_, 'py>,
+    tx: Option<&TxnCell>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let range = KeyRange { start: key_bound(table, a.start, true)?, end: key_bound(table, a.end, false)? };
+    let filter = match a.r#where {
+        Some(w) => Some(engine.scan_filter(table, w).map_err(errors::sql)?),
+        None => None,
+    };
+    let mut req = ScanRequest::new().with_range(range);
+    if let Some(c) = &a.columns {
+        req = req.with_columns(c);
+    }
+    if let Some(f) = filter {
+        req = req.with_filter(f);
+    }
+    if let Some(n) = a.limit {
+        req = req.with_limit(n);
+    }
+    let (schema, batches) = py
+        .detach(|| -> strata::Result<(SchemaRef, Vec<RecordBatch>)> {
+            let iter = match tx {
+                None => table.scan_batches(&req, &ReadOptions::default())?,
+                Some(cell) => cell.run(|tx| tx.scan_batches(table, &req))?,
+            };
+            let schema = iter.schema();
+            let batches = iter.collect::<strata::Result<Vec<_>>>()?;
+            Ok((schema, batches))
+        })
+        .map_err(errors::engine)?;
+    crate::database::to_pyarrow(py, schema, batches)
 }
 
 #[pymethods]
@@ -76,29 +213,15 @@ impl Table {
         key: &Bound<'py, PyAny>,
         columns: Option<Vec<String>>,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let key = convert::key(key, self.table.schema())?;
         let _db = self.db(py)?;
-        let names: Vec<String> = match columns {
-            Some(c) => c,
-            None => self.table.schema().columns().iter().map(|c| c.name.clone()).collect(),
-        };
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        let projection = self.table.projection(&refs).map_err(errors::engine)?;
-        let row = py.detach(|| self.table.get(&key, &projection, &ReadOptions::default())).map_err(errors::engine)?;
-        let Some(row) = row else { return Ok(None) };
-        let dict = PyDict::new(py);
-        for (name, v) in names.iter().zip(&row) {
-            dict.set_item(name, convert::to_py(py, v)?)?;
-        }
-        Ok(Some(dict))
+        get_row(py, &self.table, key, columns, None)
     }
 
     /// Writes a row (a dict by column name, absent columns NULL, or a sequence in column
     /// order), replacing any row with the same key.
     fn insert(&self, py: Python<'_>, row: &Bound<'_, PyAny>) -> PyResult<()> {
-        let row = convert::row(row, self.table.name(), self.table.schema())?;
         let _db = self.db(py)?;
-        py.detach(|| self.table.insert(&row)).map_err(errors::engine)
+        insert_row(py, &self.table, row, None)
     }
 
     /// Sets the given columns of the row with key `key` (a dict, keyword arguments, or both);
@@ -111,25 +234,14 @@ impl Table {
         values: Option<&Bound<'_, PyDict>>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let schema = self.table.schema();
-        let key = convert::key(key, schema)?;
-        let mut set = Vec::new();
-        for d in [values, kwargs].into_iter().flatten() {
-            set.extend(convert::assignments(d, self.table.name(), schema)?);
-        }
-        if set.is_empty() {
-            return Err(PyValueError::new_err("update sets no columns"));
-        }
         let _db = self.db(py)?;
-        let refs: Vec<(&str, Value)> = set.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
-        py.detach(|| self.table.update(&key, &refs)).map_err(errors::engine)
+        update_row(py, &self.table, key, [values, kwargs], None)
     }
 
     /// Deletes the row with key `key` (nothing happens if there is none).
     fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        let key = convert::key(key, self.table.schema())?;
         let _db = self.db(py)?;
-        py.detach(|| self.table.delete(&key)).map_err(errors::engine)
+        delete_row(py, &self.table, key, None)
     }
 
     /// Reads rows in key order as a `pyarrow.Table`: the `columns` named (all by default), keys
@@ -145,31 +257,9 @@ impl Table {
         end: Option<&Bound<'py, PyAny>>,
         limit: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let range = KeyRange { start: self.key_bound(start, true)?, end: self.key_bound(end, false)? };
         let (_db, engine) = self.db.bind(py).get().handles()?;
-        let filter = match r#where {
-            Some(w) => Some(engine.scan_filter(&self.table, w).map_err(errors::sql)?),
-            None => None,
-        };
-        let mut req = ScanRequest::new().with_range(range);
-        if let Some(c) = &columns {
-            req = req.with_columns(c);
-        }
-        if let Some(f) = filter {
-            req = req.with_filter(f);
-        }
-        if let Some(n) = limit {
-            req = req.with_limit(n);
-        }
-        let (schema, batches) = py
-            .detach(|| -> strata::Result<(SchemaRef, Vec<RecordBatch>)> {
-                let iter = self.table.scan_batches(&req, &ReadOptions::default())?;
-                let schema = iter.schema();
-                let batches = iter.collect::<strata::Result<Vec<_>>>()?;
-                Ok((schema, batches))
-            })
-            .map_err(errors::engine)?;
-        crate::database::to_pyarrow(py, schema, batches)
+        let args = ScanArgs { columns, r#where, start, end, limit };
+        scan_table(py, &self.table, &engine, args, None)
     }
 
     /// Bulk-loads Arrow data: a `pyarrow.Table`, `RecordBatch` or `RecordBatchReader`, a pandas

@@ -349,3 +349,72 @@ def test_random_operations_match_a_model(db):
         assert db.sql("SELECT k, a, s FROM r ORDER BY k").to_pylist() == want, f"seed {seed}"
         for k in rng.sample(range(200), 20):
             assert t.get(k) == model.get(k), f"seed {seed}, key {k}"
+
+
+def accounts(db, engine="lsm"):
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("balance", pa.int64())])
+    t = db.create_table(f"accounts_{engine}", schema, ["id"], engine=engine)
+    t.insert({"id": 1, "balance": 100})
+    t.insert({"id": 2, "balance": 0})
+    return t
+
+
+@pytest.mark.parametrize("engine", ["lsm", "lineage"])
+def test_a_transaction_reads_its_own_writes_and_commits_them_together(db, engine):
+    t = accounts(db, engine)
+    with db.transaction() as tx:
+        a = tx.get(t, 1)["balance"]
+        tx.update(t, 1, balance=a - 30)
+        tx.update(t, 2, {"balance": tx.get(t, 2)["balance"] + 30})
+        tx.insert(t, {"id": 3, "balance": 5})
+        tx.delete(t, 3)
+        tx.insert(t, {"id": 4, "balance": 7})
+        assert tx.get(t, 1) == {"id": 1, "balance": 70}
+        assert tx.get(t, 3) is None
+        # Scans see the transaction's writes; the table outside does not yet.
+        assert tx.scan(t).column("balance").to_pylist() == [70, 30, 7]
+        assert tx.scan(t, ["id"], where="balance > 10").column("id").to_pylist() == [1, 2]
+        assert t.get(4) is None
+    assert [t.get(i)["balance"] for i in (1, 2, 4)] == [70, 30, 7]
+    assert t.get(3) is None
+
+
+def test_a_block_that_raises_rolls_back_and_an_ended_transaction_refuses_work(db):
+    t = accounts(db)
+    with pytest.raises(RuntimeError):
+        with db.transaction() as tx:
+            tx.update(t, 1, balance=0)
+            raise RuntimeError("boom")
+    assert t.get(1)["balance"] == 100
+    with pytest.raises(strata.Error) as e:
+        tx.get(t, 1)
+    assert e.value.kind == "invalid_argument"
+    tx.rollback()  # nothing left to discard
+    ro = db.transaction(read_only=True)
+    with pytest.raises(strata.Error):
+        ro.insert(t, {"id": 9, "balance": 9})
+    ro.commit()
+
+
+def test_the_first_committer_wins_and_the_loser_writes_nothing(db):
+    t = accounts(db)
+    a = db.transaction()
+    b = db.transaction()
+    a.update(t, 1, balance=1)
+    b.update(t, 1, balance=2)
+    b.insert(t, {"id": 5, "balance": 5})
+    a.commit()
+    with pytest.raises(strata.Error) as e:
+        b.commit()
+    assert e.value.kind == "conflict"
+    assert t.get(1)["balance"] == 1
+    assert t.get(5) is None
+    # A write to a row committed after the transaction began fails at once.
+    c = db.transaction()
+    t.update(2, balance=50)
+    with pytest.raises(strata.Error) as e:
+        c.update(t, 2, balance=60)
+    assert e.value.kind == "conflict"
+    with pytest.raises(strata.Error):
+        c.commit()
+    assert t.get(2)["balance"] == 50

@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union, final
 import pyarrow
 
 __version__: str
-__all__ = ["Database", "Error", "Table", "__version__", "open"]
+__all__ = ["Database", "Error", "Table", "Transaction", "__version__", "open"]
 
 _Key = Any  # a scalar for a one-column primary key, a tuple of values otherwise
 _Row = Union[Mapping[str, Any], Sequence[Any]]
@@ -31,6 +31,9 @@ class Database:
         """Runs SQL: a query returns a pyarrow.Table, INSERT/UPDATE/DELETE the rows touched,
         DDL None. With several statements, the last one's result. ``params`` fill $1, $2, ..."""
     def table(self, name: str) -> Table: ...
+    def transaction(self, *, read_only: bool = False) -> Transaction:
+        """Begins a snapshot-isolated transaction; as a context manager it commits at the end of
+        the block and rolls back if the block raises."""
     def tables(self) -> List[str]: ...
     def create_table(
         self,
@@ -72,3 +75,28 @@ class Table:
     def insert_arrow(self, data: Any) -> int:
         """Bulk-loads a pyarrow Table/RecordBatch/RecordBatchReader, a pandas DataFrame or any
         Arrow stream; returns the rows written."""
+
+@final
+class Transaction:
+    def get(self, table: Table, key: _Key, columns: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]: ...
+    def insert(self, table: Table, row: _Row) -> None: ...
+    def update(
+        self, table: Table, key: _Key, values: Optional[Mapping[str, Any]] = None, **kwargs: Any
+    ) -> None: ...
+    def delete(self, table: Table, key: _Key) -> None: ...
+    def scan(
+        self,
+        table: Table,
+        columns: Optional[Sequence[str]] = None,
+        *,
+        where: Optional[str] = None,
+        start: Optional[_Key] = None,
+        end: Optional[_Key] = None,
+        limit: Optional[int] = None,
+    ) -> pyarrow.Table: ...
+    def commit(self) -> None:
+        """Applies every write, or none: raises Error (kind "conflict") when another commit
+        wrote one of its rows after it began."""
+    def rollback(self) -> None: ...
+    def __enter__(self) -> Transaction: ...
+    def __exit__(self, *exc: Any) -> bool: ...
