@@ -100,27 +100,24 @@ impl DbInner {
                 let outcome = self.commit_group(&group);
                 let mut st = self.commit.lock();
                 st.leader_active = false;
-                let (mine, others) = match outcome {
+                let mut mine = Ok(Ok(()));
+                match outcome {
                     Ok(lost) => {
-                        let mut mine = Ok(());
                         for (r, lost) in group.iter().zip(lost) {
                             let res = lost.map_or(Ok(()), |l| Err(Failed::Lost(l)));
                             if r.ticket == ticket {
-                                mine = res;
+                                mine = finish(res);
                             } else {
                                 st.results.insert(r.ticket, res);
                             }
                         }
-                        (finish(mine), None)
                     }
                     Err(e) => {
                         let msg = e.to_string();
-                        (Err(e), Some(msg))
-                    }
-                };
-                if let Some(msg) = others {
-                    for r in group.iter().filter(|r| r.ticket != ticket) {
-                        st.results.insert(r.ticket, Err(Failed::Group(msg.clone())));
+                        for r in group.iter().filter(|r| r.ticket != ticket) {
+                            st.results.insert(r.ticket, Err(Failed::Group(msg.clone())));
+                        }
+                        mine = Err(e);
                     }
                 }
                 drop(st);

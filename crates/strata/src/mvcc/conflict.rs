@@ -102,7 +102,12 @@ impl ConflictWindow {
     pub(crate) fn record(&mut self, seq: u64, table: u32, key: &[u8]) {
         let row = (table, key.to_vec());
         self.bytes += charge(key);
-        self.newest.insert(row.clone(), seq);
+        match self.newest.get_mut(&row) {
+            Some(newest) => *newest = seq,
+            None => {
+                self.newest.insert(row.clone(), seq);
+            }
+        }
         self.order.push_back((seq, row));
     }
 

@@ -338,19 +338,8 @@ fn by_index(
     lower: Vec<u8>,
     upper: Option<Vec<u8>>,
 ) -> Result<()> {
-    let mut rows = LineageRows::new(t.clone(), (seq, view.clone()), lower, upper, &needed_projection(plan, &t.info));
+    let mut rows = LineageRows::new(t.clone(), (seq, view.clone()), lower, upper, &plan.projection());
     by_rows(plan, consumer, || rows.next_row())
-}
-
-/// The projection of the columns `plan` needs, in its order.
-fn needed_projection(plan: &Plan, info: &TableInfo) -> Projection {
-    let mut wanted = vec![false; info.value_types.len()];
-    for &c in &plan.needed {
-        if let Some(vi) = info.schema.value_index(c) {
-            wanted[vi] = true;
-        }
-    }
-    Projection::Columns { cols: plan.needed.clone().into(), wanted: wanted.into() }
 }
 
 /// Feeds rows of `plan.needed` (in key order, from `next`) to `consumer` in chunks of the
@@ -392,7 +381,7 @@ pub(crate) fn run_row_scan(
     // The rows come from the range already: the consumer's own range check lets all through.
     let mut consumer = Consumer::new(plan.clone(), Vec::new(), None);
     if !consumer.done {
-        let mut rows = rows(&needed_projection(&plan, info))?;
+        let mut rows = rows(&plan.projection())?;
         by_rows(&plan, &mut consumer, || rows.next().transpose())?;
     }
     Ok(BatchIter::ready(plan.schema.clone(), consumer.finish()?))
