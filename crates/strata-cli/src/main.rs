@@ -82,7 +82,8 @@ enum Cmd {
     },
     /// Run SQL: `-c "SELECT ..."` runs statements and exits, SQL on stdin runs as a script, and
     /// with neither an interactive shell starts (history, multi-line statements, timing). A
-    /// failed statement prints its error and exits non-zero; statements before it stay applied.
+    /// failed statement prints its error and exits non-zero; statements before it stay applied,
+    /// except those of a transaction block (BEGIN ... COMMIT) still open, which is rolled back.
     Sql {
         /// Statements to run (separated by `;`).
         #[arg(short = 'c', long = "command")]

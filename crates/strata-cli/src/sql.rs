@@ -8,7 +8,7 @@ use std::time::Instant;
 use strata::Db;
 use strata_sql::datafusion::arrow::record_batch::RecordBatch;
 use strata_sql::datafusion::arrow::util::pretty::pretty_format_batches;
-use strata_sql::{Output, SqlEngine, SqlError};
+use strata_sql::{Output, SqlEngine, SqlError, TxnStatus};
 
 use crate::exec::CliError;
 use crate::Format;
@@ -76,11 +76,13 @@ fn print_output(out: &Output, format: Format) -> Result<(), CliError> {
     w.flush().map_err(io)
 }
 
-/// Runs `sql` statement by statement, printing each output; stops at the first error.
+/// Runs `sql` statement by statement in one session, printing each output; stops at the first
+/// error (a block still open then, or at the end, is rolled back).
 fn run_script(rt: &tokio::runtime::Runtime, engine: &SqlEngine, sql: &str, format: Format) -> Result<(), CliError> {
     let statements = engine.parse(sql).map_err(cli_error)?;
+    let session = engine.session();
     for stmt in &statements {
-        let out = rt.block_on(engine.run(stmt)).map_err(cli_error)?;
+        let out = rt.block_on(session.run(stmt)).map_err(cli_error)?;
         print_output(&out, format)?;
     }
     Ok(())
@@ -208,7 +210,8 @@ fn describe(rt: &tokio::runtime::Runtime, engine: &SqlEngine, arg: &str, format:
     }
 }
 
-const HELP: &str = "Statements end with ';' and may span lines.
+const HELP: &str = "Statements end with ';' and may span lines. BEGIN opens a transaction block
+(the prompt shows strata*> in one, strata!> in a failed one), COMMIT or ROLLBACK ends it.
   \\d          list tables
   \\d TABLE    describe a table
   \\timing     toggle timing of statements (on by default)
@@ -225,8 +228,14 @@ fn shell(rt: &tokio::runtime::Runtime, engine: &SqlEngine, format: Format) -> Re
     println!("strata sql: statements end with ';', \\? for help, \\q to quit");
     let mut buf = String::new();
     let mut timing = true;
+    let session = engine.session();
     loop {
-        let prompt = if buf.is_empty() { "strata> " } else { "   ...> " };
+        let prompt = match (buf.is_empty(), session.status()) {
+            (false, _) => "   ...> ",
+            (true, TxnStatus::Idle) => "strata> ",
+            (true, TxnStatus::InBlock) => "strata*> ",
+            (true, TxnStatus::Failed) => "strata!> ",
+        };
         let line = match editor.readline(prompt) {
             Ok(l) => l,
             Err(ReadlineError::Interrupted) => {
@@ -263,11 +272,15 @@ fn shell(rt: &tokio::runtime::Runtime, engine: &SqlEngine, format: Format) -> Re
         let sql = std::mem::take(&mut buf);
         let _ = editor.add_history_entry(sql.trim());
         match engine.parse(&sql) {
-            Err(e) => print_error(&e),
+            Err(e) => {
+                // As in PostgreSQL, a statement that does not parse fails the open block.
+                session.fail_block();
+                print_error(&e)
+            }
             Ok(statements) => {
                 for stmt in &statements {
                     let start = Instant::now();
-                    match rt.block_on(engine.run(stmt)) {
+                    match rt.block_on(session.run(stmt)) {
                         Ok(out) => {
                             if let Err(e) = print_output(&out, format) {
                                 eprintln!("{e}");

@@ -747,6 +747,22 @@ fn sql_runs_statements_prints_formats_and_fails_cleanly() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "total\n30\n");
     assert_eq!(String::from_utf8_lossy(&out.stderr), "DELETE 2\n");
 
+    // A script runs in one session: its transaction blocks commit or roll back as a whole, and
+    // one left open at the end is rolled back.
+    let (ok_, out, err) = run_cli(
+        &db,
+        &[
+            "sql",
+            "-c",
+            "BEGIN; UPDATE t SET n = 0 WHERE id = 1; ROLLBACK; START TRANSACTION; UPDATE t SET n = 11 WHERE id = 1; \
+             COMMIT; BEGIN; DELETE FROM t",
+        ],
+    );
+    assert!(ok_, "{err}");
+    assert_eq!(out, "BEGIN\nUPDATE 1\nROLLBACK\nSTART TRANSACTION\nUPDATE 1\nCOMMIT\nBEGIN\nDELETE 2\n");
+    let (_, out, _) = run_cli(&db, &["sql", "--format", "csv", "-c", "SELECT id, n FROM t ORDER BY id"]);
+    assert_eq!(out, "id,n\n1,11\n2,20\n");
+
     // Tables made through SQL are ordinary strata tables.
     let (ok_, out, _) = run_cli(&db, &["get", "t", "2"]);
     assert!(ok_ && out.contains("20"), "{out}");

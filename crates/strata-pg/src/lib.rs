@@ -6,12 +6,16 @@
 //! - With a password configured, a client must authenticate as [`Config::user`] by
 //!   SCRAM-SHA-256 (or MD5, if chosen); without one, every connection is accepted. Any
 //!   database name is accepted.
-//! - Each connection is its own session; at most [`Config::max_connections`] are served at once,
-//!   and one more is refused with SQLSTATE 53300.
+//! - Each connection is its own session ([`strata_sql::Session`]); at most
+//!   [`Config::max_connections`] are served at once, and one more is refused with SQLSTATE 53300.
+//! - `BEGIN` ... `COMMIT` blocks are snapshot-isolated transactions, and ReadyForQuery reports
+//!   the session's status as PostgreSQL does (`I` idle, `T` in a block, `E` in a failed block),
+//!   in the simple and the extended protocol: a failed `COMMIT` leaves the session idle. A
+//!   connection that ends inside a block rolls it back.
 //! - Commands answer with PostgreSQL's tags and row counts (`INSERT 0 3`, `UPDATE 2`,
 //!   `DELETE 1`); errors carry SQLSTATE codes ([`strata_sql::ErrorKind::sqlstate`]).
 //! - A statement runs to its end once started, also when its client goes away: it commits
-//!   whole or not at all, never half.
+//!   whole or not at all, never half (a statement inside a block commits with its block).
 //! - Every value travels as the PostgreSQL type announced for its column or parameter, in text
 //!   and binary format alike ([`types`]); a type that has no faithful PostgreSQL counterpart is
 //!   refused with an error naming it.
@@ -24,22 +28,27 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::sink::Sink;
+use futures::sink::{Sink, SinkExt};
 use pgwire::api::auth::md5pass::{hash_md5_password, Md5PasswordAuthStartupHandler};
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::{AuthSource, DefaultServerParameterProvider, LoginInfo, Password, StartupHandler};
 use pgwire::api::portal::{Format, Portal};
-use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::query::{
+    send_execution_response, send_query_response, send_ready_for_query, ExtendedQueryHandler, SimpleQueryHandler,
+};
 use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
-use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
+use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionHandle, PgWireConnectionState, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::extendedquery::Execute;
+use pgwire::messages::response::{EmptyQueryResponse, TransactionStatus};
+use pgwire::messages::simplequery::Query;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use strata_sql::datafusion::arrow::datatypes::Schema;
-use strata_sql::{Output, Prepared, SqlEngine, SqlError};
+use strata_sql::{Output, Prepared, SqlEngine, SqlError, TxnStatus};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use types::RowFormat;
@@ -146,7 +155,10 @@ impl Server {
                     }
                 };
                 let handlers = Connection {
-                    session: Arc::new(Session { parser: Arc::new(Parser { engine: engine.clone() }), engine }),
+                    session: Arc::new(Session {
+                        parser: Arc::new(Parser { engine: engine.clone() }),
+                        sql: engine.session(),
+                    }),
                     startup: Arc::new(startup),
                 };
                 let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
@@ -265,8 +277,27 @@ impl PgWireServerHandlers for Connection {
 
 /// A connection's SQL session.
 struct Session {
-    engine: SqlEngine,
+    sql: strata_sql::Session,
     parser: Arc<Parser>,
+}
+
+/// The status ReadyForQuery reports for `status`.
+fn wire_status(status: TxnStatus) -> TransactionStatus {
+    match status {
+        TxnStatus::Idle => TransactionStatus::Idle,
+        TxnStatus::InBlock => TransactionStatus::Transaction,
+        TxnStatus::Failed => TransactionStatus::Error,
+    }
+}
+
+impl Session {
+    /// Takes in a failure pgwire reported itself (a Parse, Bind or Describe that failed marks
+    /// the connection `E`): inside a block, it fails the block as PostgreSQL does.
+    fn note_client_failure<C: ClientInfo>(&self, client: &C) {
+        if client.transaction_status() == TransactionStatus::Error {
+            self.sql.fail_block();
+        }
+    }
 }
 
 /// Turns a statement's output into a wire response, rows encoded in `format`. `described` is
@@ -307,6 +338,62 @@ async fn detached<T: Send + 'static>(
 
 #[async_trait]
 impl SimpleQueryHandler for Session {
+    /// pgwire's own handling, except that ReadyForQuery reports the session's status: pgwire
+    /// derives it from the responses, which cannot say that a failed COMMIT ends the block.
+    async fn on_query<C>(&self, client: &mut C, query: Query) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
+            return Err(PgWireError::NotReadyForQuery);
+        }
+        self.note_client_failure(client);
+        client.set_state(PgWireConnectionState::QueryInProgress);
+        let cancel = match client.session_extensions().get::<Arc<ConnectionHandle>>() {
+            Some(handle) => Some(handle.start_query().await),
+            None => None,
+        };
+        let responses = match cancel {
+            Some(cancel) => match futures::future::select(
+                Box::pin(SimpleQueryHandler::do_query(self, client, &query.query)),
+                cancel,
+            )
+            .await
+            {
+                futures::future::Either::Left((r, _)) => r,
+                futures::future::Either::Right(_) => {
+                    // The statement runs on to its end (see `detached`); the block it ran in
+                    // fails, as PostgreSQL's does.
+                    self.sql.fail_block();
+                    Err(PgWireError::QueryCanceled)
+                }
+            },
+            None => SimpleQueryHandler::do_query(self, client, &query.query).await,
+        };
+        let status = wire_status(self.sql.status());
+        client.set_transaction_status(status);
+        for r in responses? {
+            match r {
+                Response::EmptyQuery => {
+                    client.feed(PgWireBackendMessage::EmptyQueryResponse(EmptyQueryResponse::new())).await?
+                }
+                Response::Query(results) => send_query_response(client, results, true).await?,
+                Response::Execution(tag) | Response::TransactionStart(tag) | Response::TransactionEnd(tag) => {
+                    send_execution_response(client, tag).await?
+                }
+                Response::Error(e) => client.feed(PgWireBackendMessage::ErrorResponse((*e).into())).await?,
+                Response::CopyIn(_) | Response::CopyOut(_) | Response::CopyBoth(_) => {
+                    return Err(user_error(SqlError::new(strata_sql::ErrorKind::FeatureNotSupported, "COPY")))
+                }
+            }
+        }
+        client.set_state(PgWireConnectionState::ReadyForQuery);
+        send_ready_for_query(client, status).await
+    }
+
     async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -314,11 +401,18 @@ impl SimpleQueryHandler for Session {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let statements = self.engine.parse(query).map_err(user_error)?;
+        let statements = match self.sql.engine().parse(query) {
+            Ok(s) => s,
+            Err(e) => {
+                // A query that does not parse fails the block it was sent in.
+                self.sql.fail_block();
+                return Ok(vec![Response::Error(Box::new(error_info(&e)))]);
+            }
+        };
         let mut out = Vec::with_capacity(statements.len());
         for stmt in statements {
-            let engine = self.engine.clone();
-            match detached(async move { engine.run(&stmt).await })
+            let sql = self.sql.clone();
+            match detached(async move { sql.run(&stmt).await })
                 .await
                 .and_then(|o| response(o, &Format::UnifiedText, None))
             {
@@ -392,6 +486,24 @@ impl ExtendedQueryHandler for Session {
         self.parser.clone()
     }
 
+    /// pgwire's own handling, then the session's status as the connection's: ReadyForQuery at
+    /// the next Sync reports it (a failed COMMIT leaves the session idle, not failed).
+    async fn on_execute<C>(&self, client: &mut C, message: Execute) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        self.note_client_failure(client);
+        let result = self._on_execute(client, message).await;
+        if matches!(result, Err(PgWireError::QueryCanceled)) {
+            self.sql.fail_block();
+        }
+        client.set_transaction_status(wire_status(self.sql.status()));
+        result
+    }
+
     async fn do_query<C>(
         &self,
         _client: &mut C,
@@ -411,10 +523,9 @@ impl ExtendedQueryHandler for Session {
             let expected = prepared.parameter_types().map_err(user_error)?;
             Some(types::parameters(portal, &expected).map_err(user_error)?)
         };
-        let engine = self.engine.clone();
+        let sql = self.sql.clone();
         let described = prepared.output_schema();
-        let out =
-            detached(async move { engine.execute_prepared(&prepared, params).await }).await.map_err(user_error)?;
+        let out = detached(async move { sql.execute_prepared(&prepared, params).await }).await.map_err(user_error)?;
         response(out, &portal.result_column_format, described.as_deref()).map_err(user_error)
     }
 }

@@ -5,6 +5,7 @@
 //! `slt_protocols` runs the project's .slt files through sqllogictest's PostgreSQL engines.
 
 mod slt_protocols;
+mod txn_status;
 mod wire_types;
 
 use std::net::SocketAddr;
@@ -245,6 +246,57 @@ fn psql_runs_statements_and_reports_errors() {
     assert!(!ok && err.contains("duplicate key (1)"), "{err}");
     let (ok, _, err) = psql(server.addr, "nope", &["-c", "SELECT 1"]).unwrap();
     assert!(!ok && err.to_lowercase().contains("password authentication failed"), "{err}");
+}
+
+/// psql in one session: a committed and a rolled-back block, a failed statement inside a block
+/// (25P02 after it, COMMIT answering ROLLBACK), and a conflict with another connection (run with
+/// psql's `\!` in the middle of the session) followed by a retry that commits.
+#[test]
+fn psql_runs_transaction_blocks_a_failed_block_and_a_conflict_retry() {
+    let server = start(|_| {});
+    let url = format!("postgresql://strata@{}:{}/strata", server.addr.ip(), server.addr.port());
+    let Some((ok, _, err)) = psql(server.addr, "", &["-c", "CREATE TABLE t (id INT PRIMARY KEY, n INT)"]) else {
+        assert!(std::env::var_os("STRATA_REQUIRE_CLIENTS").is_none(), "psql is not installed");
+        eprintln!("psql not found; skipping the psql checks");
+        return;
+    };
+    assert!(ok, "{err}");
+    let other = format!("\\! psql -X -q '{url}' -c 'UPDATE t SET n = n + 100 WHERE id = 1'");
+    let steps = [
+        "INSERT INTO t VALUES (1, 0), (2, 0)",
+        "BEGIN",
+        "UPDATE t SET n = n + 1 WHERE id = 1",
+        "COMMIT",
+        "BEGIN",
+        "DELETE FROM t",
+        "ROLLBACK",
+        "BEGIN",
+        "UPDATE t SET n = 50 WHERE id = 2",
+        "INSERT INTO t VALUES (1, 9)",
+        "SELECT 1",
+        "COMMIT",
+        "BEGIN",
+        "UPDATE t SET n = n + 10 WHERE id = 1",
+        &other,
+        "COMMIT",
+        "BEGIN",
+        "UPDATE t SET n = n + 10 WHERE id = 1",
+        "COMMIT",
+        "SELECT id, n FROM t ORDER BY id",
+    ];
+    let mut args = vec!["-v", "ON_ERROR_STOP=0", "-v", "VERBOSITY=verbose", "-e"];
+    for s in &steps {
+        args.push("-c");
+        args.push(s);
+    }
+    let (ok, out, err) = psql(server.addr, "", &args).unwrap();
+    assert!(ok, "{err}");
+    // The errors, in order, with their SQLSTATEs: the duplicate key, the failed block, the conflict.
+    let codes: Vec<&str> = err.lines().filter_map(|l| l.strip_prefix("ERROR:  ")).map(|l| &l[..5]).collect();
+    assert_eq!(codes, ["23505", "25P02", "40001"], "{err}");
+    // Row 1: 1 from the first block, 100 from the other connection, 10 from the retry; row 2
+    // untouched by the failed block.
+    assert!(out.ends_with("1|111\n2|0\n"), "{out}");
 }
 
 /// Runs a client check program (`tests/clients/*`) against a fresh password-protected server:

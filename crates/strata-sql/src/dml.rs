@@ -1,6 +1,7 @@
 //! INSERT, UPDATE and DELETE. Each runs the statement's input plan (the rows to insert, or the
-//! target rows with their new values) as a query at the statement's snapshot, then commits every
-//! change in one `WriteBatch`: a statement applies entirely or not at all.
+//! target rows with their new values) as a query through the statement's transaction (its
+//! snapshot with the block's own earlier writes), then writes every change into that
+//! transaction, which the session commits: a statement applies entirely or not at all.
 //!
 //! Running the input plan, rather than taking the filters DataFusion hands a table provider's
 //! `delete_from`/`update`, is what makes `WHERE x IN (SELECT ...)`, `EXISTS` and `WHERE false`
@@ -9,7 +10,9 @@
 //!
 //! An UPDATE writes only the assigned columns (a partial update); one that changes a primary key
 //! deletes the old row and inserts the new one. INSERT refuses a key already present, as SQL's
-//! primary key constraint does (`INSERT OR REPLACE INTO` overwrites instead).
+//! primary key constraint does (`INSERT OR REPLACE INTO` overwrites instead): present as the
+//! transaction sees the table. A key another transaction committed after the snapshot is not
+//! seen, but writing it conflicts (40001), so two concurrent inserts of one key never both land.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -20,9 +23,10 @@ use datafusion::execution::SessionState;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, LogicalPlanBuilder, WriteOp};
 use strata::scan::value_at;
-use strata::{Db, ReadOptions, Table, Value, WriteBatch, WriteOptions};
+use strata::{Db, Table, Value};
 
 use crate::error::{ErrorKind, SqlError};
+use crate::txn::TxnCell;
 
 /// What a DML statement did: its command tag and the rows it touched.
 pub(crate) struct Done {
@@ -48,23 +52,46 @@ fn key_of(table: &Table, row: &[Value]) -> Vec<Value> {
     table.schema().primary_key().iter().map(|&k| row[k].clone()).collect()
 }
 
-/// Whether rows exist, by key: a point read of the key columns only (the projection is built
-/// once per statement).
+/// Whether rows exist as the transaction sees them, by key: a point read of the key columns
+/// only (the projection is built once per statement).
 struct Exists<'a> {
     table: &'a Table,
+    tx: &'a TxnCell,
     projection: strata::Projection,
 }
 
 impl<'a> Exists<'a> {
-    fn new(table: &'a Table) -> Result<Self, SqlError> {
+    fn new(table: &'a Table, tx: &'a TxnCell) -> Result<Self, SqlError> {
         let schema = table.schema();
         let names: Vec<&str> = schema.primary_key().iter().map(|&k| schema.columns()[k].name.as_str()).collect();
-        Ok(Exists { table, projection: table.projection(&names)? })
+        Ok(Exists { table, tx, projection: table.projection(&names)? })
     }
 
     fn check(&self, key: &[Value]) -> Result<bool, SqlError> {
-        Ok(self.table.get(key, &self.projection, &ReadOptions::default())?.is_some())
+        Ok(self.tx.read(|tx| tx.get(self.table, key, &self.projection))?.is_some())
     }
+}
+
+/// One row change of a statement.
+enum Change<'a> {
+    Insert(&'a [Value]),
+    Update(&'a [Value], Vec<(&'a str, Value)>),
+    Delete(&'a [Value]),
+}
+
+/// Writes a statement's changes into its transaction, in order.
+fn apply(tx: &TxnCell, table: &Table, changes: Vec<Change<'_>>) -> Result<(), SqlError> {
+    tx.write(|tx| {
+        for c in changes {
+            match c {
+                Change::Insert(row) => tx.insert(table, row)?,
+                Change::Update(key, set) => tx.update(table, key, &set)?,
+                Change::Delete(key) => tx.delete(table, key)?,
+            }
+        }
+        Ok(())
+    })?;
+    Ok(())
 }
 
 fn duplicate(table: &Table, key: &[Value]) -> SqlError {
@@ -74,72 +101,64 @@ fn duplicate(table: &Table, key: &[Value]) -> SqlError {
     )
 }
 
-async fn commit(db: &Arc<Db>, batch: WriteBatch) -> Result<(), SqlError> {
-    if batch.is_empty() {
-        return Ok(());
-    }
-    let db = db.clone();
-    tokio::task::spawn_blocking(move || db.write(batch, &WriteOptions::default()))
-        .await
-        .map_err(|e| SqlError::new(ErrorKind::Internal, format!("write task failed: {e}")))??;
-    Ok(())
-}
-
-/// Runs a planned DML statement (the caller holds the write lock and set the snapshot).
-pub(crate) async fn execute(db: &Arc<Db>, state: &SessionState, dml: &DmlStatement) -> Result<Done, SqlError> {
+/// Runs a planned DML statement, its reads and writes going through `tx` (which the session's
+/// configuration in `state` also reads through).
+pub(crate) async fn execute(
+    db: &Arc<Db>,
+    state: &SessionState,
+    dml: &DmlStatement,
+    tx: &TxnCell,
+) -> Result<Done, SqlError> {
     let table = db.table(dml.table_name.table())?;
     match &dml.op {
         WriteOp::Insert(op @ (InsertOp::Append | InsertOp::Replace)) => {
-            insert(db, state, &table, dml, *op == InsertOp::Replace).await
+            insert(state, &table, dml, *op == InsertOp::Replace, tx).await
         }
         WriteOp::Insert(InsertOp::Overwrite) => Err(SqlError::unsupported("INSERT OVERWRITE")),
         WriteOp::Delete => {
-            let n = delete(db, state, &table, dml, dml.input.as_ref().clone()).await?;
+            let n = delete(state, &table, dml, dml.input.as_ref().clone(), tx).await?;
             Ok(Done { tag: "DELETE", rows: n })
         }
         WriteOp::Truncate => {
             let all = LogicalPlanBuilder::scan(dml.table_name.clone(), dml.target.clone(), None)?.build()?;
-            let n = delete(db, state, &table, dml, all).await?;
+            let n = delete(state, &table, dml, all, tx).await?;
             Ok(Done { tag: "TRUNCATE TABLE", rows: n })
         }
-        WriteOp::Update => update(db, state, &table, dml).await,
+        WriteOp::Update => update(state, &table, dml, tx).await,
         other => Err(SqlError::unsupported(format!("{other}"))),
     }
 }
 
 async fn insert(
-    db: &Arc<Db>,
     state: &SessionState,
     table: &Table,
     dml: &DmlStatement,
     replace: bool,
+    tx: &TxnCell,
 ) -> Result<Done, SqlError> {
     let batches = run(state, dml.input.as_ref().clone()).await?;
-    let mut batch = WriteBatch::new();
+    let all: Vec<Vec<Value>> = rows(&batches).collect();
     let mut seen = HashSet::new();
-    let exists = Exists::new(table)?;
-    let mut n = 0;
-    for row in rows(&batches) {
+    let exists = Exists::new(table, tx)?;
+    for row in &all {
         if !replace {
-            let key = key_of(table, &row);
+            let key = key_of(table, row);
             if !seen.insert(key_id(&key)) || exists.check(&key)? {
                 return Err(duplicate(table, &key));
             }
         }
-        batch.insert(table, &row)?;
-        n += 1;
     }
-    commit(db, batch).await?;
-    Ok(Done { tag: "INSERT", rows: n })
+    apply(tx, table, all.iter().map(|r| Change::Insert(r)).collect())?;
+    Ok(Done { tag: "INSERT", rows: all.len() as u64 })
 }
 
 /// Deletes the rows `input` produces (rows of the target table, possibly narrowed by joins).
 async fn delete(
-    db: &Arc<Db>,
     state: &SessionState,
     table: &Table,
     dml: &DmlStatement,
     input: LogicalPlan,
+    tx: &TxnCell,
 ) -> Result<u64, SqlError> {
     let keys: Vec<Expr> = table
         .schema()
@@ -149,19 +168,15 @@ async fn delete(
         .collect();
     let plan = LogicalPlanBuilder::from(input).project(keys)?.build()?;
     let batches = run(state, plan).await?;
-    let mut batch = WriteBatch::new();
+    let keys: Vec<Vec<Value>> = rows(&batches).collect();
     let mut seen = HashSet::new();
-    for key in rows(&batches) {
-        if seen.insert(key_id(&key)) {
-            batch.delete(table, &key)?;
-        }
-    }
-    let n = seen.len() as u64;
-    commit(db, batch).await?;
+    let changes: Vec<Change> = keys.iter().filter(|k| seen.insert(key_id(k))).map(|k| Change::Delete(k)).collect();
+    let n = changes.len() as u64;
+    apply(tx, table, changes)?;
     Ok(n)
 }
 
-async fn update(db: &Arc<Db>, state: &SessionState, table: &Table, dml: &DmlStatement) -> Result<Done, SqlError> {
+async fn update(state: &SessionState, table: &Table, dml: &DmlStatement, tx: &TxnCell) -> Result<Done, SqlError> {
     // DataFusion plans an UPDATE as a projection with one expression per column: the column
     // itself where it is not assigned, the assigned value (cast to the column type) where it is.
     let LogicalPlan::Projection(p) = dml.input.as_ref() else {
@@ -214,7 +229,7 @@ async fn update(db: &Arc<Db>, state: &SessionState, table: &Table, dml: &DmlStat
         }
         changes.push((old.to_vec(), new.to_vec()));
     }
-    let mut batch = WriteBatch::new();
+    let mut out: Vec<Change> = Vec::with_capacity(changes.len());
     if moves_keys {
         // Rows whose key changes are deleted first and inserted after, so that keys may move
         // onto keys other rows of the statement vacate.
@@ -227,29 +242,29 @@ async fn update(db: &Arc<Db>, state: &SessionState, table: &Table, dml: &DmlStat
                     .filter(|&c| assigned[c])
                     .map(|c| (columns[c].name.as_str(), new[c].clone()))
                     .collect();
-                batch.update(table, old, &set)?;
+                out.push(Change::Update(old, set));
             } else {
-                batch.delete(table, old)?;
+                out.push(Change::Delete(old));
                 vacated.insert(key_id(old));
                 moved.push((new_key, new));
             }
         }
         let mut taken = HashSet::new();
-        let exists = Exists::new(table)?;
+        let exists = Exists::new(table, tx)?;
         for (new_key, new) in moved {
             let id = key_id(&new_key);
             if !taken.insert(id.clone()) || (!vacated.contains(&id) && exists.check(&new_key)?) {
                 return Err(duplicate(table, &new_key));
             }
-            batch.insert(table, new)?;
+            out.push(Change::Insert(new));
         }
     } else {
         for (old, new) in &changes {
             let set: Vec<(&str, Value)> =
                 written.iter().zip(new).map(|(&c, v)| (columns[c].name.as_str(), v.clone())).collect();
-            batch.update(table, old, &set)?;
+            out.push(Change::Update(old, set));
         }
     }
-    commit(db, batch).await?;
+    apply(tx, table, out)?;
     Ok(Done { tag: "UPDATE", rows: changes.len() as u64 })
 }

@@ -32,6 +32,13 @@ pub enum ErrorKind {
     /// A transaction lost to a concurrent one (or was open too long to be checked): running it
     /// again may succeed.
     SerializationFailure,
+    /// A statement in a transaction block that an earlier failed statement ended.
+    InFailedTransaction,
+    /// A statement that cannot run inside a transaction block (DDL), or a setting that must come
+    /// before the block's first query.
+    ActiveTransaction,
+    /// A write in a read-only transaction.
+    ReadOnlyTransaction,
     /// The database could not read or write its files.
     Io,
     /// A bug or corrupted data.
@@ -54,6 +61,9 @@ impl ErrorKind {
             ErrorKind::InvalidStatement => "42000",
             ErrorKind::OutOfMemory => "53200",
             ErrorKind::SerializationFailure => "40001",
+            ErrorKind::InFailedTransaction => "25P02",
+            ErrorKind::ActiveTransaction => "25001",
+            ErrorKind::ReadOnlyTransaction => "25006",
             ErrorKind::Io => "58030",
             ErrorKind::Internal => "XX000",
         }

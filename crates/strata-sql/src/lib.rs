@@ -4,7 +4,8 @@
 //! statements against them: queries go through DataFusion's planner with projections, filters
 //! and limits pushed into strata's scans (and primary-key lookups turned into point reads);
 //! `CREATE TABLE`, `DROP TABLE`, `INSERT`, `UPDATE` and `DELETE` change real strata tables, each
-//! statement atomically. `docs/sql.md` lists what is supported.
+//! statement atomically; `BEGIN` ... `COMMIT` blocks run as snapshot-isolated transactions in a
+//! [`Session`]. `docs/sql.md` lists what is supported.
 //!
 //! ```
 //! # async fn demo() -> Result<(), strata_sql::SqlError> {
@@ -33,6 +34,7 @@ mod rewrite;
 mod session;
 mod stats;
 mod table;
+mod txn;
 
 use std::sync::Arc;
 
@@ -58,8 +60,9 @@ pub use catalog::{CATALOG, SCHEMA};
 /// The DataFusion this crate runs on (and its Arrow), for callers formatting or building batches.
 pub use datafusion;
 pub use error::{ErrorKind, SqlError};
+pub use txn::{Session, TxnControl, TxnStatus};
 
-use table::StatementSnapshot;
+use txn::Reads;
 
 /// What one statement returned.
 #[derive(Debug)]
@@ -91,8 +94,9 @@ impl Output {
     }
 }
 
-/// SQL over one database. Cheap to clone; clones share the database and serialize their
-/// writing statements, so concurrent sessions each see a statement as applied whole.
+/// SQL over one database. Cheap to clone; clones share the database. Each call of
+/// [`SqlEngine::execute`], [`SqlEngine::run`] or [`SqlEngine::execute_prepared`] runs in a session
+/// of its own; [`SqlEngine::session`] gives one that lasts, for transaction blocks.
 #[derive(Clone)]
 pub struct SqlEngine {
     shared: Arc<Shared>,
@@ -103,8 +107,6 @@ struct Shared {
     /// DataFusion's state with the strata catalog; each statement runs on a copy carrying its
     /// snapshot.
     base: SessionState,
-    /// Held by a writing statement from its read of the target rows to its commit.
-    writes: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for SqlEngine {
@@ -125,7 +127,7 @@ impl SqlEngine {
         let catalog = MemoryCatalogProvider::new();
         catalog.register_schema(SCHEMA, Arc::new(catalog::StrataSchema::new(db.clone())))?;
         ctx.register_catalog(CATALOG, Arc::new(catalog));
-        Ok(SqlEngine { shared: Arc::new(Shared { db, base: ctx.state(), writes: tokio::sync::Mutex::new(()) }) })
+        Ok(SqlEngine { shared: Arc::new(Shared { db, base: ctx.state() }) })
     }
 
     /// The database.
@@ -133,27 +135,28 @@ impl SqlEngine {
         &self.shared.db
     }
 
-    /// Parses `sql` into statements (PostgreSQL dialect).
+    /// A session: statements run one after another, in transaction blocks where `BEGIN` opens
+    /// one (see [`Session`]).
+    pub fn session(&self) -> Session {
+        Session::new(self.clone())
+    }
+
+    /// Parses `sql` into statements (PostgreSQL dialect; `ABORT` is read as `ROLLBACK`).
     pub fn parse(&self, sql: &str) -> Result<Vec<Statement>, SqlError> {
-        Ok(DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {})?.into_iter().collect())
+        let sql = rewrite::abort_as_rollback(sql);
+        Ok(DFParser::parse_sql_with_dialect(&sql, &PostgreSqlDialect {})?.into_iter().collect())
     }
 
-    /// Runs every statement of `sql` in order and returns their outputs. It stops at the first
-    /// statement that fails; the statements before it stay applied, the failed one changed
-    /// nothing.
+    /// Runs every statement of `sql` in order, in a session of its own, and returns their
+    /// outputs. It stops at the first statement that fails; the statements before it stay
+    /// applied (those of a block left open are rolled back), the failed one changed nothing.
     pub async fn execute(&self, sql: &str) -> Result<Vec<Output>, SqlError> {
-        let mut out = Vec::new();
-        for stmt in self.parse(sql)? {
-            out.push(self.run(&stmt).await?);
-        }
-        Ok(out)
+        self.session().execute(sql).await
     }
 
-    /// Runs one parsed statement.
+    /// Runs one parsed statement in a session of its own.
     pub async fn run(&self, stmt: &Statement) -> Result<Output, SqlError> {
-        // Run at once: the result types come with the batches, no need to describe them first.
-        let prepared = self.prepare_inner(stmt, &[], false).await?;
-        self.execute_prepared(&prepared, None).await
+        self.session().run(stmt).await
     }
 
     /// Plans a statement for running, possibly many times with different parameters (`$1`,
@@ -184,14 +187,16 @@ impl SqlEngine {
                 AstStatement::CreateTable(_) | AstStatement::Drop { object_type: ObjectType::Table, .. } => {
                     return Ok(Prepared::Ddl(ast.clone()));
                 }
-                AstStatement::Set(set) => {
+                AstStatement::Set(set)
+                    if !matches!(set, datafusion::sql::sqlparser::ast::Set::SetTransaction { .. }) =>
+                {
                     session::check(set)?;
                     return Ok(Prepared::Set);
                 }
-                AstStatement::StartTransaction { .. } | AstStatement::Commit { .. } | AstStatement::Rollback { .. } => {
-                    return Err(SqlError::unsupported("transactions: each statement commits on its own (autocommit)"));
-                }
                 _ => {}
+            }
+            if let Some(c) = txn::control(ast)? {
+                return Ok(Prepared::Control(c));
             }
         }
         if matches!(stmt, Statement::CreateExternalTable(_) | Statement::CopyTo(_)) {
@@ -274,41 +279,45 @@ impl SqlEngine {
         })
     }
 
-    /// Runs a prepared statement, with values for its parameters if it has any.
+    /// Runs a prepared statement, with values for its parameters if it has any, in a session of
+    /// its own.
     pub async fn execute_prepared(&self, prepared: &Prepared, params: Option<ParamValues>) -> Result<Output, SqlError> {
+        self.session().execute_prepared(prepared, params).await
+    }
+
+    /// Runs CREATE TABLE or DROP TABLE.
+    fn run_ddl(&self, ast: &AstStatement) -> Result<Output, SqlError> {
         let db = &self.shared.db;
-        let plan = match prepared {
-            Prepared::Set => return Ok(Output::Command { tag: "SET", rows: 0 }),
-            Prepared::Ddl(ast) => {
-                let _w = self.shared.writes.lock().await;
-                return match ast.as_ref() {
-                    AstStatement::CreateTable(ct) => {
-                        ddl::create_table(db, ct)?;
-                        Ok(Output::Command { tag: "CREATE TABLE", rows: 0 })
-                    }
-                    AstStatement::Drop { names, if_exists, .. } => {
-                        ddl::drop_tables(db, names, *if_exists)?;
-                        Ok(Output::Command { tag: "DROP TABLE", rows: 0 })
-                    }
-                    other => Err(SqlError::unsupported(format!("statement {other}"))),
-                };
+        match ast {
+            AstStatement::CreateTable(ct) => {
+                ddl::create_table(db, ct)?;
+                Ok(Output::Command { tag: "CREATE TABLE", rows: 0 })
             }
-            Prepared::Plan { plan, .. } => match params {
-                None => plan.clone(),
-                Some(params) => plan.clone().with_param_values(params)?,
-            },
-        };
+            AstStatement::Drop { names, if_exists, .. } => {
+                ddl::drop_tables(db, names, *if_exists)?;
+                Ok(Output::Command { tag: "DROP TABLE", rows: 0 })
+            }
+            other => Err(SqlError::unsupported(format!("statement {other}"))),
+        }
+    }
+
+    /// Runs a bound plan, its scans reading at `reads`; a DML statement writes into the
+    /// transaction `reads` holds (the caller commits it).
+    async fn run_plan(&self, plan: &LogicalPlan, reads: Reads) -> Result<Output, SqlError> {
         let mut state = self.shared.base.clone();
-        match &plan {
-            LogicalPlan::Dml(dml) => {
-                let _w = self.shared.writes.lock().await;
-                state.config_mut().set_extension(Arc::new(StatementSnapshot(db.snapshot())));
-                let done = dml::execute(db, &state, dml).await?;
+        let txn = match &reads {
+            Reads::Txn(cell) => Some(cell.clone()),
+            Reads::Snapshot(_) => None,
+        };
+        state.config_mut().set_extension(Arc::new(reads));
+        match (plan, txn) {
+            (LogicalPlan::Dml(dml), Some(tx)) => {
+                let done = dml::execute(&self.shared.db, &state, dml, &tx).await?;
                 Ok(Output::Command { tag: done.tag, rows: done.rows })
             }
+            (LogicalPlan::Dml(_), None) => Err(SqlError::new(ErrorKind::Internal, "a write outside a transaction")),
             _ => {
-                state.config_mut().set_extension(Arc::new(StatementSnapshot(db.snapshot())));
-                let physical = state.create_physical_plan(&plan).await?;
+                let physical = state.create_physical_plan(plan).await?;
                 let schema = physical.schema();
                 let batches = datafusion::physical_plan::collect(physical, state.task_ctx()).await?;
                 Ok(Output::Rows { schema, batches })
@@ -320,6 +329,8 @@ impl SqlEngine {
 /// A statement ready to run: see [`SqlEngine::prepare`].
 #[derive(Debug, Clone)]
 pub enum Prepared {
+    /// BEGIN, COMMIT, ROLLBACK or SET TRANSACTION: see [`Session`].
+    Control(TxnControl),
     /// CREATE TABLE or DROP TABLE, run by strata itself.
     Ddl(Box<AstStatement>),
     /// A `SET` of a session parameter to the value strata already works with (drivers send
@@ -339,7 +350,7 @@ impl Prepared {
     /// The types of the parameters `$1`, `$2`, ... where DataFusion could infer them.
     pub fn parameter_types(&self) -> Result<Vec<Option<DataType>>, SqlError> {
         match self {
-            Prepared::Ddl(_) | Prepared::Set => Ok(Vec::new()),
+            Prepared::Control(_) | Prepared::Ddl(_) | Prepared::Set => Ok(Vec::new()),
             Prepared::Plan { plan, .. } => {
                 let types = plan.get_parameter_types()?;
                 let mut named: Vec<(usize, Option<DataType>)> = types
@@ -364,7 +375,7 @@ impl Prepared {
     /// these types.
     pub fn output_schema(&self) -> Option<SchemaRef> {
         match self {
-            Prepared::Ddl(_) | Prepared::Set => None,
+            Prepared::Control(_) | Prepared::Ddl(_) | Prepared::Set => None,
             Prepared::Plan { schema, .. } => schema.clone(),
         }
     }
@@ -389,6 +400,11 @@ fn sql_type(t: &DataType) -> Option<SqlDataType> {
 /// The first words of a statement, to name it in an error.
 fn first_words(stmt: &Statement) -> String {
     stmt.to_string().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+/// The first two words of a statement (`CREATE TABLE`), to name it in an error.
+pub(crate) fn first_words_of(stmt: &AstStatement) -> String {
+    stmt.to_string().split_whitespace().take(2).collect::<Vec<_>>().join(" ")
 }
 
 /// A key as SQL shows it: `(1, 'a')`.

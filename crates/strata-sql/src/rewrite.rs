@@ -6,12 +6,61 @@
 //! makes `NOT IN` unknown for every `x` (so the whole condition is never true). Taking the NULLs
 //! out of the lists keeps the meaning and gives the simplifier nothing to get wrong:
 //! `x IN (a, NULL)` is `(x IN (a) OR NULL)`, and `x NOT IN (a, NULL)` is `(x NOT IN (a) AND NULL)`.
+//!
+//! And one rewrite of the text before parsing: PostgreSQL's `ABORT` (a synonym of `ROLLBACK`) is
+//! not in sqlparser's grammar.
 
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, BinaryOperator, CastKind, DataType, Expr, Statement, Value, ValueWithSpan,
 };
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+
+/// `sql` with each `ABORT` that begins a statement spelled `ROLLBACK` (text that does not
+/// tokenize is returned as it is, for the parser to report).
+pub(crate) fn abort_as_rollback(sql: &str) -> std::borrow::Cow<'_, str> {
+    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize_with_location() else {
+        return sql.into();
+    };
+    let mut at_start = true;
+    let mut aborts = Vec::new();
+    for t in &tokens {
+        match &t.token {
+            Token::Whitespace(_) => {}
+            Token::SemiColon => at_start = true,
+            Token::Word(w) if at_start && w.keyword == Keyword::ABORT && w.quote_style.is_none() => {
+                aborts.push(t.span.start);
+                at_start = false;
+            }
+            _ => at_start = false,
+        }
+    }
+    if aborts.is_empty() {
+        return sql.into();
+    }
+    // Locations are 1-based lines and columns counted in characters.
+    let mut starts = Vec::new();
+    for (line, text) in sql.split_inclusive('\n').enumerate() {
+        let offset = text.as_ptr() as usize - sql.as_ptr() as usize;
+        for loc in aborts.iter().filter(|l| l.line as usize == line + 1) {
+            if let Some((i, _)) = text.char_indices().nth(loc.column.saturating_sub(1) as usize) {
+                starts.push(offset + i);
+            }
+        }
+    }
+    let mut out = String::with_capacity(sql.len() + 3 * starts.len());
+    let mut last = 0;
+    for s in starts {
+        out.push_str(&sql[last..s]);
+        out.push_str("ROLLBACK");
+        last = s + "ABORT".len();
+    }
+    out.push_str(&sql[last..]);
+    out.into()
+}
 
 fn is_null(e: &Expr) -> bool {
     matches!(e, Expr::Value(ValueWithSpan { value: Value::Null, .. }))
@@ -49,4 +98,20 @@ pub(crate) fn in_lists_without_nulls(stmt: &mut Statement) {
         }
         ControlFlow::<()>::Continue(())
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::abort_as_rollback;
+
+    #[test]
+    fn abort_at_a_statement_start_reads_as_rollback() {
+        assert_eq!(abort_as_rollback("abort"), "ROLLBACK");
+        assert_eq!(
+            abort_as_rollback("SELECT 1;\n  ABORT WORK; select 'abort'"),
+            "SELECT 1;\n  ROLLBACK WORK; select 'abort'"
+        );
+        assert_eq!(abort_as_rollback("select abort from t"), "select abort from t");
+        assert_eq!(abort_as_rollback("select 'é'; abort"), "select 'é'; ROLLBACK");
+    }
 }

@@ -3,7 +3,9 @@
 //! Projection, filters and limit map onto a [`ScanRequest`]: a filter strata applies exactly
 //! (see [`crate::filter`]) is reported `Exact`, so DataFusion drops its own copy and may push a
 //! LIMIT too; conditions on the primary key narrow the key range read; and equality on the whole
-//! key with no other condition becomes a point read (`Table::get`). Every scan of a statement reads at the statement's snapshot ([`StatementSnapshot`]).
+//! key with no other condition becomes a point read (`Table::get`). Every scan of a statement reads
+//! at the statement's snapshot, or through its transaction with the transaction's own writes
+//! ([`Reads`]).
 
 use std::fmt;
 use std::sync::Arc;
@@ -30,17 +32,16 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
 use strata::scan::{Expr as SExpr, ScanRequest};
-use strata::{ReadOptions, Snapshot, Value};
+use strata::{ReadOptions, Value};
 
 use crate::error::external;
 use crate::filter::{exact, KeyBounds};
+use crate::txn::Reads;
 
-/// The snapshot every read of one statement uses, carried in the session's configuration.
-#[derive(Debug)]
-pub(crate) struct StatementSnapshot(pub Snapshot);
-
-fn snapshot_of(ctx: &TaskContext) -> Option<Arc<StatementSnapshot>> {
-    ctx.session_config().get_extension::<StatementSnapshot>()
+/// What every read of the running statement reads at, carried in the session's configuration
+/// (none: the newest data).
+fn reads_of(ctx: &TaskContext) -> Option<Arc<Reads>> {
+    ctx.session_config().get_extension::<Reads>()
 }
 
 /// One strata table.
@@ -292,7 +293,7 @@ impl ExecutionPlan for ScanExec {
     }
 
     fn execute(&self, _partition: usize, context: Arc<TaskContext>) -> DfResult<SendableRecordBatchStream> {
-        let snapshot = snapshot_of(&context);
+        let reads = reads_of(&context);
         let table = self.table.clone();
         let mode = self.mode.clone();
         let schema = self.schema.clone();
@@ -300,7 +301,16 @@ impl ExecutionPlan for ScanExec {
         let mut builder = RecordBatchReceiverStreamBuilder::new(schema.clone(), 2);
         let tx = builder.tx();
         builder.spawn_blocking(move || {
-            let ropts = ReadOptions { snapshot: snapshot.as_deref().map(|s| &s.0) };
+            let ropts = ReadOptions {
+                snapshot: match reads.as_deref() {
+                    Some(Reads::Snapshot(s)) => Some(s),
+                    _ => None,
+                },
+            };
+            let txn = match reads.as_deref() {
+                Some(Reads::Txn(cell)) => Some(cell),
+                _ => None,
+            };
             let shape = |b: RecordBatch| -> DfResult<RecordBatch> {
                 let columns = if schema.fields().is_empty() { Vec::new() } else { b.columns().to_vec() };
                 let opts = RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
@@ -308,13 +318,22 @@ impl ExecutionPlan for ScanExec {
             };
             match mode {
                 Mode::Point { key, projection } => {
-                    let row = table.get(&key, &projection, &ropts).map_err(external)?;
+                    let row = match txn {
+                        Some(cell) => cell.read(|tx| tx.get(&table, &key, &projection)),
+                        None => table.get(&key, &projection, &ropts),
+                    }
+                    .map_err(external)?;
                     let rows: Vec<Vec<Value>> = row.into_iter().collect();
                     let batch = strata::scan::rows_batch(table.schema(), &read_cols, &rows).map_err(external)?;
                     let _ = tx.blocking_send(shape(batch));
                 }
                 Mode::Scan(req) => {
-                    for b in table.scan_batches(&req, &ropts).map_err(external)? {
+                    let batches = match txn {
+                        Some(cell) => cell.read(|tx| tx.scan_batches(&table, &req)),
+                        None => table.scan_batches(&req, &ropts),
+                    }
+                    .map_err(external)?;
+                    for b in batches {
                         let b = b.map_err(external).and_then(&shape);
                         let failed = b.is_err();
                         if tx.blocking_send(b).is_err() || failed {

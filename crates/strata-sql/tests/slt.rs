@@ -1,6 +1,7 @@
 //! Runs the sqllogictest files in `tests/slt/` against strata-sql, each on a fresh database.
 //!
-//! `cargo test -p strata-sql --test slt [NAME]` runs the files whose name contains NAME.
+//! `cargo test -p strata-sql --test slt [NAME]` runs the files whose name contains NAME. Each
+//! `connection` a file names is a session of its own on the file's database.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,9 +12,10 @@ use datafusion::arrow::array::Array;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType, Runner};
-use strata_sql::{Output, SqlEngine, SqlError};
+use strata_sql::{Output, Session, SqlEngine, SqlError};
 
-struct Conn(SqlEngine);
+/// One connection: a session of its own (`connection NAME` in a file opens another).
+struct Conn(Session);
 
 /// An error as the .slt files match it: `SQLSTATE: message`.
 #[derive(Debug)]
@@ -133,7 +135,7 @@ fn main() -> ExitCode {
         };
         let mut runner = Runner::new(move || {
             let engine = engine.clone();
-            async move { Ok(Conn(engine)) }
+            async move { Ok(Conn(engine.session())) }
         });
         match rt.block_on(runner.run_file_async(file)) {
             Ok(()) => println!("slt {name} ... ok"),

@@ -36,6 +36,80 @@ public class JdbcCheck {
         return v.getClass().getSimpleName() + " " + (v instanceof byte[] ? Arrays.toString((byte[]) v) : v);
     }
 
+    static long balance(Connection conn, int id) throws SQLException {
+        try (PreparedStatement get = conn.prepareStatement("SELECT balance FROM accounts WHERE id = ?")) {
+            get.setInt(1, id);
+            try (ResultSet rs = get.executeQuery()) {
+                check(rs.next(), "account " + id);
+                return rs.getLong(1);
+            }
+        }
+    }
+
+    static void add(Connection conn, int id, long amount) throws SQLException {
+        try (PreparedStatement up = conn.prepareStatement("UPDATE accounts SET balance = balance + ? WHERE id = ?")) {
+            up.setLong(1, amount);
+            up.setInt(2, id);
+            check(up.executeUpdate() == 1, "update of account " + id);
+        }
+    }
+
+    /**
+     * Transactions with autocommit off: the driver sends BEGIN (as a prepared statement) before
+     * the first statement and COMMIT/ROLLBACK only while the server reports a block in progress.
+     */
+    static void checkTransactions(Connection conn, String url, Properties props) throws SQLException {
+        long a0 = balance(conn, 0), a1 = balance(conn, 1);
+        conn.setAutoCommit(false);
+        add(conn, 0, -7);
+        add(conn, 1, 7);
+        check(balance(conn, 0) == a0 - 7, "the block sees its own write");
+        conn.commit();
+        check(balance(conn, 0) == a0 - 7 && balance(conn, 1) == a1 + 7, "committed transfer");
+        conn.commit();
+        try (Statement st = conn.createStatement()) {
+            st.executeUpdate("DELETE FROM accounts");
+        }
+        conn.rollback();
+        try (Statement st = conn.createStatement(); ResultSet rs = st.executeQuery("SELECT count(*) FROM accounts")) {
+            check(rs.next() && rs.getLong(1) == 15, "rollback kept the rows");
+        }
+        conn.commit();
+        // A failed statement fails the block until ROLLBACK.
+        add(conn, 0, 1000);
+        try (Statement st = conn.createStatement()) {
+            st.executeUpdate("INSERT INTO accounts VALUES (3, 'again', 0)");
+            throw new AssertionError("duplicate key accepted");
+        } catch (SQLException e) {
+            check("23505".equals(e.getSQLState()), "duplicate key SQLSTATE " + e.getSQLState());
+        }
+        try {
+            balance(conn, 0);
+            throw new AssertionError("a statement in a failed block ran");
+        } catch (SQLException e) {
+            check("25P02".equals(e.getSQLState()), "failed block SQLSTATE " + e.getSQLState());
+        }
+        conn.rollback();
+        check(balance(conn, 0) == a0 - 7, "the failed block's write was discarded");
+        conn.commit();
+        // A conflict: the second committer gets 40001; run again, it commits.
+        try (Connection other = DriverManager.getConnection(url, props)) {
+            other.setAutoCommit(false);
+            add(conn, 2, 1);
+            add(other, 2, 2);
+            conn.commit();
+            try {
+                other.commit();
+                throw new AssertionError("both conflicting commits were accepted");
+            } catch (SQLException e) {
+                check("40001".equals(e.getSQLState()), "conflict SQLSTATE " + e.getSQLState());
+            }
+            add(other, 2, 2);
+            other.commit();
+        }
+        conn.setAutoCommit(true);
+    }
+
     /**
      * Expressions whose result types DataFusion widens or changes, read with getObject. With
      * prepareThreshold=1 the driver prepares on the server and reads the types it knows (ints,
@@ -166,6 +240,7 @@ public class JdbcCheck {
             try (Statement st = conn.createStatement(); ResultSet rs = st.executeQuery("SELECT count(*) FROM accounts")) {
                 check(rs.next() && rs.getLong(1) == 15, "fifteen rows remain");
             }
+            checkTransactions(conn, url, props);
             checkTypes(conn);
         }
         props.setProperty("password", args[2] + "x");

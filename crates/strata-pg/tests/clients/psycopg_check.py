@@ -124,13 +124,104 @@ with psycopg.connect(**dsn, autocommit=True) as conn:
             got = [r[0] for r in cur.fetchall()]
             assert got == want and all(type(g) is type(w) for g, w in zip(got, want)), (binary, sql, got, want)
 
-# Without autocommit psycopg opens a transaction, which strata refuses clearly.
+# Transactions. Without autocommit psycopg sends BEGIN before the first statement, and COMMIT
+# or ROLLBACK only while the server reports a transaction in progress.
+TS = psycopg.pq.TransactionStatus
+with psycopg.connect(**dsn, autocommit=True) as conn:
+    conn.execute("CREATE TABLE acct (id INT PRIMARY KEY, balance BIGINT NOT NULL)")
+    conn.execute("INSERT INTO acct VALUES (1, 100), (2, 0)")
+
 with psycopg.connect(**dsn) as conn:
+    assert conn.info.transaction_status == TS.IDLE
+    conn.execute("UPDATE acct SET balance = balance - 30 WHERE id = %s", (1,))
+    assert conn.info.transaction_status == TS.INTRANS, conn.info.transaction_status
+    conn.execute("UPDATE acct SET balance = balance + 30 WHERE id = %s", (2,))
+    # The block sees its own writes, with parameters and in aggregates.
+    assert conn.execute("SELECT sum(balance), min(balance) FROM acct").fetchone() == (100, 30)
+    conn.commit()
+    assert conn.info.transaction_status == TS.IDLE
+    # Rolled back: nothing of it lands.
+    conn.execute("DELETE FROM acct")
+    conn.rollback()
+    assert conn.execute("SELECT count(*) FROM acct").fetchone() == (2,)
+    conn.commit()
+    # A failed statement fails the block (25P02 afterwards) until ROLLBACK.
+    conn.execute("UPDATE acct SET balance = 0 WHERE id = 1")
+    try:
+        conn.execute("INSERT INTO acct VALUES (%s, %s)", (2, 5))
+        raise AssertionError("duplicate key accepted")
+    except errors.UniqueViolation:
+        pass
+    assert conn.info.transaction_status == TS.INERROR, conn.info.transaction_status
     try:
         conn.execute("SELECT 1")
-        raise AssertionError("a transaction was accepted")
+        raise AssertionError("a statement in a failed block ran")
+    except errors.InFailedSqlTransaction as e:
+        assert e.sqlstate == "25P02"
+    conn.rollback()
+    assert conn.execute("SELECT balance FROM acct WHERE id = 1").fetchone() == (70,)
+    conn.commit()
+    # `with conn.transaction()` commits, or rolls back on an exception.
+    with conn.transaction():
+        conn.execute("UPDATE acct SET balance = 71 WHERE id = 1")
+    try:
+        with conn.transaction():
+            conn.execute("UPDATE acct SET balance = 0 WHERE id = 1")
+            raise KeyError("boom")
+    except KeyError:
+        pass
+    assert conn.execute("SELECT balance FROM acct WHERE id = 1").fetchone() == (71,)
+    conn.commit()
+    # DDL inside a block is refused.
+    try:
+        conn.execute("CREATE TABLE other (id INT PRIMARY KEY)")
+        raise AssertionError("DDL in a block accepted")
+    except errors.ActiveSqlTransaction:
+        pass
+    conn.rollback()
+
+# A conflict: two blocks write one row, the second to commit gets 40001 and is idle afterwards;
+# run again, it succeeds.
+with psycopg.connect(**dsn) as a, psycopg.connect(**dsn) as b:
+    a.execute("UPDATE acct SET balance = balance + 1 WHERE id = 2")
+    b.execute("UPDATE acct SET balance = balance + 2 WHERE id = 2")
+    a.commit()
+    try:
+        b.commit()
+        raise AssertionError("both conflicting commits were accepted")
+    except errors.SerializationFailure as e:
+        assert e.sqlstate == "40001"
+    assert b.info.transaction_status == TS.IDLE, b.info.transaction_status
+    for attempt in range(5):
+        try:
+            (bal,) = b.execute("SELECT balance FROM acct WHERE id = 2").fetchone()
+            b.execute("UPDATE acct SET balance = %s WHERE id = 2", (bal + 2,))
+            b.commit()
+            break
+        except errors.SerializationFailure:
+            b.rollback()
+    else:
+        raise AssertionError("the retry never committed")
+    assert b.execute("SELECT balance FROM acct WHERE id = 2").fetchone() == (33,)
+    b.commit()
+    # Read-only blocks and SERIALIZABLE.
+    b.read_only = True
+    try:
+        b.execute("DELETE FROM acct")
+        raise AssertionError("a write in a read-only block was accepted")
+    except errors.ReadOnlySqlTransaction:
+        pass
+    b.rollback()
+    b.read_only = None
+    b.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    assert b.execute("SELECT count(*) FROM acct").fetchone() == (2,)
+    b.commit()
+    b.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
+    try:
+        b.execute("SELECT 1")
+        raise AssertionError("SERIALIZABLE was accepted")
     except errors.FeatureNotSupported as e:
-        assert "autocommit" in str(e), str(e)
+        assert "SERIALIZABLE" in str(e), str(e)
 
 try:
     psycopg.connect(**{**dsn, "password": password + "x"})

@@ -37,7 +37,11 @@ enum PgError {
 impl std::fmt::Display for PgError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PgError::Server(e) => write!(f, "{e}"),
+            // As strata-sql's own slt runner prints errors, so the files' patterns match both.
+            PgError::Server(e) => match e.as_db_error() {
+                Some(db) => write!(f, "{}: {}", db.code().code(), db.message()),
+                None => write!(f, "{e}"),
+            },
             PgError::Type(t) => write!(f, "no printer for result type {t}"),
         }
     }
@@ -239,4 +243,27 @@ fn slt_files_give_the_same_results_in_the_extended_protocol_as_in_the_simple_one
     println!("{compared} records of {} files compared", files.len());
     assert!(compared > 100, "only {compared} records compared");
     assert!(differences.is_empty(), "{} records differ:\n{}", differences.len(), differences.join("\n"));
+}
+
+/// The transaction files, whose records run on several connections, hold through the server
+/// with their expected results (row counts, rows and SQLSTATEs), in each protocol.
+#[test]
+fn transaction_files_hold_through_the_server_in_both_protocols() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let files: Vec<PathBuf> = slt_files()
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "txn.slt" || n == "hermitage.slt"))
+        .collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    for file in &files {
+        for extended in [false, true] {
+            let server = start(|_| {});
+            let addr = server.addr;
+            let mut runner = Runner::new(move || Pg::connect(addr, extended));
+            if let Err(e) = rt.block_on(runner.run_file_async(file)) {
+                panic!("{} ({}): {}", file.display(), if extended { "extended" } else { "simple" }, e.display(false));
+            }
+            rt.block_on(runner.shutdown_async());
+        }
+    }
 }

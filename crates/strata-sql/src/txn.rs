@@ -1,0 +1,487 @@
+//! Sessions and their transaction blocks, as PostgreSQL runs them.
+//!
+//! A [`Session`] is one client's sequence of statements. Outside a block every statement is a
+//! transaction of its own: a query reads one snapshot, and INSERT, UPDATE and DELETE run as a
+//! one-statement [`strata::Transaction`] that is committed at the statement's end (run again,
+//! invisibly to the client, when it loses a conflict: nothing of it was seen). `BEGIN` opens a
+//! block: its first statement takes the snapshot every later statement of the block reads, with
+//! the block's own writes laid over it; `COMMIT` applies them all or, losing a conflict, none
+//! (SQLSTATE 40001). A statement that fails inside a block fails the block: later statements get
+//! 25P02 until `COMMIT` or `ROLLBACK` ends it (a `COMMIT` then rolls back, as PostgreSQL's does).
+//!
+//! REPEATABLE READ is strata's snapshot isolation, as it is PostgreSQL's; READ COMMITTED (and
+//! READ UNCOMMITTED) run as it, which is stronger than asked. SERIALIZABLE is refused rather than
+//! silently weakened. Where PostgreSQL makes a second writer of a row wait for the first, strata
+//! never waits: the write fails at once with 40001 when the row was committed after the block's
+//! snapshot, and of two blocks still open the first to commit wins.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use datafusion::common::ParamValues;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::sql::sqlparser::ast::{
+    Set, Statement as AstStatement, TransactionAccessMode, TransactionIsolationLevel, TransactionMode,
+};
+use strata::{Transaction, TxnOptions, WriteOptions};
+
+use crate::error::{ErrorKind, SqlError};
+use crate::{Output, Prepared, SqlEngine};
+
+/// Where a session stands, as PostgreSQL reports it in ReadyForQuery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnStatus {
+    /// No block open: each statement commits on its own (`I`).
+    Idle,
+    /// In a block (`T`).
+    InBlock,
+    /// In a block that a failed statement ended: only `COMMIT`/`ROLLBACK` are taken (`E`).
+    Failed,
+}
+
+impl TxnStatus {
+    fn code(self) -> u8 {
+        match self {
+            TxnStatus::Idle => 0,
+            TxnStatus::InBlock => 1,
+            TxnStatus::Failed => 2,
+        }
+    }
+
+    fn of_code(c: u8) -> TxnStatus {
+        match c {
+            1 => TxnStatus::InBlock,
+            2 => TxnStatus::Failed,
+            _ => TxnStatus::Idle,
+        }
+    }
+}
+
+/// A transaction-control statement, as planned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnControl {
+    kind: ControlKind,
+    /// The command tag PostgreSQL answers it with.
+    tag: &'static str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ControlKind {
+    /// `BEGIN` / `START TRANSACTION`, with an access mode if one was given.
+    Begin { read_only: Option<bool> },
+    /// `COMMIT` / `END`.
+    Commit,
+    /// `ROLLBACK` / `ABORT`.
+    Rollback,
+    /// `SET TRANSACTION` (this block) or `SET SESSION CHARACTERISTICS AS TRANSACTION` (later
+    /// blocks and statements).
+    Set { read_only: Option<bool>, isolation: bool, session: bool },
+}
+
+/// The transaction-control statement `ast` is, if it is one: `Ok(None)` for other statements.
+pub(crate) fn control(ast: &AstStatement) -> Result<Option<TxnControl>, SqlError> {
+    let c = match ast {
+        AstStatement::StartTransaction { modes, begin, statements, exception, modifier, .. } => {
+            if !statements.is_empty() || exception.is_some() || modifier.is_some() {
+                return Err(SqlError::unsupported(format!(
+                    "{ast}: strata takes BEGIN [ISOLATION LEVEL ...] [READ ONLY]"
+                )));
+            }
+            let (read_only, _) = modes_of(modes)?;
+            TxnControl {
+                kind: ControlKind::Begin { read_only },
+                tag: if *begin { "BEGIN" } else { "START TRANSACTION" },
+            }
+        }
+        AstStatement::Commit { chain, modifier, .. } => {
+            if *chain || modifier.is_some() {
+                return Err(SqlError::unsupported(format!("{ast}")));
+            }
+            TxnControl { kind: ControlKind::Commit, tag: "COMMIT" }
+        }
+        AstStatement::Rollback { chain, savepoint } => {
+            if *chain || savepoint.is_some() {
+                return Err(SqlError::unsupported(format!("{ast}: strata has no savepoints")));
+            }
+            TxnControl { kind: ControlKind::Rollback, tag: "ROLLBACK" }
+        }
+        AstStatement::Set(Set::SetTransaction { modes, snapshot, session }) => {
+            if snapshot.is_some() {
+                return Err(SqlError::unsupported("SET TRANSACTION SNAPSHOT"));
+            }
+            let (read_only, isolation) = modes_of(modes)?;
+            TxnControl { kind: ControlKind::Set { read_only, isolation, session: *session }, tag: "SET" }
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(c))
+}
+
+/// A mode list's access mode and whether it names an isolation level (one strata runs as
+/// snapshot isolation; SERIALIZABLE is refused).
+fn modes_of(modes: &[TransactionMode]) -> Result<(Option<bool>, bool), SqlError> {
+    let mut read_only = None;
+    let mut isolation = false;
+    for m in modes {
+        match m {
+            TransactionMode::AccessMode(a) => read_only = Some(*a == TransactionAccessMode::ReadOnly),
+            TransactionMode::IsolationLevel(TransactionIsolationLevel::Serializable) => {
+                return Err(SqlError::unsupported(
+                    "isolation level SERIALIZABLE: strata gives snapshot isolation (REPEATABLE READ), which \
+                     allows write skew; it refuses SERIALIZABLE rather than run it weaker than asked",
+                ))
+            }
+            TransactionMode::IsolationLevel(_) => isolation = true,
+        }
+    }
+    Ok((read_only, isolation))
+}
+
+/// A block's transaction, shared by the scans of the statement running in it.
+pub(crate) struct TxnCell(parking_lot::RwLock<Option<Transaction>>);
+
+impl TxnCell {
+    fn new(tx: Transaction) -> Arc<TxnCell> {
+        Arc::new(TxnCell(parking_lot::RwLock::new(Some(tx))))
+    }
+
+    fn ended() -> strata::Error {
+        strata::Error::InvalidArgument("the transaction has ended".into())
+    }
+
+    /// Runs `f` on the transaction (reads).
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Transaction) -> strata::Result<T>) -> strata::Result<T> {
+        f(self.0.read().as_ref().ok_or_else(TxnCell::ended)?)
+    }
+
+    /// Runs `f` on the transaction (writes).
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Transaction) -> strata::Result<T>) -> strata::Result<T> {
+        f(self.0.write().as_mut().ok_or_else(TxnCell::ended)?)
+    }
+
+    fn take(&self) -> Option<Transaction> {
+        self.0.write().take()
+    }
+}
+
+/// What a running statement reads at, carried in the session's configuration for its scans.
+pub(crate) enum Reads {
+    /// A snapshot (a query outside a block).
+    Snapshot(strata::Snapshot),
+    /// A transaction, with its own writes (inside a block, and every INSERT, UPDATE and DELETE).
+    Txn(Arc<TxnCell>),
+}
+
+impl std::fmt::Debug for Reads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reads::Snapshot(s) => write!(f, "Snapshot({})", s.seq()),
+            Reads::Txn(_) => f.write_str("Txn"),
+        }
+    }
+}
+
+enum State {
+    Idle,
+    /// A block; its transaction begins at its first statement.
+    Block {
+        read_only: bool,
+        tx: Option<Arc<TxnCell>>,
+    },
+    Failed,
+}
+
+/// The session's status, readable while a statement runs, and a failure reported from outside
+/// (a client's message that failed before it reached the session).
+#[derive(Default)]
+struct Mirror {
+    status: AtomicU8,
+    fail: AtomicBool,
+}
+
+/// One client's session: see the [module](self) documentation. Cheap to clone; clones are the
+/// same session, and statements run one at a time. Dropping the last clone rolls back an open
+/// block.
+#[derive(Clone)]
+pub struct Session {
+    engine: SqlEngine,
+    state: Arc<tokio::sync::Mutex<State>>,
+    mirror: Arc<Mirror>,
+    /// Blocks and autocommit writes are read-only (`SET SESSION CHARACTERISTICS AS TRANSACTION
+    /// READ ONLY`).
+    default_read_only: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("status", &self.status()).finish_non_exhaustive()
+    }
+}
+
+fn in_failed_block() -> SqlError {
+    SqlError::new(
+        ErrorKind::InFailedTransaction,
+        "current transaction is aborted, commands ignored until end of transaction block",
+    )
+}
+
+fn read_only_block(what: &str) -> SqlError {
+    SqlError::new(ErrorKind::ReadOnlyTransaction, format!("cannot execute {what} in a read-only transaction"))
+}
+
+impl Session {
+    pub(crate) fn new(engine: SqlEngine) -> Session {
+        Session {
+            engine,
+            state: Arc::new(tokio::sync::Mutex::new(State::Idle)),
+            mirror: Arc::new(Mirror::default()),
+            default_read_only: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The engine the session runs on.
+    pub fn engine(&self) -> &SqlEngine {
+        &self.engine
+    }
+
+    /// Where the session stands (while a statement runs: where it stood before it, unless a
+    /// failure was reported meanwhile).
+    pub fn status(&self) -> TxnStatus {
+        let s = TxnStatus::of_code(self.mirror.status.load(Ordering::Acquire));
+        if s == TxnStatus::InBlock && self.mirror.fail.load(Ordering::Acquire) {
+            TxnStatus::Failed
+        } else {
+            s
+        }
+    }
+
+    /// Fails an open block as a failed statement would: a statement of the block failed before
+    /// it reached the session (a client's Parse or Bind), or was cancelled. Outside a block it
+    /// does nothing.
+    pub fn fail_block(&self) {
+        if TxnStatus::of_code(self.mirror.status.load(Ordering::Acquire)) == TxnStatus::InBlock {
+            self.mirror.fail.store(true, Ordering::Release);
+        }
+    }
+
+    fn set(&self, state: &mut State, new: State) {
+        let status = match &new {
+            State::Idle => TxnStatus::Idle,
+            State::Block { .. } => TxnStatus::InBlock,
+            State::Failed => TxnStatus::Failed,
+        };
+        if status != TxnStatus::InBlock {
+            self.mirror.fail.store(false, Ordering::Release);
+        }
+        self.mirror.status.store(status.code(), Ordering::Release);
+        *state = new;
+    }
+
+    /// Runs every statement of `sql` in order and returns their outputs, stopping at the first
+    /// that fails (see [`SqlEngine::execute`]).
+    pub async fn execute(&self, sql: &str) -> Result<Vec<Output>, SqlError> {
+        let mut out = Vec::new();
+        for stmt in self.engine.parse(sql)? {
+            out.push(self.run(&stmt).await?);
+        }
+        Ok(out)
+    }
+
+    /// Runs one parsed statement.
+    pub async fn run(&self, stmt: &datafusion::sql::parser::Statement) -> Result<Output, SqlError> {
+        let prepared = match self.engine.prepare_inner(stmt, &[], false).await {
+            Ok(p) => p,
+            Err(e) => {
+                // A statement that does not plan fails its block too.
+                let mut state = self.state.lock().await;
+                if matches!(*state, State::Failed) {
+                    return Err(in_failed_block());
+                }
+                if matches!(*state, State::Block { .. }) {
+                    self.set(&mut state, State::Failed);
+                }
+                return Err(e);
+            }
+        };
+        self.execute_prepared(&prepared, None).await
+    }
+
+    /// Runs a prepared statement (see [`SqlEngine::prepare`]) in this session.
+    pub async fn execute_prepared(&self, prepared: &Prepared, params: Option<ParamValues>) -> Result<Output, SqlError> {
+        let mut state = self.state.lock().await;
+        if self.mirror.fail.swap(false, Ordering::AcqRel) && matches!(*state, State::Block { .. }) {
+            self.set(&mut state, State::Failed);
+        }
+        if let Prepared::Control(c) = prepared {
+            return self.control(&mut state, c).await;
+        }
+        match &*state {
+            State::Failed => Err(in_failed_block()),
+            State::Idle => self.autocommit(prepared, params).await,
+            State::Block { .. } => {
+                let out = self.in_block(&mut state, prepared, params).await;
+                if out.is_err() {
+                    self.set(&mut state, State::Failed);
+                }
+                out
+            }
+        }
+    }
+
+    async fn control(&self, state: &mut State, c: &TxnControl) -> Result<Output, SqlError> {
+        let done = |tag| Ok(Output::Command { tag, rows: 0 });
+        match c.kind {
+            ControlKind::Begin { read_only } => match state {
+                // PostgreSQL warns and goes on; the block stays as it is.
+                State::Block { .. } => done(c.tag),
+                State::Failed => Err(in_failed_block()),
+                State::Idle => {
+                    let read_only = read_only.unwrap_or(self.default_read_only.load(Ordering::Acquire));
+                    self.set(state, State::Block { read_only, tx: None });
+                    done(c.tag)
+                }
+            },
+            ControlKind::Rollback => {
+                self.set(state, State::Idle);
+                done(c.tag)
+            }
+            ControlKind::Commit => {
+                let old = std::mem::replace(state, State::Idle);
+                self.set(state, State::Idle);
+                match old {
+                    State::Idle => done(c.tag),
+                    State::Failed => done("ROLLBACK"),
+                    State::Block { tx: None, .. } => done(c.tag),
+                    State::Block { tx: Some(cell), .. } => {
+                        let tx = cell.take().ok_or_else(|| SqlError::from(TxnCell::ended()))?;
+                        commit(tx).await?;
+                        done(c.tag)
+                    }
+                }
+            }
+            ControlKind::Set { read_only, isolation, session: true } => {
+                let _ = isolation;
+                if let Some(r) = read_only {
+                    self.default_read_only.store(r, Ordering::Release);
+                }
+                done(c.tag)
+            }
+            ControlKind::Set { read_only, isolation, session: false } => match state {
+                // Outside a block it has no effect (PostgreSQL warns).
+                State::Idle => done(c.tag),
+                State::Failed => Err(in_failed_block()),
+                State::Block { read_only: ro, tx } => {
+                    if tx.is_some() && isolation {
+                        let e = SqlError::new(
+                            ErrorKind::ActiveTransaction,
+                            "SET TRANSACTION ISOLATION LEVEL must be called before any query",
+                        );
+                        self.set(state, State::Failed);
+                        return Err(e);
+                    }
+                    if let Some(r) = read_only {
+                        if tx.is_some() && *ro && !r {
+                            let e = SqlError::new(
+                                ErrorKind::ActiveTransaction,
+                                "transaction read-write mode must be set before any query",
+                            );
+                            self.set(state, State::Failed);
+                            return Err(e);
+                        }
+                        *ro = r;
+                    }
+                    done(c.tag)
+                }
+            },
+        }
+    }
+
+    /// A statement inside a block.
+    async fn in_block(
+        &self,
+        state: &mut State,
+        prepared: &Prepared,
+        params: Option<ParamValues>,
+    ) -> Result<Output, SqlError> {
+        let State::Block { read_only, tx } = state else {
+            return Err(SqlError::new(ErrorKind::Internal, "not in a transaction block"));
+        };
+        let plan = match prepared {
+            Prepared::Control(_) => return Err(SqlError::new(ErrorKind::Internal, "control statement as a plan")),
+            Prepared::Set => return Ok(Output::Command { tag: "SET", rows: 0 }),
+            Prepared::Ddl(ast) => {
+                return Err(SqlError::new(
+                    ErrorKind::ActiveTransaction,
+                    format!(
+                        "{} cannot run inside a transaction block: strata changes tables outside transactions",
+                        crate::first_words_of(ast)
+                    ),
+                ))
+            }
+            Prepared::Plan { plan, .. } => bind(plan, params)?,
+        };
+        let cell = match tx {
+            Some(cell) => cell.clone(),
+            None => {
+                let opts = TxnOptions { read_only: *read_only };
+                let cell = TxnCell::new(self.engine.db().begin(&opts)?);
+                *tx = Some(cell.clone());
+                cell
+            }
+        };
+        if let LogicalPlan::Dml(dml) = &plan {
+            if *read_only {
+                return Err(read_only_block(&dml.op.to_string()));
+            }
+        }
+        self.engine.run_plan(&plan, Reads::Txn(cell)).await
+    }
+
+    /// A statement outside a block: its own transaction.
+    async fn autocommit(&self, prepared: &Prepared, params: Option<ParamValues>) -> Result<Output, SqlError> {
+        let plan = match prepared {
+            Prepared::Control(_) => return Err(SqlError::new(ErrorKind::Internal, "control statement as a plan")),
+            Prepared::Set => return Ok(Output::Command { tag: "SET", rows: 0 }),
+            Prepared::Ddl(ast) => return self.engine.run_ddl(ast),
+            Prepared::Plan { plan, .. } => bind(plan, params)?,
+        };
+        let LogicalPlan::Dml(dml) = &plan else {
+            return self.engine.run_plan(&plan, Reads::Snapshot(self.engine.db().snapshot())).await;
+        };
+        if self.default_read_only.load(Ordering::Acquire) {
+            return Err(read_only_block(&dml.op.to_string()));
+        }
+        // Nothing of the statement was seen before its commit: a conflict runs it again.
+        let mut tries = 0;
+        loop {
+            let cell = TxnCell::new(self.engine.db().begin(&TxnOptions::default())?);
+            let out = match self.engine.run_plan(&plan, Reads::Txn(cell.clone())).await {
+                Err(e) if e.kind == ErrorKind::SerializationFailure && tries < strata::TXN_RETRIES => {
+                    tries += 1;
+                    continue;
+                }
+                r => r?,
+            };
+            let tx = cell.take().ok_or_else(|| SqlError::from(TxnCell::ended()))?;
+            match commit(tx).await {
+                Err(e) if e.kind == ErrorKind::SerializationFailure && tries < strata::TXN_RETRIES => tries += 1,
+                r => return r.map(|()| out),
+            }
+        }
+    }
+}
+
+fn bind(plan: &LogicalPlan, params: Option<ParamValues>) -> Result<LogicalPlan, SqlError> {
+    Ok(match params {
+        None => plan.clone(),
+        Some(params) => plan.clone().with_param_values(params)?,
+    })
+}
+
+/// Commits `tx` off the async threads (a commit may wait for a sync to disk).
+async fn commit(tx: Transaction) -> Result<(), SqlError> {
+    tokio::task::spawn_blocking(move || tx.commit(&WriteOptions::default()))
+        .await
+        .map_err(|e| SqlError::new(ErrorKind::Internal, format!("commit task failed: {e}")))??;
+    Ok(())
+}
