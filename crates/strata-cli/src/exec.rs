@@ -4,15 +4,18 @@
 //! Each response is produced only after the operation finished, so with `--sync` a write's
 //! response means the write is durable. A bad request is answered with an error and changes
 //! nothing: writes are validated in full before anything is written, and a batch is one atomic
-//! write.
+//! write. Named transactions (`begin` ... `commit`) hold their writes until the commit, and their
+//! reads see them; a transaction still open when the session ends is rolled back.
 
 use std::collections::HashMap;
 use std::ops::Bound;
 
 use serde_json::{json, Map, Value as Json};
+use strata::scan::BatchIter;
 use strata::scan::{batch_rows, ScanRequest};
 use strata::{
-    AsOf, Db, Engine, KeyRange, Projection, ReadOptions, Snapshot, Table, TableOptions, Value, WriteBatch, WriteOptions,
+    AsOf, Db, Engine, KeyRange, Projection, ReadOptions, Snapshot, Table, TableOptions, Transaction, TxnOptions, Value,
+    WriteBatch, WriteOptions,
 };
 
 use crate::expr::{parse_agg, parse_where};
@@ -105,12 +108,14 @@ fn fields_of(op: &str) -> Option<&'static [&'static str]> {
     Some(match op {
         "create_table" => &["table", "schema", "layout", "aligned_compaction", "engine"],
         "drop_table" | "compact" => &["table"],
-        "insert" => &["table", "row"],
-        "update" => &["table", "key", "set"],
-        "delete" => &["table", "key"],
-        "batch" => &["ops"],
-        "get" => &["table", "key", "columns", "snapshot", "as_of"],
-        "scan" => &["table", "from", "to", "columns", "where", "agg", "limit", "snapshot", "as_of"],
+        "insert" => &["table", "row", "txn"],
+        "update" => &["table", "key", "set", "txn"],
+        "delete" => &["table", "key", "txn"],
+        "batch" => &["ops", "txn"],
+        "get" => &["table", "key", "columns", "snapshot", "as_of", "txn"],
+        "scan" => &["table", "from", "to", "columns", "where", "agg", "limit", "snapshot", "as_of", "txn"],
+        "begin" => &["txn", "read_only"],
+        "commit" | "rollback" => &["txn"],
         "snapshot" => &["name", "as_of"],
         "release" => &["name"],
         "flush" => &[],
@@ -139,10 +144,11 @@ fn obj_field<'a>(req: &'a Map<String, Json>, name: &str) -> Res<&'a Map<String, 
     field(req, name)?.as_object().ok_or_else(|| CliError::bad(format!("field `{name}` must be an object")))
 }
 
-/// A database plus the named snapshots of one `exec` session.
+/// A database plus the named snapshots and transactions of one `exec` session.
 pub struct Session {
     pub db: Db,
     snapshots: HashMap<String, Snapshot>,
+    txns: HashMap<String, Transaction>,
     write: WriteOptions,
 }
 
@@ -165,7 +171,7 @@ pub enum ScanOut {
 
 impl Session {
     pub fn new(db: Db, sync: bool) -> Self {
-        Session { db, snapshots: HashMap::new(), write: WriteOptions { sync } }
+        Session { db, snapshots: HashMap::new(), txns: HashMap::new(), write: WriteOptions { sync } }
     }
 
     /// Handles one request line and returns the response object.
@@ -216,10 +222,71 @@ impl Session {
         Ok(Some(self.db.snapshot_as_of(at)?))
     }
 
+    /// The open transaction a request names in `txn`, if it names one; it may not also name a
+    /// snapshot or a past point to read at.
+    fn txn_name<'r>(&self, req: &'r Map<String, Json>) -> Res<Option<&'r str>> {
+        match req.get("txn") {
+            None | Some(Json::Null) => Ok(None),
+            Some(Json::String(name)) => {
+                if !matches!(req.get("snapshot"), None | Some(Json::Null))
+                    || !matches!(req.get("as_of"), None | Some(Json::Null))
+                {
+                    return Err(CliError::bad(
+                        "a transaction reads at its own snapshot: give `txn` or `snapshot`/`as_of`",
+                    ));
+                }
+                if !self.txns.contains_key(name) {
+                    return Err(CliError::new("unknown_txn", format!("no open transaction named `{name}`")));
+                }
+                Ok(Some(name))
+            }
+            Some(_) => Err(CliError::bad("field `txn` must be a string")),
+        }
+    }
+
+    fn txn(&mut self, name: &str) -> Res<&mut Transaction> {
+        self.txns
+            .get_mut(name)
+            .ok_or_else(|| CliError::new("unknown_txn", format!("no open transaction named `{name}`")))
+    }
+
     fn handle(&mut self, req: &Map<String, Json>) -> Res<Map<String, Json>> {
         let op = str_field(req, "op")?;
         check_fields(op, req)?;
         match op {
+            "begin" => {
+                let name = str_field(req, "txn")?;
+                if self.txns.contains_key(name) {
+                    return Err(CliError::new("txn_exists", format!("transaction `{name}` is already open")));
+                }
+                let read_only = match req.get("read_only") {
+                    None | Some(Json::Null) => false,
+                    Some(Json::Bool(b)) => *b,
+                    Some(_) => return Err(CliError::bad("field `read_only` must be true or false")),
+                };
+                let tx = self.db.begin(&TxnOptions { read_only })?;
+                let seq = tx.snapshot_seq();
+                self.txns.insert(name.to_owned(), tx);
+                Ok(answer("seq", Json::from(seq)))
+            }
+            "commit" => {
+                let name = str_field(req, "txn")?;
+                // Ended either way: a commit that fails (a conflict) wrote nothing.
+                let tx = self
+                    .txns
+                    .remove(name)
+                    .ok_or_else(|| CliError::new("unknown_txn", format!("no open transaction named `{name}`")))?;
+                tx.commit(&self.write)?;
+                Ok(Map::new())
+            }
+            "rollback" => {
+                let name = str_field(req, "txn")?;
+                self.txns
+                    .remove(name)
+                    .ok_or_else(|| CliError::new("unknown_txn", format!("no open transaction named `{name}`")))?
+                    .rollback();
+                Ok(Map::new())
+            }
             "create_table" => {
                 let name = str_field(req, "table")?;
                 let schema = parse_schema(str_field(req, "schema")?).map_err(|m| CliError::new("invalid_schema", m))?;
@@ -267,13 +334,23 @@ impl Session {
                             )));
                         }
                         check_fields(inner, o).map_err(|e| CliError::bad(format!("ops[{i}]: {}", e.message)))?;
+                        if o.contains_key("txn") {
+                            return Err(CliError::bad(format!(
+                                "ops[{i}]: the batch names the transaction (`txn` on the batch), not its ops"
+                            )));
+                        }
                         self.add_write(&mut b, inner, o)
                             .map_err(|e| CliError::new(e.kind, format!("ops[{i}]: {}", e.message)))?;
                     }
                 } else {
                     self.add_write(&mut b, op, req)?;
                 }
-                self.db.write(b, &self.write)?;
+                match self.txn_name(req)? {
+                    // The batch's operations join the transaction together or not at all: the
+                    // transaction is left as it was when one is refused.
+                    Some(name) => self.txn(name)?.write_batch(b)?,
+                    None => self.db.write(b, &self.write)?,
+                }
                 Ok(Map::new())
             }
             "get" => {
@@ -281,8 +358,10 @@ impl Session {
                 let key = key_from_json(t.schema(), obj_field(req, "key")?, false)
                     .map_err(|m| CliError::new("type_mismatch", m))?;
                 let (names, proj) = projection(&t, columns_field(req)?)?;
-                let at = self.read_at(req)?;
-                let row = t.get(&key, &proj, &at.opts())?;
+                let row = match self.txn_name(req)? {
+                    Some(name) => self.txn(name)?.get(&t, &key, &proj)?,
+                    None => t.get(&key, &proj, &self.read_at(req)?.opts())?,
+                };
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
                 Ok(answer("row", row.map_or(Json::Null, |r| object(&names, &r))))
             }
@@ -323,8 +402,14 @@ impl Session {
                     },
                 };
                 let t = self.db.table(str_field(req, "table")?)?;
-                let at = self.read_at(req)?;
-                match scan(&t, &args, &at.opts())? {
+                let out = match self.txn_name(req)? {
+                    Some(name) => {
+                        let tx = self.txn(name)?;
+                        scan_with(&t, &args, |r| tx.scan_batches(&t, r))?
+                    }
+                    None => scan(&t, &args, &self.read_at(req)?.opts())?,
+                };
+                match out {
                     ScanOut::Rows(names, rows) => {
                         let names: Vec<&str> = names.iter().map(String::as_str).collect();
                         Ok(answer("rows", rows.iter().map(|r| object(&names, r)).collect()))
@@ -426,6 +511,11 @@ pub fn projection(t: &Table, columns: Option<Vec<String>>) -> Res<(Vec<String>, 
 /// Runs a scan with an optional predicate, aggregates and limit through the engine's scan path
 /// (filters, projections and aggregates evaluated in the engine, on Arrow batches).
 pub fn scan(t: &Table, a: &ScanArgs<'_>, ro: &ReadOptions<'_>) -> Res<ScanOut> {
+    scan_with(t, a, |req| t.scan_batches(req, ro))
+}
+
+/// [`scan`], the request answered by `run` (a transaction's scan, for one).
+fn scan_with(t: &Table, a: &ScanArgs<'_>, run: impl FnOnce(&ScanRequest) -> strata::Result<BatchIter>) -> Res<ScanOut> {
     let schema = t.schema();
     let key = |o: Option<&Map<String, Json>>| -> Res<Option<Vec<Value>>> {
         o.map(|m| key_from_json(schema, m, true).map_err(|e| CliError::new("type_mismatch", e))).transpose()
@@ -451,7 +541,7 @@ pub fn scan(t: &Table, a: &ScanArgs<'_>, ro: &ReadOptions<'_>) -> Res<ScanOut> {
     req.columns = Some(names.clone());
     req.limit = a.limit;
     let mut rows = Vec::new();
-    for b in t.scan_batches(&req, ro)? {
+    for b in run(&req)? {
         rows.extend(batch_rows(&b?));
     }
     if labels.is_empty() {

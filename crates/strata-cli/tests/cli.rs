@@ -47,6 +47,79 @@ fn err_kind(r: &Json) -> &str {
     r["error"]["kind"].as_str().unwrap()
 }
 
+/// Named transactions in `exec`: reads see the transaction's writes, others do not until the
+/// commit; rollback and the end of the session discard; a conflict ends the loser with nothing
+/// written; a refused batch leaves the transaction as it was.
+#[test]
+fn exec_transactions_commit_roll_back_and_conflict_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let r = exec(
+        &db,
+        &[
+            json!({"op":"create_table","table":"a","schema":"id BIGINT PRIMARY KEY, n BIGINT"}),
+            json!({"op":"create_table","table":"l","schema":"id BIGINT PRIMARY KEY, n BIGINT","engine":"lineage"}),
+            json!({"op":"batch","ops":[
+                {"op":"insert","table":"a","row":{"id":1,"n":100}},
+                {"op":"insert","table":"l","row":{"id":1,"n":0}}
+            ]}),
+            // 3: a transfer across both engines.
+            json!({"op":"begin","txn":"t"}),
+            json!({"op":"update","table":"a","key":{"id":1},"set":{"n":70},"txn":"t"}),
+            json!({"op":"batch","txn":"t","ops":[{"op":"update","table":"l","key":{"id":1},"set":{"n":30}}]}),
+            json!({"op":"get","table":"l","key":{"id":1},"txn":"t"}),
+            json!({"op":"get","table":"l","key":{"id":1}}),
+            json!({"op":"scan","table":"a","agg":["sum(n)"],"txn":"t"}),
+            json!({"op":"commit","txn":"t"}),
+            json!({"op":"get","table":"l","key":{"id":1}}),
+            // 11: rollback discards; the name is free again.
+            json!({"op":"begin","txn":"t"}),
+            json!({"op":"delete","table":"a","key":{"id":1},"txn":"t"}),
+            json!({"op":"rollback","txn":"t"}),
+            json!({"op":"get","table":"a","key":{"id":1},"txn":"t"}),
+            json!({"op":"get","table":"a","key":{"id":1}}),
+            // 16: first committer wins.
+            json!({"op":"begin","txn":"x"}),
+            json!({"op":"begin","txn":"y"}),
+            json!({"op":"update","table":"a","key":{"id":1},"set":{"n":1},"txn":"x"}),
+            json!({"op":"update","table":"a","key":{"id":1},"set":{"n":2},"txn":"y"}),
+            json!({"op":"commit","txn":"x"}),
+            json!({"op":"commit","txn":"y"}),
+            json!({"op":"get","table":"a","key":{"id":1}}),
+            // 23: refused requests.
+            json!({"op":"begin","txn":"z","read_only":true}),
+            json!({"op":"begin","txn":"z"}),
+            json!({"op":"insert","table":"a","row":{"id":5,"n":5},"txn":"z"}),
+            json!({"op":"get","table":"a","key":{"id":1},"txn":"z","snapshot":"s"}),
+            json!({"op":"commit","txn":"nope"}),
+            json!({"op":"batch","ops":[{"op":"insert","table":"a","row":{"id":6,"n":6},"txn":"z"}]}),
+            // 29: left open at the end: rolled back.
+            json!({"op":"begin","txn":"open"}),
+            json!({"op":"insert","table":"a","row":{"id":9,"n":9},"txn":"open"}),
+        ],
+    );
+    for i in [3, 4, 5, 9, 11, 12, 13, 16, 17, 18, 19, 20, 23, 29, 30] {
+        ok(&r[i]);
+    }
+    assert_eq!(r[6]["row"], json!({"id":1,"n":30}));
+    assert_eq!(r[7]["row"], json!({"id":1,"n":0}));
+    assert_eq!(r[8]["agg"], json!({"sum(n)":70}));
+    assert_eq!(r[10]["row"], json!({"id":1,"n":30}));
+    assert_eq!(err_kind(&r[14]), "unknown_txn");
+    assert_eq!(r[15]["row"], json!({"id":1,"n":70}));
+    assert_eq!(err_kind(&r[21]), "conflict");
+    assert_eq!(r[22]["row"], json!({"id":1,"n":1}));
+    assert_eq!(err_kind(&r[24]), "txn_exists");
+    assert_eq!(err_kind(&r[25]), "invalid_argument");
+    assert_eq!(err_kind(&r[26]), "bad_request");
+    assert_eq!(err_kind(&r[27]), "unknown_txn");
+    assert_eq!(err_kind(&r[28]), "bad_request");
+    let r =
+        exec(&db, &[json!({"op":"get","table":"a","key":{"id":9}}), json!({"op":"get","table":"a","key":{"id":6}})]);
+    assert_eq!(r[0]["row"], json!(null));
+    assert_eq!(r[1]["row"], json!(null));
+}
+
 #[test]
 fn exec_refuses_fields_an_op_does_not_take_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();

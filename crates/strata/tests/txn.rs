@@ -11,7 +11,7 @@ use common::tiny_options;
 use strata::vfs::OsFs;
 use strata::{
     scan::ScanRequest, Column, ColumnType, Db, Engine, Error, KeyRange, Options, Projection, ReadOptions, Schema,
-    Table, TableOptions, TxnOptions, Value, WriteOptions,
+    Table, TableOptions, TxnOptions, Value, WriteBatch, WriteOptions,
 };
 
 fn schema() -> Schema {
@@ -354,6 +354,32 @@ fn writes_past_the_transaction_size_limit_are_refused_and_the_rest_kept() {
     tx.commit(&W).unwrap();
     assert!(get(&t, added - 1).is_some());
     assert_eq!(get(&t, added), None);
+}
+
+/// `write_batch` adds a batch's operations across tables and engines together: a batch the size
+/// limit refuses adds none of them, one that fits adds all, and reads see them.
+#[test]
+fn a_batch_joins_a_transaction_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, lsm, lin) = open(dir.path(), Options { txn_max_bytes: 2000, ..Options::default() });
+    let mut tx = db.begin(&TxnOptions::default()).unwrap();
+    let mut small = WriteBatch::new();
+    small.insert(&lsm, &row(1, 1, "a")).unwrap();
+    small.insert(&lin, &row(1, 2, "b")).unwrap();
+    tx.write_batch(small).unwrap();
+    let mut big = WriteBatch::new();
+    for i in 10..40 {
+        big.insert(&lsm, &row(i, 0, &"x".repeat(100))).unwrap();
+    }
+    big.delete(&lin, &[Value::BigInt(1)]).unwrap();
+    let refused = tx.write_batch(big).unwrap_err();
+    assert!(matches!(refused, Error::OutOfMemory(_)), "{refused}");
+    assert_eq!(tx.rows_written(), 2);
+    assert_eq!(n_of(tx_get(&tx, &lin, 1)), 2);
+    tx.commit(&W).unwrap();
+    assert_eq!(n_of(get(&lsm, 1)), 1);
+    assert_eq!(n_of(get(&lin, 1)), 2);
+    assert_eq!(get(&lsm, 10), None);
 }
 
 #[test]

@@ -237,10 +237,38 @@ impl Transaction {
 
     fn push(&mut self, table: &Table, op: BatchOp) -> Result<()> {
         self.check_table(table)?;
+        self.tables.entry(table.info().id).or_insert_with(|| table.clone());
+        self.add(vec![op])
+    }
+
+    /// Adds every operation of `batch` (written for tables of this database) to the
+    /// transaction, or none of them: a refused batch leaves the transaction as it was, unless it
+    /// lost a conflict (then the transaction is lost, as at any write).
+    ///
+    /// # Errors
+    /// As [`Transaction::insert`]; [`Error::UnknownTable`] for an operation on a table that no
+    /// longer exists.
+    pub fn write_batch(&mut self, batch: WriteBatch) -> Result<()> {
+        let view = self.db.view.read().clone();
+        for op in &batch.ops {
+            if !self.tables.contains_key(&op.table_id) {
+                let t = view
+                    .version
+                    .tables
+                    .get(&op.table_id)
+                    .ok_or_else(|| Error::UnknownTable(format!("(id {})", op.table_id)))?;
+                self.tables.insert(op.table_id, Table::new(self.db.clone(), t.info.clone()));
+            }
+        }
+        self.add(batch.ops)
+    }
+
+    /// Adds `ops` after the checks every write takes: all of them, or none.
+    fn add(&mut self, ops: Vec<BatchOp>) -> Result<()> {
         if self.read_only {
             return Err(Error::InvalidArgument("a read-only transaction cannot write".into()));
         }
-        let n = op.key.len() + op.row.len() + 16;
+        let n: usize = ops.iter().map(|op| op.key.len() + op.row.len() + 16).sum();
         let max = self.db.opts.txn_max_bytes;
         if self.bytes + n > max {
             return Err(Error::OutOfMemory(format!(
@@ -249,20 +277,21 @@ impl Transaction {
                 self.bytes
             )));
         }
-        self.tables.entry(table.info().id).or_insert_with(|| table.clone());
         if let Some(lost) = &self.lost {
             return Err(self.error_of(lost.clone()));
         }
         // A row already committed by someone else after the snapshot makes the commit lose: say
         // so at this write, as PostgreSQL does, instead of at the commit.
-        let row = (op.table_id, op.key.clone());
-        let early = self.db.conflicts.lock().check(self.snapshot.seq(), [&row], &std::collections::HashSet::new());
+        let rows: Vec<RowId> = ops.iter().map(|op| (op.table_id, op.key.clone())).collect();
+        let early = self.db.conflicts.lock().check(self.snapshot.seq(), &rows, &std::collections::HashSet::new());
         if let Err(lost) = early {
             self.lost = Some(lost.clone());
             return Err(self.error_of(lost));
         }
         self.bytes += n;
-        self.writes.entry(row).or_default().push(op);
+        for (row, op) in rows.into_iter().zip(ops) {
+            self.writes.entry(row).or_default().push(op);
+        }
         Ok(())
     }
 
