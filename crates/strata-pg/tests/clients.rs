@@ -4,6 +4,7 @@
 //! every type of value in text and binary format against what `strata sql` computes, and
 //! `slt_protocols` runs the project's .slt files through sqllogictest's PostgreSQL engines.
 
+mod elle_pg;
 mod slt_protocols;
 mod txn_status;
 mod wire_types;
