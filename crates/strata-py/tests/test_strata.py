@@ -99,7 +99,8 @@ def test_sql_errors_carry_sqlstate_and_change_nothing(db):
         ("SELECT * FROM missing", "42P01"),
         ("SELECT nope FROM t", "42703"),
         ("SELEC 1", "42601"),
-        ("BEGIN", "0A000"),
+        ("BEGIN ISOLATION LEVEL SERIALIZABLE", "0A000"),
+        ("BEGIN; CREATE TABLE u (id INT PRIMARY KEY)", "25001"),
     ]
     for query, state in cases:
         with pytest.raises(strata.Error) as e:
@@ -107,6 +108,12 @@ def test_sql_errors_carry_sqlstate_and_change_nothing(db):
         assert e.value.kind == "sql", query
         assert e.value.sqlstate == state, (query, str(e.value))
     assert db.sql("SELECT id, v FROM t").to_pylist() == [{"id": 1, "v": "a"}]
+    # One call is one session: a block inside it commits or rolls back whole, and one left
+    # open at the end of the call is rolled back.
+    assert db.sql("BEGIN; INSERT INTO t VALUES (2, 'b'); ROLLBACK; SELECT count(*) AS n FROM t").to_pylist() == [{"n": 1}]
+    db.sql("BEGIN; INSERT INTO t VALUES (2, 'b'); COMMIT")
+    db.sql("BEGIN; INSERT INTO t VALUES (3, 'c')")
+    assert db.sql("SELECT count(*) AS n FROM t").to_pylist() == [{"n": 2}]
 
 
 def test_rows_by_key(db):

@@ -359,8 +359,9 @@ impl Session {
                     }
                 }
             }
-            ControlKind::Set { read_only, isolation, session: true } => {
-                let _ = isolation;
+            // The isolation level was checked when planning: each one strata takes runs as
+            // snapshot isolation.
+            ControlKind::Set { read_only, session: true, .. } => {
                 if let Some(r) = read_only {
                     self.default_read_only.store(r, Ordering::Release);
                 }
