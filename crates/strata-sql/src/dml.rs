@@ -23,7 +23,7 @@ use datafusion::execution::SessionState;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, LogicalPlanBuilder, WriteOp};
 use strata::scan::value_at;
-use strata::{Db, Table, Value};
+use strata::{Db, Table, Value, WriteBatch};
 
 use crate::error::{ErrorKind, SqlError};
 use crate::txn::TxnCell;
@@ -79,18 +79,19 @@ enum Change<'a> {
     Delete(&'a [Value]),
 }
 
-/// Writes a statement's changes into its transaction, in order.
+/// Writes a statement's changes into its transaction, in order and all together
+/// ([`strata::Transaction::write_batch`]: one conflict check for the whole statement, and a
+/// refused statement leaves nothing of it in the transaction).
 fn apply(tx: &TxnCell, table: &Table, changes: Vec<Change<'_>>) -> Result<(), SqlError> {
-    tx.write(|tx| {
-        for c in changes {
-            match c {
-                Change::Insert(row) => tx.insert(table, row)?,
-                Change::Update(key, set) => tx.update(table, key, &set)?,
-                Change::Delete(key) => tx.delete(table, key)?,
-            }
+    let mut batch = WriteBatch::new();
+    for c in changes {
+        match c {
+            Change::Insert(row) => batch.insert(table, row)?,
+            Change::Update(key, set) => batch.update(table, key, &set)?,
+            Change::Delete(key) => batch.delete(table, key)?,
         }
-        Ok(())
-    })?;
+    }
+    tx.write(|tx| tx.write_batch(batch))?;
     Ok(())
 }
 
