@@ -237,6 +237,17 @@ impl DbInner {
             *io.ingested.entry(t).or_default() += n;
         }
         drop(io);
+        if won().any(|r| r.batch.len() > 1) {
+            // Where each batch of several operations begins and ends, before it is published,
+            // so a read as of a sequence number inside one can be moved to just before it.
+            let mut batches = self.batches.lock();
+            let mut s = first;
+            for r in won() {
+                let n = r.batch.len() as u64;
+                batches.record(s, s + n - 1);
+                s += n;
+            }
+        }
         {
             // Recorded and published under the window's lock, so a transaction opening now
             // either reads at a snapshot that holds this group or finds it recorded.

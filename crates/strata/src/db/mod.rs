@@ -139,6 +139,9 @@ pub(crate) struct DbInner {
     pub merge_holds: AtomicU64,
     /// Wall-clock time to sequence numbers (see [`crate::mvcc::clock`]).
     pub clock: Mutex<Clock>,
+    /// Where committed batches of several operations begin and end (see
+    /// [`crate::mvcc::batches`]), for reads as of a sequence number.
+    pub batches: Mutex<crate::mvcc::batches::Batches>,
     /// The history retention window in milliseconds (0: none), as recorded in the manifest.
     pub retention_ms: u64,
     /// Tests: runs once, on the thread of the first flush or compaction (as named) about to
@@ -295,6 +298,7 @@ impl Db {
         let replay = Arc::new(Memtable::new(0));
         // The manifest's clock samples, then the commit times the WAL holds.
         let mut clock = vs.clock.clone();
+        let mut batches = vs.batches.clone();
         let current = vs.current().clone();
         let lineage: HashMap<u32, Arc<LineageTable>> = current
             .tables
@@ -317,6 +321,9 @@ impl Db {
                     .map_err(|e| Error::corruption(&path, 0, format!("bad WAL batch: {}", e.0)))?;
                 if let (Some(ms), Some(n)) = (commit_ms, ops.len().checked_sub(1)) {
                     clock.record(ms, first + n as u64);
+                }
+                if let Some(n) = ops.len().checked_sub(1) {
+                    batches.record(first, first + n as u64);
                 }
                 for (j, op) in ops.iter().enumerate() {
                     if let Some(t) = lineage.get(&op.table_id) {
@@ -406,6 +413,7 @@ impl Db {
             merge_hold_cv: Condvar::new(),
             merge_holds: AtomicU64::new(0),
             clock: Mutex::new(clock),
+            batches: Mutex::new(batches),
             retention_ms,
             #[cfg(test)]
             install_hook: Mutex::new(None),
@@ -806,6 +814,13 @@ impl DbInner {
         if self.retention_ms > 0 {
             // The clock samples taken since the last edit, so times stay resolvable after a restart.
             edit.push(EditRecord::Clock(self.clock.lock().since(vs.clock.last_ms())));
+            // And the batch ranges committed since, so reads as of a sequence number stay
+            // whole-batch after a restart.
+            let batches = self.batches.lock();
+            let ranges = batches.after(vs.batches.last());
+            if !ranges.is_empty() || batches.start() != vs.batches.start() {
+                edit.push(EditRecord::Batches { known_from: batches.start(), ranges });
+            }
         }
         let v = match vs.log_and_apply(self.fs.as_ref(), edit, &self.next_file) {
             Ok(v) => v,
@@ -818,6 +833,8 @@ impl DbInner {
         let imm = view.imm.iter().filter(|x| flushed.is_none_or(|m| !Arc::ptr_eq(x, m))).cloned().collect();
         *view = Arc::new(ReadView { mem: view.mem.clone(), imm, version: v.clone() });
         drop(view);
+        // Batches wholly below the history floor bound no read any more.
+        self.batches.lock().trim_through(self.snapshots.floor());
         let mut live = self.live_versions.lock();
         live.retain(|w| w.strong_count() > 0);
         live.push(Arc::downgrade(&v));

@@ -16,7 +16,8 @@ use crate::types::row::Cells;
 /// A point in the past to read at: [`Db::snapshot_as_of`](super::Db::snapshot_as_of).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AsOf {
-    /// Exactly the writes with sequence numbers up to this one.
+    /// The writes with sequence numbers up to this one, whole batches only: a point inside a
+    /// batch or transaction of several writes (short of its last) reads as of just before it.
     Seq(u64),
     /// The writes committed at or before this time (to the millisecond).
     Time(SystemTime),
@@ -76,7 +77,17 @@ impl DbInner {
     pub(crate) fn snapshot_as_of(&self, at: AsOf) -> Result<Snapshot> {
         self.check_open()?;
         let seq = match at {
-            AsOf::Seq(seq) => seq,
+            AsOf::Seq(seq) => {
+                let batches = self.batches.lock();
+                batches.round_down(seq).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "cannot read as of sequence {seq}: where atomic batches begin and end is known only from \
+                         sequence {} on (the database was written by an older build, or more batches committed \
+                         since than are kept); read as of a time instead",
+                        batches.start()
+                    ))
+                })?
+            }
             AsOf::Time(t) => {
                 let now = SystemTime::now();
                 if t > now {
@@ -91,6 +102,7 @@ impl DbInner {
             }
         };
         let what = match at {
+            AsOf::Seq(asked) if asked != seq => format!("sequence {asked} (before its batch: sequence {seq})"),
             AsOf::Seq(seq) => format!("sequence {seq}"),
             AsOf::Time(t) => format!("{} (sequence {seq})", rfc3339(t)),
         };

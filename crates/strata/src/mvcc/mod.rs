@@ -2,6 +2,7 @@
 //! versions of one key are read at a sequence number and collapsed by compaction ([`chain`]), and
 //! which sequence numbers readers still pin ([`snapshot`]).
 
+pub(crate) mod batches;
 pub mod chain;
 pub(crate) mod clock;
 pub(crate) mod conflict;

@@ -65,6 +65,15 @@ pub enum EditRecord {
     /// Samples of the wall clock: (Unix milliseconds, newest sequence number committed by
     /// then), oldest first (see [`crate::mvcc::clock`]); added to those logged before.
     Clock(Vec<(u64, u64)>),
+    /// Where atomic batches of more than one operation begin and end (see
+    /// [`crate::mvcc::batches`]): every such batch from `known_from` on is recorded, and these
+    /// `(first, last)` sequence ranges, oldest first, are added to those logged before.
+    Batches {
+        /// The first sequence number from which every batch is recorded.
+        known_from: u64,
+        /// The ranges.
+        ranges: Vec<(u64, u64)>,
+    },
     /// Rows of a file were superseded (supersede vectors, see [`super::marks`]).
     Marks {
         /// Table id.
@@ -111,6 +120,7 @@ const CLOCK: u8 = 13;
 const TIERS: u8 = 14;
 const ADD_ON_TIER: u8 = 15;
 const DEFERRED_MARKS: u8 = 16;
+const BATCHES: u8 = 17;
 
 fn u32_of(v: u64) -> DecodeResult<u32> {
     u32::try_from(v).map_err(|_| DecodeError::new("value out of range"))
@@ -206,6 +216,17 @@ impl VersionEdit {
                         put_varint(&mut out, ms.wrapping_sub(prev.0));
                         put_varint(&mut out, seq.wrapping_sub(prev.1));
                         prev = (ms, seq);
+                    }
+                }
+                EditRecord::Batches { known_from, ranges } => {
+                    out.push(BATCHES);
+                    put_varint(&mut out, *known_from);
+                    put_varint(&mut out, ranges.len() as u64);
+                    let mut prev = 0;
+                    for &(first, last) in ranges {
+                        put_varint(&mut out, first.wrapping_sub(prev));
+                        put_varint(&mut out, last.wrapping_sub(first));
+                        prev = last;
                     }
                 }
                 EditRecord::DeferredMarks { table, number } => {
@@ -306,6 +327,22 @@ impl VersionEdit {
                     }
                     EditRecord::Clock(samples)
                 }
+                BATCHES => {
+                    let known_from = r.varint()?;
+                    let n = r.varint()?;
+                    let mut ranges = Vec::new();
+                    let mut prev = 0u64;
+                    for _ in 0..n {
+                        let (gap, len) = (r.varint()?, r.varint()?);
+                        let first = prev.checked_add(gap);
+                        let (Some(first), Some(last)) = (first, first.and_then(|f| f.checked_add(len))) else {
+                            return Err(DecodeError::new("batch range out of range"));
+                        };
+                        ranges.push((first, last));
+                        prev = last;
+                    }
+                    EditRecord::Batches { known_from, ranges }
+                }
                 MARKS => {
                     let table = u32_of(r.varint()?)?;
                     let number = r.varint()?;
@@ -353,6 +390,20 @@ mod tests {
         let mut beyond = VersionEdit::default();
         beyond.push(EditRecord::AddFile { table: 1, level: 2, file: file(8, MAX_TIERS as u8) });
         assert!(VersionEdit::decode(&beyond.encode(), 7).is_err(), "a file beyond the tiers allowed decoded");
+    }
+
+    /// Batch ranges round-trip (delta-encoded), and a range past `u64::MAX` is refused.
+    #[test]
+    fn batch_ranges_round_trip() {
+        let mut e = VersionEdit::default();
+        e.push(EditRecord::Batches { known_from: 3, ranges: vec![(5, 9), (10, 11), (1 << 40, (1 << 40) + 7)] });
+        e.push(EditRecord::Batches { known_from: 0, ranges: Vec::new() });
+        assert_eq!(VersionEdit::decode(&e.encode(), 7).unwrap(), e);
+        let mut bad = vec![BATCHES];
+        for v in [0, 1, u64::MAX, 5] {
+            put_varint(&mut bad, v);
+        }
+        assert!(VersionEdit::decode(&bad, 7).is_err(), "a range past the largest sequence number decoded");
     }
 
     /// A deferred-marking record round-trips, and applied after its file it names the file as

@@ -213,6 +213,7 @@ impl Version {
                 | EditRecord::LineageCheckpoint { .. }
                 | EditRecord::History { .. }
                 | EditRecord::Clock(_)
+                | EditRecord::Batches { .. }
                 | EditRecord::NextFileNumber(_)
                 | EditRecord::LastSequence(_)
                 | EditRecord::NextTableId(_)

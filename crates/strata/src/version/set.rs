@@ -10,6 +10,7 @@ use super::edit::{EditRecord, VersionEdit};
 use super::manifest::{current, read_edits, set_current, ManifestWriter};
 use super::Version;
 use crate::error::{Error, Result};
+use crate::mvcc::batches::Batches;
 use crate::mvcc::clock::Clock;
 use crate::tier::TierRecord;
 use crate::vfs::Fs;
@@ -53,6 +54,9 @@ pub(crate) struct VersionSet {
     /// The wall-clock samples logged so far, trimmed to the retention window when the
     /// manifest is rewritten.
     pub(crate) clock: Clock,
+    /// The batch ranges logged so far, trimmed to the history floor when the manifest is
+    /// rewritten.
+    pub(crate) batches: Batches,
     /// The storage tiers recorded (empty: the database has only its own directory).
     pub(crate) tiers: Vec<TierRecord>,
     /// A manifest write failed; nothing more may be appended.
@@ -79,6 +83,7 @@ fn apply_counters(edit: &VersionEdit, c: &mut Counters) {
                 c.history_floor = c.history_floor.max(*floor);
             }
             EditRecord::Clock(_)
+            | EditRecord::Batches { .. }
             | EditRecord::DropTable(_)
             | EditRecord::DeleteFile { .. }
             | EditRecord::Marks { .. }
@@ -107,7 +112,19 @@ fn record_samples(edit: &VersionEdit, clock: &mut Clock) {
     }
 }
 
-fn snapshot_edit(v: &Version, c: &Counters, clock: &Clock, tiers: &[TierRecord]) -> VersionEdit {
+/// Adds the batch ranges of `edit` to `batches`; true if it logs any.
+fn record_batches(edit: &VersionEdit, batches: &mut Batches) -> bool {
+    let mut logged = false;
+    for r in &edit.records {
+        if let EditRecord::Batches { known_from, ranges } = r {
+            batches.absorb(*known_from, ranges);
+            logged = true;
+        }
+    }
+    logged
+}
+
+fn snapshot_edit(v: &Version, c: &Counters, clock: &Clock, batches: &Batches, tiers: &[TierRecord]) -> VersionEdit {
     let mut e = VersionEdit::default();
     if !tiers.is_empty() {
         e.push(EditRecord::Tiers(tiers.to_vec()));
@@ -140,6 +157,7 @@ fn snapshot_edit(v: &Version, c: &Counters, clock: &Clock, tiers: &[TierRecord])
     }
     e.push(EditRecord::History { retention_ms: c.retention_ms, floor: c.history_floor });
     e.push(EditRecord::Clock(clock.samples()));
+    e.push(EditRecord::Batches { known_from: batches.start(), ranges: batches.ranges() });
     e
 }
 
@@ -158,11 +176,22 @@ impl VersionSet {
         };
         let v = Version::new(num_levels);
         let clock = Clock::default();
-        let manifest = ManifestWriter::create(fs, dir, 1, &snapshot_edit(&v, &counters, &clock, &[]).encode())?;
+        let batches = Batches::default();
+        let manifest =
+            ManifestWriter::create(fs, dir, 1, &snapshot_edit(&v, &counters, &clock, &batches, &[]).encode())?;
         fs.sync_dir(dir)?;
         set_current(fs, dir, 1)?;
         let current = Arc::new(v);
-        Ok(VersionSet { dir: dir.to_owned(), current, manifest, counters, clock, tiers: Vec::new(), failed: false })
+        Ok(VersionSet {
+            dir: dir.to_owned(),
+            current,
+            manifest,
+            counters,
+            clock,
+            batches,
+            tiers: Vec::new(),
+            failed: false,
+        })
     }
 
     /// Replays the live manifest, then starts a new one holding a snapshot of the result. File
@@ -172,6 +201,8 @@ impl VersionSet {
         let mut v = Version::new(num_levels);
         let mut c = Counters::default();
         let mut clock = Clock::default();
+        let mut batches = Batches::default();
+        let mut batches_logged = false;
         let mut history_logged = false;
         let mut tiers = Vec::new();
         for rec in read_edits(fs, &path)? {
@@ -180,11 +211,18 @@ impl VersionSet {
             history_logged |= edit.records.iter().any(|r| matches!(r, EditRecord::History { .. }));
             apply_counters(&edit, &mut c);
             record_samples(&edit, &mut clock);
+            batches_logged |= record_batches(&edit, &mut batches);
             if let Some(t) = recorded_tiers(&edit) {
                 tiers.clone_from(t);
             }
             v = v.apply(&edit);
         }
+        if !batches_logged {
+            // Written by a build that logged no batch ranges: where its batches began and ended
+            // is not known, so reads as of its sequence numbers are refused.
+            batches = Batches::known_from(c.last_sequence + 1);
+        }
+        batches.trim_through(c.history_floor);
         if !history_logged {
             // Written before history was logged: anything up to the last sequence number may
             // have been merged.
@@ -193,11 +231,12 @@ impl VersionSet {
         c.next_file = c.next_file.max(min_next_file);
         let number = c.next_file;
         c.next_file += 1;
-        let manifest = ManifestWriter::create(fs, dir, number, &snapshot_edit(&v, &c, &clock, &tiers).encode())?;
+        let manifest =
+            ManifestWriter::create(fs, dir, number, &snapshot_edit(&v, &c, &clock, &batches, &tiers).encode())?;
         fs.sync_dir(dir)?;
         set_current(fs, dir, number)?;
         let current = Arc::new(v);
-        Ok(VersionSet { dir: dir.to_owned(), current, manifest, counters: c, clock, tiers, failed: false })
+        Ok(VersionSet { dir: dir.to_owned(), current, manifest, counters: c, clock, batches, tiers, failed: false })
     }
 
     pub(crate) fn current(&self) -> &Arc<Version> {
@@ -240,8 +279,11 @@ impl VersionSet {
                 let mut clock = self.clock.clone();
                 record_samples(&edit, &mut clock);
                 clock.trim_before(clock.last_ms().saturating_sub(counters.retention_ms));
+                let mut batches = self.batches.clone();
+                record_batches(&edit, &mut batches);
+                batches.trim_through(counters.history_floor);
                 let tiers = recorded_tiers(&edit).unwrap_or(&self.tiers);
-                let snapshot = snapshot_edit(&next, &counters, &clock, tiers);
+                let snapshot = snapshot_edit(&next, &counters, &clock, &batches, tiers);
                 let m = ManifestWriter::create(fs, &self.dir, number, &snapshot.encode())?;
                 fs.sync_dir(&self.dir)?;
                 set_current(fs, &self.dir, number)?;
@@ -256,11 +298,13 @@ impl VersionSet {
         }
         self.counters = counters;
         record_samples(&edit, &mut self.clock);
+        record_batches(&edit, &mut self.batches);
         if let Some(t) = recorded_tiers(&edit) {
             self.tiers.clone_from(t);
         }
         if roll {
             self.clock.trim_before(self.clock.last_ms().saturating_sub(counters.retention_ms));
+            self.batches.trim_through(counters.history_floor);
         }
         self.current = next.clone();
         Ok(next)

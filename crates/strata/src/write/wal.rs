@@ -18,8 +18,9 @@ const HEADER: usize = 12;
 
 /// Version of the log formats (WAL, manifest and lineage checkpoint) written by this build: 2
 /// added commit times to WAL batches, the history records to the manifest and the history to
-/// checkpoints; 3 added the tier records to the manifest (WAL and checkpoints are unchanged).
-pub const LOG_FORMAT_VERSION: u32 = 3;
+/// checkpoints; 3 added the tier records to the manifest, 4 the batch-range records (WAL and
+/// checkpoints are unchanged by both).
+pub const LOG_FORMAT_VERSION: u32 = 4;
 /// Magic of WAL files.
 pub(crate) const WAL_MAGIC: [u8; 4] = *b"SWAL";
 /// Magic of manifest files.
