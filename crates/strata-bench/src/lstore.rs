@@ -3,17 +3,27 @@
 //! on strata's lineage engine, on strata's LSM engine (row and column layouts) and on the peers.
 //!
 //! The table has a BIGINT key and 10 BIGINT columns, `--rows` rows (the issue's 2,000,000)
-//! loaded in key order. An *update operation* is the paper's short transaction: 8 point reads of
-//! whole rows and 2 writes, each setting 4 of the 10 columns (40%) of a row, all rows drawn
-//! uniformly from the *active set* (run as separate statements: strata has no multi-statement
-//! transactions yet). The active set is `--active` percent of the rows spread evenly over the
-//! key space: 100% (low contention), 5% (medium), 0.5% (high). The scan thread sums one column
-//! over a random 10% of the key range, in a loop.
+//! loaded in key order. An *update transaction* is the paper's short transaction, run through
+//! each system's own transactions: 8 point reads of whole rows and 2 writes, each setting 4 of
+//! the 10 columns (40%) of a row it read: 3 columns drawn at random get random values and the
+//! last column, a counter, gets the value read plus 1. All rows are drawn uniformly from the
+//! *active set* (the two written rows distinct). The active set is `--active` percent of the rows
+//! spread evenly over the key space: 100% (low contention), 5% (medium), 0.5% (high). A
+//! transaction the system aborts on a conflict is counted and run again with the same rows until
+//! it commits. The scan thread sums one column over a random 10% of the key range, in a loop.
+//!
+//! The counters make lost or doubled transactions visible: after each contention level the
+//! counter column must sum to its loaded sum plus 2 for every transaction committed so far (a
+//! lost update, a commit that was acknowledged but not applied, or one applied twice, breaks it).
+//! strata runs each transaction in a [`strata::Transaction`] (snapshot isolation, first committer
+//! wins); RocksDB in a pessimistic `TransactionDB` transaction with a snapshot, the written rows
+//! read with `get_for_update`; PostgreSQL at REPEATABLE READ; SQLite in `BEGIN IMMEDIATE`
+//! (one writer at a time, so it never aborts); DuckDB in its own optimistic transactions.
 //!
 //! Per system and contention level: first the scan alone for half of `--duration` (its latency
 //! without updates), then `--threads` update threads with the scan thread for `--duration`
-//! seconds: update operations per second, the scan's latency under updates and, on the lineage
-//! engine, the merge lag (tail records not yet merged) sampled every 100 ms. Levels run one after
+//! seconds: committed update transactions per second, aborts, the scan's latency under updates
+//! and, on the lineage engine, the merge lag (tail records not yet merged) sampled every 100 ms. Levels run one after
 //! the other on the same loaded table; after the load each system gets a guard check of point
 //! reads and one scan against the generator.
 
@@ -28,7 +38,7 @@ use serde_json::json;
 use strata::Value;
 
 use crate::harness::{CommonArgs, Latency, Progress, Results};
-use crate::tables::{Acc, Agg, Answer, Kind, Output, Query, TableDef, Tables};
+use crate::tables::{Acc, Agg, Answer, Kind, Output, Query, RowWrite, TableDef, Tables, Txn};
 
 #[derive(Parser, Debug)]
 pub(crate) struct LstoreArgs {
@@ -55,6 +65,8 @@ const READS_PER_OP: usize = 8;
 const WRITES_PER_OP: usize = 2;
 /// The column the scan sums.
 const SCAN_COL: usize = 1;
+/// The column each write adds 1 to.
+const COUNTER: usize = COLS;
 
 fn table() -> TableDef {
     let mut columns = vec![("k".to_string(), Kind::BigInt)];
@@ -105,7 +117,7 @@ fn open(system: &str, variant: &str, a: &LstoreArgs, def: &TableDef) -> Result<(
             );
             Ok((Box::new(crate::tables::StrataTables::open_with(&dir, def, o, topts)?), config))
         }
-        other => crate::peers::open_tables(other, &dir, def, crate::peers::Tuning::Default, 1),
+        other => crate::peers::open_txn_tables(other, &dir, def),
     }
 }
 
@@ -138,9 +150,46 @@ fn check(store: &dyn Tables, rows: u64, seed: u64) -> Result<(), String> {
 struct Level {
     scan_alone: Latency,
     scan_loaded: Latency,
+    /// Committed update transactions.
     ops: u64,
+    /// Transactions the system aborted (each was run again).
+    aborts: u64,
     secs: f64,
     lag: Vec<u64>,
+}
+
+/// The counter column's sum over the whole table.
+fn counter_sum(store: &dyn Tables) -> Result<i128, String> {
+    let q = Query { keys: None, preds: Vec::new(), out: Output::Aggs(vec![Agg::Sum(COUNTER)]) };
+    match store.query(&q)? {
+        Answer::Aggs(v) => v.first().copied().flatten().ok_or_else(|| "the counter sum is NULL".to_string()),
+        other => Err(format!("the counter sum answered {other}")),
+    }
+}
+
+/// The counter column's sum as loaded.
+fn loaded_counter_sum(rows: u64) -> i128 {
+    (0..rows as i64).map(|k| i128::from(value(k, COUNTER))).sum()
+}
+
+/// One update transaction's rows: 8 reads, the first 2 of them the (distinct) written rows, and
+/// the writes.
+fn draw_txn(rng: &mut StdRng, active: u64, stride: i64) -> (Vec<i64>, Vec<RowWrite>) {
+    let written: Vec<i64> = sample(rng, active as usize, WRITES_PER_OP).iter().map(|i| i as i64 * stride).collect();
+    let mut reads = written.clone();
+    reads.extend((WRITES_PER_OP..READS_PER_OP).map(|_| rng.gen_range(0..active) as i64 * stride));
+    let writes = written
+        .into_iter()
+        .map(|k| {
+            // Columns 1..COUNTER-1 drawn; the counter is the fourth.
+            let set: Vec<(usize, Value)> = sample(rng, COUNTER - 1, WRITE_COLS - 1)
+                .iter()
+                .map(|i| (i + 1, Value::BigInt(rng.gen_range(0..1_000_000))))
+                .collect();
+            (k, set)
+        })
+        .collect();
+    (reads, writes)
 }
 
 /// Runs the scan thread alone, then with the update threads, on `active` rows spread over the
@@ -180,37 +229,29 @@ fn level(store: &dyn Tables, a: &LstoreArgs, active: u64, label: &str) -> Result
     let progress = Progress::new(&format!("{label}: updates with the scan"), phase.as_secs());
     let stop = AtomicBool::new(false);
     let ops = AtomicU64::new(0);
+    let aborts = AtomicU64::new(0);
     let started = Instant::now();
     let (scan_loaded, writers, lag) = std::thread::scope(|s| {
         let scan = s.spawn(|| scan_loop(&stop, c.seed ^ 0x5ca2));
         let writers: Vec<_> = (0..c.threads.max(1))
             .map(|w| {
-                let (stop, ops, failed) = (&stop, &ops, &failed);
+                let (stop, ops, aborts, failed) = (&stop, &ops, &aborts, &failed);
                 s.spawn(move || -> Result<(), String> {
                     let mut rng = StdRng::seed_from_u64(c.seed ^ (0x0b7 + w as u64));
-                    let all: Vec<usize> = (0..=COLS).collect();
-                    let pick = |rng: &mut StdRng| rng.gen_range(0..active) as i64 * stride;
                     while !stop.load(Ordering::Relaxed) && !failed.load(Ordering::Relaxed) {
-                        let res = (|| {
-                            for _ in 0..READS_PER_OP {
-                                let k = pick(&mut rng);
-                                if store.get(k, &all)?.is_none() {
-                                    return Err(format!("row {k} is missing"));
+                        let (reads, writes) = draw_txn(&mut rng, active, stride);
+                        // Run again until it commits; the counters count only commits.
+                        loop {
+                            match store.update_txn(&reads, &writes, COUNTER) {
+                                Ok(Txn::Committed) => break,
+                                Ok(Txn::Aborted) => {
+                                    aborts.fetch_add(1, Ordering::Relaxed);
+                                }
+                                Err(e) => {
+                                    failed.store(true, Ordering::Relaxed);
+                                    return Err(e);
                                 }
                             }
-                            for _ in 0..WRITES_PER_OP {
-                                let k = pick(&mut rng);
-                                let set: Vec<(usize, Value)> = sample(&mut rng, COLS, WRITE_COLS)
-                                    .iter()
-                                    .map(|i| (i + 1, Value::BigInt(rng.gen_range(0..1_000_000))))
-                                    .collect();
-                                store.update_cols(k, &set)?;
-                            }
-                            Ok(())
-                        })();
-                        if let Err(e) = res {
-                            failed.store(true, Ordering::Relaxed);
-                            return Err(e);
                         }
                         ops.fetch_add(1, Ordering::Relaxed);
                     }
@@ -236,7 +277,14 @@ fn level(store: &dyn Tables, a: &LstoreArgs, active: u64, label: &str) -> Result
     for w in writers {
         w?;
     }
-    Ok(Level { scan_alone, scan_loaded: scan_loaded?, ops: ops.load(Ordering::Relaxed), secs, lag })
+    Ok(Level {
+        scan_alone,
+        scan_loaded: scan_loaded?,
+        ops: ops.load(Ordering::Relaxed),
+        aborts: aborts.load(Ordering::Relaxed),
+        secs,
+        lag,
+    })
 }
 
 /// The contention level's name.
@@ -253,8 +301,8 @@ fn contention(pct: f64) -> String {
 
 pub(crate) fn lstore(a: &LstoreArgs) -> Result<(), String> {
     let c = &a.common;
-    if c.rows < 100 {
-        return Err("--rows must be at least 100".into());
+    if c.rows < 1000 {
+        return Err("--rows must be at least 1000".into());
     }
     if let Some(p) = a.active.iter().find(|p| !(**p > 0.0 && **p <= 100.0)) {
         return Err(format!("--active takes percentages in (0, 100], got {p}"));
@@ -266,7 +314,12 @@ pub(crate) fn lstore(a: &LstoreArgs) -> Result<(), String> {
         [
             ("rows", json!(c.rows)),
             ("value_columns", json!(COLS)),
-            ("op", json!(format!("{READS_PER_OP} reads + {WRITES_PER_OP} writes of {WRITE_COLS} columns"))),
+            (
+                "op",
+                json!(format!(
+                    "one transaction: {READS_PER_OP} reads + {WRITES_PER_OP} writes of {WRITE_COLS} columns (one a counter)"
+                )),
+            ),
             ("active_percent", json!(a.active)),
             ("update_threads", json!(c.threads.max(1))),
             ("scan_threads", json!(1)),
@@ -287,11 +340,28 @@ pub(crate) fn lstore(a: &LstoreArgs) -> Result<(), String> {
             r.add_variant(system, variant, &config, metric, value, unit)
         };
         add(&mut results, "load", load_rate, "rows/s");
+        let mut counters = loaded_counter_sum(c.rows);
         for &pct in &a.active {
-            let active = ((c.rows as f64 * pct / 100.0) as u64).max(1);
+            let active = ((c.rows as f64 * pct / 100.0) as u64).max(WRITES_PER_OP as u64);
             let name = contention(pct);
             let l = level(store.as_ref(), a, active, &format!("{label}, {name}"))?;
-            add(&mut results, &format!("{name}: update ops"), l.ops as f64 / l.secs, "ops/s");
+            counters += i128::from(l.ops) * WRITES_PER_OP as i128;
+            let got = counter_sum(store.as_ref())?;
+            if got != counters {
+                return Err(format!(
+                    "{label}, {name}: the counters sum to {got}, but {} committed transactions make {counters}: a \
+                     transaction was lost or applied twice",
+                    l.ops
+                ));
+            }
+            add(&mut results, &format!("{name}: update txns"), l.ops as f64 / l.secs, "txn/s");
+            add(&mut results, &format!("{name}: aborts"), l.aborts as f64, "txns");
+            add(
+                &mut results,
+                &format!("{name}: aborted share"),
+                100.0 * l.aborts as f64 / (l.ops + l.aborts).max(1) as f64,
+                "%",
+            );
             add(&mut results, &format!("{name}: scan alone p50"), l.scan_alone.quantile(0.5), "us");
             add(&mut results, &format!("{name}: scan under updates p50"), l.scan_loaded.quantile(0.5), "us");
             add(&mut results, &format!("{name}: scan under updates p99"), l.scan_loaded.quantile(0.99), "us");
@@ -329,5 +399,22 @@ mod tests {
         assert_eq!(contention(0.5), "high (0.5%)");
         assert_eq!(contention(5.0), "medium (5%)");
         assert_eq!(contention(100.0), "low (100%)");
+    }
+
+    #[test]
+    fn a_transaction_writes_two_distinct_rows_it_read_and_never_sets_the_counter_itself() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for _ in 0..1000 {
+            let (reads, writes) = draw_txn(&mut rng, 2, 500);
+            assert_eq!(reads.len(), READS_PER_OP);
+            assert_eq!(writes.len(), WRITES_PER_OP);
+            assert_ne!(writes[0].0, writes[1].0);
+            for (k, set) in &writes {
+                assert!(reads.contains(k) && k % 500 == 0 && *k < 1000);
+                assert_eq!(set.len(), WRITE_COLS - 1);
+                assert!(set.iter().all(|(c, _)| (1..COUNTER).contains(c)));
+            }
+        }
+        assert_eq!(loaded_counter_sum(3), (0..3).map(|k| i128::from(value(k, COUNTER))).sum::<i128>());
     }
 }

@@ -34,6 +34,7 @@ mod laser;
 mod laser_hw;
 mod lstore;
 mod peers;
+mod pgbench;
 mod snapshot_reads;
 mod tables;
 mod tiering;
@@ -87,6 +88,9 @@ enum Cmd {
     /// profiles), informed and reverse compaction against all-slow and round-robin placement,
     /// with the hybrid model's prediction beside each figure.
     Tiering(tiering::TieringArgs),
+    /// pgbench's TPC-B-like transaction over its three balance tables, against `strata serve`
+    /// and PostgreSQL 15 at REPEATABLE READ: tps, failed and retried transactions, balance sums.
+    Pgbench(pgbench::PgbenchArgs),
 }
 
 fn main() {
@@ -114,6 +118,7 @@ fn main() {
         Cmd::Lstore(a) => lstore::lstore(a).map_err(strata::Error::InvalidArgument),
         Cmd::Tpch(a) => tpch::tpch(a).map_err(strata::Error::InvalidArgument),
         Cmd::Tiering(a) => tiering::tiering(a).map_err(strata::Error::InvalidArgument),
+        Cmd::Pgbench(a) => pgbench::pgbench(a).map_err(strata::Error::InvalidArgument),
         Cmd::YcsbSharp(a) => {
             let root = std::env::temp_dir().join(format!("strata-bench-ycsb-sharp-{}", std::process::id()));
             let r = ycsb_sharp::ycsb_sharp(a, &root).map_err(strata::Error::InvalidArgument);

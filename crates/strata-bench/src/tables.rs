@@ -87,6 +87,26 @@ impl std::fmt::Display for Answer {
     }
 }
 
+/// One row a transaction writes: its key and the columns it sets.
+pub(crate) type RowWrite = (i64, Vec<(usize, Value)>);
+
+/// How an [`Tables::update_txn`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Txn {
+    Committed,
+    /// The system refused it on a conflict; nothing of it was applied.
+    Aborted,
+}
+
+/// The counter column of row `key` among the rows a transaction read, plus 1 (for
+/// [`Tables::update_txn`]).
+pub(crate) fn next_count(read: &[(i64, Vec<Value>)], key: i64, counter: usize) -> Result<i64, String> {
+    let (_, row) =
+        read.iter().find(|(k, _)| *k == key).ok_or_else(|| format!("row {key} is written but was not read"))?;
+    let v = row.get(counter).and_then(int_of).ok_or_else(|| format!("row {key}: column {counter} holds no integer"))?;
+    Ok(v as i64 + 1)
+}
+
 /// What a system under an analytical workload must do, on the table it was opened with.
 pub(crate) trait Tables: Send + Sync {
     /// Inserts rows in one transaction (or batch).
@@ -98,13 +118,17 @@ pub(crate) trait Tables: Send + Sync {
     fn insert(&self, row: &[Value]) -> Result<(), String>;
     /// Sets one column of one row.
     fn update(&self, key: i64, col: usize, value: &Value) -> Result<(), String>;
-    /// Sets several columns of one row in one write (by default one [`Tables::update`] each).
-    fn update_cols(&self, key: i64, set: &[(usize, Value)]) -> Result<(), String> {
-        set.iter().try_for_each(|(c, v)| self.update(key, *c, v))
-    }
     /// The row's values at `cols`, if it exists.
     fn get(&self, key: i64, cols: &[usize]) -> Result<Option<Vec<Value>>, String>;
     fn query(&self, q: &Query) -> Result<Answer, String>;
+    /// One short update transaction through the system's own transactions, all or nothing: reads
+    /// the whole rows at `reads` (the rows it writes among them), then for each `(key, set)` of
+    /// `writes` sets the columns of `set` and column `counter` to the value it read there plus 1.
+    /// [`Txn::Aborted`] when the system aborted it on a conflict (nothing of it applied).
+    fn update_txn(&self, reads: &[i64], writes: &[(i64, Vec<(usize, Value)>)], counter: usize) -> Result<Txn, String> {
+        let _ = (reads, writes, counter);
+        Err("this system runs no transactions in strata-bench".into())
+    }
     /// Counters the system keeps about its own work so far, as (name, value, unit), reported
     /// next to the timings to explain them.
     fn counters(&self) -> Vec<(&'static str, f64, &'static str)> {
@@ -300,6 +324,37 @@ pub(crate) mod sql {
         s
     }
 
+    /// `UPDATE t SET <cols> = <ph(1)>, ... WHERE k = <ph(cols + 1)>`.
+    pub fn update_set(def: &TableDef, cols: &[usize], ph: impl Fn(usize) -> String) -> String {
+        let sets: Vec<String> =
+            cols.iter().enumerate().map(|(i, &c)| format!("{} = {}", def.col(c), ph(i + 1))).collect();
+        format!("UPDATE {} SET {} WHERE {} = {}", def.name, sets.join(", "), def.col(0), ph(cols.len() + 1))
+    }
+
+    /// A transaction's writes as statements: per written row the UPDATE text
+    /// ([`update_set`]) and its parameters, the key last (the counter computed from `read`, see
+    /// [`Tables::update_txn`](super::Tables::update_txn)).
+    pub fn txn_updates(
+        def: &TableDef,
+        read: &[(i64, Vec<Value>)],
+        writes: &[(i64, Vec<(usize, Value)>)],
+        counter: usize,
+        ph: impl Fn(usize) -> String,
+    ) -> Result<Vec<(String, Vec<Value>)>, String> {
+        writes
+            .iter()
+            .map(|(k, set)| {
+                let count = super::next_count(read, *k, counter)?;
+                let mut cols: Vec<usize> = set.iter().map(|(c, _)| *c).collect();
+                cols.push(counter);
+                let mut params: Vec<Value> = set.iter().map(|(_, v)| v.clone()).collect();
+                params.push(Value::BigInt(count));
+                params.push(Value::BigInt(*k));
+                Ok((update_set(def, &cols, &ph), params))
+            })
+            .collect()
+    }
+
     /// `SELECT cols FROM t WHERE k = <placeholder>`.
     pub fn get(def: &TableDef, cols: &[usize], placeholder: &str) -> String {
         let names: Vec<&str> = cols.iter().map(|&c| def.col(c)).collect();
@@ -408,6 +463,18 @@ impl StrataTables {
         Ok(StrataTables { db, t, def: def.clone(), projections: Default::default() })
     }
 
+    /// The projection of `cols`: readers share the resolved projections; only a new column list
+    /// takes the write lock.
+    fn projection(&self, cols: &[usize]) -> Result<strata::Projection, String> {
+        if let Some(p) = self.projections.read().get(cols) {
+            return Ok(p.clone());
+        }
+        let names: Vec<&str> = cols.iter().map(|&c| self.def.col(c)).collect();
+        let p = self.t.projection(&names).map_err(serr)?;
+        self.projections.write().insert(cols.to_vec(), p.clone());
+        Ok(p)
+    }
+
     fn request(&self, q: &Query) -> strata::scan::ScanRequest {
         use std::ops::Bound::{Included, Unbounded};
         use strata::scan::{AggFunc, Aggregate, Expr, ScanRequest};
@@ -462,29 +529,39 @@ impl Tables for StrataTables {
         self.t.update(&[Value::BigInt(key)], &[(self.def.col(col), value.clone())]).map_err(serr)
     }
 
-    fn update_cols(&self, key: i64, set: &[(usize, Value)]) -> Result<(), String> {
-        let set: Vec<(&str, Value)> = set.iter().map(|(c, v)| (self.def.col(*c), v.clone())).collect();
-        self.t.update(&[Value::BigInt(key)], &set).map_err(serr)
-    }
-
     fn merge_lag(&self) -> Option<u64> {
         let st = self.db.stats();
         st.tables.iter().find(|t| t.name == self.def.name).and_then(|t| t.lineage.as_ref()).map(|l| l.merge_lag)
     }
 
     fn get(&self, key: i64, cols: &[usize]) -> Result<Option<Vec<Value>>, String> {
-        // Readers share the resolved projections; only a new column list takes the write lock.
-        let cached = self.projections.read().get(cols).cloned();
-        let proj = match cached {
-            Some(p) => p,
-            None => {
-                let names: Vec<&str> = cols.iter().map(|&c| self.def.col(c)).collect();
-                let p = self.t.projection(&names).map_err(serr)?;
-                self.projections.write().insert(cols.to_vec(), p.clone());
-                p
-            }
-        };
+        let proj = self.projection(cols)?;
         self.t.get(&[Value::BigInt(key)], &proj, &strata::ReadOptions::default()).map_err(serr)
+    }
+
+    fn update_txn(&self, reads: &[i64], writes: &[(i64, Vec<(usize, Value)>)], counter: usize) -> Result<Txn, String> {
+        let run = || -> Result<(), strata::Error> {
+            let mut tx = self.db.begin(&strata::TxnOptions::default())?;
+            let mut read = Vec::with_capacity(reads.len());
+            for &k in reads {
+                match tx.get(&self.t, &[Value::BigInt(k)], &strata::Projection::All)? {
+                    Some(row) => read.push((k, row)),
+                    None => return Err(strata::Error::InvalidArgument(format!("row {k} is missing"))),
+                }
+            }
+            for (k, set) in writes {
+                let count = next_count(&read, *k, counter).map_err(strata::Error::InvalidArgument)?;
+                let mut cols: Vec<(&str, Value)> = set.iter().map(|(c, v)| (self.def.col(*c), v.clone())).collect();
+                cols.push((self.def.col(counter), Value::BigInt(count)));
+                tx.update(&self.t, &[Value::BigInt(*k)], &cols)?;
+            }
+            tx.commit(&strata::WriteOptions::default())
+        };
+        match run() {
+            Ok(()) => Ok(Txn::Committed),
+            Err(e) if e.is_retryable() => Ok(Txn::Aborted),
+            Err(e) => Err(serr(e)),
+        }
     }
 
     fn query(&self, q: &Query) -> Result<Answer, String> {

@@ -24,7 +24,7 @@ use serde_json::{json, Value as Json};
 use strata::Value;
 
 use super::Pool;
-use crate::tables::{sql, Answer, Kind, Output, Query, TableDef, Tables};
+use crate::tables::{sql, Answer, Kind, Output, Query, TableDef, Tables, Txn};
 use crate::ycsb::Store;
 
 const HELPER: &str = include_str!("duckdb_peer.py");
@@ -221,6 +221,33 @@ impl Tables for DuckTables {
         let Some(r) = rows.first() else { return Ok(None) };
         let vals = cols.iter().zip(r).map(|(&c, j)| from_json(j, self.def.columns[c].1));
         Ok(Some(vals.collect::<Result<_, _>>()?))
+    }
+
+    /// One helper call runs the whole transaction (its `txn` op), so its reads and writes share
+    /// a cursor and the round trip is paid once.
+    fn update_txn(&self, reads: &[i64], writes: &[(i64, Vec<(usize, Value)>)], counter: usize) -> Result<Txn, String> {
+        let all: Vec<usize> = (0..self.def.columns.len()).collect();
+        let writes: Vec<Json> = writes
+            .iter()
+            .map(|(k, set)| {
+                let mut cols: Vec<usize> = set.iter().map(|(c, _)| *c).collect();
+                cols.push(counter);
+                let text = sql::update_set(&self.def, &cols, |i| format!("${i}"));
+                json!({"key": k, "sql": text, "params": set.iter().map(|(_, v)| to_json(v)).collect::<Vec<_>>()})
+            })
+            .collect();
+        let req = json!({
+            "op": "txn",
+            "get": sql::get(&self.def, &all, "$1"),
+            "reads": reads,
+            "writes": writes,
+            "counter": counter,
+        });
+        match self.duck.call(&req)?.as_bool() {
+            Some(true) => Ok(Txn::Committed),
+            Some(false) => Ok(Txn::Aborted),
+            None => Err("duckdb: the helper's txn answered no outcome".into()),
+        }
     }
 
     fn query(&self, q: &Query) -> Result<Answer, String> {

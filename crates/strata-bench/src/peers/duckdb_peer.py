@@ -15,6 +15,11 @@ JSON object per line:
     {"op": "load", "table": T, "columns": [[...], ...]} -> {"ok": null}
         (column-major values, inserted in one statement through an Arrow table)
     {"op": "version"}                               -> {"ok": "1.5.5"}
+    {"op": "txn", "get": S, "reads": [k, ...], "counter": C,
+     "writes": [{"key": k, "sql": U, "params": [...]}, ...]} -> {"ok": true | false}
+        (one transaction: S with each read key; then each U with its params, the counter
+        column C of that key's row as read plus 1, and the key; false when DuckDB aborted
+        it on a conflict, which rolls it back)
 
 Errors come back as {"error": "..."}; the server stops when the benchmark closes the socket it
 was started with (the first connection).
@@ -31,6 +36,31 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
+def update_txn(cur, req):
+    """Runs the `txn` op; False when DuckDB aborts it on a write-write conflict."""
+    cur.execute("BEGIN TRANSACTION")
+    try:
+        rows = {}
+        for k in req["reads"]:
+            row = cur.execute(req["get"], [k]).fetchone()
+            if row is None:
+                raise ValueError(f"row {k} is missing")
+            rows[k] = row
+        for w in req["writes"]:
+            count = rows[w["key"]][req["counter"]] + 1
+            cur.execute(w["sql"], list(w["params"]) + [count, w["key"]])
+        cur.execute("COMMIT")
+        return True
+    except Exception as e:
+        try:
+            cur.execute("ROLLBACK")
+        except Exception:
+            pass  # a failed COMMIT has rolled back already
+        if "conflict" in str(e).lower():
+            return False
+        raise
+
+
 def serve(conn, cur, stop_when_closed):
     reader = conn.makefile("r", encoding="utf-8")
     writer = conn.makefile("w", encoding="utf-8")
@@ -44,6 +74,8 @@ def serve(conn, cur, stop_when_closed):
                 out = duckdb.__version__
             elif op == "exec":
                 out = [list(r) for r in cur.execute(req["sql"], req.get("params") or []).fetchall()]
+            elif op == "txn":
+                out = update_txn(cur, req)
             elif op == "rows":
                 result = cur.execute(req["sql"])
                 fetch = getattr(result, "to_arrow_table", None) or result.fetch_arrow_table

@@ -76,6 +76,21 @@ pub(crate) fn open_tables(
     }
 }
 
+/// [`open_tables`] for workloads that run [`Tables::update_txn`](crate::tables::Tables::update_txn):
+/// RocksDB opens as a `TransactionDB` (its plain `DB` has no transactions); every other system
+/// as `open_tables` opens it.
+pub(crate) fn open_txn_tables(
+    system: &str,
+    dir: &std::path::Path,
+    def: &crate::tables::TableDef,
+) -> Result<(Box<dyn crate::tables::Tables>, String), String> {
+    match system {
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Ok((Box::new(rocksdb::RocksTxnTables::open(dir, def)?), rocksdb::TXN_CONFIG.into())),
+        other => open_tables(other, dir, def, Tuning::Default, 1),
+    }
+}
+
 /// Why a system cannot run.
 pub(crate) fn not_built(system: &str) -> String {
     let built = built().iter().map(|p| format!(", {p}")).collect::<String>();

@@ -17,7 +17,7 @@ use postgres::types::ToSql;
 use strata::Value;
 
 use super::Pool;
-use crate::tables::{sql, Answer, Kind, Output, Query, TableDef, Tables};
+use crate::tables::{sql, Answer, Kind, Output, Query, TableDef, Tables, Txn};
 use crate::ycsb::Store;
 
 /// The configuration, as reported next to the figures.
@@ -61,9 +61,9 @@ fn run(name: &str, args: &[&str]) -> Result<(), String> {
 
 /// A private cluster, stopped on drop (and its directory removed when it had to be placed
 /// outside `--out`).
-struct Cluster {
+pub(crate) struct Cluster {
     dir: PathBuf,
-    port: u16,
+    pub(crate) port: u16,
     /// The cluster lives in a directory of its own outside `--out`, removed on drop.
     own_dir: bool,
 }
@@ -96,7 +96,7 @@ impl Cluster {
     /// Starts a cluster in `dir`; when we are root and the postgres user cannot reach `dir` (an
     /// `--out` inside a private directory, as `mktemp -d` makes), in a directory of its own under
     /// the system's temporary directory instead.
-    fn start(dir: &Path) -> Result<Cluster, String> {
+    pub(crate) fn start(dir: &Path) -> Result<Cluster, String> {
         let mut own_dir = false;
         let mut dir = dir.to_path_buf();
         if !prepare(&dir)? {
@@ -362,6 +362,58 @@ impl Tables for PostgresTables {
         let Some(r) = rows.first() else { return Ok(None) };
         let vals = cols.iter().enumerate().map(|(i, &c)| column(r, i, self.def.columns[c].1));
         Ok(Some(vals.collect::<Result<_, _>>()?))
+    }
+
+    fn update_txn(&self, reads: &[i64], writes: &[(i64, Vec<(usize, Value)>)], counter: usize) -> Result<Txn, String> {
+        let all: Vec<usize> = (0..self.def.columns.len()).collect();
+        let get = sql::get(&self.def, &all, "$1");
+        self.conns.with(|(client, cache)| {
+            let mut tx =
+                match client.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).start() {
+                    Ok(tx) => tx,
+                    Err(e) => return Err(err(e)),
+                };
+            let mut prepared = |tx: &mut postgres::Transaction<'_>, text: &str| -> Result<Statement, postgres::Error> {
+                if let Some(st) = cache.get(text) {
+                    return Ok(st.clone());
+                }
+                let st = tx.prepare(text)?;
+                cache.insert(text.to_string(), st.clone());
+                Ok(st)
+            };
+            // A serialization failure or deadlock aborts the transaction (rolled back on drop).
+            let aborted = |e: &postgres::Error| {
+                e.code().is_some_and(|c| {
+                    *c == postgres::error::SqlState::T_R_SERIALIZATION_FAILURE
+                        || *c == postgres::error::SqlState::T_R_DEADLOCK_DETECTED
+                })
+            };
+            let mut read = Vec::with_capacity(reads.len());
+            for &k in reads {
+                let rows = match prepared(&mut tx, &get).and_then(|st| tx.query(&st, &[&k])) {
+                    Ok(rows) => rows,
+                    Err(e) if aborted(&e) => return Ok(Txn::Aborted),
+                    Err(e) => return Err(err(e)),
+                };
+                let r = rows.first().ok_or_else(|| format!("postgres: row {k} is missing"))?;
+                let vals = all.iter().map(|&c| column(r, c, self.def.columns[c].1));
+                read.push((k, vals.collect::<Result<Vec<_>, _>>()?));
+            }
+            for (text, params) in sql::txn_updates(&self.def, &read, writes, counter, |i| format!("${i}"))? {
+                let params: Vec<Box<dyn ToSql + Sync>> = params.iter().map(param).collect();
+                let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|b| b.as_ref()).collect();
+                match prepared(&mut tx, &text).and_then(|st| tx.execute(&st, &refs)) {
+                    Ok(_) => {}
+                    Err(e) if aborted(&e) => return Ok(Txn::Aborted),
+                    Err(e) => return Err(err(e)),
+                }
+            }
+            match tx.commit() {
+                Ok(()) => Ok(Txn::Committed),
+                Err(e) if aborted(&e) => Ok(Txn::Aborted),
+                Err(e) => Err(err(e)),
+            }
+        })
     }
 
     fn query(&self, q: &Query) -> Result<Answer, String> {

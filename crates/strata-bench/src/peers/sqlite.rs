@@ -11,7 +11,7 @@ use rusqlite::{params, Connection};
 use strata::Value;
 
 use super::Pool;
-use crate::tables::{sql, Answer, Kind, Output, Query, TableDef, Tables};
+use crate::tables::{sql, Answer, Kind, Output, Query, TableDef, Tables, Txn};
 use crate::ycsb::Store;
 
 /// The configuration, as reported next to the figures.
@@ -197,6 +197,32 @@ impl Tables for SqliteTables {
             let Some(r) = rows.next().map_err(err)? else { return Ok(None) };
             let vals = cols.iter().enumerate().map(|(i, &c)| column(r, i, self.def.columns[c].1));
             Ok(Some(vals.collect::<Result<_, _>>()?))
+        })
+    }
+
+    /// In `BEGIN IMMEDIATE`: SQLite admits one writer at a time, so a transaction that will
+    /// write takes the write lock first and waits for it rather than fail at its first write.
+    fn update_txn(&self, reads: &[i64], writes: &[(i64, Vec<(usize, Value)>)], counter: usize) -> Result<Txn, String> {
+        let all: Vec<usize> = (0..self.def.columns.len()).collect();
+        let get = sql::get(&self.def, &all, "?1");
+        self.conns.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(err)?;
+            let mut read = Vec::with_capacity(reads.len());
+            {
+                let mut st = tx.prepare_cached(&get).map_err(err)?;
+                for &k in reads {
+                    let mut rows = st.query(params![k]).map_err(err)?;
+                    let r = rows.next().map_err(err)?.ok_or_else(|| format!("sqlite: row {k} is missing"))?;
+                    let vals = all.iter().map(|&i| column(r, i, self.def.columns[i].1));
+                    read.push((k, vals.collect::<Result<Vec<_>, _>>()?));
+                }
+            }
+            for (text, params) in sql::txn_updates(&self.def, &read, writes, counter, |i| format!("?{i}"))? {
+                let mut st = tx.prepare_cached(&text).map_err(err)?;
+                st.execute(rusqlite::params_from_iter(params.iter().map(param))).map_err(err)?;
+            }
+            tx.commit().map_err(err)?;
+            Ok(Txn::Committed)
         })
     }
 
