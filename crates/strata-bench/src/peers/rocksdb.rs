@@ -245,6 +245,29 @@ impl RocksTables {
     }
 }
 
+/// Where a scan for `q` starts.
+fn first_key(q: &Query) -> [u8; 8] {
+    row_key(q.keys.map_or(i64::MIN, |(lo, _)| lo))
+}
+
+/// Answers `q` in the client from an iterator started at [`first_key`].
+fn answer(
+    def: &TableDef,
+    q: &Query,
+    rows: impl Iterator<Item = Result<(Box<[u8]>, Box<[u8]>), rocksdb::Error>>,
+) -> Result<Answer, String> {
+    let mut acc = Acc::new(q);
+    let to = q.keys.map(|(_, hi)| row_key(hi));
+    for item in rows {
+        let (k, v) = item.map_err(err)?;
+        if to.is_some_and(|to| k.as_ref() > to.as_slice()) {
+            break;
+        }
+        acc.add(&decode_row(def, &k, &v)?);
+    }
+    Ok(acc.finish())
+}
+
 impl Tables for RocksTables {
     fn load(&self, rows: &[Vec<Value>]) -> Result<(), String> {
         self.write_rows(rows, false)
@@ -275,19 +298,7 @@ impl Tables for RocksTables {
     }
 
     fn query(&self, q: &Query) -> Result<Answer, String> {
-        let mut acc = Acc::new(q);
-        let (from, to) = match q.keys {
-            Some((lo, hi)) => (row_key(lo), Some(row_key(hi))),
-            None => (row_key(i64::MIN), None),
-        };
-        for item in self.db.iterator(IteratorMode::From(&from, Direction::Forward)) {
-            let (k, v) = item.map_err(err)?;
-            if to.is_some_and(|to| k.as_ref() > to.as_slice()) {
-                break;
-            }
-            acc.add(&decode_row(&self.def, &k, &v)?);
-        }
-        Ok(acc.finish())
+        answer(&self.def, q, self.db.iterator(IteratorMode::From(&first_key(q), Direction::Forward)))
     }
 }
 
@@ -320,10 +331,26 @@ impl RocksTxnTables {
     }
 }
 
-/// Whether RocksDB aborted a transaction (a write conflict, a lock it waited for too long, a
-/// deadlock) rather than failed.
-fn is_abort(e: &rocksdb::Error) -> bool {
-    matches!(e.kind(), rocksdb::ErrorKind::Busy | rocksdb::ErrorKind::TimedOut | rocksdb::ErrorKind::TryAgain)
+/// Why a transaction stopped short of its commit.
+enum Stop {
+    /// RocksDB aborted it: a write conflict, a lock it waited for too long, a deadlock.
+    Abort,
+    Fail(String),
+}
+
+impl From<rocksdb::Error> for Stop {
+    fn from(e: rocksdb::Error) -> Stop {
+        match e.kind() {
+            rocksdb::ErrorKind::Busy | rocksdb::ErrorKind::TimedOut | rocksdb::ErrorKind::TryAgain => Stop::Abort,
+            _ => Stop::Fail(err(e)),
+        }
+    }
+}
+
+impl From<String> for Stop {
+    fn from(e: String) -> Stop {
+        Stop::Fail(e)
+    }
 }
 
 impl Tables for RocksTxnTables {
@@ -362,82 +389,46 @@ impl Tables for RocksTxnTables {
         let mut topts = rocksdb::TransactionOptions::default();
         topts.set_snapshot(true);
         let tx = self.db.transaction_opt(&self.write, &topts);
-        let run = || -> Result<Result<(), String>, rocksdb::Error> {
+        let run = || -> Result<(), Stop> {
+            let row = |k: i64, got: Option<rocksdb::DBPinnableSlice<'_>>| -> Result<(i64, Vec<Value>), Stop> {
+                let v = got.ok_or_else(|| format!("rocksdb: row {k} is missing"))?;
+                Ok((k, decode_row(&self.def, &row_key(k), &v)?))
+            };
             let mut locked: Vec<i64> = writes.iter().map(|(k, _)| *k).collect();
             locked.sort_unstable();
             locked.dedup();
             let mut read = Vec::with_capacity(reads.len());
             for &k in &locked {
-                let key = row_key(k);
-                match tx.get_pinned_for_update(key, true)? {
-                    Some(v) => match decode_row(&self.def, &key, &v) {
-                        Ok(row) => read.push((k, row)),
-                        Err(e) => return Ok(Err(e)),
-                    },
-                    None => return Ok(Err(format!("rocksdb: row {k} is missing"))),
-                }
+                read.push(row(k, tx.get_pinned_for_update(row_key(k), true)?)?);
             }
             let snapshot = tx.snapshot();
             let mut ropts = rocksdb::ReadOptions::default();
             ropts.set_snapshot(&snapshot);
             for &k in reads.iter().filter(|k| !locked.contains(k)) {
-                let key = row_key(k);
-                match tx.get_pinned_opt(key, &ropts)? {
-                    Some(v) => match decode_row(&self.def, &key, &v) {
-                        Ok(row) => read.push((k, row)),
-                        Err(e) => return Ok(Err(e)),
-                    },
-                    None => return Ok(Err(format!("rocksdb: row {k} is missing"))),
-                }
+                read.push(row(k, tx.get_pinned_opt(row_key(k), &ropts)?)?);
             }
             for (k, set) in writes {
-                let count = match next_count(&read, *k, counter) {
-                    Ok(count) => count,
-                    Err(e) => return Ok(Err(format!("rocksdb: {e}"))),
-                };
-                let Some((_, row)) = read.iter().find(|(r, _)| r == k) else {
-                    return Ok(Err(format!("rocksdb: row {k} is written but was not read")));
-                };
-                let mut row = row.clone();
+                let count = next_count(&read, *k, counter)?;
+                // next_count found the row among those read.
+                let mut row = read.iter().find(|(r, _)| r == k).map(|(_, row)| row.clone()).unwrap_or_default();
                 for (c, v) in set.iter().chain(std::iter::once(&(counter, Value::BigInt(count)))) {
                     if let Some(x) = row.get_mut(*c) {
                         *x = v.clone();
                     }
                 }
-                match encode_row(&self.def, &row) {
-                    Ok(bytes) => tx.put(row_key(*k), bytes)?,
-                    Err(e) => return Ok(Err(e)),
-                }
+                tx.put(row_key(*k), encode_row(&self.def, &row)?)?;
             }
-            Ok(Ok(()))
+            Ok(())
         };
-        match run() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(e),
-            Err(e) if is_abort(&e) => return Ok(Txn::Aborted),
-            Err(e) => return Err(err(e)),
-        }
-        match tx.commit() {
+        match run().and_then(|()| tx.commit().map_err(Stop::from)) {
             Ok(()) => Ok(Txn::Committed),
-            Err(e) if is_abort(&e) => Ok(Txn::Aborted),
-            Err(e) => Err(err(e)),
+            Err(Stop::Abort) => Ok(Txn::Aborted),
+            Err(Stop::Fail(e)) => Err(e),
         }
     }
 
     fn query(&self, q: &Query) -> Result<Answer, String> {
-        let mut acc = Acc::new(q);
-        let (from, to) = match q.keys {
-            Some((lo, hi)) => (row_key(lo), Some(row_key(hi))),
-            None => (row_key(i64::MIN), None),
-        };
-        for item in self.db.iterator(IteratorMode::From(&from, Direction::Forward)) {
-            let (k, v) = item.map_err(err)?;
-            if to.is_some_and(|to| k.as_ref() > to.as_slice()) {
-                break;
-            }
-            acc.add(&decode_row(&self.def, &k, &v)?);
-        }
-        Ok(acc.finish())
+        answer(&self.def, q, self.db.iterator(IteratorMode::From(&first_key(q), Direction::Forward)))
     }
 }
 
