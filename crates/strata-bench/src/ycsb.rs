@@ -37,6 +37,10 @@ pub(crate) struct YcsbArgs {
     /// Bytes per field.
     #[arg(long, default_value_t = 100)]
     field_bytes: usize,
+    /// Also report, for strata's measured phase, the waits on the engine's locks: per lock site
+    /// that was waited on, the waits and the milliseconds waited (summed over threads).
+    #[arg(long)]
+    lock_waits: bool,
 }
 
 /// One kind of operation.
@@ -441,7 +445,18 @@ pub(crate) fn ycsb(a: &YcsbArgs) -> Result<(), String> {
         results.add(system, &config, "load throughput", c.rows as f64 / load_secs, "ops/s");
         results.add_latency(system, &config, "load insert", &load);
         let next_key = AtomicU64::new(c.rows);
+        let waits_before = strata::sync::lock_waits();
         let (lat, ops, secs) = run_phase(store.as_ref(), a, mix, &next_key, system)?;
+        if system == "strata" && a.lock_waits {
+            for (w, before) in strata::sync::lock_waits().iter().zip(&waits_before) {
+                let waits = w.waits - before.waits;
+                if waits > 0 {
+                    let ms = (w.wait - before.wait).as_secs_f64() * 1e3;
+                    results.add(system, &config, &format!("lock waits: {}", w.site), waits as f64, "waits");
+                    results.add(system, &config, &format!("lock wait time: {}", w.site), ms, "ms");
+                }
+            }
+        }
         results.add(system, &config, "run throughput", ops as f64 / secs, "ops/s");
         for (op, l) in OPS.iter().zip(&lat.0) {
             results.add_latency(system, &config, op.name(), l);

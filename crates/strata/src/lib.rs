@@ -26,6 +26,7 @@ pub mod mvcc;
 mod read;
 pub mod scan;
 pub mod sst;
+pub mod sync;
 pub mod tier;
 pub mod types;
 pub mod version;

@@ -1,10 +1,12 @@
 //! Writers, readers at snapshots, flushes and background compactions all at once, for a bounded
 //! time (`STRATA_STRESS_MS`, default 4000). Readers check that what a snapshot shows never
 //! changes, that gets and scans agree at one snapshot, and that every row they see satisfies the
-//! invariant every write keeps (`b = 2a`), which catches torn or mixed-up partial rows.
+//! invariant every write keeps (`b = 2a`), which catches torn or mixed-up partial rows. Last,
+//! sixteen threads each check every answer about their own keys against a model.
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,7 +17,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata::vfs::OsFs;
 use strata::{
-    Column, ColumnType, Db, KeyRange, Options, Projection, ReadOptions, Schema, Table, TableOptions, Value, WriteBatch,
+    Column, ColumnType, Db, KeyRange, Options, Projection, ReadOptions, Schema, Snapshot, Table, TableOptions, Value,
+    WriteBatch, WriteOptions,
 };
 
 const KEYS: i64 = 2000;
@@ -320,4 +323,202 @@ fn lineage_reads_without_snapshots_during_rebases_see_one_point() {
         r.join().unwrap();
     }
     assert!(scans.load(Ordering::Relaxed) > 10);
+}
+
+// Sixteen threads at once, each checking every answer against a model: point reads, writes
+// (single rows, partial updates, deletes, batches), scans and reads at snapshots, while
+// memtables fill and flush and compactions run underneath.
+//
+// Each thread owns the keys `k` with `k % THREADS == its index` and keeps the model of those
+// keys: nothing else writes them, so every answer about them is exact, whatever the others do
+// meanwhile — at the newest data (the thread's own writes are all visible to it) and at each
+// snapshot it took (the model as of the snapshot, kept beside it). Scans cover every thread's
+// keys and are filtered to the thread's own. Runs `STRATA_STRESS_MS` (default 4000) ms;
+// `STRATA_SEEDS` picks the seeds; a failure names its seed.
+
+/// Threads of the many-threads test.
+const THREADS: i64 = 16;
+/// Keys per thread of the many-threads test.
+const KEYS_EACH: i64 = 300;
+
+type Model = BTreeMap<i64, Vec<Value>>;
+
+fn model_schema() -> Schema {
+    Schema::new(
+        vec![
+            Column::new("id", ColumnType::BigInt),
+            Column::new("a", ColumnType::BigInt),
+            Column::new("b", ColumnType::Text),
+            Column::new("c", ColumnType::Int),
+        ],
+        &["id"],
+    )
+    .unwrap()
+}
+
+/// Thread `me`'s rows in `rows` (every thread's, in key order), by key.
+fn own(rows: impl Iterator<Item = Vec<Value>>, me: i64) -> Model {
+    rows.filter_map(|r| match r[0] {
+        Value::BigInt(k) if k.rem_euclid(THREADS) == me => Some((k, r)),
+        _ => None,
+    })
+    .collect()
+}
+
+fn scan_from(t: &Table, from: i64, ro: &ReadOptions<'_>) -> Vec<Vec<Value>> {
+    let range = KeyRange { start: Bound::Included(vec![Value::BigInt(from)]), end: Bound::Unbounded };
+    t.scan(&range, &Projection::All, ro).unwrap().map(Result::unwrap).collect()
+}
+
+/// Counts of what the threads checked.
+#[derive(Default)]
+struct Checked {
+    writes: AtomicU64,
+    reads: AtomicU64,
+    scans: AtomicU64,
+    snapshot_reads: AtomicU64,
+}
+
+fn model_worker(db: &Db, t: &Table, me: i64, seed: u64, stop: &AtomicBool, checked: &Checked) {
+    let mut rng = StdRng::seed_from_u64(seed ^ (me as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut model = Model::new();
+    // Snapshots taken, each with the model as it was then.
+    let mut snaps: Vec<(Snapshot, Model)> = Vec::new();
+    let key = |rng: &mut StdRng| rng.gen_range(0..KEYS_EACH) * THREADS + me;
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let k = key(&mut rng);
+        // Some writes wait for their group's fsync: the others queue up meanwhile, and the next
+        // groups are large enough for their writers to insert their own batches at once.
+        let wo = WriteOptions { sync: rng.gen_bool(0.05) };
+        match rng.gen_range(0..100) {
+            0..=24 => {
+                let row =
+                    vec![Value::BigInt(k), Value::BigInt(rng.gen()), Value::Text(format!("{me}:{n}")), Value::Null];
+                t.insert_with(&row, &wo).unwrap();
+                model.insert(k, row);
+                checked.writes.fetch_add(1, Ordering::Relaxed);
+            }
+            25..=39 => {
+                let a = rng.gen::<i64>();
+                t.update_with(&[Value::BigInt(k)], &[("a", Value::BigInt(a))], &wo).unwrap();
+                if let Some(r) = model.get_mut(&k) {
+                    r[1] = Value::BigInt(a);
+                }
+                checked.writes.fetch_add(1, Ordering::Relaxed);
+            }
+            40..=44 => {
+                t.delete_with(&[Value::BigInt(k)], &wo).unwrap();
+                model.remove(&k);
+                checked.writes.fetch_add(1, Ordering::Relaxed);
+            }
+            45..=49 => {
+                let mut b = WriteBatch::new();
+                let mut rows = Vec::new();
+                for _ in 0..rng.gen_range(2..6) {
+                    let k = key(&mut rng);
+                    let row =
+                        vec![Value::BigInt(k), Value::BigInt(-1), Value::Text(String::new()), Value::Int(me as i32)];
+                    b.insert(t, &row).unwrap();
+                    rows.push(row);
+                }
+                db.write(b, &wo).unwrap();
+                for row in rows {
+                    let Value::BigInt(k) = row[0] else { unreachable!() };
+                    model.insert(k, row);
+                }
+                checked.writes.fetch_add(1, Ordering::Relaxed);
+            }
+            50..=79 => {
+                let got = t.get(&[Value::BigInt(k)], &Projection::All, &ReadOptions::default()).unwrap();
+                assert_eq!(got.as_ref(), model.get(&k), "thread {me}: read of key {k}");
+                checked.reads.fetch_add(1, Ordering::Relaxed);
+            }
+            80..=84 => {
+                let from = rng.gen_range(0..KEYS_EACH * THREADS);
+                let rows = scan_from(t, from, &ReadOptions::default());
+                let want: Model = model.range(from..).map(|(k, r)| (*k, r.clone())).collect();
+                assert_eq!(own(rows.into_iter(), me), want, "thread {me}: scan from {from}");
+                checked.scans.fetch_add(1, Ordering::Relaxed);
+            }
+            85..=89 => {
+                if snaps.len() >= 4 {
+                    snaps.remove(rng.gen_range(0..snaps.len()));
+                }
+                snaps.push((db.snapshot(), model.clone()));
+            }
+            _ => {
+                let Some((snap, then)) = snaps.get(rng.gen_range(0..snaps.len().max(1))) else { continue };
+                let ro = ReadOptions { snapshot: Some(snap) };
+                if rng.gen_bool(0.8) {
+                    let got = t.get(&[Value::BigInt(k)], &Projection::All, &ro).unwrap();
+                    assert_eq!(got.as_ref(), then.get(&k), "thread {me}: read of key {k} at snapshot {}", snap.seq());
+                } else {
+                    assert_eq!(own(scan_from(t, 0, &ro).into_iter(), me), *then, "thread {me}: scan at {}", snap.seq());
+                }
+                checked.snapshot_reads.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    // Every own key, once more, after the others stopped too.
+    let got = own(scan_from(t, 0, &ReadOptions::default()).into_iter(), me);
+    assert_eq!(got, model, "thread {me}: final scan");
+}
+
+#[test]
+fn sixteen_threads_of_reads_writes_scans_and_snapshots_match_the_model() {
+    for seed in seeds(&[41]) {
+        with_seed(seed, |seed| {
+            let tmp = tempfile::tempdir().unwrap();
+            // Small memtables and levels: flushes and compactions run all along.
+            let opts = Options {
+                memtable_size: 128 << 10,
+                l1_max_bytes: 256 << 10,
+                // Whatever the cores here: the writers of a group insert their own batches.
+                parallel_memtable_inserts: Some(true),
+                ..tiny_options(Arc::new(OsFs))
+            };
+            let db = Db::open(tmp.path(), opts).unwrap();
+            // Rows near the top, column groups further down: point reads take both paths.
+            let layout = layout_spec("lifecycle", &model_schema()).unwrap();
+            let t = db.create_table("t", model_schema(), TableOptions::with_layout(&layout)).unwrap();
+            let stop = AtomicBool::new(false);
+            let checked = Checked::default();
+            std::thread::scope(|s| {
+                let hs: Vec<_> = (0..THREADS)
+                    .map(|me| {
+                        let (db, t, stop, checked) = (&db, &t, &stop, &checked);
+                        s.spawn(move || model_worker(db, t, me, seed, stop, checked))
+                    })
+                    .collect();
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_millis(stress_ms()) && !hs.iter().any(|h| h.is_finished()) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                stop.store(true, Ordering::Relaxed);
+                for h in hs {
+                    if let Err(p) = h.join() {
+                        std::panic::resume_unwind(p);
+                    }
+                }
+            });
+            let st = db.stats();
+            let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
+            eprintln!(
+                "seed {seed}: {} writes, {} reads, {} scans, {} snapshot reads; {} flushes, {} compactions",
+                c(&checked.writes),
+                c(&checked.reads),
+                c(&checked.scans),
+                c(&checked.snapshot_reads),
+                st.flushes,
+                st.compactions
+            );
+            assert!(
+                st.flushes > 2 && c(&checked.reads) > 1000 && c(&checked.snapshot_reads) > 50,
+                "the run did too little to mean anything"
+            );
+            db.verify().unwrap();
+        });
+    }
 }

@@ -11,40 +11,13 @@
 //!   level a flush or compaction writes its partial row into, with the columns the partial row
 //!   still carries there (so the counts show how deep updates travel before they are merged).
 //!
-//! Counters are relaxed atomics bumped once per level touched (plus once per column), cheap
-//! enough to stay on. They start at zero when the database is opened.
+//! Counters are bumped once per level touched (plus once per column) on the counting thread's
+//! own stripe ([`PerCore`]), cheap enough to stay on at any number of threads. They start at zero when the database is opened.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::PerCore;
 
 /// Levels tracked separately; deeper levels are counted with the last one.
 pub(crate) const TRACKED_LEVELS: usize = 16;
-
-/// One operation type's counters at one level.
-#[derive(Debug)]
-struct OpCounters {
-    ops: AtomicU64,
-    /// Per value column.
-    columns: Box<[AtomicU64]>,
-}
-
-impl OpCounters {
-    fn new(nvals: usize) -> Self {
-        OpCounters { ops: AtomicU64::new(0), columns: (0..nvals).map(|_| AtomicU64::new(0)).collect() }
-    }
-
-    fn record(&self, cols: impl Iterator<Item = usize>) {
-        self.ops.fetch_add(1, Ordering::Relaxed);
-        for c in cols {
-            if let Some(n) = self.columns.get(c) {
-                n.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-
-    fn read(&self) -> (u64, Vec<u64>) {
-        (self.ops.load(Ordering::Relaxed), self.columns.iter().map(|c| c.load(Ordering::Relaxed)).collect())
-    }
-}
 
 /// The operation types counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,37 +34,43 @@ pub(crate) enum At {
     Level(usize),
 }
 
-/// The counters of one table.
+/// The counters of one table, kept per core (a read on one core never writes a line another
+/// core's reads write).
 #[derive(Debug)]
 pub(crate) struct Workload {
-    /// Index 0 is the memtable, `1 + i` is level i.
-    slots: Vec<[OpCounters; 3]>,
+    /// Per (place, operation type): the operations, then one count per value column. Place 0 is
+    /// the memtable, `1 + i` is level i.
+    counts: PerCore,
+    nvals: usize,
 }
 
 impl Workload {
     pub(crate) fn new(nvals: usize) -> Self {
-        let slots = (0..=TRACKED_LEVELS)
-            .map(|_| [OpCounters::new(nvals), OpCounters::new(nvals), OpCounters::new(nvals)])
-            .collect();
-        Workload { slots }
+        Workload { counts: PerCore::new((TRACKED_LEVELS + 1) * 3 * (nvals + 1)), nvals }
     }
 
-    fn slot(&self, at: At) -> &[OpCounters; 3] {
-        let i = match at {
+    /// Where the counters of `op` at `at` start.
+    fn base(&self, at: At, op: Op) -> usize {
+        let place = match at {
             At::Memtable => 0,
             At::Level(l) => 1 + l.min(TRACKED_LEVELS - 1),
         };
-        &self.slots[i]
+        (place * 3 + op as usize) * (self.nvals + 1)
     }
 
     /// Counts one operation at `at` touching the value columns `cols`.
     pub(crate) fn record(&self, at: At, op: Op, cols: impl Iterator<Item = usize>) {
-        self.slot(at)[op as usize].record(cols);
+        let base = self.base(at, op);
+        self.counts.add(base, 1);
+        for c in cols.filter(|&c| c < self.nvals) {
+            self.counts.add(base + 1 + c, 1);
+        }
     }
 
     /// `(operations, per-column counts)` of `op` at `at`.
     pub(crate) fn read(&self, at: At, op: Op) -> (u64, Vec<u64>) {
-        self.slot(at)[op as usize].read()
+        let base = self.base(at, op);
+        (self.counts.get(base), (0..self.nvals).map(|c| self.counts.get(base + 1 + c)).collect())
     }
 }
 

@@ -73,12 +73,12 @@ impl DbInner {
                     }
                     if self.bg_error.lock().is_none() {
                         if flusher {
-                            if !bg.flush_running && !self.view.read().imm.is_empty() {
+                            if !bg.flush_running && !self.view.pin().imm.is_empty() {
                                 bg.flush_running = true;
                                 break Job::Flush;
                             }
                         } else if bg.manual == 0 {
-                            let v = self.view.read().version.clone();
+                            let v = self.view.pin().version.clone();
                             if let Some(t) = self.pick_compaction(&v, &bg.busy, bg.settling > 0) {
                                 if t.output_level == 0 {
                                     // A staging compaction answers the scans that asked for it.
@@ -198,7 +198,7 @@ impl DbInner {
         // under it with whatever appeared since.
         let mut seen: Vec<std::collections::HashSet<u64>> =
             flushed.iter().map(|f| supersede::file_numbers(base, f.table)).collect();
-        let early = self.view.read().version.clone();
+        let early = self.view.pin().version.clone();
         for (f, before) in flushed.iter_mut().zip(seen.iter_mut()) {
             let (files, older) = (&f.files, &f.older);
             supersede::catch_up_flush(&self.tables, &early, f.table, before, (files, older, f.deferred), &mut f.made)?;
@@ -279,7 +279,7 @@ impl DbInner {
     fn flush_oldest(&self) -> Result<()> {
         let start = std::time::Instant::now();
         let (mem, version) = {
-            let view = self.view.read();
+            let view = self.view.pin();
             let Some(mem) = view.imm.last().cloned() else {
                 return Ok(());
             };
@@ -310,7 +310,7 @@ impl DbInner {
         }
         // The current version holds the inputs; keep it only while they are read, so the
         // cleanup after install can delete them.
-        let version = self.view.read().version.clone();
+        let version = self.view.pin().version.clone();
         let Some(table) = version.tables.get(&task.table) else {
             return Ok(());
         };
@@ -376,7 +376,7 @@ impl DbInner {
         #[cfg(test)]
         self.fire_install_hook("compaction");
         // Catch up outside the version lock first, then under it with whatever appeared since.
-        let early = self.view.read().version.clone();
+        let early = self.view.pin().version.clone();
         supersede::catch_up_compaction(
             &self.tables,
             &early,
@@ -438,7 +438,7 @@ impl DbInner {
             if bg.shutting_down {
                 return Err(Error::Closed);
             }
-            let view = self.view.read().clone();
+            let view = self.view.load();
             if done(&bg, &view) {
                 return Ok(());
             }
@@ -463,7 +463,7 @@ impl DbInner {
                 |f: &&Arc<FileMeta>| hi.is_none_or(|h| f.smallest.as_slice() < h) && f.largest.as_slice() >= lo;
             for level in 0..self.opts.num_levels - 1 {
                 let current = || {
-                    let t = self.view.read().version.tables.get(&table).cloned();
+                    let t = self.view.pin().version.tables.get(&table).cloned();
                     t.ok_or_else(|| Error::UnknownTable(format!("(dropped table id {table})")))
                 };
                 let layout = current()?.info.runs.clone();

@@ -12,8 +12,11 @@
 //! so a loser is left out of the group (nothing of it is logged or applied) and the others go on;
 //! while a write transaction is open, the leader records every committed row there.
 
-use std::sync::atomic::Ordering;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::OnceLock;
+use std::thread::Thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::workload::{At, Op};
@@ -23,17 +26,64 @@ use crate::memtable::{Before, Fold, Memtable};
 use crate::mvcc::clock::unix_ms;
 use crate::mvcc::conflict::{Lost, RowId};
 use crate::mvcc::Kind;
-use crate::read::ReadPoint;
+use crate::read::PointAt;
 use crate::types::row::{carried, encode_row};
 use crate::version::TableVersion;
 use crate::write::batch::WriteBatch;
 use crate::write::wal::{frame, WalWriter};
 
-pub(crate) struct Request {
-    ticket: u64,
+/// A queued write: shared by its writer, who waits on it, and the leader that commits it.
+pub(crate) type Request = Arc<Slot>;
+
+/// One write request, its outcome, and the writer to wake when there is something for it.
+pub(crate) struct Slot {
     batch: WriteBatch,
     sync: bool,
     validate: Option<Validate>,
+    /// Set by the leader when the writer is to insert its own batch into the memtable, from
+    /// the given sequence number on (see [`Inserting`]).
+    job: OnceLock<(u64, Arc<Inserting>)>,
+    outcome: OnceLock<std::result::Result<(), Failed>>,
+    writer: Thread,
+}
+
+/// A group whose writers insert their own batches into the memtable at once, after the leader
+/// wrote the group to the WAL: the leader publishes the group when the last one is done.
+pub(crate) struct Inserting {
+    /// Batches not inserted yet.
+    left: AtomicUsize,
+    leader: Thread,
+    /// The first insert that failed (a memtable row that does not decode: a bug).
+    failed: OnceLock<String>,
+}
+
+impl Inserting {
+    fn done(&self, res: Result<()>) {
+        if let Err(e) = res {
+            let _ = self.failed.set(e.to_string());
+        }
+        if self.left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.leader.unpark();
+        }
+    }
+}
+
+/// Groups of at least this many requests insert into the memtable in parallel (see
+/// [`Options::parallel_memtable_inserts`](super::Options::parallel_memtable_inserts)).
+const PARALLEL_INSERT_GROUP: usize = 3;
+
+/// What only the commit leader touches: whoever holds the leader lock is the leader.
+pub(crate) struct Leader {
+    pub wal: WalWriter,
+    /// The millisecond of the last clock sample the leader pushed and the last sequence number
+    /// it noted ([`SharedClock::note`](crate::mvcc::clock::SharedClock::note)).
+    clock: (u64, u64),
+}
+
+impl Leader {
+    pub(crate) fn new(wal: WalWriter, clock: (u64, u64)) -> Self {
+        Leader { wal, clock }
+    }
 }
 
 /// What a transaction's commit is checked by: it read at `snapshot` and wrote `rows`.
@@ -51,6 +101,29 @@ pub(crate) enum Failed {
     Lost(Lost),
 }
 
+/// A group a leader committed, whose writers are to be woken.
+struct Led {
+    group: Vec<Request>,
+    /// The error that failed the leader's own request, if its group failed (the others get
+    /// its message).
+    own_error: Option<Error>,
+}
+
+impl Led {
+    /// Wakes the group's writers (the leader's own thread is awake); returns the leader's error.
+    fn wake(self) -> Option<Error> {
+        let me = std::thread::current().id();
+        for r in self.group.iter().filter(|r| r.writer.id() != me) {
+            r.writer.unpark();
+        }
+        self.own_error
+    }
+}
+
+/// How long a queued writer sleeps before it looks again on its own (a leader wakes it when
+/// its request is done; this only bounds the wait should that wake-up be missed).
+const WRITER_NAP: Duration = Duration::from_millis(1);
+
 impl DbInner {
     pub(crate) fn write(&self, batch: WriteBatch, opts: &super::WriteOptions) -> Result<()> {
         match self.commit_request(batch, opts, None)? {
@@ -62,6 +135,13 @@ impl DbInner {
 
     /// Commits `batch` through the group commit, checked by `validate` when given: the outer
     /// error is a failure of the write itself, the inner one a lost check (nothing written).
+    ///
+    /// The writer queues its request on a lock-free queue and tries the leader lock: the one
+    /// that gets it leads, taking every queued request as one group; the others sleep until a
+    /// leader has left their outcome. A leader looks at the queue again after it lets the lock
+    /// go and wakes a queued writer to lead the rest, so a request queued while the lock was
+    /// held is never left waiting (a writer also looks again on its own after [`WRITER_NAP`]).
+    /// A write alone thus takes one lock, the leader's.
     pub(crate) fn commit_request(
         &self,
         batch: WriteBatch,
@@ -73,64 +153,101 @@ impl DbInner {
             return Ok(Ok(()));
         }
         {
-            let view = self.view.read().clone();
+            let view = self.view.pin();
             if let Some(op) = batch.ops.iter().find(|op| !view.version.tables.contains_key(&op.table_id)) {
                 return Err(Error::UnknownTable(format!("(dropped table id {})", op.table_id)));
             }
         }
         self.check_lineage_budget(&batch)?;
-        let mut st = self.commit.lock();
-        let ticket = st.next_ticket;
-        st.next_ticket += 1;
-        st.queue.push(Request { ticket, batch, sync: opts.sync, validate });
-        let finish = |r: std::result::Result<(), Failed>| match r {
-            Ok(()) => Ok(Ok(())),
-            Err(Failed::Lost(lost)) => Ok(Err(lost)),
-            Err(Failed::Group(msg)) => Err(Error::Poisoned(msg)),
-        };
+        let slot = Arc::new(Slot {
+            batch,
+            sync: opts.sync,
+            validate,
+            job: OnceLock::new(),
+            outcome: OnceLock::new(),
+            writer: std::thread::current(),
+        });
+        crate::sync::shared_write();
+        self.commit_queue.push(slot.clone());
+        let mut inserted = false;
         loop {
-            if let Some(r) = st.results.remove(&ticket) {
-                return finish(r);
+            if let (Some((first, group)), false) = (slot.job.get(), inserted) {
+                inserted = true;
+                group.done(self.insert_batch(&self.view.pin(), &slot.batch, *first));
             }
-            if !st.leader_active {
-                // Our request is still queued: a leader that took it would have left a result.
-                st.leader_active = true;
-                let group = std::mem::take(&mut st.queue);
-                drop(st);
-                let outcome = self.commit_group(&group);
-                let mut st = self.commit.lock();
-                st.leader_active = false;
-                let mut mine = Ok(Ok(()));
-                match outcome {
-                    Ok(lost) => {
-                        for (r, lost) in group.iter().zip(lost) {
-                            let res = lost.map_or(Ok(()), |l| Err(Failed::Lost(l)));
-                            if r.ticket == ticket {
-                                mine = finish(res);
-                            } else {
-                                st.results.insert(r.ticket, res);
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        let msg = e.to_string();
-                        for r in group.iter().filter(|r| r.ticket != ticket) {
-                            st.results.insert(r.ticket, Err(Failed::Group(msg.clone())));
-                        }
-                        mine = Err(e);
-                    }
+            if let Some(outcome) = slot.outcome.get() {
+                return match outcome {
+                    Ok(()) => Ok(Ok(())),
+                    Err(Failed::Lost(lost)) => Ok(Err(lost.clone())),
+                    Err(Failed::Group(msg)) => Err(Error::Poisoned(msg.clone())),
+                };
+            }
+            if let Some(mut leader) = self.leader.try_lock() {
+                let led = self.lead(&mut leader);
+                drop(leader);
+                let failed = led.wake();
+                self.lead_leftovers();
+                if let Some(e) = failed {
+                    return Err(e);
                 }
-                drop(st);
-                self.commit_cv.notify_all();
-                return mine;
+                continue;
             }
-            self.commit_cv.wait(&mut st);
+            std::thread::park_timeout(WRITER_NAP);
         }
+    }
+
+    /// Commits what is queued as one group and leaves each request's outcome in its slot; the
+    /// writers are woken once the leader lock is let go ([`Led::wake`]).
+    fn lead(&self, leader: &mut Leader) -> Led {
+        let mut group = Vec::new();
+        while let Some(r) = self.commit_queue.pop() {
+            group.push(r);
+        }
+        if group.is_empty() {
+            return Led { group, own_error: None };
+        }
+        let me = std::thread::current().id();
+        let mut own_error = None;
+        let outcomes: Vec<std::result::Result<(), Failed>> = match self.commit_group(leader, &group) {
+            Ok(lost) => lost.into_iter().map(|l| l.map_or(Ok(()), |l| Err(Failed::Lost(l)))).collect(),
+            Err(e) => {
+                let msg = e.to_string();
+                if group.iter().any(|r| r.writer.id() == me) {
+                    own_error = Some(e);
+                }
+                group.iter().map(|_| Err(Failed::Group(msg.clone()))).collect()
+            }
+        };
+        for (r, outcome) in group.iter().zip(outcomes) {
+            let _ = r.outcome.set(outcome);
+        }
+        Led { group, own_error }
+    }
+
+    /// After letting the leader lock go: a writer that queued while it was held found it taken
+    /// and sleeps, so while requests are queued one of their writers is woken to lead (it
+    /// takes the lock and commits them, or finds it taken again by a leader that does the same
+    /// when it lets go). Handing over, rather than leading again, keeps a writer from leading
+    /// group after group under a steady load while its own write is long done.
+    fn lead_leftovers(&self) {
+        if let Some(r) = self.commit_queue.pop() {
+            let writer = r.writer.clone();
+            self.commit_queue.push(r);
+            crate::sync::shared_write();
+            writer.unpark();
+        }
+    }
+
+    /// Adds `n` bytes to what commits wrote into table `table`.
+    fn count_ingested(&self, table: u32, n: u64) {
+        let pin = self.ingested.pin();
+        crate::sync::shared_write();
+        pin.get_or_insert_with(table, || AtomicU64::new(0)).fetch_add(n, Ordering::Relaxed);
     }
 
     /// Refuses a batch that would take the lineage tables past their memory budget.
     fn check_lineage_budget(&self, batch: &WriteBatch) -> Result<()> {
-        let lineage = self.lineage.read();
+        let lineage = self.lineage.pin();
         if lineage.is_empty() {
             return Ok(());
         }
@@ -151,9 +268,9 @@ impl DbInner {
 
     /// Commits the requests of `group` that pass their checks; returns, per request, why it
     /// lost (`None`: committed).
-    fn commit_group(&self, group: &[Request]) -> Result<Vec<Option<Lost>>> {
+    fn commit_group(&self, leader: &mut Leader, group: &[Request]) -> Result<Vec<Option<Lost>>> {
         self.check_writable()?;
-        self.make_room()?;
+        self.make_room(leader)?;
         let lost = self.validate(group);
         let won = || group.iter().zip(&lost).filter(|(_, l)| l.is_none()).map(|(r, _)| r);
         // Only the leader assigns sequence numbers, and it publishes each group before the
@@ -173,7 +290,7 @@ impl DbInner {
             sync |= r.sync;
         }
         {
-            let mut wal = self.wal.lock();
+            let wal = &mut leader.wal;
             let res = wal.append(&buf).and_then(|()| if sync { wal.sync() } else { Ok(()) });
             if let Err(e) = res {
                 // The log may now hold part of this group: nothing more can be appended safely.
@@ -181,62 +298,49 @@ impl DbInner {
                 return Err(e);
             }
         }
-        let view = self.view.read().clone();
-        let lineage = self.lineage.read();
+        let view = self.view.pin();
+        let lineage = self.lineage.pin();
         let mut lineage_bytes = 0u64;
         let mut lineage_mem = 0u64;
-        let mut s = first;
-        // Bytes ingested per table, summed here so the counters are locked once per group.
+        // Bytes ingested per table, summed here so each table's counter is written once per group.
         let mut ingested: Vec<(u32, u64)> = Vec::new();
-        for r in won() {
-            for op in &r.batch.ops {
-                if let Some(t) = lineage.get(&op.table_id) {
-                    if let Err(e) = t.apply(op.kind, &op.key, &op.row, s) {
-                        let e = Error::corruption("<lineage>", 0, e.0);
-                        self.poison(&e);
-                        return Err(e);
-                    }
+        for op in won().flat_map(|r| &r.batch.ops) {
+            let n = (op.key.len() + op.row.len()) as u64;
+            match ingested.iter_mut().find(|(t, _)| *t == op.table_id) {
+                Some((_, b)) => *b += n,
+                None => ingested.push((op.table_id, n)),
+            }
+        }
+        let res = if self.parallel_insert(won(), &lineage) {
+            self.insert_in_parallel(&view, won(), first)
+        } else {
+            let mut s = first;
+            won().try_for_each(|r| {
+                for (j, op) in r.batch.ops.iter().enumerate() {
+                    let Some(t) = lineage.get(&op.table_id) else { continue };
+                    t.apply(op.kind, &op.key, &op.row, s + j as u64)
+                        .map_err(|e| Error::corruption("<lineage>", 0, e.0))?;
                     lineage_bytes += (op.key.len() + op.row.len() + 8) as u64;
                     lineage_mem += lineage_mem_estimate(op);
-                    s += 1;
-                    continue;
                 }
-                let t = view.version.tables.get(&op.table_id);
-                let info = t.map(|t| &t.info);
-                // The whole row just before this write, for folding a hot key's updates into it.
-                let before = || match t {
-                    Some(t) => self.row_before(&view, t, &op.key, s - 1),
-                    None => Before::Unknown,
-                };
-                let fold = info.map(|info| Fold { types: &info.value_types, before: &before });
-                if let Err(e) = view.mem.insert(op.table_id, &op.key, s, op.kind, &op.row, fold) {
-                    // The WAL holds the group but the memtable cannot: stop taking writes.
-                    let e = Error::corruption("<memtable>", 0, e.0);
-                    self.poison(&e);
-                    return Err(e);
-                }
-                if let (Kind::Update, Some(info)) = (op.kind, info) {
-                    let cols = carried(&op.row, info.value_types.len());
-                    info.workload.record(At::Memtable, Op::Update, cols);
-                }
-                let n = (op.key.len() + op.row.len()) as u64;
-                match ingested.iter_mut().find(|(t, _)| *t == op.table_id) {
-                    Some((_, b)) => *b += n,
-                    None => ingested.push((op.table_id, n)),
-                }
-                s += 1;
-            }
+                let res = self.insert_batch(&view, &r.batch, s);
+                s += r.batch.len() as u64;
+                res
+            })
+        };
+        if let Err(e) = res {
+            // The WAL holds the group but the memtable cannot: stop taking writes.
+            self.poison(&e);
+            return Err(e);
         }
         drop(lineage);
         if lineage_bytes > 0 {
             self.lineage_wal_bytes.fetch_add(lineage_bytes, Ordering::Relaxed);
             self.lineage_mem.fetch_add(lineage_mem, Ordering::Relaxed);
         }
-        let mut io = self.io.lock();
         for (t, n) in ingested {
-            *io.ingested.entry(t).or_default() += n;
+            self.count_ingested(t, n);
         }
-        drop(io);
         if won().any(|r| r.batch.len() > 1) {
             // Where each batch of several operations begins and ends, before it is published,
             // so a read as of a sequence number inside one can be moved to just before it.
@@ -248,24 +352,125 @@ impl DbInner {
                 s += n;
             }
         }
-        {
-            // Recorded and published under the window's lock, so a transaction opening now
-            // either reads at a snapshot that holds this group or finds it recorded.
-            let mut window = self.conflicts.lock();
-            if window.is_recording() {
-                let mut s = first;
-                for r in won() {
-                    for op in &r.batch.ops {
-                        window.record(s, op.table_id, &op.key);
-                        s += 1;
-                    }
-                }
-                window.trim();
-            }
-            self.snapshots.publish(seq);
+        // While write transactions are open, the group's rows are recorded before it is
+        // published. A transaction opening meanwhile sets the flag, then takes its snapshot:
+        // either that snapshot holds this group, or the look at the flag after publishing sees
+        // it set and the rows are recorded then (still by this leader, so before any commit
+        // checks them).
+        let mut recorded = false;
+        if self.conflicts_open.load(Ordering::SeqCst) {
+            self.record_conflicts(group, &lost, first);
+            recorded = true;
         }
-        self.clock.lock().record(now, seq);
+        crate::sync::shared_write();
+        self.snapshots.publish(seq);
+        if !recorded && self.conflicts_open.load(Ordering::SeqCst) {
+            self.record_conflicts(group, &lost, first);
+        }
+        self.clock.note(&mut leader.clock, now, seq);
         Ok(lost)
+    }
+
+    /// Records the rows of the requests of `group` that won, from sequence number `first` on,
+    /// in the conflict window (if it is recording).
+    fn record_conflicts(&self, group: &[Request], lost: &[Option<Lost>], first: u64) {
+        let mut window = self.conflicts.lock();
+        if !window.is_recording() {
+            return;
+        }
+        let mut s = first;
+        for (r, _) in group.iter().zip(lost).filter(|(_, l)| l.is_none()) {
+            for op in &r.batch.ops {
+                window.record(s, op.table_id, &op.key);
+                s += 1;
+            }
+        }
+        window.trim();
+    }
+
+    /// Whether the writers of the requests `won` insert their own batches at once: enough of
+    /// them and cores to run them, no lineage table written (its writes apply in order), and no
+    /// key written by two requests (a partial row folds over the version before it, which
+    /// must be there first).
+    fn parallel_insert<'a>(
+        &self,
+        won: impl Iterator<Item = &'a Request> + Clone,
+        lineage: &HashMap<u32, Arc<crate::lineage::LineageTable>>,
+    ) -> bool {
+        static CORES: OnceLock<usize> = OnceLock::new();
+        let cores = || *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        if !self.opts.parallel_memtable_inserts.unwrap_or_else(|| cores() >= 4)
+            || won.clone().count() < PARALLEL_INSERT_GROUP
+        {
+            return false;
+        }
+        let mut keys: HashMap<(u32, &[u8]), usize> = HashMap::new();
+        for (i, r) in won.enumerate() {
+            for op in &r.batch.ops {
+                if lineage.contains_key(&op.table_id) || *keys.entry((op.table_id, &op.key[..])).or_insert(i) != i {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Has each writer of `won` (the leader too, when its own request is among them) insert its
+    /// batch, from its first sequence number on (the group's starts at `first`), and waits
+    /// until all are in.
+    fn insert_in_parallel<'a>(
+        &self,
+        view: &ReadView,
+        won: impl Iterator<Item = &'a Request>,
+        first: u64,
+    ) -> Result<()> {
+        let me = std::thread::current();
+        let won: Vec<&Request> = won.collect();
+        let job =
+            Arc::new(Inserting { left: AtomicUsize::new(won.len()), leader: me.clone(), failed: OnceLock::new() });
+        let (mut s, mut mine) = (first, None);
+        for r in &won {
+            if r.writer.id() == me.id() {
+                mine = Some((*r, s));
+            } else {
+                let _ = r.job.set((s, job.clone()));
+                r.writer.unpark();
+            }
+            s += r.batch.len() as u64;
+        }
+        if let Some((r, s)) = mine {
+            job.done(self.insert_batch(view, &r.batch, s));
+        }
+        while job.left.load(Ordering::Acquire) > 0 {
+            std::thread::park_timeout(Duration::from_micros(200));
+        }
+        match job.failed.get() {
+            Some(msg) => Err(Error::corruption("<memtable>", 0, msg.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Inserts the LSM tables' writes of `batch` into the memtable, from sequence number
+    /// `first` on (a lineage table's writes are applied by the leader).
+    fn insert_batch(&self, view: &ReadView, batch: &WriteBatch, first: u64) -> Result<()> {
+        for (j, op) in batch.ops.iter().enumerate() {
+            let s = first + j as u64;
+            let Some(t) = view.version.tables.get(&op.table_id) else { continue };
+            if t.info.options.engine == crate::Engine::Lineage {
+                continue;
+            }
+            // The whole row just before this write, for folding a hot key's updates into it.
+            let before = || self.row_before(view, t, &op.key, s - 1);
+            let fold = Fold { types: &t.info.value_types, before: &before };
+            view.mem
+                .insert(op.table_id, &op.key, s, op.kind, &op.row, Some(fold))
+                .map_err(|e| Error::corruption("<memtable>", 0, e.0))?;
+            if op.kind == Kind::Update {
+                let cols = carried(&op.row, t.info.value_types.len());
+                t.info.workload.record(At::Memtable, Op::Update, cols);
+            }
+        }
+        Ok(())
     }
 
     /// Checks the transactions of `group` in order: each against the commits recorded after its
@@ -289,14 +494,8 @@ impl DbInner {
 
     /// Table `t`'s row `key` at `seq` (read through `view`), for [`Fold::before`]. Leader only:
     /// the memtable holds every write up to `seq`.
-    fn row_before(&self, view: &Arc<ReadView>, t: &Arc<TableVersion>, key: &[u8], seq: u64) -> Before {
-        let point = ReadPoint {
-            tables: self.tables.clone(),
-            snapshot_filter: self.opts.snapshot_filter,
-            view: view.clone(),
-            t: t.clone(),
-            seq,
-        };
+    fn row_before(&self, view: &ReadView, t: &TableVersion, key: &[u8], seq: u64) -> Before {
+        let point = PointAt { tables: &self.tables, snapshot_filter: self.opts.snapshot_filter, view, t, seq };
         match point.get_cells(&t.info, key, None, false) {
             Ok(Some(cells)) => {
                 let mut row = Vec::new();
@@ -310,21 +509,31 @@ impl DbInner {
 
     /// Waits while Level-0 is over its stop trigger or too many memtables wait for flush, and
     /// rotates the memtable when it is full. Leader only.
-    fn make_room(&self) -> Result<()> {
+    fn make_room(&self, leader: &mut Leader) -> Result<()> {
         let mut slowed = false;
         loop {
             self.check_writable()?;
-            // Checked under the background lock: a background job takes that lock after
+            let must_wait = |view: &ReadView| {
+                let l0 = view.version.tables.values().map(|t| t.levels[0].runs.len()).max().unwrap_or(0);
+                let full = view.mem.approximate_bytes() >= self.opts.memtable_size;
+                let stop =
+                    l0 >= self.opts.l0_stop_trigger || (full && view.imm.len() >= self.opts.max_immutable_memtables);
+                (stop, l0, full)
+            };
+            // The common case, room in the memtable and Level-0 under its triggers, takes no lock.
+            let (stop, l0, full) = must_wait(&self.view.pin());
+            if !stop && !full && l0 < self.opts.l0_slowdown_trigger {
+                return Ok(());
+            }
+            // Checked again under the background lock: a background job takes that lock after
             // installing its result and before notifying, so a wake-up cannot slip in between
             // the check and the wait.
             let mut bg = self.bg.lock();
             if bg.shutting_down {
                 return Err(Error::Closed);
             }
-            let view = self.view.read().clone();
-            let l0 = view.version.tables.values().map(|t| t.levels[0].runs.len()).max().unwrap_or(0);
-            let full = view.mem.approximate_bytes() >= self.opts.memtable_size;
-            if l0 >= self.opts.l0_stop_trigger || (full && view.imm.len() >= self.opts.max_immutable_memtables) {
+            let (stop, l0, full) = must_wait(&self.view.pin());
+            if stop {
                 self.bg_cv.notify_all();
                 let t = Instant::now();
                 self.bg_cv.wait_for(&mut bg, Duration::from_millis(100));
@@ -340,20 +549,20 @@ impl DbInner {
                 continue;
             }
             if full {
-                self.rotate()?;
+                self.rotate(leader)?;
             }
             return Ok(());
         }
     }
 
     /// Freezes the memtable and starts a new one with a new WAL. Leader only.
-    fn rotate(&self) -> Result<()> {
-        let number = self.rotate_wal()?;
-        let mut v = self.view.write();
-        let mut imm = vec![v.mem.clone()];
-        imm.extend(v.imm.iter().cloned());
-        *v = Arc::new(ReadView { mem: Arc::new(Memtable::new(number)), imm, version: v.version.clone() });
-        drop(v);
+    fn rotate(&self, leader: &mut Leader) -> Result<()> {
+        let number = self.rotate_wal(leader)?;
+        self.view.update(|v| {
+            let mut imm = vec![v.mem.clone()];
+            imm.extend(v.imm.iter().cloned());
+            (ReadView { mem: Arc::new(Memtable::new(number)), imm, version: v.version.clone() }, ())
+        });
         // Pass through the background lock so the flusher is either waiting (and gets the
         // notification) or has not yet looked at the frozen memtables.
         drop(self.bg.lock());
@@ -364,15 +573,15 @@ impl DbInner {
     /// Starts a new WAL file, returning its number. Alone (not from [`Self::rotate`]) it leaves
     /// the memtable as it is, whose data then spans both logs while its log number stays the
     /// older one. Leader only.
-    pub(super) fn rotate_wal(&self) -> Result<u64> {
+    pub(super) fn rotate_wal(&self, leader: &mut Leader) -> Result<u64> {
         let number = self.next_file.fetch_add(1, Ordering::SeqCst);
         let res = (|| {
-            let new_wal = WalWriter::create(self.fs.as_ref(), &self.dir.join(super::wal_name(number)), number)?;
+            let new_wal = WalWriter::create(self.fs.as_ref(), &self.dir.join(super::wal_name(number)))?;
             self.fs.sync_dir(&self.dir)?;
-            let mut wal = self.wal.lock();
             // Sync the old log first so a crash can never keep a later log but lose an earlier one.
-            wal.sync()?;
-            *wal = new_wal;
+            leader.wal.sync()?;
+            leader.wal = new_wal;
+            self.wal_number.store(number, Ordering::SeqCst);
             Ok(number)
         })();
         if let Err(e) = &res {
@@ -381,30 +590,19 @@ impl DbInner {
         res
     }
 
-    /// Runs `f` as the commit leader (no write group in flight meanwhile).
-    pub(super) fn as_leader<T>(&self, f: impl FnOnce() -> T) -> T {
-        let mut st = self.commit.lock();
-        while st.leader_active {
-            self.commit_cv.wait(&mut st);
-        }
-        st.leader_active = true;
-        drop(st);
-        let out = f();
-        self.commit.lock().leader_active = false;
-        self.commit_cv.notify_all();
+    /// Runs `f` as the commit leader (no write group in flight meanwhile), then commits what
+    /// writers queued meanwhile.
+    pub(super) fn as_leader<T>(&self, f: impl FnOnce(&mut Leader) -> T) -> T {
+        let mut leader = self.leader.lock();
+        let out = f(&mut leader);
+        drop(leader);
+        self.lead_leftovers();
         out
     }
 
     pub(crate) fn flush(&self) -> Result<()> {
         self.check_writable()?;
-        self.as_leader(|| {
-            let view = self.view.read().clone();
-            if view.mem.is_empty() {
-                Ok(())
-            } else {
-                self.rotate()
-            }
-        })?;
+        self.as_leader(|leader| if self.view.pin().mem.is_empty() { Ok(()) } else { self.rotate(leader) })?;
         self.wait_background(|_, view| view.imm.is_empty())
     }
 }

@@ -31,7 +31,7 @@ const MERGE_IDLE: Duration = Duration::from_millis(20);
 impl DbInner {
     /// The lineage table with id `id`, if it is one.
     pub(crate) fn lineage_table(&self, id: u32) -> Option<Arc<LineageTable>> {
-        self.lineage.read().get(&id).cloned()
+        self.lineage.pin().get(&id).cloned()
     }
 
     /// The sequence number a read of lineage table `t` with `ropts` reads at, and the table's
@@ -72,7 +72,7 @@ impl DbInner {
                     }
                 }
             }
-            let tables: Vec<Arc<LineageTable>> = self.lineage.read().values().cloned().collect();
+            let tables: Vec<Arc<LineageTable>> = self.lineage.pin().values().cloned().collect();
             let visible = self.snapshots.visible();
             let threshold = self.opts.lineage_merge_threshold;
             let hold = || self.merge_hold_point();
@@ -119,7 +119,7 @@ impl DbInner {
             if !full || old < r.cap || old < records - old {
                 continue;
             }
-            let reclaimed = self.as_leader(|| {
+            let reclaimed = self.as_leader(|_| {
                 let _waited = CountMicros(&t.counters.reclaim_micros, std::time::Instant::now());
                 let Some(r) = t.view().0.get(i).cloned() else { return false };
                 let cut = cut_now();
@@ -158,10 +158,10 @@ impl DbInner {
     pub(crate) fn checkpoint_lineage(&self) -> Result<()> {
         // Fix the point with no write group in flight, and start a new WAL there: every write
         // after the point is in that WAL or a later one.
-        let (seq, from, pin, wal, lsm_idle) = self.as_leader(|| -> Result<(u64, u64, Snapshot, u64, bool)> {
-            let wal = self.rotate_wal()?;
+        let (seq, from, pin, wal, lsm_idle) = self.as_leader(|leader| -> Result<(u64, u64, Snapshot, u64, bool)> {
+            let wal = self.rotate_wal(leader)?;
             // With no LSM write in any memtable, the LSM tables need no log before the new one.
-            let view = self.view.read().clone();
+            let view = self.view.load();
             let lsm_idle = view.mem.is_empty() && view.imm.is_empty();
             let seq = self.snapshots.visible();
             // Within a history window, the changes it covers go along (from no earlier than
@@ -181,7 +181,7 @@ impl DbInner {
         })?;
         let bytes_before = self.lineage_wal_bytes.swap(0, Ordering::Relaxed);
         let res = (|| {
-            let mut tables: Vec<Arc<LineageTable>> = self.lineage.read().values().cloned().collect();
+            let mut tables: Vec<Arc<LineageTable>> = self.lineage.pin().values().cloned().collect();
             tables.sort_by_key(|t| t.info.id);
             let number = self.alloc_output();
             let path = self.dir.join(checkpoint_name(number));

@@ -67,7 +67,7 @@ fn supersede_some(t: &Table) {
 
 /// Compacts every Level-0 file of `t` into Level-1, on this thread.
 fn compact_level0(inner: &DbInner, t: &Table) {
-    let v = inner.view.read().version.clone();
+    let v = inner.view.pin().version.clone();
     let tv = v.tables.get(&t.info().id).unwrap();
     let inputs: Vec<_> = tv.levels[0].files().cloned().collect();
     assert!(!inputs.is_empty());
@@ -79,7 +79,7 @@ fn compact_level0(inner: &DbInner, t: &Table) {
 
 /// Marks on the files of Level-1 (the compaction's outputs).
 fn level1_marks(db: &Db, t: &Table) -> usize {
-    let v = db.inner.view.read().version.clone();
+    let v = db.inner.view.pin().version.clone();
     let tv = v.tables.get(&t.info().id).unwrap();
     tv.levels[1].files().filter_map(|f| tv.marks_of(f.number)).map(|m| m.len()).sum()
 }

@@ -8,6 +8,8 @@
 
 mod background;
 mod commit;
+#[cfg(test)]
+mod contention_tests;
 mod lineage;
 #[cfg(test)]
 mod marks_tests;
@@ -35,13 +37,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use crate::sync::{site, Condvar, Mutex};
 
 use crate::column_group::{group_id, Layout};
 use crate::error::{Error, Result};
 use crate::lineage::LineageTable;
 use crate::memtable::{Fold, Memtable};
-use crate::mvcc::clock::{unix_ms, Clock};
+use crate::mvcc::clock::unix_ms;
 use crate::mvcc::snapshot::{Snapshot, SnapshotList};
 use crate::sst::cache::BlockCache;
 use crate::sst::table_cache::TableCache;
@@ -68,18 +70,9 @@ pub(crate) struct BgState {
     pub settling: usize,
 }
 
-#[derive(Default)]
-pub(crate) struct CommitState {
-    pub queue: Vec<commit::Request>,
-    pub leader_active: bool,
-    pub next_ticket: u64,
-    pub results: HashMap<u64, Result<(), commit::Failed>>,
-}
-
 /// Per (table, level) IO counters, since open.
 #[derive(Default)]
 pub(crate) struct IoCounters {
-    pub ingested: HashMap<u32, u64>,
     pub written: HashMap<(u32, usize), u64>,
     /// Bytes of input files compaction read, by (table, level the files were in).
     pub read: HashMap<(u32, usize), u64>,
@@ -103,18 +96,28 @@ pub(crate) struct DbInner {
     pub tiers: Vec<crate::tier::TierRecord>,
     pub lock: Mutex<Option<Box<dyn DirLock>>>,
     pub snapshots: Arc<SnapshotList>,
-    pub view: RwLock<Arc<ReadView>>,
+    pub view: crate::read::ViewCell,
     pub versions: Mutex<VersionSet>,
     pub next_file: AtomicU64,
-    pub commit: Mutex<CommitState>,
-    pub commit_cv: Condvar,
+    /// Writes waiting for a commit leader (see [`DbInner::commit_request`]).
+    pub commit_queue: crossbeam_queue::SegQueue<commit::Request>,
+    /// Held by the commit leader, with what only the leader touches.
+    pub leader: Mutex<commit::Leader>,
+    /// The number of the WAL the leader appends to.
+    pub wal_number: AtomicU64,
+    /// Whether write transactions are open, so that committed rows must be recorded in the
+    /// conflict window (set and cleared under its lock; see `commit_group`).
+    pub conflicts_open: AtomicBool,
+    /// Bytes written into each table by commits since open.
+    pub ingested: papaya::HashMap<u32, AtomicU64>,
     /// Rows committed while write transactions are open (see [`crate::mvcc::conflict`]).
     pub conflicts: Mutex<crate::mvcc::conflict::ConflictWindow>,
-    pub wal: Mutex<WalWriter>,
     pub tables: Arc<TableCache>,
     pub bg: Mutex<BgState>,
     pub bg_cv: Condvar,
     pub bg_error: Mutex<Option<String>>,
+    /// Set once `bg_error` holds a failure.
+    pub poisoned: AtomicBool,
     pub pending_outputs: Mutex<HashSet<u64>>,
     /// Where temperature-blind eviction goes on from: (table, largest key of the last file it
     /// moved to the slow tier).
@@ -125,7 +128,7 @@ pub(crate) struct DbInner {
     /// The scan engine's counters, shared-pass registry and thread pool.
     pub scans: crate::scan::Scans,
     /// The lineage-engine tables, by id.
-    pub lineage: RwLock<HashMap<u32, Arc<LineageTable>>>,
+    pub lineage: crate::sync::Swap<HashMap<u32, Arc<LineageTable>>>,
     /// WAL bytes of lineage writes since the last lineage checkpoint.
     pub lineage_wal_bytes: AtomicU64,
     /// Bytes the lineage tables hold: measured by the merge thread, estimated for the writes
@@ -138,7 +141,7 @@ pub(crate) struct DbInner {
     /// Merges that stopped at that point.
     pub merge_holds: AtomicU64,
     /// Wall-clock time to sequence numbers (see [`crate::mvcc::clock`]).
-    pub clock: Mutex<Clock>,
+    pub clock: crate::mvcc::clock::SharedClock,
     /// Where committed batches of several operations begin and end (see
     /// [`crate::mvcc::batches`]), for reads as of a sequence number.
     pub batches: Mutex<crate::mvcc::batches::Batches>,
@@ -355,7 +358,7 @@ impl Db {
             }
         }
         let wal_number = next_file.fetch_add(1, Ordering::SeqCst);
-        let wal = WalWriter::create(fs.as_ref(), &dir.join(wal_name(wal_number)), wal_number)?;
+        let wal = WalWriter::create(fs.as_ref(), &dir.join(wal_name(wal_number)))?;
         fs.sync_dir(&dir)?;
 
         let blocks = Arc::new(BlockCache::new(opts.block_cache_size));
@@ -387,36 +390,39 @@ impl Db {
             fs: fs.clone(),
             opts: opts.clone(),
             tiers: tiers.clone(),
-            lock: Mutex::new(Some(lock)),
+            lock: Mutex::new(&site::OTHER, Some(lock)),
             snapshots,
-            view: RwLock::new(Arc::new(view)),
-            versions: Mutex::new(vs),
+            view: crate::read::ViewCell::new(&site::VIEW, view),
+            versions: Mutex::new(&site::VERSIONS, vs),
             next_file,
-            commit: Mutex::new(CommitState::default()),
-            commit_cv: Condvar::new(),
-            conflicts: Mutex::new(crate::mvcc::conflict::ConflictWindow::new(opts.txn_window_bytes)),
-            wal: Mutex::new(wal),
+            commit_queue: crossbeam_queue::SegQueue::new(),
+            leader: Mutex::new(&site::COMMIT, commit::Leader::new(wal, (clock.last_ms(), last_seq))),
+            wal_number: AtomicU64::new(wal_number),
+            conflicts_open: AtomicBool::new(false),
+            ingested: papaya::HashMap::new(),
+            conflicts: Mutex::new(&site::CONFLICTS, crate::mvcc::conflict::ConflictWindow::new(opts.txn_window_bytes)),
             tables,
-            bg: Mutex::new(BgState::default()),
+            bg: Mutex::new(&site::BACKGROUND, BgState::default()),
             bg_cv: Condvar::new(),
-            bg_error: Mutex::new(None),
-            pending_outputs: Mutex::new(HashSet::new()),
-            evict_cursor: Mutex::new((0, Vec::new())),
-            live_versions: Mutex::new(vec![Arc::downgrade(&current)]),
-            io: Mutex::new(IoCounters::default()),
+            bg_error: Mutex::new(&site::BACKGROUND, None),
+            poisoned: AtomicBool::new(false),
+            pending_outputs: Mutex::new(&site::BACKGROUND, HashSet::new()),
+            evict_cursor: Mutex::new(&site::BACKGROUND, (0, Vec::new())),
+            live_versions: Mutex::new(&site::VERSIONS, vec![Arc::downgrade(&current)]),
+            io: Mutex::new(&site::COUNTERS, IoCounters::default()),
             closed: AtomicBool::new(false),
             scans: crate::scan::Scans::new(opts.scan_threads, opts.shared_scan_window),
-            lineage: RwLock::new(lineage),
+            lineage: crate::sync::Swap::new(&site::LINEAGE, lineage),
             lineage_mem: AtomicU64::new(lineage_mem),
             lineage_wal_bytes: AtomicU64::new(0),
-            merge_hold: Mutex::new(false),
+            merge_hold: Mutex::new(&site::LINEAGE, false),
             merge_hold_cv: Condvar::new(),
             merge_holds: AtomicU64::new(0),
-            clock: Mutex::new(clock),
-            batches: Mutex::new(batches),
+            clock: crate::mvcc::clock::SharedClock::new(clock),
+            batches: Mutex::new(&site::BATCHES, batches),
             retention_ms,
             #[cfg(test)]
-            install_hook: Mutex::new(None),
+            install_hook: Mutex::new(&site::OTHER, None),
         });
 
         // Persist what was replayed as Level-0 files, then retire the old logs.
@@ -497,14 +503,22 @@ impl Db {
             edit.push(EditRecord::NextTableId(id + 1));
             if lineage && vs.counters.lineage_log == 0 {
                 // From now on the WAL is this table's only durable copy: keep it.
-                edit.push(EditRecord::LineageLogNumber(self.inner.wal.lock().number()));
+                edit.push(EditRecord::LineageLogNumber(self.inner.wal_number.load(Ordering::SeqCst)));
             }
             if lineage {
                 let t = Arc::new(LineageTable::new(info.clone(), self.inner.opts.lineage_range));
-                self.inner.lineage.write().insert(id, t);
+                self.inner.lineage.update(|m| {
+                    let mut m = m.clone();
+                    m.insert(id, t);
+                    (m, ())
+                });
             }
             if let Err(e) = self.inner.install_locked(&mut vs, edit, None) {
-                self.inner.lineage.write().remove(&id);
+                self.inner.lineage.update(|m| {
+                    let mut m = m.clone();
+                    m.remove(&id);
+                    (m, ())
+                });
                 return Err(e);
             }
             info
@@ -521,7 +535,12 @@ impl Db {
             let mut edit = VersionEdit::default();
             edit.push(EditRecord::DropTable(id));
             self.inner.install_locked(&mut vs, edit, None)?;
-            if let Some(t) = self.inner.lineage.write().remove(&id) {
+            let removed = self.inner.lineage.update(|m| {
+                let mut m = m.clone();
+                let t = m.remove(&id);
+                (m, t)
+            });
+            if let Some(t) = removed {
                 t.dropped.store(true, Ordering::Release);
             }
         }
@@ -531,14 +550,14 @@ impl Db {
 
     /// A handle to an existing table.
     pub fn table(&self, name: &str) -> Result<Table> {
-        let view = self.inner.view.read().clone();
+        let view = self.inner.view.load();
         let t = view.version.table_by_name(name).ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
         Ok(Table::new(self.inner.clone(), t.info.clone()))
     }
 
     /// Names of all tables, sorted.
     pub fn table_names(&self) -> Vec<String> {
-        let view = self.inner.view.read().clone();
+        let view = self.inner.view.load();
         let mut v: Vec<String> = view.version.tables.values().map(|t| t.info.name.clone()).collect();
         v.sort();
         v
@@ -635,7 +654,7 @@ impl Db {
     /// each file stores the column group its level's layout says. Returns the number of files
     /// checked.
     pub fn verify(&self) -> Result<usize> {
-        let view = self.inner.view.read().clone();
+        let view = self.inner.view.load();
         let mut n = 0;
         for t in view.version.tables.values() {
             for (li, l) in t.levels.iter().enumerate() {
@@ -690,7 +709,7 @@ impl Db {
     pub fn check_supersede_marks(&self) -> Result<()> {
         let mut points = self.inner.snapshots.capture();
         points.push(self.inner.snapshots.visible());
-        let version = self.inner.view.read().version.clone();
+        let version = self.inner.view.pin().version.clone();
         points.sort_unstable();
         points.dedup();
         for t in version.tables.values() {
@@ -715,7 +734,6 @@ impl Db {
         self.inner.bg_cv.notify_all();
         *self.inner.merge_hold.lock() = false;
         self.inner.merge_hold_cv.notify_all();
-        self.inner.commit_cv.notify_all();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -744,8 +762,11 @@ impl DbInner {
     /// Fails once closed or after a failure left the files in doubt (writes and DDL).
     pub(crate) fn check_writable(&self) -> Result<()> {
         self.check_open()?;
-        if let Some(e) = self.bg_error.lock().clone() {
-            return Err(Error::Poisoned(e));
+        // The flag is set after the message, so the lock is taken only once there is one.
+        if self.poisoned.load(Ordering::Acquire) {
+            if let Some(e) = self.bg_error.lock().clone() {
+                return Err(Error::Poisoned(e));
+            }
         }
         Ok(())
     }
@@ -755,6 +776,7 @@ impl DbInner {
         let mut g = self.bg_error.lock();
         if g.is_none() {
             *g = Some(e.to_string());
+            self.poisoned.store(true, Ordering::Release);
         }
         drop(g);
         self.bg_cv.notify_all();
@@ -797,7 +819,7 @@ impl DbInner {
         flushed: Option<&Arc<Memtable>>,
     ) -> Result<()> {
         if let Some(m) = flushed {
-            let view = self.view.read().clone();
+            let view = self.view.load();
             let oldest_left = view
                 .imm
                 .iter()
@@ -829,10 +851,10 @@ impl DbInner {
                 return Err(e);
             }
         };
-        let mut view = self.view.write();
-        let imm = view.imm.iter().filter(|x| flushed.is_none_or(|m| !Arc::ptr_eq(x, m))).cloned().collect();
-        *view = Arc::new(ReadView { mem: view.mem.clone(), imm, version: v.clone() });
-        drop(view);
+        self.view.update(|view| {
+            let imm = view.imm.iter().filter(|x| flushed.is_none_or(|m| !Arc::ptr_eq(x, m))).cloned().collect();
+            (ReadView { mem: view.mem.clone(), imm, version: v.clone() }, ())
+        });
         // Batches wholly below the history floor bound no read any more.
         self.batches.lock().trim_through(self.snapshots.floor());
         let mut live = self.live_versions.lock();

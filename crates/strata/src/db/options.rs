@@ -109,6 +109,11 @@ pub struct Options {
     /// The most bytes of writes one transaction may hold before it commits (default 64 MiB;
     /// the whole transaction enters the memtable and one WAL record at once).
     pub txn_max_bytes: usize,
+    /// Whether the writers of a commit group of three or more insert their own batches into
+    /// the memtable at once, after the leader wrote the group to the WAL (groups in which two
+    /// writes touch one key, or that write a lineage table, are inserted in order by the
+    /// leader). `None`, the default, does so on machines of four cores or more.
+    pub parallel_memtable_inserts: Option<bool>,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
 }
@@ -146,6 +151,7 @@ impl Default for Options {
             deferred_compaction: true,
             txn_window_bytes: 64 << 20,
             txn_max_bytes: 64 << 20,
+            parallel_memtable_inserts: None,
             fs: Arc::new(OsFs),
         }
     }
@@ -180,6 +186,7 @@ impl std::fmt::Debug for Options {
             .field("deferred_compaction", &self.deferred_compaction)
             .field("txn_window_bytes", &self.txn_window_bytes)
             .field("txn_max_bytes", &self.txn_max_bytes)
+            .field("parallel_memtable_inserts", &self.parallel_memtable_inserts)
             .finish_non_exhaustive()
     }
 }

@@ -3,6 +3,8 @@
 //! reach into. The reading itself lives in [`crate::read`] and [`crate::scan`].
 
 use std::sync::Arc;
+
+use arc_swap::Guard;
 use std::time::{Duration, SystemTime};
 
 use super::{DbInner, ReadOptions, ReadView, TableInfo};
@@ -10,7 +12,7 @@ use crate::catalog::Projection;
 use crate::error::{Error, Result};
 use crate::mvcc::clock::{time_of, unix_ms, Clock};
 use crate::mvcc::snapshot::Snapshot;
-use crate::read::{record_scan, ReadPoint, ScanIter};
+use crate::read::{record_scan, PointAt, ReadPoint, ScanIter};
 use crate::types::row::Cells;
 
 /// A point in the past to read at: [`Db::snapshot_as_of`](super::Db::snapshot_as_of).
@@ -125,13 +127,35 @@ impl DbInner {
         ))
     }
 
-    /// The sequence number to read at and a view holding everything at or below it. With no
-    /// snapshot, the pair is taken atomically with compaction's snapshot capture, so versions the
-    /// read needs cannot be collapsed away under it.
+    /// The sequence number to read at and a view holding everything at or below it.
     pub(crate) fn read_point(&self, ropts: &ReadOptions<'_>) -> Result<(u64, Arc<ReadView>)> {
         match self.snapshot_seq(ropts)? {
-            Some(seq) => Ok((seq, self.view.read().clone())),
-            None => Ok(self.snapshots.with_visible(|seq| (seq, self.view.read().clone()))),
+            Some(seq) => Ok((seq, self.view.load())),
+            None => {
+                let (seq, view) = self.newest_point();
+                crate::sync::shared_write();
+                Ok((seq, Guard::into_inner(view)))
+            }
+        }
+    }
+
+    /// The visible sequence number and a pinned view holding every write at or below it, taken
+    /// without a lock: the view first, then the sequence number, then the view again.
+    ///
+    /// - Versions the read needs are all in the view: flush and compaction install a view only
+    ///   after capturing the visible sequence number their outputs keep every version above, and
+    ///   the sequence number is read after the view, so it is at least that.
+    /// - Writes at or below the sequence number are all in the view's memtables: a write goes
+    ///   into the memtable of the current view before it is published, so one published into a
+    ///   memtable this view lacks was preceded by a new view, and the second look sees it (then
+    ///   the pair is taken again).
+    pub(crate) fn newest_point(&self) -> (u64, Guard<Arc<ReadView>>) {
+        loop {
+            let view = self.view.pin();
+            let seq = self.snapshots.visible();
+            if self.view.is_current(&view) {
+                return (seq, view);
+            }
         }
     }
 
@@ -154,6 +178,8 @@ impl DbInner {
         Ok(ReadPoint { tables: self.tables.clone(), snapshot_filter: self.opts.snapshot_filter, view, t, seq })
     }
 
+    /// A point read: the view is pinned, not reference-counted, and the table's version, its
+    /// files' readers and the blocks read are borrowed (see [`PointAt`]).
     pub(crate) fn get_cells(
         &self,
         info: &TableInfo,
@@ -161,7 +187,14 @@ impl DbInner {
         wanted: Option<&[bool]>,
         ropts: &ReadOptions<'_>,
     ) -> Result<Option<Cells>> {
-        self.read_point_of(info, ropts)?.get_cells(info, key, wanted, true)
+        self.check_open()?;
+        let (seq, view) = match self.snapshot_seq(ropts)? {
+            Some(seq) => (seq, self.view.pin()),
+            None => self.newest_point(),
+        };
+        let t = view.version.tables.get(&info.id).ok_or_else(|| Error::UnknownTable(info.name.clone()))?;
+        let at = PointAt { tables: &self.tables, snapshot_filter: self.opts.snapshot_filter, view: &view, t, seq };
+        at.get_cells(info, key, wanted, true)
     }
 
     pub(crate) fn scan(

@@ -255,10 +255,11 @@ pub struct Stats {
 
 impl DbInner {
     pub(crate) fn stats(&self) -> Stats {
-        let view = self.view.read().clone();
+        let (by_snapshot, by_bloom, probed) = self.tables.probes.get();
+        let view = self.view.load();
         let io = self.io.lock();
         let mut tables = Vec::new();
-        let lineage = self.lineage.read().clone();
+        let lineage = self.lineage.load();
         let ntiers = self.tiers.len().max(1);
         let mut tiers: Vec<TierStats> = self
             .tiers
@@ -302,7 +303,7 @@ impl DbInner {
                     tier_bytes,
                 });
             }
-            let ingested = io.ingested.get(&t.info.id).copied().unwrap_or(0);
+            let ingested = self.ingested.pin().get(&t.info.id).map_or(0, |n| n.load(Ordering::Relaxed));
             let written: u64 = levels.iter().map(|l| l.bytes_written).sum();
             let write_amplification = if ingested == 0 { 0.0 } else { written as f64 / ingested as f64 };
             let lineage = lineage.get(&t.info.id).map(|l| {
@@ -349,9 +350,9 @@ impl DbInner {
             staging_compactions: io.stagings,
             last_sequence: self.snapshots.visible(),
             write_stall_micros: io.stall_micros,
-            files_probed: self.tables.probes.probed.load(Ordering::Relaxed),
-            files_skipped_by_bloom: self.tables.probes.bloom.load(Ordering::Relaxed),
-            files_skipped_by_snapshot: self.tables.probes.snapshot.load(Ordering::Relaxed),
+            files_probed: probed,
+            files_skipped_by_bloom: by_bloom,
+            files_skipped_by_snapshot: by_snapshot,
             history: self.history(),
             tiers,
         }

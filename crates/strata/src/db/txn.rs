@@ -104,6 +104,9 @@ impl Db {
             // Taken under the window's lock, which the commit leader holds while it records and
             // publishes a group: every commit after this snapshot is recorded.
             let mut window = self.inner.conflicts.lock();
+            // Before the snapshot: a commit leader that publishes after this either is in the
+            // snapshot or sees the flag and records its rows (see `commit_group`).
+            self.inner.conflicts_open.store(true, std::sync::atomic::Ordering::SeqCst);
             let snapshot = Snapshot::new(self.inner.snapshots.clone());
             window.open(snapshot.seq());
             snapshot
@@ -249,7 +252,7 @@ impl Transaction {
     /// As [`Transaction::insert`]; [`Error::UnknownTable`] for an operation on a table that no
     /// longer exists.
     pub fn write_batch(&mut self, batch: WriteBatch) -> Result<()> {
-        let view = self.db.view.read().clone();
+        let view = self.db.view.load();
         for op in &batch.ops {
             if !self.tables.contains_key(&op.table_id) {
                 let t = view
@@ -447,7 +450,9 @@ impl Overlay {
 impl Drop for Transaction {
     fn drop(&mut self) {
         if !self.read_only {
-            self.db.conflicts.lock().close(self.snapshot.seq());
+            let mut window = self.db.conflicts.lock();
+            window.close(self.snapshot.seq());
+            self.db.conflicts_open.store(window.is_recording(), std::sync::atomic::Ordering::SeqCst);
         }
     }
 }

@@ -6,8 +6,8 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::sync::{site, Mutex};
 use crossbeam_skiplist::SkipMap;
-use parking_lot::Mutex;
 use xxhash_rust::xxh3::Xxh3Builder;
 
 use arc_swap::ArcSwap;
@@ -121,7 +121,7 @@ impl LineageTable {
             index: SkipMap::new(),
             by_key: papaya::HashMap::with_hasher(Xxh3Builder::new()),
             view: ArcSwap::from_pointee(View(Vec::new(), 0)),
-            writer: Mutex::new(Writer::default()),
+            writer: Mutex::new(&site::LINEAGE, Writer::default()),
             unsorted_since: AtomicU64::new(u64::MAX),
             counters: Counters::default(),
             dropped: std::sync::atomic::AtomicBool::new(false),

@@ -11,7 +11,8 @@
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use crossbeam_skiplist::SkipMap;
+use crossbeam_epoch as epoch;
+use crossbeam_skiplist::base::SkipList;
 use smallvec::SmallVec;
 
 use crate::codec::DecodeResult;
@@ -50,7 +51,10 @@ pub(crate) enum Before {
 
 /// The in-memory write buffer.
 pub(crate) struct Memtable {
-    map: SkipMap<InternalKey, Vec<u8>>,
+    /// Searched under an epoch pin, which writes only the pinning thread's own slot: a lookup
+    /// takes no reference count on the entry it finds (nothing is removed before the memtable
+    /// is dropped).
+    map: SkipList<InternalKey, Vec<u8>>,
     bytes: AtomicUsize,
     /// The WAL holding this memtable's writes.
     wal_number: u64,
@@ -117,7 +121,7 @@ fn entry_of(ik: &[u8], v: &[u8]) -> MemEntry {
 impl Memtable {
     pub(crate) fn new(wal_number: u64) -> Self {
         Memtable {
-            map: SkipMap::new(),
+            map: SkipList::new(epoch::default_collector().clone()),
             bytes: AtomicUsize::new(0),
             wal_number,
             max_seq: AtomicU64::new(0),
@@ -182,14 +186,16 @@ impl Memtable {
         }
         self.bytes.fetch_add(ik.len() + v.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
-        self.map.insert(ik, v);
+        let guard = &epoch::pin();
+        self.map.insert(ik, v, guard).release(guard);
         Ok(())
     }
 
     /// Writes into `v` the value of partial row `row` folded into the key's newest version.
     fn fold(&self, table_id: u32, key: &[u8], row: &[u8], fold: Fold<'_>, v: &mut Vec<u8>) -> DecodeResult<()> {
         let newest = internal_key(table_id, key, u64::MAX);
-        let below = self.map.lower_bound::<[u8]>(Bound::Included(newest.as_slice()));
+        let guard = &epoch::pin();
+        let below = self.map.lower_bound::<[u8]>(Bound::Included(newest.as_slice()), guard);
         let below = below.as_ref().filter(|e| {
             let (t, k, _) = split(e.key());
             t == table_id && k == key
@@ -237,7 +243,8 @@ impl Memtable {
         f: impl FnOnce(Kind, &[u8]) -> R,
     ) -> Option<R> {
         let start = internal_key(table_id, key, snapshot);
-        let e = self.map.lower_bound::<[u8]>(Bound::Included(start.as_slice()))?;
+        let guard = &epoch::pin();
+        let e = self.map.lower_bound::<[u8]>(Bound::Included(start.as_slice()), guard)?;
         let (t, k, _) = split(e.key());
         if t != table_id || k != key {
             return None;
@@ -258,7 +265,8 @@ impl Memtable {
         limit: usize,
         out: &mut Vec<MemEntry>,
     ) {
-        for e in self.map.range::<[u8], _>((from, Bound::Unbounded)) {
+        let guard = &epoch::pin();
+        for e in self.map.range::<[u8], _>((from, Bound::Unbounded), guard) {
             let (t, k, _) = split(e.key());
             if t != table_id || upper.is_some_and(|u| k >= u) || out.len() >= limit {
                 break;
@@ -273,7 +281,8 @@ impl Memtable {
     pub(crate) fn has_in(&self, table_id: u32, lower: &[u8], upper: &[u8]) -> bool {
         let mut lo = table_id.to_be_bytes().to_vec();
         lo.extend_from_slice(lower);
-        for e in self.map.range::<[u8], _>((Bound::Included(&lo[..]), Bound::Unbounded)) {
+        let guard = &epoch::pin();
+        for e in self.map.range::<[u8], _>((Bound::Included(&lo[..]), Bound::Unbounded), guard) {
             let (t, k, _) = split(e.key());
             if t != table_id || k >= upper {
                 return false;
@@ -291,7 +300,8 @@ impl Memtable {
     pub(crate) fn keys_in(&self, table_id: u32, lower: &[u8], upper: &[u8], out: &mut Vec<Vec<u8>>) {
         let mut lo = table_id.to_be_bytes().to_vec();
         lo.extend_from_slice(lower);
-        for e in self.map.range::<[u8], _>((Bound::Included(&lo[..]), Bound::Unbounded)) {
+        let guard = &epoch::pin();
+        for e in self.map.range::<[u8], _>((Bound::Included(&lo[..]), Bound::Unbounded), guard) {
             let (t, k, _) = split(e.key());
             if t != table_id || k >= upper {
                 break;
@@ -309,7 +319,8 @@ impl Memtable {
         let lo = table_id.to_be_bytes();
         let mut out = Vec::new();
         let mut last: Option<Vec<u8>> = None;
-        for e in self.map.range::<[u8], _>((Bound::Included(&lo[..]), Bound::Unbounded)) {
+        let guard = &epoch::pin();
+        for e in self.map.range::<[u8], _>((Bound::Included(&lo[..]), Bound::Unbounded), guard) {
             let (t, k, _) = split(e.key());
             if t != table_id {
                 break;
@@ -327,8 +338,9 @@ impl Memtable {
     /// Entries (versions) of table `table_id`, counted up to `cap`.
     pub(crate) fn count_of(&self, table_id: u32, cap: usize) -> usize {
         let lo = table_id.to_be_bytes();
+        let guard = &epoch::pin();
         self.map
-            .range::<[u8], _>((Bound::Included(&lo[..]), Bound::Unbounded))
+            .range::<[u8], _>((Bound::Included(&lo[..]), Bound::Unbounded), guard)
             .take_while(|e| split(e.key()).0 == table_id)
             .take(cap)
             .count()
@@ -340,7 +352,8 @@ impl Memtable {
         let mut from = 0u32;
         loop {
             let lo = from.to_be_bytes();
-            let Some(e) = self.map.lower_bound::<[u8]>(Bound::Included(&lo[..])) else {
+            let guard = &epoch::pin();
+            let Some(e) = self.map.lower_bound::<[u8]>(Bound::Included(&lo[..]), guard) else {
                 break;
             };
             let (t, _, _) = split(e.key());

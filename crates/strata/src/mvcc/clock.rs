@@ -8,6 +8,11 @@
 //! to a later one). The manifest keeps a copy ([`EditRecord::Clock`](crate::version::edit::EditRecord::Clock)).
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_queue::SegQueue;
+
+use crate::sync::{site, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Samples kept before the older half is thinned.
@@ -21,6 +26,56 @@ pub(crate) fn unix_ms(t: SystemTime) -> u64 {
 /// The time `ms` milliseconds after the Unix epoch.
 pub(crate) fn time_of(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+/// The clock the commit leader records into without a lock, and readers read under one.
+///
+/// The leader notes each group: a group in a later millisecond than the last one noted pushes a
+/// new sample (its millisecond and last sequence number) onto a lock-free queue, and every group
+/// stores its last sequence number as the tail. A reader takes the lock, loads the tail, moves
+/// the queued samples into the [`Clock`] and lets the tail raise the newest sample at or below
+/// it: the tail's group committed in that sample's millisecond (a group in a later one would
+/// have pushed a sample first, with a larger sequence number).
+pub(crate) struct SharedClock {
+    samples: Mutex<Clock>,
+    arrived: SegQueue<(u64, u64)>,
+    tail: AtomicU64,
+}
+
+impl SharedClock {
+    pub(crate) fn new(clock: Clock) -> Self {
+        let tail = AtomicU64::new(clock.samples.back().map_or(0, |&(_, s)| s));
+        SharedClock { samples: Mutex::new(&site::CLOCK, clock), arrived: SegQueue::new(), tail }
+    }
+
+    /// Commit leader only: the group ending at `seq` committed at `ms`. `last` is the leader's
+    /// to keep: the millisecond of the last sample pushed and the last sequence number noted.
+    /// A group in a new millisecond first pushes where the last one ended, so a tail no reader
+    /// saw before it moved on still reaches its sample.
+    pub(crate) fn note(&self, last: &mut (u64, u64), ms: u64, seq: u64) {
+        if ms > last.0 {
+            crate::sync::shared_write();
+            if last.0 > 0 {
+                self.arrived.push(*last);
+            }
+            self.arrived.push((ms, seq));
+            last.0 = ms;
+        }
+        last.1 = seq;
+        crate::sync::shared_write();
+        self.tail.store(seq, Ordering::Release);
+    }
+
+    /// The clock, every noted group in it.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Clock> {
+        let mut c = self.samples.lock();
+        let tail = self.tail.load(Ordering::Acquire);
+        while let Some((ms, seq)) = self.arrived.pop() {
+            c.record(ms, seq);
+        }
+        c.settle_tail(tail);
+        c
+    }
 }
 
 /// Samples of (unix ms, newest sequence number committed by then), both non-decreasing.
@@ -42,6 +97,15 @@ impl Clock {
                     self.thin();
                 }
             }
+        }
+    }
+
+    /// The group ending at `seq` committed in the millisecond of the newest sample with a
+    /// sequence number at or below `seq` (see [`SharedClock`]): that sample now reaches `seq`.
+    fn settle_tail(&mut self, seq: u64) {
+        let i = self.samples.partition_point(|&(_, s)| s <= seq);
+        if let Some((_, s)) = i.checked_sub(1).and_then(|i| self.samples.get_mut(i)) {
+            *s = seq;
         }
     }
 
@@ -95,6 +159,34 @@ impl Clock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// The shared clock, read at any point, holds what recording every group under a lock
+    /// would: milliseconds that repeat, step back and jump, reads in between or not.
+    #[test]
+    fn the_shared_clock_agrees_with_recording_every_group() {
+        for seed in 0..200u64 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut reference = Clock::default();
+            reference.record(1_000, 10);
+            let shared = SharedClock::new(reference.clone());
+            let (mut last, mut ms, mut seq) = ((1_000, 10), 1_000u64, 10u64);
+            for _ in 0..rng.gen_range(1..60) {
+                ms = match rng.gen_range(0..10) {
+                    0..=4 => ms,
+                    5 => ms.saturating_sub(rng.gen_range(1..3)),
+                    _ => ms + rng.gen_range(1..4),
+                };
+                seq += rng.gen_range(1..5);
+                reference.record(ms, seq);
+                shared.note(&mut last, ms, seq);
+                if rng.gen_bool(0.2) {
+                    assert_eq!(shared.lock().samples(), reference.samples(), "seed {seed}");
+                }
+            }
+            assert_eq!(shared.lock().samples(), reference.samples(), "seed {seed}");
+        }
+    }
 
     #[test]
     fn times_resolve_to_the_newest_write_committed_by_then() {

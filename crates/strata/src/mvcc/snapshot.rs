@@ -9,16 +9,26 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use crate::sync::{site, Mutex};
 
 /// The registry of live snapshots plus the visible sequence number.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct SnapshotList {
     visible: AtomicU64,
     /// Versions at or below this sequence number may have been merged by flush or compaction
     /// (only registered snapshots pin older ones), so a new snapshot cannot read below it.
     floor: AtomicU64,
     live: Mutex<BTreeMap<u64, usize>>,
+}
+
+impl Default for SnapshotList {
+    fn default() -> Self {
+        SnapshotList {
+            visible: AtomicU64::new(0),
+            floor: AtomicU64::new(0),
+            live: Mutex::new(&site::SNAPSHOTS, BTreeMap::new()),
+        }
+    }
 }
 
 impl SnapshotList {
@@ -29,12 +39,6 @@ impl SnapshotList {
     /// Publishes writes up to `seq` to readers.
     pub(crate) fn publish(&self, seq: u64) {
         self.visible.store(seq, Ordering::Release);
-    }
-
-    /// Runs `f` with the visible sequence number, atomically with respect to [`Self::capture`].
-    pub(crate) fn with_visible<T>(&self, f: impl FnOnce(u64) -> T) -> T {
-        let _g = self.live.lock();
-        f(self.visible())
     }
 
     /// The oldest sequence number a new snapshot may read at.
@@ -76,7 +80,7 @@ impl SnapshotList {
     }
 
     /// Runs `f` with the visible sequence number and the oldest live snapshot, atomically with
-    /// respect to registering snapshots and to [`Self::with_visible`].
+    /// respect to registering snapshots.
     pub(crate) fn with_oldest<T>(&self, f: impl FnOnce(u64, Option<u64>) -> T) -> T {
         let live = self.live.lock();
         f(self.visible(), live.keys().next().copied())

@@ -1,7 +1,7 @@
 //! Point reads: the memtables newest first, then each level's runs holding the columns still
 //! needed, until the key's row is settled (a full row or a tombstone).
 
-use super::ReadPoint;
+use super::{ReadPoint, ReadView};
 use crate::catalog::workload::{wanted_columns, At, Op};
 use crate::catalog::TableInfo;
 use crate::codec::DecodeError;
@@ -10,7 +10,19 @@ use crate::mvcc::chain::Resolver;
 use crate::mvcc::Kind;
 use crate::sst::bloom;
 use crate::sst::reader::Lookup;
+use crate::sst::table_cache::TableCache;
 use crate::types::row::{carries, decode_row, Cells};
+use crate::version::TableVersion;
+
+/// A read point borrowed for one point read: a [`ReadPoint`]'s parts, or a pinned view's
+/// ([`crate::db`]'s point reads take no reference count on anything).
+pub(crate) struct PointAt<'a> {
+    pub tables: &'a TableCache,
+    pub snapshot_filter: bool,
+    pub view: &'a ReadView,
+    pub t: &'a TableVersion,
+    pub seq: u64,
+}
 
 impl ReadPoint {
     /// The cells of `key` (the `wanted` value columns; all with `None`); `record` counts the
@@ -22,7 +34,27 @@ impl ReadPoint {
         wanted: Option<&[bool]>,
         record: bool,
     ) -> Result<Option<Cells>> {
-        let (t, view, seq) = (&self.t, &self.view, self.seq);
+        let at = PointAt {
+            tables: &self.tables,
+            snapshot_filter: self.snapshot_filter,
+            view: &self.view,
+            t: &self.t,
+            seq: self.seq,
+        };
+        at.get_cells(info, key, wanted, record)
+    }
+}
+
+impl PointAt<'_> {
+    /// See [`ReadPoint::get_cells`].
+    pub(crate) fn get_cells(
+        &self,
+        info: &TableInfo,
+        key: &[u8],
+        wanted: Option<&[bool]>,
+        record: bool,
+    ) -> Result<Option<Cells>> {
+        let (t, view, seq) = (self.t, self.view, self.seq);
         let types = &info.value_types;
         let nvals = types.len();
         let served = |at: At| {
@@ -55,6 +87,8 @@ impl ReadPoint {
             served(At::Memtable);
         }
         let hash = bloom::key_hash(key);
+        // Readers and blocks are borrowed under these pins, not reference-counted.
+        let (readers, blocks) = (self.tables.pin(), self.tables.blocks.pin());
         // Files left out by the snapshot filter, ruled out by bloom filters, and searched; added
         // to the shared counters once per read.
         let (mut by_snapshot, mut by_bloom, mut probed) = (0u64, 0u64, 0u64);
@@ -75,8 +109,8 @@ impl ReadPoint {
                     by_snapshot += 1;
                     continue;
                 }
-                let reader = self.tables.get(f.number)?;
-                match reader.get(key, hash, seq, nvals, wanted, &mut res)? {
+                let reader = self.tables.reader(f.number, &readers)?;
+                match reader.get(key, hash, seq, nvals, wanted, &mut res, &blocks)? {
                     Lookup::Outside => {}
                     Lookup::Filtered => by_bloom += 1,
                     Lookup::Probed(hit) => {

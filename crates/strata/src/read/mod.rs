@@ -8,6 +8,7 @@
 mod get;
 mod rows;
 
+pub(crate) use get::PointAt;
 pub use rows::ScanIter;
 pub(crate) use rows::{project, project_with, record_scan, KeyOf};
 
@@ -15,6 +16,7 @@ use std::sync::Arc;
 
 use crate::memtable::Memtable;
 use crate::sst::table_cache::TableCache;
+use crate::sync::Swap;
 use crate::version::{TableVersion, Version};
 
 /// What readers read: the memtables and the version, swapped as one.
@@ -24,6 +26,10 @@ pub(crate) struct ReadView {
     pub imm: Vec<Arc<Memtable>>,
     pub version: Arc<Version>,
 }
+
+/// The current read view: readers pin it without a lock; writers (memtable rotation,
+/// installs) replace it one at a time.
+pub(crate) type ViewCell = Swap<ReadView>;
 
 /// One table's data at one sequence number.
 pub(crate) struct ReadPoint {

@@ -110,7 +110,7 @@ type Fed = (usize, Result<RecordBatch>);
 /// What a partition on the pool and its reader share.
 #[derive(Default)]
 struct Feed {
-    state: parking_lot::Mutex<FeedState>,
+    state: crate::sync::Mutex<FeedState>,
 }
 
 #[derive(Default)]

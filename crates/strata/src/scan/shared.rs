@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::Arc;
 
+use crate::sync::Mutex;
 use arrow_array::RecordBatch;
-use parking_lot::Mutex;
 
 use super::consumer::Consumer;
 use super::partition::Partition;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::block::{Block, Versions};
 use super::bloom;
 use super::builder::{IndexEntry, SstMeta, BLOCK_CLEAN};
-use super::cache::BlockCache;
+use super::cache::{BlockCache, BlockRef, CachePin};
 use super::format::{decode_footer, unframe_slice, BlockHandle, FOOTER_LEN, TRAILER_LEN};
 use super::rowgroup::{is_row_group_format, HeldPages, RowGroupReader, WholeRows};
 use super::zone::Zones;
@@ -355,10 +355,14 @@ impl SstReader {
         }
     }
 
-    /// Block `i` and the versions of `key` in it (see [`Block::versions_of`]); a block read
-    /// from the file is cached without its key index.
-    fn lookup(&self, i: usize, key: &[u8]) -> Result<(Arc<Block>, Versions)> {
-        let b = self.load(i, true)?;
+    /// Block `i` and the versions of `key` in it (see [`Block::versions_of`]): borrowed from
+    /// the cache under `pin`, else read from the file and cached without its key index.
+    fn lookup<'g>(&self, i: usize, key: &[u8], pin: &'g CachePin<'_>) -> Result<(BlockRef<'g>, Versions)> {
+        let cached = self.index.get(i).and_then(|e| self.cache.get_pinned(self.number, e.handle.offset, pin));
+        let b = match cached {
+            Some(b) => BlockRef::Cached(b),
+            None => BlockRef::Read(self.load(i, true)?),
+        };
         let versions = b.versions_of(key);
         Ok((b, versions))
     }
@@ -495,7 +499,9 @@ impl SstReader {
 
     /// Feeds the versions of `key` at or below `snapshot` (newest first) to `res`. Returns early
     /// (without IO) when the key is outside the file or the bloom filter excludes it. Returns
-    /// whether the file held a version of the key.
+    /// whether the file held a version of the key. Cached blocks are borrowed under `pin`.
+    // The read's inputs, what it resolved so far and the pin: one more than clippy likes.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn get(
         &self,
         key: &[u8],
@@ -504,9 +510,10 @@ impl SstReader {
         nvals: usize,
         wanted: Option<&[bool]>,
         res: &mut Resolver,
+        pin: &CachePin<'_>,
     ) -> Result<Lookup> {
         if let Some(rows) = &self.rows {
-            return rows.get(key, hash, snapshot, wanted, res);
+            return rows.get(key, hash, snapshot, wanted, res, pin);
         }
         if key < self.meta.smallest.as_slice() || key > self.meta.largest.as_slice() {
             return Ok(Lookup::Outside);
@@ -518,7 +525,7 @@ impl SstReader {
         if bi >= self.index.len() {
             return Ok(Lookup::Probed(false));
         }
-        let (b, (first, seqs)) = self.lookup(bi, key)?;
+        let (b, (first, seqs)) = self.lookup(bi, key, pin)?;
         let cover = self.cover(nvals);
         let mut found = false;
         for (i, &seq) in (first..).zip(&seqs) {
@@ -701,20 +708,21 @@ mod tests {
         let cache = Arc::new(BlockCache::new(1 << 20));
         let r = SstReader::open(&fs, p, (7, 0, Arc::default()), cache.clone()).unwrap();
         assert!(r.num_blocks() > 10);
+        let pin = cache.pin();
         for i in [0u32, 1, 999, 1999] {
             let key = (i * 2).to_be_bytes();
             let mut res = Resolver::new(2, None);
-            r.get(&key, bloom::key_hash(&key), u64::MAX, 2, None, &mut res).unwrap();
+            r.get(&key, bloom::key_hash(&key), u64::MAX, 2, None, &mut res, &pin).unwrap();
             assert_eq!(
                 res.finish(),
                 Some(vec![Some(Value::BigInt(i64::from(i))), Some(Value::Text(format!("new{i}")))])
             );
             let mut res = Resolver::new(2, None);
-            r.get(&key, bloom::key_hash(&key), u64::from(i), 2, None, &mut res).unwrap();
+            r.get(&key, bloom::key_hash(&key), u64::from(i), 2, None, &mut res, &pin).unwrap();
             assert_eq!(res.finish(), Some(vec![Some(Value::BigInt(i64::from(i))), Some(Value::Text("old".into()))]));
             let odd = (i * 2 + 1).to_be_bytes();
             let mut res = Resolver::new(2, None);
-            r.get(&odd, bloom::key_hash(&odd), u64::MAX, 2, None, &mut res).unwrap();
+            r.get(&odd, bloom::key_hash(&odd), u64::MAX, 2, None, &mut res, &pin).unwrap();
             assert_eq!(res.finish(), None);
         }
         let mut enc = RowEncoder::new(&r, TYPES.into(), None);

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use super::block::{Block, BlockBuilder, ColumnRun};
 use super::bloom;
 use super::builder::{put_columns, IndexEntry, SstMeta, SstOptions};
-use super::cache::BlockCache;
+use super::cache::{BlockCache, BlockRef, CachePin};
 use super::format::{decode_footer, unframe_slice, BlockHandle, BlockWriter, Compression, FOOTER_LEN, TRAILER_LEN};
 use super::reader::{read_block_raw, read_columns, read_scratch, Fences, Lookup};
 use super::zone::{ZoneMap, Zones};
@@ -506,7 +506,7 @@ impl HeldPages {
 }
 
 /// A page and one of its rows.
-type PageRow = (Arc<Block>, usize);
+type PageRow<'g> = (BlockRef<'g>, usize);
 
 /// A page of a row-group file: key page `p`, or page `p` of group `g`.
 #[derive(Debug, Clone, Copy)]
@@ -908,10 +908,19 @@ impl RowGroupReader {
     /// Calls `f` with each version of `key`, newest first: its ordinal, sequence number and
     /// kind, until `f` says stop (`Ok(false)`). One fence search, one binary search in a key page
     /// (and the next ones while the key's versions continue there).
-    fn each_version(&self, key: &[u8], mut f: impl FnMut(u64, u64, Kind) -> Result<bool>) -> Result<()> {
+    fn each_version(
+        &self,
+        key: &[u8],
+        pin: &CachePin<'_>,
+        mut f: impl FnMut(u64, u64, Kind) -> Result<bool>,
+    ) -> Result<()> {
         let mut p = self.fences.find(key, |i| &self.key_pages[i].last_key);
         while p < self.key_pages.len() {
-            let page = self.key_page(p)?;
+            let h = self.handle(Page::Key(p))?;
+            let page = match self.cache.get_pinned(self.number, h.offset, pin) {
+                Some(b) => BlockRef::Cached(b),
+                None => BlockRef::Read(self.key_page(p)?),
+            };
             let (first, seqs) = page.versions_of(key);
             let base = (p as u64) << self.shape.key_shift();
             for (i, &seq) in (first..).zip(seqs.iter()) {
@@ -933,7 +942,8 @@ impl RowGroupReader {
     #[cfg(test)]
     pub(crate) fn versions(&self, key: &[u8]) -> Result<Vec<(u64, u64, Kind)>> {
         let mut out = Vec::new();
-        self.each_version(key, |r, seq, kind| {
+        let pin = self.cache.pin();
+        self.each_version(key, &pin, |r, seq, kind| {
             out.push((r, seq, kind));
             Ok(true)
         })?;
@@ -959,6 +969,7 @@ impl RowGroupReader {
         snapshot: u64,
         wanted: Option<&[bool]>,
         res: &mut Resolver,
+        pin: &CachePin<'_>,
     ) -> Result<Lookup> {
         if key < self.meta.smallest.as_slice() || key > self.meta.largest.as_slice() {
             return Ok(Lookup::Outside);
@@ -969,9 +980,10 @@ impl RowGroupReader {
         let mut found = false;
         // Each group's page holding the current version: loaded once per version for the groups
         // with a column the read still needs, so cells are then read by position alone.
-        let mut pages: smallvec::SmallVec<[Option<PageRow>; 8]> = smallvec::smallvec![None; self.meta.groups.len()];
+        let mut pages: smallvec::SmallVec<[Option<PageRow<'_>>; 8]> =
+            (0..self.meta.groups.len()).map(|_| None).collect();
         let wants = |vi: usize| wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false));
-        self.each_version(key, |r, seq, kind| {
+        self.each_version(key, pin, |r, seq, kind| {
             if res.is_settled() {
                 return Ok(false);
             }
@@ -981,7 +993,7 @@ impl RowGroupReader {
             found = true;
             let needed =
                 |g: usize| kind != Kind::Delete && self.meta.groups[g].columns.iter().any(|&vi| res.is_open(vi));
-            self.pages_of_row(r, needed, &mut pages)?;
+            self.pages_of_row(r, needed, &mut pages, pin)?;
             res.push_with(kind, None, |vi| {
                 let (g, c) = self.place.get(vi).copied().flatten().filter(|_| wants(vi))?;
                 let (page, row) = pages[g].as_ref()?;
@@ -996,7 +1008,13 @@ impl RowGroupReader {
     /// row's place there (`None` for the others). The pages the cache lacks are read with one
     /// read when they lie close together in the file, as a row's pages of groups of like widths
     /// do (pages are written as they fill), then checked and cached one by one.
-    fn pages_of_row(&self, r: u64, needed: impl Fn(usize) -> bool, out: &mut [Option<PageRow>]) -> Result<()> {
+    fn pages_of_row<'g>(
+        &self,
+        r: u64,
+        needed: impl Fn(usize) -> bool,
+        out: &mut [Option<PageRow<'g>>],
+        pin: &'g CachePin<'_>,
+    ) -> Result<()> {
         let mut missing: smallvec::SmallVec<[(usize, usize, usize, BlockHandle); 32]> = smallvec::SmallVec::new();
         for (g, slot) in out.iter_mut().enumerate() {
             *slot = None;
@@ -1005,14 +1023,14 @@ impl RowGroupReader {
             }
             let (q, row) = self.shape.locate(g, r);
             let h = self.handle(Page::Group(g, q))?;
-            match self.cache.get(self.number, h.offset) {
-                Some(b) => *slot = Some((b, row)),
+            match self.cache.get_pinned(self.number, h.offset, pin) {
+                Some(b) => *slot = Some((BlockRef::Cached(b), row)),
                 None => missing.push((g, q, row, h)),
             }
         }
         let framed = |h: &BlockHandle| (h.size as usize) + TRAILER_LEN;
         let mut add = |(g, q, row, h): (usize, usize, usize, BlockHandle), content: Vec<u8>| -> Result<()> {
-            out[g] = Some((self.admit(Page::Group(g, q), h, content, None)?, row));
+            out[g] = Some((BlockRef::Read(self.admit(Page::Group(g, q), h, content, None)?), row));
             Ok(())
         };
         let start = missing.iter().map(|m| m.3.offset).min().unwrap_or(0);
@@ -1338,7 +1356,7 @@ mod tests {
         assert_eq!(r.versions(b"c").unwrap().len(), 3);
         // A point read at a snapshot between the versions sees the right one.
         let mut res = Resolver::new(4, None);
-        r.get(b"b", bloom::key_hash(b"b"), 1000 - 120, None, &mut res).unwrap();
+        r.get(b"b", bloom::key_hash(b"b"), 1000 - 120, None, &mut res, &r.cache.pin()).unwrap();
         assert_eq!(res.finish().map(|c| c[0].clone()), Some(Some(Value::BigInt(120))));
     }
 
@@ -1359,8 +1377,9 @@ mod tests {
                 let ord = rng.gen_range(0..vs.len() as u64);
                 let only: Option<usize> = rng.gen_bool(0.3).then(|| rng.gen_range(0..3));
                 let needed = |g: usize| only.is_none_or(|o| o == g);
-                let mut out = vec![None; 3];
-                r.pages_of_row(ord, needed, &mut out).unwrap();
+                let pin = r.cache.pin();
+                let mut out = [None, None, None];
+                r.pages_of_row(ord, needed, &mut out, &pin).unwrap();
                 let want = (0..3).filter(|&g| needed(g)).count() as u64;
                 assert_eq!(r.cache.reads.load(std::sync::atomic::Ordering::Relaxed), want, "seed {seed}");
                 for (vi, cell) in vs[ord as usize].3.iter().enumerate() {
@@ -1374,7 +1393,7 @@ mod tests {
                     assert_eq!(page.cell(*row, c), alone.cell(at, c), "seed {seed} ordinal {ord} column {vi}");
                     assert_eq!(&page.cell(*row, c), cell, "seed {seed} ordinal {ord} column {vi}");
                 }
-                r.pages_of_row(ord, needed, &mut out).unwrap();
+                r.pages_of_row(ord, needed, &mut out, &pin).unwrap();
                 assert_eq!(r.cache.reads.load(std::sync::atomic::Ordering::Relaxed), want, "cached: seed {seed}");
             }
         }
@@ -1425,8 +1444,10 @@ mod tests {
             assert!(err.is_corruption() && err.to_string().contains("000009.sst"), "offset {off}: {err}");
             // A point read's pages, read together, are checked one by one as well.
             let Ok(r) = open(&fs, path) else { continue };
-            let mut out = vec![None; 3];
-            let read = (0..vs.len() as u64).step_by(50).try_for_each(|ord| r.pages_of_row(ord, |_| true, &mut out));
+            let pin = r.cache.pin();
+            let mut out = [None, None, None];
+            let read =
+                (0..vs.len() as u64).step_by(50).try_for_each(|ord| r.pages_of_row(ord, |_| true, &mut out, &pin));
             if let Err(err) = read {
                 assert!(err.is_corruption() && err.to_string().contains("000009.sst"), "offset {off}: {err}");
             }

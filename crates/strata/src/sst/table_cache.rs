@@ -3,11 +3,12 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use crate::sync::{site, Mutex, PerCore};
+
+use xxhash_rust::xxh3::Xxh3Builder;
 
 use crate::error::Result;
 use crate::sst::cache::BlockCache;
@@ -21,28 +22,36 @@ pub(crate) fn sst_name(n: u64) -> String {
     format!("{n:06}.sst")
 }
 
-/// How point lookups went, file by file, since open.
-#[derive(Debug, Default)]
-pub(crate) struct ProbeCounters {
-    /// Files whose data blocks a lookup searched.
-    pub probed: AtomicU64,
-    /// Files a bloom filter ruled out.
-    pub bloom: AtomicU64,
-    /// Files left out because every version in them is newer than the read's snapshot (point
-    /// lookups and the runs of scans).
-    pub snapshot: AtomicU64,
+/// How point lookups went, file by file, since open, kept per core: (files left out because
+/// every version in them is newer than the read's snapshot, by point lookups and the runs of
+/// scans; files a bloom filter ruled out; files whose data blocks a lookup searched).
+#[derive(Debug)]
+pub(crate) struct ProbeCounters(PerCore);
+
+impl Default for ProbeCounters {
+    fn default() -> Self {
+        ProbeCounters(PerCore::new(3))
+    }
 }
 
 impl ProbeCounters {
-    /// Adds one read's counts (zeros are not written, to keep the shared line quiet).
+    /// Adds one read's counts.
     pub(crate) fn add(&self, snapshot: u64, bloom: u64, probed: u64) {
-        for (counter, n) in [(&self.snapshot, snapshot), (&self.bloom, bloom), (&self.probed, probed)] {
+        for (i, n) in [snapshot, bloom, probed].into_iter().enumerate() {
             if n > 0 {
-                counter.fetch_add(n, Ordering::Relaxed);
+                self.0.add(i, n);
             }
         }
     }
+
+    /// (left out by the snapshot filter, ruled out by bloom filters, searched).
+    pub(crate) fn get(&self) -> (u64, u64, u64) {
+        (self.0.get(0), self.0.get(1), self.0.get(2))
+    }
 }
+
+/// A pin of the open readers: readers found under it stay alive until it is dropped.
+pub(crate) type ReaderPin<'a> = papaya::LocalGuard<'a>;
 
 /// Open readers, shared by all threads.
 pub(crate) struct TableCache {
@@ -55,7 +64,9 @@ pub(crate) struct TableCache {
     pub(crate) heat: HeatMap,
     pub(crate) blocks: Arc<BlockCache>,
     pub(crate) probes: ProbeCounters,
-    open: Mutex<HashMap<u64, Arc<SstReader>>>,
+    /// Read lock-free under a pin ([`Self::reader`]): a point read finds its files' readers
+    /// without a lock or a reference count.
+    open: papaya::HashMap<u64, Arc<SstReader>, Xxh3Builder>,
     /// Exact key sets of the Level-0 files written since open.
     key_sets: Mutex<HashMap<u64, Arc<KeySet>>>,
     /// For Level-0 files flushed since open: the hashes of their keys that had versions in
@@ -73,14 +84,14 @@ impl TableCache {
         TableCache {
             fs,
             dirs,
-            placed: Mutex::new(HashMap::new()),
+            placed: Mutex::new(&site::TABLE_CACHE, HashMap::new()),
             heat: HeatMap::new(half_life),
-            staging_wanted: Mutex::new(std::collections::HashSet::new()),
+            staging_wanted: Mutex::new(&site::TABLE_CACHE, std::collections::HashSet::new()),
             blocks,
             probes: ProbeCounters::default(),
-            open: Mutex::new(HashMap::new()),
-            key_sets: Mutex::new(HashMap::new()),
-            older_keys: Mutex::new(HashMap::new()),
+            open: papaya::HashMap::builder().hasher(Xxh3Builder::new()).build(),
+            key_sets: Mutex::new(&site::TABLE_CACHE, HashMap::new()),
+            older_keys: Mutex::new(&site::TABLE_CACHE, HashMap::new()),
         }
     }
 
@@ -133,12 +144,25 @@ impl TableCache {
 
     /// The reader of file `number`, opening it on first use.
     pub(crate) fn get(&self, number: u64) -> Result<Arc<SstReader>> {
-        if let Some(r) = self.open.lock().get(&number) {
-            return Ok(r.clone());
+        let pin = self.pin();
+        let r = self.reader(number, &pin)?;
+        crate::sync::shared_write();
+        Ok(r.clone())
+    }
+
+    /// A pin for [`Self::reader`].
+    pub(crate) fn pin(&self) -> ReaderPin<'_> {
+        self.open.guard()
+    }
+
+    /// The reader of file `number`, opening it on first use, borrowed for as long as `pin` lives.
+    pub(crate) fn reader<'g>(&self, number: u64, pin: &'g ReaderPin<'_>) -> Result<&'g Arc<SstReader>> {
+        if let Some(r) = self.open.get(&number, pin) {
+            return Ok(r);
         }
         let file = (number, self.tier_of(number), self.heat.of(number));
         let r = SstReader::open(self.fs.as_ref(), &self.path(number), file, self.blocks.clone())?;
-        Ok(self.open.lock().entry(number).or_insert(r).clone())
+        Ok(self.open.get_or_insert(number, r, pin))
     }
 
     /// Keeps the exact key set of file `number`, made from its key `hashes`.
@@ -176,7 +200,7 @@ impl TableCache {
     /// Approximate bytes the open files hold outside the block cache (indexes with their zone
     /// maps, bloom filters).
     pub(crate) fn reader_bytes(&self) -> usize {
-        self.open.lock().values().map(|r| r.memory()).sum()
+        self.open.pin().values().map(|r| r.memory()).sum()
     }
 
     /// Forgets a deleted file.
@@ -185,6 +209,6 @@ impl TableCache {
         self.heat.forget(number);
         self.key_sets.lock().remove(&number);
         self.older_keys.lock().remove(&number);
-        self.open.lock().remove(&number);
+        self.open.pin().remove(&number);
     }
 }

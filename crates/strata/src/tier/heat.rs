@@ -1,6 +1,6 @@
 //! Access histograms (LogStore §V): one bucket per SST, counting the point reads it served and
 //! the probes that searched it and found nothing. The counters live beside each open file and
-//! are bumped with relaxed atomics on the read path; they halve every half-life, so old heat
+//! are bumped on the read path in the reading core's own stripe ([`PerCore`]); they halve every half-life, so old heat
 //! fades; and when compaction replaces files, the heat of each input passes to the outputs that
 //! cover its key range, so a range keeps its history while its files change.
 //!
@@ -8,44 +8,42 @@
 //! keeps files sorted, so buckets need no structure of their own.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::sync::{site, Mutex, PerCore};
 
 use crate::version::FileMeta;
 
-/// One file's bucket.
-#[derive(Debug, Default)]
-pub(crate) struct Heat {
-    reads: AtomicU64,
-    misses: AtomicU64,
+/// One file's bucket: (reads served, probes that found nothing), kept per core.
+#[derive(Debug)]
+pub(crate) struct Heat(PerCore);
+
+impl Default for Heat {
+    fn default() -> Self {
+        Heat(PerCore::new(2))
+    }
 }
 
 impl Heat {
     /// Counts a probe of the file: `found` when it held a version of the key.
     pub(crate) fn record(&self, found: bool) {
-        let c = if found { &self.reads } else { &self.misses };
-        c.fetch_add(1, Ordering::Relaxed);
+        self.0.add(usize::from(!found), 1);
     }
 
     /// (reads served, probes that found nothing).
     pub(crate) fn get(&self) -> (u64, u64) {
-        (self.reads.load(Ordering::Relaxed), self.misses.load(Ordering::Relaxed))
+        (self.0.get(0), self.0.get(1))
     }
 
     fn add(&self, reads: u64, misses: u64) {
-        self.reads.fetch_add(reads, Ordering::Relaxed);
-        self.misses.fetch_add(misses, Ordering::Relaxed);
+        self.0.add(0, reads);
+        self.0.add(1, misses);
     }
 
     /// Divides both counts by 2^`halvings` (a concurrent increment may be lost; it is heat).
     fn decay(&self, halvings: u32) {
-        for c in [&self.reads, &self.misses] {
-            let v = c.load(Ordering::Relaxed);
-            c.store(v.checked_shr(halvings).unwrap_or(0), Ordering::Relaxed);
-        }
+        self.0.update(|v| v.checked_shr(halvings).unwrap_or(0));
     }
 }
 
@@ -60,7 +58,11 @@ pub(crate) struct HeatMap {
 impl HeatMap {
     /// Buckets whose counts halve every `half_life` (zero: never).
     pub(crate) fn new(half_life: Duration) -> HeatMap {
-        HeatMap { files: Mutex::new(HashMap::new()), half_life, decayed: Mutex::new(Instant::now()) }
+        HeatMap {
+            files: Mutex::new(&site::HEAT, HashMap::new()),
+            half_life,
+            decayed: Mutex::new(&site::HEAT, Instant::now()),
+        }
     }
 
     /// File `number`'s bucket, made empty on first use.

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::sync::{site, Mutex};
 
 use super::{DirLock, Fs, ReadableFile, WritableFile};
 use crate::error::Result;
@@ -81,7 +81,7 @@ impl Device {
         let now = Instant::now();
         Device {
             profile,
-            free_at: Mutex::new((vec![now; profile.channels.max(1)], now)),
+            free_at: Mutex::new(&site::FS, (vec![now; profile.channels.max(1)], now)),
             ops: AtomicU64::new(0),
             busy_micros: AtomicU64::new(0),
         }

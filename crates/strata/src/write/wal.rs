@@ -50,18 +50,13 @@ pub(crate) fn frame(payload: &[u8], out: &mut Vec<u8>) {
 /// An open log being appended to.
 pub(crate) struct WalWriter {
     file: Box<dyn WritableFile>,
-    number: u64,
 }
 
 impl WalWriter {
-    pub(crate) fn create(fs: &dyn Fs, path: &Path, number: u64) -> Result<Self> {
+    pub(crate) fn create(fs: &dyn Fs, path: &Path) -> Result<Self> {
         let mut file = fs.create(path)?;
         file.append(&file_header(WAL_MAGIC))?;
-        Ok(WalWriter { file, number })
-    }
-
-    pub(crate) fn number(&self) -> u64 {
-        self.number
+        Ok(WalWriter { file })
     }
 
     /// Appends already-framed records.
@@ -139,7 +134,7 @@ mod tests {
     use crate::vfs::FaultFs;
 
     fn write(fs: &FaultFs, p: &Path, recs: &[&[u8]]) {
-        let mut w = WalWriter::create(fs, p, 1).unwrap();
+        let mut w = WalWriter::create(fs, p).unwrap();
         let mut buf = Vec::new();
         for r in recs {
             frame(r, &mut buf);
