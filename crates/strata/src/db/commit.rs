@@ -364,6 +364,9 @@ impl DbInner {
         }
         crate::sync::shared_write();
         self.snapshots.publish(seq);
+        // Paired with the fence in `Db::begin` between setting the flag and reading the visible
+        // sequence number: of the two threads, at least one sees the other's store.
+        std::sync::atomic::fence(Ordering::SeqCst);
         if !recorded && self.conflicts_open.load(Ordering::SeqCst) {
             self.record_conflicts(group, &lost, first);
         }

@@ -3,8 +3,10 @@
 //! rotation), [`background`] (flush, compaction, obsolete-file cleanup), [`read`] (handing out
 //! read points) and [`table`] (the per-table API).
 //!
-//! Lock order, outermost first: commit queue → background state → version set → read view. No
-//! lock is held across a WAL or SST write except the version-set lock around manifest appends.
+//! Lock order, outermost first: commit leader → background state → version set → read view
+//! (its writers). The leader lock, which owns the WAL writer, is held across the group's WAL
+//! write; no other lock is held across a WAL or SST write except the version-set lock around
+//! manifest appends. Reads take none of them.
 
 mod background;
 mod commit;

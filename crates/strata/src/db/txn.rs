@@ -107,6 +107,7 @@ impl Db {
             // Before the snapshot: a commit leader that publishes after this either is in the
             // snapshot or sees the flag and records its rows (see `commit_group`).
             self.inner.conflicts_open.store(true, std::sync::atomic::Ordering::SeqCst);
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             let snapshot = Snapshot::new(self.inner.snapshots.clone());
             window.open(snapshot.seq());
             snapshot
