@@ -3,7 +3,7 @@
 //! Every lock of the engine is a [`Mutex`] of this module, named by the [`Site`]
 //! it belongs to. Taking one tries it first; only when that fails is the wait timed and added to
 //! its site's counters, so an uncontended lock costs what parking_lot's does and a contended one
-//! shows up in [`lock_waits`] (`strata-bench --lock-waits` prints them per run).
+//! shows up in [`lock_waits`] (`strata-bench ycsb --lock-waits` prints them per run).
 //!
 //! Counters bumped on every read or write are [`PerCore`]: one padded stripe per core (threads
 //! are dealt stripes in turn), summed when read, so threads on different cores never write the
