@@ -123,6 +123,11 @@ impl<T> Mutex<T> {
         Some(g)
     }
 
+    /// True while some thread holds the lock (a hint: it may change at once).
+    pub(crate) fn is_locked(&self) -> bool {
+        self.inner.is_locked()
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
         count(|c| c.locks += 1);
         if let Some(g) = self.inner.try_lock() {

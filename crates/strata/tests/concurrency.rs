@@ -475,8 +475,10 @@ fn sixteen_threads_of_reads_writes_scans_and_snapshots_match_the_model() {
             let opts = Options {
                 memtable_size: 128 << 10,
                 l1_max_bytes: 256 << 10,
-                // Whatever the cores here: the writers of a group insert their own batches.
+                // Whatever the cores here: the writers of a group insert their own batches, and
+                // wait awake before they park, as on many cores.
                 parallel_memtable_inserts: Some(true),
+                spin_before_park: Some(true),
                 ..tiny_options(Arc::new(OsFs))
             };
             let db = Db::open(tmp.path(), opts).unwrap();

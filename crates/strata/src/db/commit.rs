@@ -124,6 +124,12 @@ impl Led {
 /// its request is done; this only bounds the wait should that wake-up be missed).
 const WRITER_NAP: Duration = Duration::from_millis(1);
 
+/// Spin hints, then yields, a waiting writer tries before it parks (see `DbInner::spin_until`):
+/// a few microseconds of spinning and up to some tens of microseconds of yields, about the time
+/// a group takes to commit.
+const SPINS: usize = 256;
+const YIELDS: usize = 32;
+
 impl DbInner {
     pub(crate) fn write(&self, batch: WriteBatch, opts: &super::WriteOptions) -> Result<()> {
         match self.commit_request(batch, opts, None)? {
@@ -192,7 +198,11 @@ impl DbInner {
                 }
                 continue;
             }
-            std::thread::park_timeout(WRITER_NAP);
+            let ready =
+                || (slot.job.get().is_some() && !inserted) || slot.outcome.get().is_some() || !self.leader.is_locked();
+            if !self.spin_until(ready) {
+                std::thread::park_timeout(WRITER_NAP);
+            }
         }
     }
 
@@ -444,13 +454,38 @@ impl DbInner {
         if let Some((r, s)) = mine {
             job.done(self.insert_batch(view, &r.batch, s));
         }
-        while job.left.load(Ordering::Acquire) > 0 {
-            std::thread::park_timeout(Duration::from_micros(200));
+        let all_in = || job.left.load(Ordering::Acquire) == 0;
+        while !all_in() {
+            if !self.spin_until(all_in) {
+                std::thread::park_timeout(Duration::from_micros(200));
+            }
         }
         match job.failed.get() {
             Some(msg) => Err(Error::corruption("<memtable>", 0, msg.clone())),
             None => Ok(()),
         }
+    }
+
+    /// Where cores are plenty (see [`super::Options::spin_before_park`]), waits for `ready` a
+    /// little while awake before a writer parks: first with spin hints, then yielding. A group
+    /// commit's hand-offs (to the next leader, to the followers inserting in parallel, back to
+    /// the leader) then cost a look at memory instead of a sleep and a wake-up each, which on
+    /// many cores is what bounds how many groups commit per second. True when `ready` held.
+    fn spin_until(&self, ready: impl Fn() -> bool) -> bool {
+        if !self.spin {
+            return false;
+        }
+        for i in 0..SPINS + YIELDS {
+            if ready() {
+                return true;
+            }
+            if i < SPINS {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        ready()
     }
 
     /// Inserts the LSM tables' writes of `batch` into the memtable, from sequence number

@@ -110,6 +110,8 @@ pub(crate) struct DbInner {
     /// Whether write transactions are open, so that committed rows must be recorded in the
     /// conflict window (set and cleared under its lock; see `commit_group`).
     pub conflicts_open: AtomicBool,
+    /// Writers wait awake a little before they park ([`Options::spin_before_park`]).
+    pub spin: bool,
     /// Bytes written into each table by commits since open.
     pub ingested: papaya::HashMap<u32, AtomicU64>,
     /// Rows committed while write transactions are open (see [`crate::mvcc::conflict`]).
@@ -401,6 +403,9 @@ impl Db {
             leader: Mutex::new(&site::COMMIT, commit::Leader::new(wal, (clock.last_ms(), last_seq))),
             wal_number: AtomicU64::new(wal_number),
             conflicts_open: AtomicBool::new(false),
+            spin: opts
+                .spin_before_park
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()) >= 4),
             ingested: papaya::HashMap::new(),
             conflicts: Mutex::new(&site::CONFLICTS, crate::mvcc::conflict::ConflictWindow::new(opts.txn_window_bytes)),
             tables,

@@ -114,6 +114,12 @@ pub struct Options {
     /// writes touch one key, or that write a lineage table, are inserted in order by the
     /// leader). `None`, the default, does so on machines of four cores or more.
     pub parallel_memtable_inserts: Option<bool>,
+    /// Whether a writer waiting in the group commit (for its outcome, for its turn to insert, for
+    /// the leader lock) first waits awake for some microseconds, spinning and then yielding,
+    /// before it sleeps. On many cores this spares each group's hand-offs a wake-up; where
+    /// cores are few the spinning takes CPU the leader needs. `None`, the default, spins on
+    /// machines of four cores or more.
+    pub spin_before_park: Option<bool>,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
 }
@@ -152,6 +158,7 @@ impl Default for Options {
             txn_window_bytes: 64 << 20,
             txn_max_bytes: 64 << 20,
             parallel_memtable_inserts: None,
+            spin_before_park: None,
             fs: Arc::new(OsFs),
         }
     }
@@ -187,6 +194,7 @@ impl std::fmt::Debug for Options {
             .field("txn_window_bytes", &self.txn_window_bytes)
             .field("txn_max_bytes", &self.txn_max_bytes)
             .field("parallel_memtable_inserts", &self.parallel_memtable_inserts)
+            .field("spin_before_park", &self.spin_before_park)
             .finish_non_exhaustive()
     }
 }
