@@ -147,24 +147,30 @@ impl Layout {
         self.groups(below).iter().filter(|g| g.first().is_none_or(|c| parent.contains(c))).map(Vec::as_slice).collect()
     }
 
+    /// A layout of the given groups per level (deeper levels repeat the last). The caller
+    /// makes sure each level partitions `0..nvals` and obeys containment.
+    pub(crate) fn from_groups(levels: Vec<Vec<Vec<usize>>>, nvals: usize) -> Layout {
+        Layout::from_levels(levels, nvals)
+    }
+
     /// Canonical text of the layout (one clause per level, first `num_levels` levels).
     pub fn spec(&self, schema: &Schema, num_levels: usize) -> String {
-        let nvals = schema.value_columns().len();
         (0..num_levels)
-            .map(|i| self.groups(i))
-            .enumerate()
-            .map(|(i, groups)| {
-                let g = if groups.len() == 1 && groups[0].len() == nvals {
-                    "row".to_owned()
-                } else if groups.len() == nvals && nvals > 1 {
-                    "column".to_owned()
-                } else {
-                    groups.iter().map(|g| group_text(g, schema)).collect::<Vec<_>>().join(" ")
-                };
-                format!("L{i}: {g}")
-            })
+            .map(|i| format!("L{i}: {}", Layout::groups_text(self.groups(i), schema)))
             .collect::<Vec<_>>()
             .join("; ")
+    }
+
+    /// The text of one level's groups: `row`, `column` or `(a,b) (c)`.
+    pub fn groups_text(groups: &[Vec<usize>], schema: &Schema) -> String {
+        let nvals = schema.value_columns().len();
+        if groups.len() == 1 && groups[0].len() == nvals {
+            "row".to_owned()
+        } else if groups.len() == nvals && nvals > 1 {
+            "column".to_owned()
+        } else {
+            groups.iter().map(|g| group_text(g, schema)).collect::<Vec<_>>().join(" ")
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod advisor;
 mod catalog;
 mod codec;
 pub mod column_group;
@@ -34,9 +35,9 @@ pub mod vfs;
 mod write;
 
 pub use db::{
-    AsOf, ColumnWorkload, Db, Engine, GroupStats, HeatBucket, History, KeyRange, LevelStats, LineageStats, Options,
-    Projection, ReadOptions, ScanIter, Stats, Table, TableInfo, TableOptions, TableStats, TierStats, Transaction,
-    TxnOptions, WorkloadStats, WriteOptions, TXN_RETRIES,
+    Advice, AdviseOptions, AsOf, ColumnWorkload, Db, Engine, GroupStats, HeatBucket, History, KeyRange, LevelAdvice,
+    LevelStats, LineageStats, Options, Projection, ReadOptions, ScanIter, Stats, Table, TableInfo, TableOptions,
+    TableStats, TierStats, Transaction, TxnOptions, WorkloadStats, WriteOptions, TXN_RETRIES,
 };
 pub use error::{Error, Result};
 pub use mvcc::snapshot::Snapshot;

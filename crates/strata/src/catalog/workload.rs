@@ -3,6 +3,7 @@
 //! which column groups each level should store (LASER §6).
 //!
 //! What counts where:
+//! - a put (a whole row written) counts once for the table, as an insert;
 //! - a point read counts at the memtable and at every level where it found a version of its key,
 //!   with the columns it asked for;
 //! - a scan counts at the memtable and at every level where it read a file, with the columns it
@@ -11,10 +12,27 @@
 //!   level a flush or compaction writes its partial row into, with the columns the partial row
 //!   still carries there (so the counts show how deep updates travel before they are merged).
 //!
+//! Besides the per-column counts, each operation is counted under its *projection* (the exact set
+//! of value columns it read or wrote), so the design advisor sees which columns are accessed
+//! together (LASER §6.3 splits column groups by projections, not by columns). The first
+//! [`SHAPES`] distinct projections of a table get their own counters; operations with any later
+//! one are counted together as "other". A scan also counts the entries of the files it overlaps
+//! at each level, from which the advisor takes its selectivity there.
+//!
 //! Counters are bumped once per level touched (plus once per column) on the counting thread's
-//! own stripe ([`PerCore`]), cheap enough to stay on at any number of threads. They start at zero when the database is opened.
+//! own stripe ([`PerCore`]), cheap enough to stay on at any number of threads. A new projection
+//! is registered once, lock-free, in a slot of a fixed table. They start at zero when the
+//! database is opened.
+
+use std::sync::OnceLock;
 
 use crate::sync::PerCore;
+
+/// Distinct projections per table with counters of their own.
+pub(crate) const SHAPES: usize = 32;
+
+/// Places counted: the memtable and the tracked levels.
+const PLACES: usize = TRACKED_LEVELS + 1;
 
 /// Levels tracked separately; deeper levels are counted with the last one.
 pub(crate) const TRACKED_LEVELS: usize = 16;
@@ -41,30 +59,103 @@ pub(crate) struct Workload {
     /// Per (place, operation type): the operations, then one count per value column. Place 0 is
     /// the memtable, `1 + i` is level i.
     counts: PerCore,
+    /// The registered projections (value-column indices, ascending), by slot.
+    shapes: Box<[OnceLock<Box<[usize]>>]>,
+    /// Per (place, operation type, projection slot or "other"): operations; then per (place,
+    /// slot): entries scanned.
+    by_shape: PerCore,
     nvals: usize,
+}
+
+/// Operations of one projection at one place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ShapeCount {
+    /// The value columns; `None` for the operations whose projection had no slot left.
+    pub cols: Option<Vec<usize>>,
+    /// Operations.
+    pub ops: u64,
+    /// Scans: entries of the files they overlapped at the place.
+    pub entries: u64,
 }
 
 impl Workload {
     pub(crate) fn new(nvals: usize) -> Self {
-        Workload { counts: PerCore::new((TRACKED_LEVELS + 1) * 3 * (nvals + 1)), nvals }
+        Workload {
+            counts: PerCore::new(PLACES * 3 * (nvals + 1)),
+            shapes: (0..SHAPES).map(|_| OnceLock::new()).collect(),
+            by_shape: PerCore::new(PLACES * 4 * (SHAPES + 1) + 1),
+            nvals,
+        }
+    }
+
+    fn place(at: At) -> usize {
+        match at {
+            At::Memtable => 0,
+            At::Level(l) => 1 + l.min(TRACKED_LEVELS - 1),
+        }
+    }
+
+    /// The slot of projection `cols` (ascending value-column indices), registering it if new;
+    /// [`SHAPES`] when every slot holds another projection.
+    fn shape(&self, cols: impl Iterator<Item = usize> + Clone) -> usize {
+        // FNV-1a over the indices: a start slot, then linear probing. Slots are only ever
+        // filled, so a projection always ends at the same slot.
+        let start =
+            cols.clone().fold(0xcbf2_9ce4_8422_2325_u64, |h, c| (h ^ c as u64).wrapping_mul(0x0100_0000_01b3)) as usize;
+        for i in 0..SHAPES {
+            let slot = &self.shapes[(start + i) % SHAPES];
+            let held = slot.get_or_init(|| cols.clone().collect());
+            if held.iter().copied().eq(cols.clone()) {
+                return (start + i) % SHAPES;
+            }
+        }
+        SHAPES
     }
 
     /// Where the counters of `op` at `at` start.
     fn base(&self, at: At, op: Op) -> usize {
-        let place = match at {
-            At::Memtable => 0,
-            At::Level(l) => 1 + l.min(TRACKED_LEVELS - 1),
-        };
-        (place * 3 + op as usize) * (self.nvals + 1)
+        (Self::place(at) * 3 + op as usize) * (self.nvals + 1)
     }
 
-    /// Counts one operation at `at` touching the value columns `cols`.
-    pub(crate) fn record(&self, at: At, op: Op, cols: impl Iterator<Item = usize>) {
+    /// Counts one operation at `at` touching the value columns `cols` (ascending); a scan
+    /// passes the entries of the files it overlaps there (others 0).
+    pub(crate) fn record(&self, at: At, op: Op, cols: impl Iterator<Item = usize> + Clone, entries: u64) {
+        let cols = cols.filter(|&c| c < self.nvals);
         let base = self.base(at, op);
         self.counts.add(base, 1);
-        for c in cols.filter(|&c| c < self.nvals) {
+        for c in cols.clone() {
             self.counts.add(base + 1 + c, 1);
         }
+        let shape = self.shape(cols);
+        let place = Self::place(at);
+        self.by_shape.add((place * 4 + op as usize) * (SHAPES + 1) + shape, 1);
+        if entries > 0 {
+            self.by_shape.add((place * 4 + 3) * (SHAPES + 1) + shape, entries);
+        }
+    }
+
+    /// Counts `n` rows written whole (puts) into the memtable.
+    pub(crate) fn record_inserts(&self, n: u64) {
+        self.by_shape.add(PLACES * 4 * (SHAPES + 1), n);
+    }
+
+    /// Rows written whole since open.
+    pub(crate) fn inserts(&self) -> u64 {
+        self.by_shape.get(PLACES * 4 * (SHAPES + 1))
+    }
+
+    /// The operations of type `op` at `at` by projection, those of projections without a slot
+    /// last.
+    pub(crate) fn shapes(&self, at: At, op: Op) -> Vec<ShapeCount> {
+        let place = Self::place(at);
+        (0..=SHAPES)
+            .filter_map(|s| {
+                let ops = self.by_shape.get((place * 4 + op as usize) * (SHAPES + 1) + s);
+                let entries = self.by_shape.get((place * 4 + 3) * (SHAPES + 1) + s);
+                let cols = if s < SHAPES { Some(self.shapes[s].get()?.to_vec()) } else { None };
+                (ops > 0).then_some(ShapeCount { cols, ops, entries: if op == Op::Scan { entries } else { 0 } })
+            })
+            .collect()
     }
 
     /// `(operations, per-column counts)` of `op` at `at`.
@@ -75,6 +166,48 @@ impl Workload {
 }
 
 /// The value columns marked in `wanted` (all of `nvals` when `None`).
-pub(crate) fn wanted_columns(wanted: Option<&[bool]>, nvals: usize) -> impl Iterator<Item = usize> + '_ {
+pub(crate) fn wanted_columns(wanted: Option<&[bool]>, nvals: usize) -> impl Iterator<Item = usize> + Clone + '_ {
     (0..nvals).filter(move |&c| wanted.is_none_or(|w| w.get(c).copied().unwrap_or(false)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operations_are_counted_by_projection_until_the_slots_run_out() {
+        let w = Workload::new(8);
+        for _ in 0..3 {
+            w.record(At::Level(2), Op::Scan, [1, 2].into_iter(), 100);
+        }
+        w.record(At::Level(2), Op::Scan, [5].into_iter(), 7);
+        w.record(At::Level(2), Op::PointRead, 0..8, 0);
+        let mut scans = w.shapes(At::Level(2), Op::Scan);
+        scans.sort_by_key(|s| s.ops);
+        assert_eq!(
+            scans,
+            vec![
+                ShapeCount { cols: Some(vec![5]), ops: 1, entries: 7 },
+                ShapeCount { cols: Some(vec![1, 2]), ops: 3, entries: 300 },
+            ]
+        );
+        assert_eq!(
+            w.shapes(At::Level(2), Op::PointRead),
+            vec![ShapeCount { cols: Some((0..8).collect()), ops: 1, entries: 0 }]
+        );
+        assert!(w.shapes(At::Level(1), Op::Scan).is_empty());
+        // Every non-empty subset of the 8 columns: slots are shared by every place and type, so
+        // the three projections above keep theirs, 29 new ones get the rest, and the others are
+        // counted together, none lost.
+        for mask in 1u32..256 {
+            w.record(At::Memtable, Op::Update, (0..8).filter(|c| mask >> c & 1 == 1), 0);
+        }
+        let ups = w.shapes(At::Memtable, Op::Update);
+        let named = ups.iter().filter(|s| s.cols.is_some()).count();
+        assert_eq!(named, SHAPES);
+        assert_eq!(ups.iter().map(|s| s.ops).sum::<u64>(), 255);
+        assert_eq!(ups.last().map(|s| (s.cols.is_none(), s.ops)), Some((true, 255 - named as u64)));
+        w.record_inserts(5);
+        assert_eq!(w.inserts(), 5);
+    }
 }

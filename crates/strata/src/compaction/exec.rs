@@ -244,7 +244,7 @@ impl Outputs<'_> {
         if e.kind == Kind::Update {
             let nvals = self.spec.table.value_types.len();
             let cols = self.group.iter().copied().filter(|&c| carries(&e.row, nvals, c));
-            self.spec.table.workload.record(At::Level(self.spec.level), Op::Update, cols);
+            self.spec.table.workload.record(At::Level(self.spec.level), Op::Update, cols, 0);
         }
         Ok(at)
     }

@@ -503,9 +503,13 @@ impl DbInner {
             view.mem
                 .insert(op.table_id, &op.key, s, op.kind, &op.row, Some(fold))
                 .map_err(|e| Error::corruption("<memtable>", 0, e.0))?;
-            if op.kind == Kind::Update {
-                let cols = carried(&op.row, t.info.value_types.len());
-                t.info.workload.record(At::Memtable, Op::Update, cols);
+            match op.kind {
+                Kind::Update => {
+                    let cols = carried(&op.row, t.info.value_types.len());
+                    t.info.workload.record(At::Memtable, Op::Update, cols, 0);
+                }
+                Kind::Put => t.info.workload.record_inserts(1),
+                _ => {}
             }
         }
         Ok(())

@@ -8,6 +8,7 @@
 //! write; no other lock is held across a WAL or SST write except the version-set lock around
 //! manifest appends. Reads take none of them.
 
+mod advise;
 mod background;
 mod commit;
 #[cfg(test)]
@@ -25,6 +26,7 @@ pub(crate) use crate::catalog::workload;
 pub use crate::catalog::{Engine, KeyRange, Projection, TableInfo, TableOptions};
 pub(crate) use crate::read::ReadView;
 pub use crate::read::ScanIter;
+pub use advise::{Advice, AdviseOptions, LevelAdvice};
 pub use options::{Options, ReadOptions, WriteOptions};
 pub use read::{AsOf, History};
 pub use stats::{

@@ -59,7 +59,7 @@ impl PointAt<'_> {
         let nvals = types.len();
         let served = |at: At| {
             if record {
-                info.workload.record(at, Op::PointRead, wanted_columns(wanted, nvals))
+                info.workload.record(at, Op::PointRead, wanted_columns(wanted, nvals), 0)
             }
         };
         let mut res = Resolver::new(nvals, wanted);

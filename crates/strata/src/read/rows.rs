@@ -91,7 +91,9 @@ impl ReadPoint {
 }
 
 /// Counts a scan of `[lower, upper)` reading the `wanted` value columns in the workload statistics
-/// of the memtable and of every level it overlaps.
+/// of the memtable and of every level it overlaps, with the entries of the files it overlaps
+/// there (Level-0's runs summed; a deeper level's runs, one per column group over the same keys,
+/// counted once).
 pub(crate) fn record_scan(
     info: &TableInfo,
     t: &TableVersion,
@@ -100,10 +102,12 @@ pub(crate) fn record_scan(
     wanted: Option<&[bool]>,
 ) {
     let nvals = info.value_types.len();
-    info.workload.record(At::Memtable, Op::Scan, wanted_columns(wanted, nvals));
+    info.workload.record(At::Memtable, Op::Scan, wanted_columns(wanted, nvals), 0);
     for (li, level) in t.levels.iter().enumerate() {
+        let entries = level.runs.iter().map(|r| r.overlapping_entries(lower, upper));
+        let entries = if li == 0 { entries.sum() } else { entries.max().unwrap_or(0) };
         if level.runs.iter().any(|r| r.overlaps(lower, upper)) {
-            info.workload.record(At::Level(li), Op::Scan, wanted_columns(wanted, nvals));
+            info.workload.record(At::Level(li), Op::Scan, wanted_columns(wanted, nvals), entries);
         }
     }
 }

@@ -29,7 +29,7 @@ pub(crate) fn carries(row: &[u8], nvals: usize, c: usize) -> bool {
 }
 
 /// The value columns an encoded row carries, ascending.
-pub(crate) fn carried(row: &[u8], nvals: usize) -> impl Iterator<Item = usize> + '_ {
+pub(crate) fn carried(row: &[u8], nvals: usize) -> impl Iterator<Item = usize> + Clone + '_ {
     (0..nvals).filter(move |&c| carries(row, nvals, c))
 }
 

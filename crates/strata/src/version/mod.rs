@@ -75,6 +75,13 @@ impl Run {
         let i = self.files.partition_point(|f| f.largest.as_slice() < lower);
         self.files.get(i).is_some_and(|f| upper.is_none_or(|u| f.smallest.as_slice() < u))
     }
+
+    /// Versions stored in the run's files that overlap `[lower, upper)` (whole files: an upper
+    /// bound of what a scan of the range reads here).
+    pub(crate) fn overlapping_entries(&self, lower: &[u8], upper: Option<&[u8]>) -> u64 {
+        let i = self.files.partition_point(|f| f.largest.as_slice() < lower);
+        self.files[i..].iter().take_while(|f| upper.is_none_or(|u| f.smallest.as_slice() < u)).map(|f| f.entries).sum()
+    }
 }
 
 /// One level of one table's tree.

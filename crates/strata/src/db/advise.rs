@@ -1,0 +1,198 @@
+//! [`Db::advise`]: LASER's design advisor (`crate::advisor`) over a table's own workload
+//! statistics and tree.
+
+use crate::advisor::model::{Calibration, Cost, LevelModel, LevelWorkload, Ops};
+use crate::advisor::{self, Cols, LevelInput};
+use crate::catalog::workload::{At, Op, ShapeCount};
+use crate::column_group::Layout;
+use crate::error::{Error, Result};
+use crate::version::TableVersion;
+
+use super::Db;
+
+/// How [`Db::advise`] prices a layout.
+#[derive(Debug, Clone, Default)]
+pub struct AdviseOptions {
+    /// Prices per block (default: [`Calibration::default`]).
+    pub calibration: Calibration,
+}
+
+/// One level in [`Advice`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LevelAdvice {
+    /// Level number (1 and deeper; Level-0 stays whole rows).
+    pub level: usize,
+    /// The level's groups now and as advised, as layout text (`(a,b) (c)`, `row`, `column`).
+    pub current: String,
+    /// See [`Self::current`].
+    pub advised: String,
+    /// Predicted cost of the level's workload under the current groups, in microseconds.
+    pub current_cost: Cost,
+    /// Predicted cost under the advised groups.
+    pub advised_cost: Cost,
+    /// The workload the prediction is for, as the statistics gave it.
+    pub workload: LevelWorkload,
+}
+
+/// What [`Db::advise`] recommends for a table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Advice {
+    /// Table name.
+    pub table: String,
+    /// The current layout, one clause per level.
+    pub current: String,
+    /// The advised layout, one clause per level (a spec [`crate::TableOptions::with_layout`]
+    /// takes).
+    pub advised: String,
+    /// Per level that holds data or served operations.
+    pub levels: Vec<LevelAdvice>,
+    /// The prices the model used.
+    pub calibration: Calibration,
+}
+
+impl Advice {
+    /// Predicted cost of the workload under the current layout, summed over the levels.
+    pub fn current_cost(&self) -> Cost {
+        self.levels.iter().fold(Cost::default(), |a, l| a + l.current_cost)
+    }
+
+    /// Predicted cost under the advised layout.
+    pub fn advised_cost(&self) -> Cost {
+        self.levels.iter().fold(Cost::default(), |a, l| a + l.advised_cost)
+    }
+}
+
+/// Mean stored width of each value column: fixed types their width; strings and bytes share
+/// what the table's files hold per entry beyond the key and the fixed columns (16 bytes each
+/// without data).
+fn widths(t: &TableVersion, key_bytes: f64) -> Vec<f64> {
+    let types = &t.info.value_types;
+    let fixed: f64 = types.iter().filter_map(|ty| ty.fixed_width()).map(|w| w as f64).sum();
+    let variable = types.iter().filter(|ty| ty.fixed_width().is_none()).count();
+    let (bytes, entries) =
+        t.levels.iter().flat_map(|l| l.files()).fold((0u64, 0u64), |(b, e), f| (b + f.size, e + f.entries));
+    let per_entry = if entries > 0 { bytes as f64 / entries as f64 } else { 0.0 };
+    let var_width = if variable > 0 && per_entry > 0.0 {
+        ((per_entry - key_bytes - fixed) / variable as f64).max(1.0)
+    } else {
+        16.0
+    };
+    types.iter().map(|ty| ty.fixed_width().map_or(var_width, |w| w as f64)).collect()
+}
+
+/// The classes of one operation type at `at`: each projection with a counter of its own, and
+/// the rest as one class over every column they touched (`per_column`).
+fn classes(shapes: Vec<ShapeCount>, per_column: &[u64], scale: f64) -> Vec<Ops> {
+    let mut known = vec![0u64; per_column.len()];
+    let mut out = Vec::new();
+    let mut other = None;
+    for s in shapes {
+        let entries = if s.ops > 0 { s.entries as f64 / s.ops as f64 } else { 0.0 };
+        match s.cols {
+            Some(cols) => {
+                for &c in &cols {
+                    if let Some(k) = known.get_mut(c) {
+                        *k += s.ops;
+                    }
+                }
+                out.push(Ops { cols: Cols::of(cols), count: s.ops as f64 * scale, entries });
+            }
+            None => other = Some((s.ops, entries)),
+        }
+    }
+    if let Some((ops, entries)) = other {
+        let cols = Cols::of((0..per_column.len()).filter(|&c| per_column[c] > known[c]));
+        out.push(Ops { cols, count: ops as f64 * scale, entries });
+    }
+    out
+}
+
+impl Db {
+    /// Runs LASER's design advisor (seed 000 §5-§6) on table `name`: from the workload its
+    /// levels served since the database was opened (operations by projection, and the entries
+    /// scans overlapped), the shape of its tree and the widths of its columns, the column groups
+    /// of every level that minimise the modelled cost, each level's groups inside the level
+    /// above's. Returns the advised layout's text and the predicted cost of the workload per
+    /// level and class under the current and the advised layouts.
+    ///
+    /// Levels deeper than the deepest that holds data or served an operation keep the advice
+    /// of the deepest one. Updates counted at a level are the partial rows flushes and
+    /// compactions wrote there, every rewrite counted; the model's update cost has the size
+    /// ratio in it, so they are divided by it.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTable`]; [`Error::InvalidArgument`] for a lineage-engine table (it has no
+    /// levels).
+    pub fn advise(&self, name: &str, opts: &AdviseOptions) -> Result<Advice> {
+        let view = self.inner.view.load();
+        let t = view.version.table_by_name(name).ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
+        let info = &t.info;
+        if info.options.engine == crate::Engine::Lineage {
+            return Err(Error::InvalidArgument(format!(
+                "table {name} is stored by the lineage engine, which has no levels"
+            )));
+        }
+        let nvals = info.value_types.len();
+        let ratio = self.inner.opts.level_size_ratio.max(2) as f64;
+        // The key columns, then the sequence number and kind stored with every version.
+        let key_bytes = info.key_types.iter().map(|ty| ty.fixed_width().unwrap_or(16) as f64).sum::<f64>() + 8.0;
+        let model = LevelModel {
+            size_ratio: ratio,
+            key_bytes,
+            widths: widths(t, key_bytes),
+            row_groups: info.options.row_groups,
+            calibration: opts.calibration,
+        };
+        let w = &info.workload;
+        let inserts = w.inserts() as f64;
+        let num_levels = t.levels.len();
+        if num_levels < 2 {
+            return Err(Error::InvalidArgument("a tree of one level has no layout to advise".into()));
+        }
+        let served = |l: usize| {
+            let at = At::Level(l);
+            [Op::PointRead, Op::Scan, Op::Update].iter().any(|&op| w.read(at, op).0 > 0)
+        };
+        let deepest =
+            (1..num_levels).rev().find(|&l| t.levels[l].files().next().is_some() || served(l)).unwrap_or(1).max(1);
+        let mut inputs = Vec::new();
+        let mut current = Vec::new();
+        for l in 1..=deepest.min(num_levels - 1) {
+            let at = At::Level(l);
+            let cols = |op| w.read(at, op).1;
+            let holds = t.levels.get(l).is_some_and(|lv| lv.files().next().is_some());
+            let workload = LevelWorkload {
+                inserts: if holds { inserts } else { 0.0 },
+                point_reads: classes(w.shapes(at, Op::PointRead), &cols(Op::PointRead), 1.0),
+                scans: classes(w.shapes(at, Op::Scan), &cols(Op::Scan), 1.0),
+                updates: classes(w.shapes(at, Op::Update), &cols(Op::Update), 1.0 / ratio),
+            };
+            inputs.push(LevelInput { model: model.clone(), workload });
+            current.push(info.layout.groups(l).to_vec());
+        }
+        let advice = advisor::advise(nvals, &inputs, &current);
+        let mut levels = vec![vec![(0..nvals).collect::<Vec<_>>()]];
+        levels.extend(advice.iter().map(|a| a.groups.clone()));
+        let advised_layout = Layout::from_groups(levels, nvals);
+        let text = |groups: &[Vec<usize>]| Layout::groups_text(groups, &info.schema);
+        Ok(Advice {
+            table: info.name.clone(),
+            current: info.layout.spec(&info.schema, num_levels),
+            advised: advised_layout.spec(&info.schema, num_levels),
+            levels: advice
+                .into_iter()
+                .zip(inputs)
+                .enumerate()
+                .map(|(i, (a, input))| LevelAdvice {
+                    level: i + 1,
+                    current: text(info.layout.groups(i + 1)),
+                    advised: text(&a.groups),
+                    current_cost: a.current,
+                    advised_cost: a.advised,
+                    workload: input.workload,
+                })
+                .collect(),
+            calibration: opts.calibration,
+        })
+    }
+}

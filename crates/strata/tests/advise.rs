@@ -1,0 +1,90 @@
+//! `Db::advise`: LASER's design advisor over a table's own workload statistics.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::tiny_options;
+use strata::vfs::OsFs;
+use strata::{AdviseOptions, Column, ColumnType, Db, Error, KeyRange, ReadOptions, Schema, TableOptions, Value};
+
+fn schema() -> Schema {
+    let mut cols = vec![Column::new("k", ColumnType::BigInt)];
+    cols.extend(["a", "b", "c", "d", "e", "f"].iter().map(|n| Column::new(*n, ColumnType::Int)));
+    Schema::new(cols, &["k"]).unwrap()
+}
+
+/// A database in `dir` with table `t` of 4,000 rows flushed and compacted down the tree.
+fn loaded(dir: &std::path::Path) -> (Db, strata::Table) {
+    let db = Db::open(dir, tiny_options(Arc::new(OsFs))).unwrap();
+    let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    for i in 0..4000i64 {
+        let row: Vec<Value> =
+            std::iter::once(Value::BigInt(i)).chain((1..=6).map(|c| Value::Int((i * c) as i32))).collect();
+        t.insert(&row).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    (db, t)
+}
+
+/// Narrow scans of one column at every level and a few whole-row reads: the advice splits the
+/// scanned column off below Level-0 and predicts a lower cost than rows; whole-row reads alone
+/// leave rows.
+#[test]
+fn advice_splits_off_what_scans_read_and_keeps_rows_for_row_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, t) = loaded(tmp.path());
+    let levels_with_data: Vec<usize> =
+        db.stats().tables[0].levels.iter().filter(|l| l.files > 0).map(|l| l.level).collect();
+    assert!(levels_with_data.iter().any(|&l| l >= 2), "the load should reach Level-2: {levels_with_data:?}");
+
+    // Before any read: only inserts, which no split makes cheaper, so rows stay.
+    let idle = db.advise("t", &AdviseOptions::default()).unwrap();
+    assert_eq!(idle.advised, idle.current, "{idle:#?}");
+    assert!(idle
+        .levels
+        .iter()
+        .all(|l| l.advised == "row" && l.workload.inserts == 4000.0 || l.workload.inserts == 0.0));
+
+    let f = t.projection(&["f"]).unwrap();
+    let all = t.projection(&["a", "b", "c", "d", "e", "f"]).unwrap();
+    for _ in 0..200 {
+        assert_eq!(t.scan(&KeyRange::all(), &f, &ReadOptions::default()).unwrap().count(), 4000);
+    }
+    for i in (0..4000).step_by(100) {
+        assert!(t.get(&[Value::BigInt(i)], &all, &ReadOptions::default()).unwrap().is_some());
+    }
+    let advice = db.advise("t", &AdviseOptions::default()).unwrap();
+    let deep = advice.levels.iter().rfind(|l| l.workload.scans.iter().any(|s| s.entries > 0.0)).unwrap();
+    assert!(deep.advised.contains("(f)") || deep.advised == "column", "{advice:#?}");
+    assert!(deep.advised_cost.total() < deep.current_cost.total(), "{advice:#?}");
+    assert!(advice.advised_cost().total() < advice.current_cost().total());
+    // The scans were counted under their projection, with the entries they overlapped.
+    let scans = &deep.workload.scans;
+    assert_eq!(scans.len(), 1, "{scans:?}");
+    assert_eq!(scans[0].count, 200.0);
+    assert_eq!(scans[0].cols.to_vec(), vec![5]);
+    assert!(scans[0].entries > 0.0);
+    // The advice is a layout a table takes.
+    db.create_table("u", schema(), TableOptions::with_layout(&advice.advised)).unwrap();
+    assert!(advice.advised.starts_with("L0: row"));
+
+    // Whole-row reads alone keep rows everywhere.
+    let db2dir = tempfile::tempdir().unwrap();
+    let (db2, t2) = loaded(db2dir.path());
+    for i in 0..4000 {
+        t2.get(&[Value::BigInt(i)], &all, &ReadOptions::default()).unwrap();
+    }
+    let rows = db2.advise("t", &AdviseOptions::default()).unwrap();
+    assert!(rows.levels.iter().all(|l| l.advised == "row"), "{rows:#?}");
+}
+
+#[test]
+fn advice_is_refused_for_unknown_and_lineage_tables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), tiny_options(Arc::new(OsFs))).unwrap();
+    assert!(matches!(db.advise("nope", &AdviseOptions::default()), Err(Error::UnknownTable(_))));
+    db.create_table("l", schema(), TableOptions::engine(strata::Engine::Lineage)).unwrap();
+    assert!(matches!(db.advise("l", &AdviseOptions::default()), Err(Error::InvalidArgument(_))));
+}
