@@ -41,8 +41,12 @@ pub(crate) struct LaserHwArgs {
     /// The wide table (100 INT columns) instead of the narrow one (30).
     #[arg(long)]
     wide: bool,
-    /// strata layouts to run: lifecycle, row, column, cg3, cg6, cg15 (the first is the one
-    /// peers are compared with).
+    /// strata layouts to run: lifecycle, row, column, cg3, cg6, cg15, advised (the first is the
+    /// one peers are compared with). `advised` first runs the same load and steady phase on
+    /// rows as a warm-up, asks LASER's design advisor (`Db::advise`) for a layout from what each
+    /// level served, then runs the measured phase on a fresh table of that layout; the model's
+    /// predicted cost of the warm-up's workload under every listed layout is reported beside
+    /// the measured times.
     #[arg(long, value_delimiter = ',', default_values_t = ["lifecycle", "row", "column", "cg3", "cg6", "cg15"].map(String::from).to_vec())]
     layouts: Vec<String>,
     /// Q1 inserts per second in the steady phase (the paper's 10,000 scaled to 2 cores).
@@ -155,7 +159,7 @@ fn layout(name: &str, cols: usize) -> Result<Option<String>, String> {
                 range(q3, cols)
             ))
         }
-        other => return Err(format!("unknown layout `{other}` (lifecycle, row, column, cg3, cg6, cg15)")),
+        other => return Err(format!("unknown layout `{other}` (lifecycle, row, column, cg3, cg6, cg15, advised)")),
     })
 }
 
@@ -174,11 +178,21 @@ const STRATA_CONFIG: &str = "WAL without fsync, 4 MiB memtable, L1 8 MiB, size r
                              block cache";
 
 /// Opens a system (strata with a layout, or a peer) with the table created.
-fn open(system: &str, layout_name: &str, a: &LaserHwArgs, def: &TableDef) -> Result<(Box<dyn Tables>, String), String> {
+fn open(
+    system: &str,
+    layout_name: &str,
+    a: &LaserHwArgs,
+    def: &TableDef,
+    advised: Option<&Advised>,
+) -> Result<(Box<dyn Tables>, String), String> {
     let dir = a.common.out.join("data").join(if system == "strata" { layout_name } else { system });
     match system {
         "strata" => {
-            let l = layout(layout_name, def.columns.len() - 1)?;
+            let l = match (layout_name, advised) {
+                ("advised", Some(adv)) => Some(adv.spec.clone()),
+                ("advised", None) => return Err("the advised layout needs its warm-up first".into()),
+                _ => layout(layout_name, def.columns.len() - 1)?,
+            };
             let bloom = strata::Options::default().bloom_bits_per_key;
             let config =
                 format!("{STRATA_CONFIG}, bloom {bloom} bits/key; layout {}", l.as_deref().unwrap_or("row everywhere"));
@@ -186,6 +200,50 @@ fn open(system: &str, layout_name: &str, a: &LaserHwArgs, def: &TableDef) -> Res
         }
         other => crate::peers::open_tables(other, &dir, def, crate::peers::Tuning::DeepTree, 1),
     }
+}
+
+/// What the `advised` variant's warm-up found: the advised layout and the model's predicted cost
+/// of the warm-up's workload under each strata layout run.
+struct Advised {
+    spec: String,
+    predicted: Vec<(String, strata::advisor::model::Cost)>,
+}
+
+/// The `advised` variant's warm-up: the same load and steady phase on a table of rows, then the
+/// advisor over what each level served, and the model's price of that workload under every
+/// strata layout of the run.
+fn warm_up(a: &LaserHwArgs, def: &TableDef, shape: &Shape) -> Result<Advised, String> {
+    let c = &a.common;
+    let label = "strata:advised warm-up (rows)";
+    let dir = c.out.join("data").join("advised-warm-up");
+    let store = crate::tables::StrataTables::open(&dir, def, strata_options(), None)?;
+    crate::harness::load_rows(&store, c.rows, label, |j| row(shape.cols, j))?;
+    steady(&store, a, shape, label)?;
+    let advice = store.advise()?;
+    let levels = strata_options().num_levels;
+    let schema = store.schema().clone();
+    eprintln!("advisor: {}", advice.advised);
+    eprintln!("  level  current -> advised   predicted ms now / advised (inserts, reads, scans, updates)");
+    for l in &advice.levels {
+        let ms = |c: &strata::advisor::model::Cost| {
+            format!("{:.0}/{:.0}/{:.0}/{:.0}", c.inserts / 1e3, c.point_reads / 1e3, c.scans / 1e3, c.updates / 1e3)
+        };
+        eprintln!("  L{}  {} -> {}   {} / {}", l.level, l.current, l.advised, ms(&l.current_cost), ms(&l.advised_cost));
+    }
+    let mut predicted = Vec::new();
+    for name in &a.layouts {
+        let spec = if name == "advised" { Some(advice.advised.clone()) } else { layout(name, shape.cols)? };
+        let parsed = match spec {
+            Some(s) => strata::column_group::Layout::parse(&s, &schema, levels).map_err(|e| e.to_string())?,
+            None => strata::column_group::Layout::row(&schema, levels),
+        };
+        let cost = advice.cost_of(&parsed);
+        eprintln!("  predicted under {name}: {:.1} s", cost.total() / 1e6);
+        predicted.push((name.clone(), cost));
+    }
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Advised { spec: advice.advised, predicted })
 }
 
 /// Answers the guard checks each system on, computed from the generator.
@@ -407,7 +465,7 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
     let def = table(cols);
     let c = &a.common;
     let systems = c.systems()?;
-    for l in &a.layouts {
+    for l in a.layouts.iter().filter(|l| *l != "advised") {
         layout(l, cols)?;
     }
     let mut results = Results::new(
@@ -426,9 +484,14 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
     );
     eprintln!("computing the guard's answers from the generator");
     let truth = truth(a, &shape);
+    let advised = if systems.iter().any(|s| s == "strata") && a.layouts.iter().any(|l| l == "advised") {
+        Some(warm_up(a, &def, &shape)?)
+    } else {
+        None
+    };
     for (system, variant) in &crate::harness::runs(&systems, &a.layouts) {
         let label = if variant.is_empty() { system.clone() } else { format!("{system}:{variant}") };
-        let (store, config) = open(system, variant, a, &def)?;
+        let (store, config) = open(system, variant, a, &def, advised.as_ref())?;
         let load_rate = crate::harness::load_rows(store.as_ref(), c.rows, &label, |j| row(cols, j))?;
         if let Err(e) = check(store.as_ref(), &truth, &shape) {
             eprintln!("{label}: refused, its answers disagree with the generator's: {e}");
@@ -461,6 +524,13 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
             }
         }
         add(&mut results, "phase wall time", phase.secs, "s");
+        if let Some(cost) = advised.as_ref().and_then(|adv| adv.predicted.iter().find(|(n, _)| n == variant)) {
+            let cost = cost.1;
+            add(&mut results, "predicted total (model)", cost.total() / 1e6, "s");
+            add(&mut results, "predicted point reads (model)", cost.point_reads / 1e6, "s");
+            add(&mut results, "predicted scans (model)", cost.scans / 1e6, "s");
+            add(&mut results, "predicted inserts+updates (model)", (cost.inserts + cost.updates) / 1e6, "s");
+        }
         // Counted since the store opened: the guard's two scans and the phase's.
         crate::harness::finish_run(&mut results, (system, variant, &config), store, &c.out);
     }

@@ -463,6 +463,16 @@ impl StrataTables {
         Ok(StrataTables { db, t, def: def.clone(), projections: Default::default() })
     }
 
+    /// LASER's design advisor over what the table served since it was opened.
+    pub fn advise(&self) -> Result<strata::Advice, String> {
+        self.db.advise(&self.def.name, &strata::AdviseOptions::default()).map_err(serr)
+    }
+
+    /// The table's schema.
+    pub fn schema(&self) -> &strata::Schema {
+        self.t.schema()
+    }
+
     /// The projection of `cols`: readers share the resolved projections; only a new column list
     /// takes the write lock.
     fn projection(&self, cols: &[usize]) -> Result<strata::Projection, String> {

@@ -5,6 +5,7 @@ mod common;
 use std::sync::Arc;
 
 use common::tiny_options;
+use strata::column_group::Layout;
 use strata::vfs::OsFs;
 use strata::{AdviseOptions, Column, ColumnType, Db, Error, KeyRange, ReadOptions, Schema, TableOptions, Value};
 
@@ -66,6 +67,14 @@ fn advice_splits_off_what_scans_read_and_keeps_rows_for_row_reads() {
     assert_eq!(scans[0].count, 200.0);
     assert_eq!(scans[0].cols.to_vec(), vec![5]);
     assert!(scans[0].entries > 0.0);
+    // Any layout can be priced against the same workload; the two the advice names price as
+    // it says, and no other candidate is cheaper.
+    let price = |spec: &str| advice.cost_of(&Layout::parse(spec, &schema(), 6).unwrap()).total();
+    assert!((price(&advice.advised) - advice.advised_cost().total()).abs() < 1e-6);
+    assert!((price(&advice.current) - advice.current_cost().total()).abs() < 1e-6);
+    for other in ["L1-: column", "L1-: (a,b,c) (d,e,f)", "L2-: (a,b,c,d,e) (f)", "L1: (a,b,c,d,e) (f); L2-: column"] {
+        assert!(price(other) >= advice.advised_cost().total() - 1e-6, "{other} is cheaper than the advice");
+    }
     // The advice is a layout a table takes.
     db.create_table("u", schema(), TableOptions::with_layout(&advice.advised)).unwrap();
     assert!(advice.advised.starts_with("L0: row"));

@@ -32,6 +32,8 @@ pub struct LevelAdvice {
     pub advised_cost: Cost,
     /// The workload the prediction is for, as the statistics gave it.
     pub workload: LevelWorkload,
+    /// How the level was priced.
+    pub model: LevelModel,
 }
 
 /// What [`Db::advise`] recommends for a table.
@@ -59,6 +61,15 @@ impl Advice {
     /// Predicted cost under the advised layout.
     pub fn advised_cost(&self) -> Cost {
         self.levels.iter().fold(Cost::default(), |a, l| a + l.advised_cost)
+    }
+
+    /// Predicted cost of the same workload under any `layout` of the table (for comparing
+    /// layouts with the model: `Layout::parse` makes one from a spec).
+    pub fn cost_of(&self, layout: &Layout) -> Cost {
+        self.levels.iter().fold(Cost::default(), |a, l| {
+            let groups: Vec<Cols> = layout.groups(l.level).iter().map(|g| Cols::of(g.iter().copied())).collect();
+            a + l.model.cost(&groups, &l.workload)
+        })
     }
 }
 
@@ -190,6 +201,7 @@ impl Db {
                     current_cost: a.current,
                     advised_cost: a.advised,
                     workload: input.workload,
+                    model: input.model,
                 })
                 .collect(),
             calibration: opts.calibration,
