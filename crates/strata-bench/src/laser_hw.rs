@@ -229,6 +229,19 @@ fn warm_up(a: &LaserHwArgs, def: &TableDef, shape: &Shape) -> Result<Advised, St
             format!("{:.0}/{:.0}/{:.0}/{:.0}", c.inserts / 1e3, c.point_reads / 1e3, c.scans / 1e3, c.updates / 1e3)
         };
         eprintln!("  L{}  {} -> {}   {} / {}", l.level, l.current, l.advised, ms(&l.current_cost), ms(&l.advised_cost));
+        // The model's input at the level: each class of operation by the columns it touched
+        // (c1 is value column 0).
+        let classes = [("reads", &l.workload.point_reads), ("scans", &l.workload.scans), ("updates", &l.workload.updates)];
+        for (what, ops) in classes {
+            for op in ops.iter() {
+                let cols = op.cols.to_vec();
+                let cols = match (cols.first(), cols.last()) {
+                    (Some(a), Some(b)) if b - a + 1 == cols.len() => format!("c{}-c{}", a + 1, b + 1),
+                    _ => cols.iter().map(|c| format!("c{}", c + 1)).collect::<Vec<_>>().join(","),
+                };
+                eprintln!("      {what} of {cols}: {:.0} (entries each {:.0})", op.count, op.entries);
+            }
+        }
     }
     let mut predicted = Vec::new();
     for name in &a.layouts {

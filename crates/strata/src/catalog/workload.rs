@@ -14,8 +14,9 @@
 //!
 //! Besides the per-column counts, each operation is counted under its *projection* (the exact set
 //! of value columns it read or wrote), so the design advisor sees which columns are accessed
-//! together (LASER §6.3 splits column groups by projections, not by columns). The first
-//! [`SHAPES`] distinct projections of a table get their own counters; operations with any later
+//! together (LASER §6.3 splits column groups by projections, not by columns). Per type of
+//! operation, the first [`SHAPES`] distinct projections of a table get their own counters (so
+//! updates of many single columns cannot take the slots scans need); operations with any later
 //! one are counted together as "other". A scan also counts the entries of the files it overlaps
 //! at each level, from which the advisor takes its selectivity there.
 //!
@@ -28,7 +29,7 @@ use std::sync::OnceLock;
 
 use crate::sync::PerCore;
 
-/// Distinct projections per table with counters of their own.
+/// Distinct projections per table and type of operation with counters of their own.
 pub(crate) const SHAPES: usize = 32;
 
 /// Places counted: the memtable and the tracked levels.
@@ -59,8 +60,9 @@ pub(crate) struct Workload {
     /// Per (place, operation type): the operations, then one count per value column. Place 0 is
     /// the memtable, `1 + i` is level i.
     counts: PerCore,
-    /// The registered projections (value-column indices, ascending), by slot.
-    shapes: Box<[OnceLock<Box<[usize]>>]>,
+    /// The registered projections (value-column indices, ascending), per type of operation by
+    /// slot.
+    shapes: [Box<[OnceLock<Box<[usize]>>]>; 3],
     /// Per (place, operation type, projection slot or "other"): operations; then per (place,
     /// slot): entries scanned.
     by_shape: PerCore,
@@ -82,7 +84,7 @@ impl Workload {
     pub(crate) fn new(nvals: usize) -> Self {
         Workload {
             counts: PerCore::new(PLACES * 3 * (nvals + 1)),
-            shapes: (0..SHAPES).map(|_| OnceLock::new()).collect(),
+            shapes: std::array::from_fn(|_| (0..SHAPES).map(|_| OnceLock::new()).collect()),
             by_shape: PerCore::new(PLACES * 4 * (SHAPES + 1) + 1),
             nvals,
         }
@@ -95,15 +97,16 @@ impl Workload {
         }
     }
 
-    /// The slot of projection `cols` (ascending value-column indices), registering it if new;
-    /// [`SHAPES`] when every slot holds another projection.
-    fn shape(&self, cols: impl Iterator<Item = usize> + Clone) -> usize {
+    /// The slot of projection `cols` (ascending value-column indices) among `op`'s, registering
+    /// it if new; [`SHAPES`] when every slot holds another projection.
+    fn shape(&self, op: Op, cols: impl Iterator<Item = usize> + Clone) -> usize {
+        let slots = &self.shapes[op as usize];
         // FNV-1a over the indices: a start slot, then linear probing. Slots are only ever
         // filled, so a projection always ends at the same slot.
         let start =
             cols.clone().fold(0xcbf2_9ce4_8422_2325_u64, |h, c| (h ^ c as u64).wrapping_mul(0x0100_0000_01b3)) as usize;
         for i in 0..SHAPES {
-            let slot = &self.shapes[(start + i) % SHAPES];
+            let slot = &slots[(start + i) % SHAPES];
             let held = slot.get_or_init(|| cols.clone().collect());
             if held.iter().copied().eq(cols.clone()) {
                 return (start + i) % SHAPES;
@@ -126,7 +129,7 @@ impl Workload {
         for c in cols.clone() {
             self.counts.add(base + 1 + c, 1);
         }
-        let shape = self.shape(cols);
+        let shape = self.shape(op, cols);
         let place = Self::place(at);
         self.by_shape.add((place * 4 + op as usize) * (SHAPES + 1) + shape, 1);
         if entries > 0 {
@@ -152,7 +155,7 @@ impl Workload {
             .filter_map(|s| {
                 let ops = self.by_shape.get((place * 4 + op as usize) * (SHAPES + 1) + s);
                 let entries = self.by_shape.get((place * 4 + 3) * (SHAPES + 1) + s);
-                let cols = if s < SHAPES { Some(self.shapes[s].get()?.to_vec()) } else { None };
+                let cols = if s < SHAPES { Some(self.shapes[op as usize][s].get()?.to_vec()) } else { None };
                 (ops > 0).then_some(ShapeCount { cols, ops, entries: if op == Op::Scan { entries } else { 0 } })
             })
             .collect()
@@ -196,9 +199,8 @@ mod tests {
             vec![ShapeCount { cols: Some((0..8).collect()), ops: 1, entries: 0 }]
         );
         assert!(w.shapes(At::Level(1), Op::Scan).is_empty());
-        // Every non-empty subset of the 8 columns: slots are shared by every place and type, so
-        // the three projections above keep theirs, 29 new ones get the rest, and the others are
-        // counted together, none lost.
+        // Every non-empty subset of the 8 columns as updates: the first SHAPES get the update
+        // slots, the others are counted together, none lost; the scans keep theirs.
         for mask in 1u32..256 {
             w.record(At::Memtable, Op::Update, (0..8).filter(|c| mask >> c & 1 == 1), 0);
         }
@@ -207,6 +209,8 @@ mod tests {
         assert_eq!(named, SHAPES);
         assert_eq!(ups.iter().map(|s| s.ops).sum::<u64>(), 255);
         assert_eq!(ups.last().map(|s| (s.cols.is_none(), s.ops)), Some((true, 255 - named as u64)));
+        w.record(At::Level(2), Op::Scan, [6, 7].into_iter(), 1);
+        assert!(w.shapes(At::Level(2), Op::Scan).iter().any(|s| s.cols == Some(vec![6, 7])));
         w.record_inserts(5);
         assert_eq!(w.inserts(), 5);
     }
