@@ -231,7 +231,8 @@ fn warm_up(a: &LaserHwArgs, def: &TableDef, shape: &Shape) -> Result<Advised, St
         eprintln!("  L{}  {} -> {}   {} / {}", l.level, l.current, l.advised, ms(&l.current_cost), ms(&l.advised_cost));
         // The model's input at the level: each class of operation by the columns it touched
         // (c1 is value column 0).
-        let classes = [("reads", &l.workload.point_reads), ("scans", &l.workload.scans), ("updates", &l.workload.updates)];
+        let classes =
+            [("reads", &l.workload.point_reads), ("scans", &l.workload.scans), ("updates", &l.workload.updates)];
         for (what, ops) in classes {
             for op in ops.iter() {
                 let cols = op.cols.to_vec();
