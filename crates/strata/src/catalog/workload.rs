@@ -32,6 +32,9 @@ use crate::sync::PerCore;
 /// Distinct projections per table and type of operation with counters of their own.
 pub(crate) const SHAPES: usize = 32;
 
+/// Registered projections by slot, each set once.
+type Slots = Box<[OnceLock<Box<[usize]>>]>;
+
 /// Places counted: the memtable and the tracked levels.
 const PLACES: usize = TRACKED_LEVELS + 1;
 
@@ -62,7 +65,7 @@ pub(crate) struct Workload {
     counts: PerCore,
     /// The registered projections (value-column indices, ascending), per type of operation by
     /// slot.
-    shapes: [Box<[OnceLock<Box<[usize]>>]>; 3],
+    shapes: [Slots; 3],
     /// Per (place, operation type, projection slot or "other"): operations; then per (place,
     /// slot): entries scanned.
     by_shape: PerCore,
