@@ -9,7 +9,7 @@
 //!   one page per group);
 //! - scans need no merge across levels (supersede vectors mark what newer levels replaced), so a
 //!   scan's cost at a level is the bytes it reads there and nothing more;
-//! - each class of operation has its own calibrated price per block ([`Calibration`]), so the
+//! - each class of operation has its own price per block ([`Calibration`]), so the
 //!   model predicts time, not only block counts.
 //!
 //! With equal widths, keys beside every group and all prices 1, the model is LASER's except that
@@ -74,8 +74,8 @@ pub mod laser {
     }
 }
 
-/// What a block costs, per class of operation, in microseconds: measured on the machine (see
-/// `advisor::calibrate`) or the defaults below.
+/// What a block costs, per class of operation, in microseconds (the defaults below are
+/// placeholders until a measured calibration exists).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Calibration {
     /// One block (or page) a point read looks up and decodes.
@@ -96,8 +96,10 @@ impl Calibration {
 }
 
 impl Default for Calibration {
-    /// Prices measured with `strata advise --calibrate` on the 2-core development machine
-    /// (release build, cached 4 KiB blocks); a machine's own calibration replaces them.
+    /// Placeholder prices set by hand, not measured (a point-read block cheaper than a scanned
+    /// one, a written block several times either), for 4 KiB blocks. They fix nothing but the
+    /// ratios between classes; a calibration measured on the tree being priced is to replace
+    /// them.
     fn default() -> Self {
         Calibration { point_block_us: 1.6, scan_block_us: 2.4, write_block_us: 9.0, block_bytes: 4096.0 }
     }
