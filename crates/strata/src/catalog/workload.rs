@@ -102,7 +102,8 @@ impl Workload {
 
     /// The slot of projection `cols` (ascending value-column indices) among `op`'s, registering
     /// it if new; [`SHAPES`] when every slot holds another projection.
-    fn shape(&self, op: Op, cols: impl Iterator<Item = usize> + Clone) -> usize {
+    pub(crate) fn shape(&self, op: Op, cols: impl Iterator<Item = usize> + Clone) -> usize {
+        let cols = cols.filter(|&c| c < self.nvals);
         let slots = &self.shapes[op as usize];
         // FNV-1a over the indices: a start slot, then linear probing. Slots are only ever
         // filled, so a projection always ends at the same slot.
@@ -126,13 +127,18 @@ impl Workload {
     /// Counts one operation at `at` touching the value columns `cols` (ascending); a scan
     /// passes the entries of the files it overlaps there (others 0).
     pub(crate) fn record(&self, at: At, op: Op, cols: impl Iterator<Item = usize> + Clone, entries: u64) {
-        let cols = cols.filter(|&c| c < self.nvals);
+        let shape = self.shape(op, cols.clone());
+        self.record_shaped(at, op, cols, shape, entries);
+    }
+
+    /// [`Self::record`] with the projection's slot already found by [`Self::shape`] (an
+    /// operation counted at several places looks its projection up once).
+    pub(crate) fn record_shaped(&self, at: At, op: Op, cols: impl Iterator<Item = usize>, shape: usize, entries: u64) {
         let base = self.base(at, op);
         self.counts.add(base, 1);
-        for c in cols.clone() {
+        for c in cols.filter(|&c| c < self.nvals) {
             self.counts.add(base + 1 + c, 1);
         }
-        let shape = self.shape(op, cols);
         let place = Self::place(at);
         self.by_shape.add((place * 4 + op as usize) * (SHAPES + 1) + shape, 1);
         if entries > 0 {

@@ -410,11 +410,7 @@ impl DbInner {
         won: impl Iterator<Item = &'a Request> + Clone,
         lineage: &HashMap<u32, Arc<crate::lineage::LineageTable>>,
     ) -> bool {
-        static CORES: OnceLock<usize> = OnceLock::new();
-        let cores = || *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        if !self.opts.parallel_memtable_inserts.unwrap_or_else(|| cores() >= 4)
-            || won.clone().count() < PARALLEL_INSERT_GROUP
-        {
+        if !self.parallel_inserts || won.clone().count() < PARALLEL_INSERT_GROUP {
             return false;
         }
         let mut keys: HashMap<(u32, &[u8]), usize> = HashMap::new();

@@ -114,6 +114,8 @@ pub(crate) struct DbInner {
     pub conflicts_open: AtomicBool,
     /// Writers wait awake a little before they park ([`Options::spin_before_park`]).
     pub spin: bool,
+    /// Groups may insert into the memtable in parallel ([`Options::parallel_memtable_inserts`]).
+    pub parallel_inserts: bool,
     /// Bytes written into each table by commits since open.
     pub ingested: papaya::HashMap<u32, AtomicU64>,
     /// Rows committed while write transactions are open (see [`crate::mvcc::conflict`]).
@@ -391,6 +393,8 @@ impl Db {
         snapshots.raise_floor(floor.min(last_seq));
         let view = ReadView { mem: Arc::new(Memtable::new(wal_number)), imm: Vec::new(), version: current.clone() };
         let lineage_mem = lineage.values().map(|t| t.sizes().bytes()).sum();
+        // Spinning writers and parallel memtable inserts pay off only with cores to spare.
+        let many_cores = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 4;
         let inner = Arc::new(DbInner {
             dir: dir.clone(),
             fs: fs.clone(),
@@ -405,9 +409,8 @@ impl Db {
             leader: Mutex::new(&site::COMMIT, commit::Leader::new(wal, (clock.last_ms(), last_seq))),
             wal_number: AtomicU64::new(wal_number),
             conflicts_open: AtomicBool::new(false),
-            spin: opts
-                .spin_before_park
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()) >= 4),
+            spin: opts.spin_before_park.unwrap_or(many_cores),
+            parallel_inserts: opts.parallel_memtable_inserts.unwrap_or(many_cores),
             ingested: papaya::HashMap::new(),
             conflicts: Mutex::new(&site::CONFLICTS, crate::mvcc::conflict::ConflictWindow::new(opts.txn_window_bytes)),
             tables,

@@ -57,9 +57,13 @@ impl PointAt<'_> {
         let (t, view, seq) = (self.t, self.view, self.seq);
         let types = &info.value_types;
         let nvals = types.len();
+        // The projection's slot, looked up at the first place that served the read.
+        let shape = std::cell::OnceCell::new();
         let served = |at: At| {
             if record {
-                info.workload.record(at, Op::PointRead, wanted_columns(wanted, nvals), 0)
+                let cols = || wanted_columns(wanted, nvals);
+                let shape = *shape.get_or_init(|| info.workload.shape(Op::PointRead, cols()));
+                info.workload.record_shaped(at, Op::PointRead, cols(), shape, 0)
             }
         };
         let mut res = Resolver::new(nvals, wanted);

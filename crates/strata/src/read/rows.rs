@@ -101,13 +101,14 @@ pub(crate) fn record_scan(
     upper: Option<&[u8]>,
     wanted: Option<&[bool]>,
 ) {
-    let nvals = info.value_types.len();
-    info.workload.record(At::Memtable, Op::Scan, wanted_columns(wanted, nvals), 0);
+    let cols = || wanted_columns(wanted, info.value_types.len());
+    let shape = info.workload.shape(Op::Scan, cols());
+    info.workload.record_shaped(At::Memtable, Op::Scan, cols(), shape, 0);
     for (li, level) in t.levels.iter().enumerate() {
-        let entries = level.runs.iter().map(|r| r.overlapping_entries(lower, upper));
-        let entries = if li == 0 { entries.sum() } else { entries.max().unwrap_or(0) };
         if level.runs.iter().any(|r| r.overlaps(lower, upper)) {
-            info.workload.record(At::Level(li), Op::Scan, wanted_columns(wanted, nvals), entries);
+            let entries = level.runs.iter().map(|r| r.overlapping_entries(lower, upper));
+            let entries = if li == 0 { entries.sum() } else { entries.max().unwrap_or(0) };
+            info.workload.record_shaped(At::Level(li), Op::Scan, cols(), shape, entries);
         }
     }
 }
