@@ -1,6 +1,8 @@
 //! Column-group layouts through the public API: bad specs are rejected naming the problem, the
 //! layout is stored with the table, compaction writes each level in that level's groups (seen
 //! through `stats` and checked file by file by `verify`), and reads count where they were served.
+//! A layout changed on a live table (`Db::set_layout`) is carried out by background rewrites
+//! that readers, writers, restarts and crashes never notice.
 
 mod common;
 
@@ -8,7 +10,9 @@ use std::sync::Arc;
 
 use common::tiny_options;
 use strata::vfs::FaultFs;
-use strata::{Column, ColumnType, Db, Error, KeyRange, ReadOptions, Schema, TableOptions, Value};
+use strata::{
+    Column, ColumnType, Db, Error, KeyRange, Options, Projection, ReadOptions, Schema, Table, TableOptions, Value,
+};
 
 fn schema() -> Schema {
     let cols = ["id", "a", "b", "c", "d"].iter().map(|n| Column::new(*n, ColumnType::Int)).collect();
@@ -134,4 +138,166 @@ fn writes_each_level_in_its_groups(row_groups: bool) {
     let db = Db::open("/layout", tiny_options(fs)).unwrap();
     assert_eq!(db.stats().tables[0].layout, ts.layout);
     db.verify().unwrap();
+}
+
+/// The rows a relayout test writes: `n` keys, `c` updated on every third.
+fn load(t: &Table, n: i32) {
+    for i in 0..n {
+        t.insert(&[Value::Int(i), Value::Int(i), Value::Int(2 * i), Value::Int(3 * i), Value::Int(4 * i)]).unwrap();
+    }
+    for i in (0..n).step_by(3) {
+        t.update(&[Value::Int(i)], &[("c", Value::Int(-i))]).unwrap();
+    }
+}
+
+/// Checks every row of [`load`] by full scan and some by point reads of two columns.
+fn check_rows(t: &Table, n: i32, when: &str) {
+    let row = |i: i32| {
+        let c = if i % 3 == 0 { -i } else { 3 * i };
+        vec![Value::Int(i), Value::Int(i), Value::Int(2 * i), Value::Int(c), Value::Int(4 * i)]
+    };
+    let got: Vec<Vec<Value>> =
+        t.scan(&KeyRange::all(), &Projection::All, &ReadOptions::default()).unwrap().map(Result::unwrap).collect();
+    assert_eq!(got.len(), n as usize, "{when}: row count");
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!(r, &row(i as i32), "{when}: scanned row {i}");
+    }
+    let proj = t.projection(&["c", "a"]).unwrap();
+    for i in (0..n).step_by(89) {
+        let got = t.get(&[Value::Int(i)], &proj, &ReadOptions::default()).unwrap();
+        assert_eq!(got, Some(vec![row(i)[3].clone(), Value::Int(i)]), "{when}: get {i}");
+    }
+}
+
+/// A layout change on a live table: the new layout is in force at once, old files are rewritten
+/// at the rate given, reads are right before, during and after, the change survives a restart
+/// half-way, and a change back to rows converts everything again.
+#[test]
+fn set_layout_rewrites_old_files_in_the_background() {
+    let fs = Arc::new(FaultFs::new());
+    // One byte per second: after the first file, the re-layout waits (for this test's life).
+    let slow = || Options { relayout_bytes_per_sec: 1, ..tiny_options(fs.clone()) };
+    let db = Db::open("/relayout", slow()).unwrap();
+    let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    let n = 6000;
+    load(&t, n);
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let files = |db: &Db| db.stats().tables[0].levels[1..].iter().map(|l| l.files).sum::<usize>();
+    assert!(files(&db) >= 4, "too few files below Level-0 to test with: {}", files(&db));
+    assert_eq!(db.stats().tables[0].relayout_files, 0);
+
+    let spec = "L1: (a,b) (c,d); L2-: column";
+    db.set_layout("t", Some(spec)).unwrap();
+    let st = db.stats();
+    assert_eq!(st.tables[0].layout, "L0: row; L1: (a,b) (c,d); L2: column; L3: column; L4: column; L5: column");
+    let pending = st.tables[0].relayout_files;
+    assert!(pending > 0, "no file waits for the re-layout right after the change");
+    check_rows(&t, n, "right after the change");
+    // Writes go on, and what compacts from now on is in the new layout.
+    for i in n..n + 2000 {
+        t.insert(&[Value::Int(i), Value::Int(i), Value::Int(2 * i), Value::Int(3 * i), Value::Int(4 * i)]).unwrap();
+    }
+    for i in n..n + 2000 {
+        t.delete(&[Value::Int(i)]).unwrap();
+    }
+    db.flush().unwrap();
+    check_rows(&t, n, "while files wait");
+    db.verify().unwrap();
+    let waiting = db.stats().tables[0].relayout_files;
+    assert!(waiting > 0, "the rate of one byte a second let every file through");
+
+    // A restart half-way keeps the layout and the files still to rewrite.
+    drop(t);
+    db.close().unwrap();
+    let db = Db::open("/relayout", tiny_options(fs.clone())).unwrap();
+    let t = db.table("t").unwrap();
+    assert!(db.stats().tables[0].layout.starts_with("L0: row; L1: (a,b) (c,d); L2: column"));
+    check_rows(&t, n, "after the restart");
+    db.wait_for_compactions().unwrap();
+    let st = db.stats();
+    assert_eq!(st.tables[0].relayout_files, 0, "files left in the old layout");
+    assert!(st.relayouts > 0 && st.relayout_bytes > 0, "no re-layout ran after the restart: {st:?}");
+    check_rows(&t, n, "after the re-layout");
+    db.verify().unwrap();
+    db.check_supersede_marks().unwrap();
+
+    // And back to rows: every file was written in groups, so every one is rewritten.
+    db.set_layout("t", None).unwrap();
+    assert!(db.stats().tables[0].relayout_files > 0);
+    db.wait_for_compactions().unwrap();
+    assert_eq!(db.stats().tables[0].relayout_files, 0);
+    assert!(db.stats().tables[0].layout.starts_with("L0: row; L1: row"));
+    check_rows(&t, n, "back in rows");
+    db.verify().unwrap();
+
+    // What cannot change in place is refused, naming why.
+    let e = db.set_layout("t", Some("L1-: (a,b,z)")).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert!(matches!(db.set_layout("nope", None), Err(Error::UnknownTable(_))));
+    db.create_table("runs", schema(), TableOptions::default().with_row_groups(false)).unwrap();
+    let e = db.set_layout("runs", Some(spec)).unwrap_err();
+    assert!(e.to_string().contains("one run per column group"), "{e}");
+}
+
+/// A crash while files are being rewritten into a new layout, with a writer committing
+/// synced writes meanwhile: after the restart every acknowledged write is there, every file
+/// checks, and the re-layout finishes.
+#[test]
+fn a_crash_during_a_relayout_loses_nothing() {
+    for seed in [1u64, 2, 3] {
+        println!("seed {seed}");
+        let fs = Arc::new(FaultFs::new());
+        let db = Arc::new(Db::open("/crash", tiny_options(fs.clone())).unwrap());
+        let t = db.create_table("t", schema(), TableOptions::with_layout("L1-: (a,b) (c,d)")).unwrap();
+        let n = 6000;
+        load(&t, n);
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+        db.set_layout("t", Some("L1: (a) (b) (c,d); L2-: column")).unwrap();
+        // A writer appends synced rows past `n` while the re-layout runs; the crash stops it.
+        let acked = Arc::new(std::sync::atomic::AtomicI32::new(n));
+        let writer = {
+            let (db, t, acked) = (db.clone(), t.clone(), acked.clone());
+            std::thread::spawn(move || {
+                for i in n.. {
+                    let mut b = strata::WriteBatch::new();
+                    let row = [Value::Int(i), Value::Int(i), Value::Int(2 * i), Value::Int(3 * i), Value::Int(4 * i)];
+                    if b.insert(&t, &row).is_err() || db.write(b, &strata::WriteOptions { sync: true }).is_err() {
+                        return;
+                    }
+                    acked.store(i + 1, std::sync::atomic::Ordering::SeqCst);
+                }
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20 + 15 * seed));
+        let before = db.stats();
+        fs.crash(Some(seed));
+        println!("crash after {} files rewritten, {} left", before.relayouts, before.tables[0].relayout_files);
+        writer.join().unwrap();
+        let acked = acked.load(std::sync::atomic::Ordering::SeqCst);
+        drop(t);
+        drop(Arc::try_unwrap(db).ok().expect("the writer released the db"));
+        fs.restart();
+
+        let db = Db::open("/crash", tiny_options(fs.clone())).unwrap();
+        let t = db.table("t").unwrap();
+        db.verify().unwrap();
+        let got = t.scan(&KeyRange::all(), &Projection::All, &ReadOptions::default()).unwrap().count();
+        assert!(got >= acked as usize, "seed {seed}: {got} rows after the crash, {acked} acknowledged");
+        db.wait_for_compactions().unwrap();
+        assert_eq!(db.stats().tables[0].relayout_files, 0, "seed {seed}: files left in the old layout");
+        let rows: Vec<Vec<Value>> =
+            t.scan(&KeyRange::all(), &Projection::All, &ReadOptions::default()).unwrap().map(Result::unwrap).collect();
+        assert_eq!(rows.len(), got, "seed {seed}: the re-layout changed the row count");
+        let first: Vec<Vec<Value>> = rows[..n as usize].to_vec();
+        let c = |i: i32| if i % 3 == 0 { -i } else { 3 * i };
+        for (i, r) in first.iter().enumerate() {
+            let i = i as i32;
+            assert_eq!(r, &[Value::Int(i), Value::Int(i), Value::Int(2 * i), Value::Int(c(i)), Value::Int(4 * i)]);
+        }
+        db.verify().unwrap();
+        db.check_supersede_marks().unwrap();
+        db.close().unwrap();
+    }
 }

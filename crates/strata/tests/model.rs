@@ -54,6 +54,9 @@ struct World {
     reopened: bool,
     /// The storage tiers every open gives (none: the database directory alone).
     tiers: Vec<Tier>,
+    /// Change the layout of the LSM tables now and then (see [`Mode::relayout`]); how many
+    /// changes were made.
+    relayout: Option<usize>,
 }
 
 /// Where a read reads.
@@ -189,6 +192,7 @@ impl World {
                 };
                 self.db().compact_range(&name, &range).unwrap();
             }
+            917..=919 if self.relayout.is_some() => self.relayout(t),
             915..=916 => {
                 // A reopen ends every snapshot: the long-lived one must have lived long enough.
                 if self.long_since.is_none_or(|since| self.op - since >= self.long_snapshot_ops) {
@@ -210,6 +214,21 @@ impl World {
                 }
             }
         }
+    }
+
+    /// Changes table `t`'s layout to the next of row, cg3, column, lifecycle (after its
+    /// current one), while the files of the last change may still be being rewritten.
+    fn relayout(&mut self, t: usize) {
+        const CYCLE: [&str; 4] = ["row", "cg3", "column", "lifecycle"];
+        let (table, schema) = &self.tables[t];
+        if table.info().options.engine != Engine::Lsm {
+            return;
+        }
+        let n = self.relayout.unwrap_or(0);
+        let spec = layout_spec(CYCLE[n % CYCLE.len()], schema);
+        let name = table.name().to_owned();
+        self.db().set_layout(&name, spec.as_deref()).unwrap_or_else(|e| panic!("{}: set_layout: {e}", self.ctx()));
+        self.relayout = Some(n + 1);
     }
 
     fn batch(&mut self) {
@@ -340,6 +359,10 @@ struct Mode {
     /// Keep the SSTs on two tiers, the first with a small budget (given on the first open
     /// only: later opens find them in the manifest).
     tiers: bool,
+    /// Change the LSM tables' layouts every few hundred operations (row, cg3, column,
+    /// lifecycle in turn), so reads, snapshots, reopens and past reads meet trees whose
+    /// files are half rewritten.
+    relayout: bool,
 }
 
 fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
@@ -399,6 +422,7 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
         reclaimed_before: 0,
         reopened: false,
         tiers,
+        relayout: mode.relayout.then_some(0),
     };
     w.open();
     for i in 0..ops {
@@ -411,6 +435,12 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
     }
     if mode.history {
         assert!(w.past_reads_after_reopen > 0, "no read as of a past point after a reopen");
+    }
+    if let Some(changes) = w.relayout {
+        assert!(changes >= 8, "only {changes} layout changes");
+        w.db().wait_for_compactions().unwrap();
+        let st = w.db().stats();
+        assert!(st.tables.iter().all(|t| t.relayout_files == 0), "files left in an earlier layout: {st:?}");
     }
     w.snaps.clear();
     for t in 0..w.tables.len() {
@@ -473,7 +503,12 @@ fn differential_against_btreemap_model() {
         for seed in seeds(&[1, 2, 3, 4]) {
             println!("layout {layout}, seed {seed}");
             with_seed(seed, |s| {
-                run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: false, tiers: false })
+                run(
+                    s,
+                    ops,
+                    layout,
+                    Mode { aligned: true, long_snapshot_ops: 0, history: false, tiers: false, relayout: false },
+                )
             });
         }
     }
@@ -489,13 +524,23 @@ fn differential_with_one_run_per_group() {
         for seed in seeds(&[14]) {
             println!("layout {layout}, seed {seed}");
             with_seed(seed, |s| {
-                run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: false, tiers: false })
+                run(
+                    s,
+                    ops,
+                    layout,
+                    Mode { aligned: true, long_snapshot_ops: 0, history: false, tiers: false, relayout: false },
+                )
             });
         }
     }
     println!("layout cg3+runs, seed 16, two tiers and a long-lived snapshot");
     with_seed(16, |s| {
-        run(s, ops, "cg3+runs", Mode { aligned: true, long_snapshot_ops: 5_000, history: false, tiers: true })
+        run(
+            s,
+            ops,
+            "cg3+runs",
+            Mode { aligned: true, long_snapshot_ops: 5_000, history: false, tiers: true, relayout: false },
+        )
     });
 }
 
@@ -509,7 +554,12 @@ fn differential_with_aligned_compaction_off_and_on_and_long_lived_snapshots() {
             for aligned in [false, true] {
                 println!("layout {layout}, seed {seed}, aligned {aligned}");
                 with_seed(seed, |s| {
-                    run(s, ops, layout, Mode { aligned, long_snapshot_ops: 5_000, history: false, tiers: false })
+                    run(
+                        s,
+                        ops,
+                        layout,
+                        Mode { aligned, long_snapshot_ops: 5_000, history: false, tiers: false, relayout: false },
+                    )
                 });
             }
         }
@@ -525,12 +575,22 @@ fn differential_with_lineage_tables() {
         for seed in seeds(&[7, 8]) {
             println!("layout {layout}, seed {seed}");
             with_seed(seed, |s| {
-                run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: false, tiers: false })
+                run(
+                    s,
+                    ops,
+                    layout,
+                    Mode { aligned: true, long_snapshot_ops: 0, history: false, tiers: false, relayout: false },
+                )
             });
         }
         println!("layout {layout}, seed 9, long-lived snapshot");
         with_seed(9, |s| {
-            run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 5_000, history: false, tiers: false })
+            run(
+                s,
+                ops,
+                layout,
+                Mode { aligned: true, long_snapshot_ops: 5_000, history: false, tiers: false, relayout: false },
+            )
         });
     }
 }
@@ -544,7 +604,12 @@ fn differential_with_two_tiers() {
         for seed in seeds(&[12, 13]) {
             println!("layout {layout}, seed {seed}, two tiers");
             with_seed(seed, |s| {
-                run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: false, tiers: true })
+                run(
+                    s,
+                    ops,
+                    layout,
+                    Mode { aligned: true, long_snapshot_ops: 0, history: false, tiers: true, relayout: false },
+                )
             });
         }
     }
@@ -559,9 +624,11 @@ fn differential_with_history_reads() {
     let ops: usize = std::env::var("STRATA_MODEL_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(30_000) * 2 / 3;
     for layout in ["cg3", "lineage", "mixed"] {
         for seed in seeds(&[10, 11]) {
-            println!("layout {layout}, seed {seed}, history");
+            // The LSM tables change layout as they go.
+            let relayout = layout != "lineage";
+            println!("layout {layout}, seed {seed}, history, relayout {relayout}");
             with_seed(seed, |s| {
-                run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: true, tiers: false })
+                run(s, ops, layout, Mode { aligned: true, long_snapshot_ops: 0, history: true, tiers: false, relayout })
             });
         }
     }

@@ -61,6 +61,18 @@ impl TableInfo {
         Ok(TableInfo { id, name, schema, options, key_types, value_types, all_columns, layout, runs, workload })
     }
 
+    /// This definition with the layout `spec` (`None`: whole rows), keeping the workload
+    /// counters; fails if the layout does not parse for the schema.
+    pub(crate) fn with_layout(&self, spec: Option<String>) -> Result<Self> {
+        let layout = Arc::new(match &spec {
+            Some(spec) => Layout::parse(spec, &self.schema, MAX_LEVELS)?,
+            None => Layout::row(&self.schema, 1),
+        });
+        let runs = if self.options.row_groups { self.runs.clone() } else { layout.clone() };
+        let options = TableOptions { layout: spec, ..self.options.clone() };
+        Ok(TableInfo { options, layout, runs, ..self.clone() })
+    }
+
     /// The column-group layout of the table.
     pub fn layout(&self) -> &Layout {
         &self.layout

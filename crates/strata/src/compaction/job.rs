@@ -254,6 +254,7 @@ mod tests {
             bottommost: false,
             score: 1.0,
             to_tier: None,
+            relayout: false,
         }
     }
 

@@ -12,7 +12,9 @@
 //! 3. while the fast tier is over its budget, eviction or the size-based choice, whichever
 //!    scores higher;
 //! 4. the size-based choice;
-//! 5. with informed placement, promotion of the hottest slow-tier data.
+//! 5. with informed placement, promotion of the hottest slow-tier data;
+//! 6. when nothing else is due, a re-layout: one file of a table whose layout changed, still in
+//!    groups its level no longer has, rewritten in place ([`relayout`]).
 
 use std::cell::OnceCell;
 use std::collections::HashSet;
@@ -20,8 +22,12 @@ use std::collections::HashSet;
 use super::policy::{self, CompactionTask, PolicyOptions};
 use super::tiering::{self, Choice, Heat};
 use crate::tier::{model, TierPlacement};
-use crate::version::Version;
+use crate::version::{FileMeta, TableVersion, Version};
 use crate::vfs::DeviceProfile;
+
+/// Whether a file of a table at a level holds other groups than the table's layout gives the
+/// level (see [`PickEnv::stale`]).
+pub type Stale<'a> = &'a dyn Fn(&TableVersion, usize, &FileMeta) -> bool;
 
 /// Everything a pick depends on besides the version.
 pub struct PickEnv<'a> {
@@ -48,6 +54,9 @@ pub struct PickEnv<'a> {
     pub staging_wanted: &'a dyn Fn(u32) -> bool,
     /// Where round-robin eviction stopped last: the table and the last key it moved.
     pub evict_after: (u32, &'a [u8]),
+    /// Whether a file of a table at a level (from Level-1 down) holds other groups than the
+    /// table's layout gives that level; `None` while re-layout waits (its rate is spent).
+    pub stale: Option<Stale<'a>>,
 }
 
 /// The next compaction to run, if any (see the module comment for the order).
@@ -67,7 +76,35 @@ pub fn pick(v: &Version, env: &PickEnv<'_>) -> Option<CompactionTask> {
         // up to halfway to the count that slows writers down.
         opts.l0_trigger = opts.l0_trigger.max((opts.l0_trigger + env.l0_slowdown_trigger) / 2);
     }
-    by_size_and_tier(v, env, &opts, &heat)
+    by_size_and_tier(v, env, &opts, &heat).or_else(|| relayout(v, env))
+}
+
+/// A re-layout task: the first file, from Level-1 down, of a table whose layout changed that
+/// was written before the change ([`TableVersion::relayout_below`]), is not being compacted and
+/// is `stale`; rewritten alone into its own level and tier.
+pub fn relayout(v: &Version, env: &PickEnv<'_>) -> Option<CompactionTask> {
+    let stale = env.stale?;
+    for t in v.tables.values().filter(|t| t.relayout_below > 0) {
+        for (level, l) in t.levels.iter().enumerate().skip(1) {
+            let old = |f: &&std::sync::Arc<FileMeta>| f.number < t.relayout_below && !env.busy.contains(&f.number);
+            if let Some(f) = l.files().filter(old).find(|f| stale(t, level, f)) {
+                return Some(CompactionTask {
+                    table: t.info.id,
+                    level,
+                    cg: f.cg,
+                    output_level: level,
+                    inputs: vec![f.clone()],
+                    next_inputs: Vec::new(),
+                    trivial_move: false,
+                    bottommost: (level + 1..t.levels.len()).all(|l| t.levels[l].runs.is_empty()),
+                    score: 0.0,
+                    to_tier: Some(f.tier),
+                    relayout: true,
+                });
+            }
+        }
+    }
+    None
 }
 
 /// Deferred compaction (LogStore §V-C): whether Level-0 tasks may wait past the trigger

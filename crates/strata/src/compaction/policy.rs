@@ -87,6 +87,9 @@ pub struct CompactionTask {
     /// A tier move within a level (see [`super::tiering`]): the output goes to this tier instead
     /// of the output level's own.
     pub to_tier: Option<u8>,
+    /// A re-layout: one file rewritten in place, into the groups its table's layout now gives
+    /// its level (see [`super::pick::relayout`]).
+    pub relayout: bool,
 }
 
 impl CompactionTask {
@@ -244,6 +247,7 @@ pub fn task_over(
         bottommost,
         score,
         to_tier: None,
+        relayout: false,
     })
 }
 
@@ -505,6 +509,7 @@ mod tests {
             heat: &|| heat.clone(),
             staging_wanted: &|_| settle,
             evict_after: (evict_after.0, &evict_after.1),
+            stale: None,
         };
         match super::super::pick::pick(&version, &env) {
             None => out.push_str("task: none\n"),

@@ -87,6 +87,7 @@ fn eviction_of(
         bottommost: true,
         score,
         to_tier: Some(slow),
+        relayout: false,
     })
 }
 
@@ -187,6 +188,7 @@ pub fn promote(
         bottommost: (level + 1..t.levels.len()).all(|l| t.levels[l].runs.is_empty()),
         score,
         to_tier: Some(0),
+        relayout: false,
     })
 }
 
@@ -261,6 +263,7 @@ pub fn stage_task(t: &TableVersion, span: Vec<Arc<FileMeta>>, score: f64) -> Opt
         bottommost: false,
         score,
         to_tier: Some(0),
+        relayout: false,
     })
 }
 

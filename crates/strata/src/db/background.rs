@@ -26,7 +26,7 @@ use crate::sst::builder::SstOptions;
 use crate::sst::keyset::KeySet;
 use crate::tier::TierPlacement;
 use crate::version::edit::{EditRecord, VersionEdit};
-use crate::version::{FileMeta, Version};
+use crate::version::{FileMeta, TableVersion, Version};
 use crate::vfs::DeviceProfile;
 
 enum Job {
@@ -247,6 +247,9 @@ impl DbInner {
     /// staged.
     pub(crate) fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>, settle: bool) -> Option<CompactionTask> {
         let cursor = self.evict_cursor.lock().clone();
+        // Settling (see `wait_idle`) runs the re-layout to its end without waiting on its rate.
+        let relayout_due = settle || std::time::Instant::now() >= *self.relayout_after.lock();
+        let stale = |t: &TableVersion, level: usize, f: &FileMeta| self.stale(t, level, f);
         let slowest = self.tiers.len().saturating_sub(1);
         let env = PickEnv {
             busy,
@@ -260,8 +263,31 @@ impl DbInner {
             heat: &|| self.tables.heat.snapshot(),
             staging_wanted: &|table| settle || self.tables.staging_wanted(table, false),
             evict_after: (cursor.0, &cursor.1),
+            stale: relayout_due.then_some(&stale as pick::Stale<'_>),
         };
         pick::pick(v, &env)
+    }
+
+    /// Files of `t` the background re-layout has yet to rewrite.
+    pub(crate) fn relayout_files(&self, t: &TableVersion) -> usize {
+        let old = |f: &&Arc<FileMeta>| f.number < t.relayout_below;
+        t.levels
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(i, l)| l.files().filter(old).filter(|f| self.stale(t, i, f)).count())
+            .sum()
+    }
+
+    /// Whether file `f` at `level` of `t` holds other groups than `t`'s layout gives the level
+    /// (a file that cannot be opened is left to the reads that will report it).
+    fn stale(&self, t: &TableVersion, level: usize, f: &FileMeta) -> bool {
+        let Ok(reader) = self.tables.get(f.number) else { return false };
+        match (reader.row_groups(), t.info.row_groups(level)) {
+            (None, None) => false,
+            (Some(r), Some(want)) => !r.groups().iter().map(|g| &g.columns[..]).eq(want.iter().map(|g| &g[..])),
+            _ => true,
+        }
     }
 
     /// The device profile given for tier `i`, or `default`.
@@ -299,7 +325,7 @@ impl DbInner {
     pub(crate) fn run_compaction(&self, task: &CompactionTask) -> Result<()> {
         // A file moving to another tier is rewritten there, never moved in place.
         let tier = job::output_tier(task, self.tiers.len(), self.opts.num_levels);
-        if task.to_tier.is_some() && self.opts.tier_placement == TierPlacement::RoundRobin {
+        if task.to_tier.is_some() && !task.relayout && self.opts.tier_placement == TierPlacement::RoundRobin {
             if let Some(f) = task.inputs.first() {
                 *self.evict_cursor.lock() = (task.table, f.largest.clone());
             }
@@ -346,10 +372,20 @@ impl DbInner {
             let mut io = self.io.lock();
             io.compactions += 1;
             io.stagings += u64::from(task.output_level == 0);
+            if task.relayout {
+                io.relayouts += 1;
+                io.relayout_bytes += bytes;
+            }
             *io.written.entry((task.table, task.output_level)).or_default() += bytes;
             *io.read.entry((task.table, task.level)).or_default() += task.inputs.iter().map(|f| f.size).sum::<u64>();
             *io.read.entry((task.table, task.output_level)).or_default() +=
                 task.next_inputs.iter().map(|f| f.size).sum::<u64>();
+        }
+        if task.relayout && self.opts.relayout_bytes_per_sec > 0 {
+            // The next file waits until this one's bytes fit the rate.
+            let read: u64 = task.inputs.iter().map(|f| f.size).sum();
+            let pause = Duration::from_secs_f64(read as f64 / self.opts.relayout_bytes_per_sec as f64);
+            *self.relayout_after.lock() = std::time::Instant::now() + pause;
         }
         self.delete_obsolete_files();
         Ok(())
@@ -450,6 +486,7 @@ impl DbInner {
     /// Flushes, pauses background compaction, then compacts every level of `table` overlapping
     /// `[lo, hi)` into the next, top to bottom.
     pub(crate) fn compact_range(&self, table: u32, lo: &[u8], hi: Option<&[u8]>) -> Result<()> {
+        let _manual = self.manual_ops.lock();
         self.flush()?;
         {
             let mut bg = self.bg.lock();

@@ -86,6 +86,9 @@ pub(crate) struct IoCounters {
     /// Wall time of flushes, from reading the memtable to installing the files.
     pub flush_micros: u64,
     pub stall_micros: u64,
+    /// Files the background re-layout rewrote, and their bytes.
+    pub relayouts: u64,
+    pub relayout_bytes: u64,
 }
 
 /// A test's code to run before a flush or a compaction (as named) installs.
@@ -130,6 +133,12 @@ pub(crate) struct DbInner {
     /// Where temperature-blind eviction goes on from: (table, largest key of the last file it
     /// moved to the slow tier).
     pub evict_cursor: Mutex<(u32, Vec<u8>)>,
+    /// When the background re-layout may rewrite its next file (it reads at most
+    /// [`Options::relayout_bytes_per_sec`]).
+    pub relayout_after: Mutex<std::time::Instant>,
+    /// Held by a manual compaction or a layout change for its whole length, so neither runs
+    /// inside the other.
+    pub manual_ops: Mutex<()>,
     pub live_versions: Mutex<Vec<Weak<Version>>>,
     pub io: Mutex<IoCounters>,
     pub closed: AtomicBool,
@@ -420,6 +429,8 @@ impl Db {
             poisoned: AtomicBool::new(false),
             pending_outputs: Mutex::new(&site::BACKGROUND, HashSet::new()),
             evict_cursor: Mutex::new(&site::BACKGROUND, (0, Vec::new())),
+            relayout_after: Mutex::new(&site::BACKGROUND, std::time::Instant::now()),
+            manual_ops: Mutex::new(&site::OTHER, ()),
             live_versions: Mutex::new(&site::VERSIONS, vec![Arc::downgrade(&current)]),
             io: Mutex::new(&site::COUNTERS, IoCounters::default()),
             closed: AtomicBool::new(false),
@@ -560,6 +571,58 @@ impl Db {
         Ok(())
     }
 
+    /// Changes the column-group layout of table `name` while it is read and written (`spec`:
+    /// layout text as [`TableOptions::with_layout`] takes it; `None`: whole rows at every
+    /// level). Compactions from here on write the new layout; files written before are
+    /// rewritten in the background, one at a time when no compaction is due, at most
+    /// [`Options::relayout_bytes_per_sec`]. Every read sees the same rows throughout: each
+    /// file says which groups it holds. The change is durable when this returns; a restart
+    /// goes on with the files left. [`Db::stats`] counts the files still in an earlier layout.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTable`]; [`Error::InvalidArgument`] when the layout does not parse for
+    /// the table's schema, for a lineage table, and for a table that keeps one run per column
+    /// group (made without [`TableOptions::row_groups`]), whose files do not say their groups.
+    pub fn set_layout(&self, name: &str, spec: Option<&str>) -> Result<()> {
+        self.inner.check_writable()?;
+        let inner = &self.inner;
+        let _manual = inner.manual_ops.lock();
+        let t = inner.view.pin().version.table_by_name(name).cloned();
+        let t = t.ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
+        if t.info.options.engine != Engine::Lsm {
+            return Err(Error::InvalidArgument(format!("table {name} is on the lineage engine, which has no layout")));
+        }
+        if !t.info.options.row_groups {
+            return Err(Error::InvalidArgument(format!(
+                "table {name} keeps one run per column group, so its layout cannot change in place; \
+                 create a table with the new layout and copy the rows"
+            )));
+        }
+        let num_levels = inner.opts.num_levels;
+        if let Some(spec) = spec {
+            Layout::parse(spec, &t.info.schema, num_levels)?;
+        }
+        let next = t.info.with_layout(spec.map(str::to_owned))?;
+        if next.layout.spec(&t.info.schema, num_levels) == t.info.layout.spec(&t.info.schema, num_levels) {
+            return Ok(());
+        }
+        // No compaction may be running: every file numbered from here on holds the new layout.
+        {
+            let mut bg = inner.bg.lock();
+            bg.manual += 1;
+            while bg.running_compactions > 0 {
+                inner.bg_cv.wait_for(&mut bg, std::time::Duration::from_millis(20));
+            }
+        }
+        let mut edit = VersionEdit::default();
+        let before = inner.next_file.load(Ordering::SeqCst);
+        edit.push(EditRecord::SetLayout { table: t.info.id, layout: spec.map(str::to_owned), before });
+        let res = inner.install(edit, None);
+        inner.bg.lock().manual -= 1;
+        inner.bg_cv.notify_all();
+        res
+    }
+
     /// A handle to an existing table.
     pub fn table(&self, name: &str) -> Result<Table> {
         let view = self.inner.view.load();
@@ -645,8 +708,9 @@ impl Db {
         self.inner.compact_range(t.info().id, &lo, hi.as_deref())
     }
 
-    /// Waits until background work has caught up: no frozen memtable waits for flush and no
-    /// level is over its target. Writes made meanwhile may create more work; this returns once
+    /// Waits until background work has caught up: no frozen memtable waits for flush, no
+    /// level is over its target and no file waits for a re-layout ([`Db::set_layout`]; the
+    /// re-layout's rate does not hold while this waits). Writes made meanwhile may create more work; this returns once
     /// it saw none.
     pub fn wait_for_compactions(&self) -> Result<()> {
         self.inner.wait_idle()
@@ -681,8 +745,10 @@ impl Db {
                             format!("file stores columns {:?}, not a column group of level {li}", reader.columns()),
                         ));
                     }
-                    // A row-group table's files below Level-0 hold the groups of their level.
-                    if let Some(groups) = t.info.row_groups(li) {
+                    // A row-group table's files below Level-0 hold the groups of their level
+                    // (those written before a layout change may still hold earlier groups).
+                    let relaid = f.number >= t.relayout_below;
+                    if let Some(groups) = t.info.row_groups(li).filter(|_| relaid) {
                         let stored = reader.row_groups().map(|r| r.groups().iter().map(|g| &g.columns));
                         if !stored.is_some_and(|s| s.eq(groups.iter())) {
                             return Err(Error::corruption(

@@ -120,6 +120,10 @@ pub struct Options {
     /// cores are few the spinning takes CPU the leader needs. `None`, the default, spins on
     /// machines of four cores or more.
     pub spin_before_park: Option<bool>,
+    /// The most bytes per second the background re-layout reads after a table's layout
+    /// changed ([`Db::set_layout`](crate::Db::set_layout); default 64 MiB/s, 0: unbounded). It
+    /// runs only when no compaction is due, one file at a time.
+    pub relayout_bytes_per_sec: u64,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
 }
@@ -159,6 +163,7 @@ impl Default for Options {
             txn_max_bytes: 64 << 20,
             parallel_memtable_inserts: None,
             spin_before_park: None,
+            relayout_bytes_per_sec: 64 << 20,
             fs: Arc::new(OsFs),
         }
     }

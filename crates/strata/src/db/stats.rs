@@ -203,6 +203,9 @@ pub struct TableStats {
     /// Level-0 files whose marking of the slow tier is deferred, waiting for a staging
     /// compaction ([`Options::deferred_compaction`](crate::Options::deferred_compaction)).
     pub deferred_files: usize,
+    /// Files of Level-1 and below still in a layout other than the table's, waiting for the
+    /// background re-layout ([`Db::set_layout`](crate::Db::set_layout)).
+    pub relayout_files: usize,
 }
 
 /// The whole database.
@@ -236,6 +239,10 @@ pub struct Stats {
     /// Staging compactions (Level-0 files merged into one on the fast tier, marking what
     /// deferred flushes left) since open.
     pub staging_compactions: u64,
+    /// Files the background re-layout rewrote since open, and their bytes.
+    pub relayouts: u64,
+    /// See [`Self::relayouts`].
+    pub relayout_bytes: u64,
     /// Last sequence number visible to readers.
     pub last_sequence: u64,
     /// Microseconds writers spent stalled or slowed down waiting for flush or compaction.
@@ -331,6 +338,7 @@ impl DbInner {
                 ingested_bytes: ingested,
                 write_amplification,
                 deferred_files: t.deferred.len(),
+                relayout_files: self.relayout_files(t),
             });
         }
         tables.sort_by(|a, b| a.name.cmp(&b.name));
@@ -348,6 +356,8 @@ impl DbInner {
             flush_micros: io.flush_micros,
             compactions: io.compactions,
             staging_compactions: io.stagings,
+            relayouts: io.relayouts,
+            relayout_bytes: io.relayout_bytes,
             last_sequence: self.snapshots.visible(),
             write_stall_micros: io.stall_micros,
             files_probed: probed,

@@ -95,6 +95,17 @@ pub enum EditRecord {
         /// File number.
         number: u64,
     },
+    /// A table's column-group layout changed (see [`crate::Db::set_layout`]): compactions from
+    /// here on write `layout`, and files of Level-1 and below numbered under `before` may hold
+    /// an earlier layout until the background re-layout rewrites them.
+    SetLayout {
+        /// Table id.
+        table: u32,
+        /// The layout text (`None`: whole rows at every level).
+        layout: Option<String>,
+        /// Every file written under an earlier layout is numbered below this.
+        before: u64,
+    },
 }
 
 /// A group of records applied together.
@@ -121,6 +132,7 @@ const TIERS: u8 = 14;
 const ADD_ON_TIER: u8 = 15;
 const DEFERRED_MARKS: u8 = 16;
 const BATCHES: u8 = 17;
+const SET_LAYOUT: u8 = 18;
 
 fn u32_of(v: u64) -> DecodeResult<u32> {
     u32::try_from(v).map_err(|_| DecodeError::new("value out of range"))
@@ -228,6 +240,18 @@ impl VersionEdit {
                         put_varint(&mut out, last.wrapping_sub(first));
                         prev = last;
                     }
+                }
+                EditRecord::SetLayout { table, layout, before } => {
+                    out.push(SET_LAYOUT);
+                    put_varint(&mut out, u64::from(*table));
+                    match layout {
+                        Some(l) => {
+                            out.push(1);
+                            put_bytes(&mut out, l.as_bytes());
+                        }
+                        None => out.push(0),
+                    }
+                    put_varint(&mut out, *before);
                 }
                 EditRecord::DeferredMarks { table, number } => {
                     out.push(DEFERRED_MARKS);
@@ -354,6 +378,15 @@ impl VersionEdit {
                     EditRecord::Marks { table, number, chunk: Arc::new(chunk) }
                 }
                 DEFERRED_MARKS => EditRecord::DeferredMarks { table: u32_of(r.varint()?)?, number: r.varint()? },
+                SET_LAYOUT => {
+                    let table = u32_of(r.varint()?)?;
+                    let layout = match r.u8()? {
+                        0 => None,
+                        1 => Some(r.string()?),
+                        _ => return Err(DecodeError::new("bad layout flag")),
+                    };
+                    EditRecord::SetLayout { table, layout, before: r.varint()? }
+                }
                 t => return Err(DecodeError::new(format!("unknown edit record type {t}"))),
             };
             records.push(rec);
@@ -426,5 +459,31 @@ mod tests {
         moved.push(EditRecord::DeleteFile { table: 1, level: 0, number: 7 });
         moved.push(EditRecord::AddFile { table: 1, level: 1, file: file(7, 0) });
         assert!(v.apply(&moved).tables[&1].deferred.is_empty(), "a file out of Level-0 stayed deferred");
+    }
+
+    /// A layout change round-trips (with a layout and without), replaces the table's layout
+    /// when applied, and raises the file number below which files may hold an earlier one.
+    #[test]
+    fn set_layout_round_trips_and_replaces_the_layout() {
+        use crate::catalog::{TableInfo, TableOptions};
+        use crate::types::{Column, ColumnType};
+        let cols = ["k", "a", "b"].iter().map(|n| Column::new(*n, ColumnType::Int)).collect();
+        let info = TableInfo::new(1, "t".into(), Arc::new(Schema::new(cols, &["k"]).unwrap()), TableOptions::default());
+        let mut e = VersionEdit::default();
+        e.push(EditRecord::CreateTable(info.unwrap()));
+        e.push(EditRecord::SetLayout { table: 1, layout: Some("L1-: column".into()), before: 40 });
+        e.push(EditRecord::SetLayout { table: 1, layout: None, before: 30 });
+        assert_eq!(VersionEdit::decode(&e.encode(), 7).unwrap(), e);
+        let v = super::super::Version::new(7).apply(&VersionEdit { records: e.records[..2].to_vec() });
+        let t = &v.tables[&1];
+        assert_eq!(t.info.layout().groups(2), [vec![0], vec![1]]);
+        assert_eq!((t.info.options.layout.as_deref(), t.relayout_below), (Some("L1-: column"), 40));
+        let v = v.apply(&VersionEdit { records: e.records[2..].to_vec() });
+        assert_eq!(v.tables[&1].info.layout().groups(2), [vec![0, 1]]);
+        assert_eq!(v.tables[&1].relayout_below, 40, "an older boundary lowered the newer one");
+        let mut bad = e.encode();
+        let flag = bad.len() - 2;
+        bad[flag] = 7;
+        assert!(VersionEdit::decode(&bad, 7).is_err(), "a bad layout flag decoded");
     }
 }

@@ -115,6 +115,9 @@ pub struct TableVersion {
     /// Level-0 files whose marking of the slow tier is deferred (see
     /// [`EditRecord::DeferredMarks`](edit::EditRecord::DeferredMarks)); always the newest.
     pub deferred: BTreeSet<u64>,
+    /// Files of Level-1 and below numbered under this may hold a layout other than the
+    /// table's (see [`EditRecord::SetLayout`]); 0 while the layout never changed.
+    pub relayout_below: u64,
 }
 
 impl TableVersion {
@@ -174,7 +177,13 @@ impl Version {
                     let info = Arc::new(info.clone());
                     tables.insert(
                         info.id,
-                        Arc::new(TableVersion { info, levels, marks: BTreeMap::new(), deferred: BTreeSet::new() }),
+                        Arc::new(TableVersion {
+                            info,
+                            levels,
+                            marks: BTreeMap::new(),
+                            deferred: BTreeSet::new(),
+                            relayout_below: 0,
+                        }),
                     );
                 }
                 EditRecord::DropTable(id) => {
@@ -213,6 +222,17 @@ impl Version {
                     if let Some(t) = tables.get_mut(table) {
                         Arc::make_mut(t).deferred.insert(*number);
                         changed.insert(*table);
+                    }
+                }
+                EditRecord::SetLayout { table, layout, before } => {
+                    if let Some(t) = tables.get_mut(table) {
+                        let t = Arc::make_mut(t);
+                        // The layout was checked before it was logged; one that no longer
+                        // parses (a newer build's text) leaves the table as it was.
+                        if let Ok(info) = t.info.with_layout(layout.clone()) {
+                            t.info = Arc::new(info);
+                        }
+                        t.relayout_below = t.relayout_below.max(*before);
                     }
                 }
                 EditRecord::LogNumber(_)

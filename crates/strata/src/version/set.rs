@@ -77,6 +77,7 @@ fn apply_counters(edit: &VersionEdit, c: &mut Counters) {
                 c.next_file = c.next_file.max(number + 1);
             }
             EditRecord::AddFile { file, .. } => c.next_file = c.next_file.max(file.number + 1),
+            EditRecord::SetLayout { before, .. } => c.next_file = c.next_file.max(*before),
             EditRecord::CreateTable(t) => c.next_table_id = c.next_table_id.max(t.id + 1),
             EditRecord::History { retention_ms, floor } => {
                 c.retention_ms = *retention_ms;
@@ -131,6 +132,10 @@ fn snapshot_edit(v: &Version, c: &Counters, clock: &Clock, batches: &Batches, ti
     }
     for t in v.tables.values() {
         e.push(EditRecord::CreateTable((*t.info).clone()));
+        if t.relayout_below > 0 {
+            let layout = t.info.options.layout.clone();
+            e.push(EditRecord::SetLayout { table: t.info.id, layout, before: t.relayout_below });
+        }
         for (li, l) in t.levels.iter().enumerate() {
             for f in l.files() {
                 e.push(EditRecord::AddFile { table: t.info.id, level: li, file: (**f).clone() });
