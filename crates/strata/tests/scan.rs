@@ -1,7 +1,7 @@
 //! Differential test of the analytical scan engine: random filters (CNF after normalization, with
 //! NULLs, strings sharing prefixes, doubles with -0.0 and NaN, values at type boundaries),
 //! projections, aggregates and limits over random data with updates, deletes and snapshots,
-//! across layouts and tree shapes (churning, fully compacted, compacted then updated), and while
+//! across layouts and tree shapes (churning, fully compacted, compacted then updated, a layout changed under concurrent scans), and while
 //! flushes and compactions mark superseded versions underneath concurrent scans at old and new
 //! snapshots. Every answer must equal a plain filter/aggregate over a BTreeMap model computed
 //! here.
@@ -558,13 +558,15 @@ fn run_concurrent(seed: u64, layout: &str) {
     let opts = Options { block_size: 1024, history_retention: history, ..common::tiny_options(Arc::new(OsFs)) };
     let db = Db::open(tmp.path(), opts).unwrap();
     let s = schema();
-    let topts = table_options(layout, &s);
+    // `relayout`: rows at first, then a new layout after every round of writes.
+    let relayout = layout == "relayout";
+    let topts = table_options(if relayout { "row" } else { layout }, &s);
     let t = db.create_table("t", s.clone(), topts).unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut model = Model::new();
     churn(&mut rng, &t, &s, &mut model, 3000);
     let (stats0, scans0) = (db.stats(), db.scan_stats());
-    let checked = scan_while_churning(&db, &t, &s, rng, model, seed);
+    let checked = scan_while_churning(&db, &t, (&s, relayout), rng, model, seed);
     let (stats1, scans1) = (db.stats(), db.scan_stats());
     println!(
         "{layout}: {} answers checked; {} flushes, {} compactions meanwhile",
@@ -575,14 +577,26 @@ fn run_concurrent(seed: u64, layout: &str) {
     assert!(stats1.flushes - stats0.flushes >= 10, "{layout}: too few flushes ran during the scans");
     assert!(stats1.compactions > stats0.compactions, "{layout}: no compaction ran during the scans");
     assert!(scans1.run_blocks > scans0.run_blocks, "{layout}: no scan took the run-by-run path");
+    if relayout {
+        assert!(stats1.relayouts > stats0.relayouts, "no file was rewritten into a new layout during the scans");
+    }
     db.check_supersede_marks().unwrap_or_else(|e| panic!("{layout}: {e}"));
 }
 
 /// A writer churns (see [`churn`]) and publishes a snapshot with a copy of the model every 400
 /// writes; two readers meanwhile scan at the newest and at older published snapshots,
 /// row-returning and aggregating, with and without filters, and every answer must equal the
-/// model at its snapshot. Returns the answers checked.
-fn scan_while_churning(db: &Db, t: &Table, s: &Schema, mut rng: StdRng, mut model: Model, seed: u64) -> u64 {
+/// model at its snapshot. With `relayout`, the writer changes the table's layout after every
+/// round (cg3, column, lifecycle, row in turn), so scans meet files half rewritten. Returns the
+/// answers checked.
+fn scan_while_churning(
+    db: &Db,
+    t: &Table,
+    (s, relayout): (&Schema, bool),
+    mut rng: StdRng,
+    mut model: Model,
+    seed: u64,
+) -> u64 {
     type Published = Arc<(Snapshot, Model)>;
     let published: std::sync::Mutex<Vec<Published>> =
         std::sync::Mutex::new(vec![Arc::new((db.snapshot(), model.clone()))]);
@@ -594,8 +608,12 @@ fn scan_while_churning(db: &Db, t: &Table, s: &Schema, mut rng: StdRng, mut mode
     std::thread::scope(|sc| {
         let (published, past, done) = (&published, &past, &done);
         sc.spawn(move || {
-            for _ in 0..12 {
+            for round in 0..12 {
                 churn(&mut rng, t, s, &mut model, 400);
+                if relayout {
+                    let spec = layout_spec(["cg3", "column", "lifecycle", "row"][round % 4], s);
+                    db.set_layout("t", spec.as_deref()).unwrap();
+                }
                 let snap = db.snapshot();
                 past.lock().unwrap().push(Arc::new((snap.seq(), model.clone())));
                 let mut p = published.lock().unwrap();
@@ -651,7 +669,7 @@ fn scan_while_churning(db: &Db, t: &Table, s: &Schema, mut rng: StdRng, mut mode
 
 #[test]
 fn scans_during_flushes_and_compactions_match_the_model() {
-    for layout in ["row", "column", "cg3", "lifecycle", "lifecycle+runs"] {
+    for layout in ["row", "column", "cg3", "relayout", "lifecycle+runs"] {
         for seed in seeds(&[31]) {
             println!("layout {layout}, seed {seed}");
             with_seed(seed, |s| run_concurrent(s, layout));
@@ -1041,7 +1059,7 @@ fn lineage_scans_during_merges_match_the_model() {
         let mut model = Model::new();
         churn(&mut rng, &t, &s, &mut model, 3000);
         let before = db.stats().tables[0].lineage.clone().unwrap();
-        let checked = scan_while_churning(&db, &t, &s, rng, model, seed);
+        let checked = scan_while_churning(&db, &t, (&s, false), rng, model, seed);
         let after = db.stats().tables[0].lineage.clone().unwrap();
         let (merges, reclaims) = (after.merges - before.merges, after.reclaimed_ranges);
         println!("history {history:?}: {checked} answers checked; {merges} merges, {reclaims} ranges reclaimed");
