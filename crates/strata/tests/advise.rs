@@ -97,3 +97,55 @@ fn advice_is_refused_for_unknown_and_lineage_tables() {
     db.create_table("l", schema(), TableOptions::engine(strata::Engine::Lineage)).unwrap();
     assert!(matches!(db.advise("l", &AdviseOptions::default()), Err(Error::InvalidArgument(_))));
 }
+
+/// A trace records the workload across a restart and loads into the same counts the live
+/// statistics kept; the advice from it is the advice from them; applied, the table re-lays
+/// out and reads stay right.
+#[test]
+fn a_trace_across_a_restart_advises_like_the_live_statistics_and_applies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t.trace");
+    let (db, t) = loaded(&tmp.path().join("db"));
+    db.trace_start("t", &trace).unwrap();
+    let work = |t: &strata::Table| {
+        let f = t.projection(&["e", "f"]).unwrap();
+        for _ in 0..50 {
+            assert_eq!(t.scan(&KeyRange::all(), &f, &ReadOptions::default()).unwrap().count(), 4000);
+        }
+        let all = t.projection(&["a", "b", "c", "d", "e", "f"]).unwrap();
+        for i in (0..4000).step_by(50) {
+            assert!(t.get(&[Value::BigInt(i)], &all, &ReadOptions::default()).unwrap().is_some());
+        }
+    };
+    work(&t);
+    let first = db.advise("t", &AdviseOptions::default()).unwrap();
+    drop(t);
+    db.close().unwrap();
+    // The next process goes on recording into the same trace.
+    let db = Db::open(tmp.path().join("db"), tiny_options(Arc::new(OsFs))).unwrap();
+    let t = db.table("t").unwrap();
+    work(&t);
+    assert_eq!(db.trace_stop("t").unwrap(), Some(trace.clone()));
+    assert_eq!(db.trace_stop("t").unwrap(), None, "a second stop found a trace");
+    work(&t);
+    let traced = db.advise("t", &AdviseOptions { trace: Some(trace.clone()), ..Default::default() }).unwrap();
+    // Two sessions of the same reads on the same tree: twice the first session's counts.
+    for (a, b) in first.levels.iter().zip(&traced.levels) {
+        let sum = |ops: &[strata::advisor::model::Ops]| ops.iter().map(|o| o.count).sum::<f64>();
+        assert_eq!(sum(&b.workload.scans), 2.0 * sum(&a.workload.scans), "L{}", a.level);
+        assert_eq!(sum(&b.workload.point_reads), 2.0 * sum(&a.workload.point_reads), "L{}", a.level);
+    }
+    assert_eq!(traced.advised, first.advised);
+    assert_ne!(traced.advised, traced.current, "{traced:#?}");
+    // A trace of another table is refused.
+    db.create_table("u", schema(), TableOptions::default()).unwrap();
+    let e = db.advise("u", &AdviseOptions { trace: Some(trace), ..Default::default() }).unwrap_err();
+    assert!(e.to_string().contains("traces table t"), "{e}");
+
+    db.set_layout("t", Some(&traced.advised)).unwrap();
+    db.wait_for_compactions().unwrap();
+    assert_eq!(db.stats().tables.iter().find(|s| s.name == "t").unwrap().relayout_files, 0);
+    assert_eq!(db.advise("t", &AdviseOptions::default()).unwrap().current, traced.advised);
+    work(&t);
+    db.verify().unwrap();
+}

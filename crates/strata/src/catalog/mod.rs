@@ -3,6 +3,7 @@
 //! from the database that serves it, so `version/`, `compaction/` and `scan/` can use them
 //! without importing `db/`.
 
+pub(crate) mod trace;
 pub(crate) mod workload;
 
 use std::ops::Bound;

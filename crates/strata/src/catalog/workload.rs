@@ -24,10 +24,15 @@
 //! own stripe ([`PerCore`]), cheap enough to stay on at any number of threads. A new projection
 //! is registered once, lock-free, in a slot of a fixed table. They start at zero when the
 //! database is opened.
+//!
+//! While a table is traced ([`super::trace`]), every event counted is also appended to its
+//! trace, under a lock; untraced tables pay one relaxed load per event for that.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use crate::sync::PerCore;
+use super::trace::TraceWriter;
+use crate::sync::{site, Mutex, PerCore};
 
 /// Distinct projections per table and type of operation with counters of their own.
 pub(crate) const SHAPES: usize = 32;
@@ -70,6 +75,10 @@ pub(crate) struct Workload {
     /// slot): entries scanned.
     by_shape: PerCore,
     nvals: usize,
+    /// Whether `trace` holds a writer.
+    tracing: AtomicBool,
+    /// The trace events are appended to, and the error that stopped the last one, if any.
+    trace: Mutex<(Option<TraceWriter>, Option<String>)>,
 }
 
 /// Operations of one projection at one place.
@@ -90,6 +99,63 @@ impl Workload {
             shapes: std::array::from_fn(|_| (0..SHAPES).map(|_| OnceLock::new()).collect()),
             by_shape: PerCore::new(PLACES * 4 * (SHAPES + 1) + 1),
             nvals,
+            tracing: AtomicBool::new(false),
+            trace: Mutex::new(&site::OTHER, (None, None)),
+        }
+    }
+
+    /// Starts appending every event to `w` (replacing the trace before, which is flushed).
+    pub(crate) fn start_trace(&self, w: TraceWriter) {
+        let mut t = self.trace.lock();
+        if let Some(mut old) = t.0.take() {
+            let _ = old.flush();
+        }
+        *t = (Some(w), None);
+        self.tracing.store(true, Ordering::Release);
+    }
+
+    /// Stops tracing, flushing the trace; fails with the error that stopped it early, if one
+    /// did. Returns the trace's path (`None`: the table was not traced).
+    pub(crate) fn stop_trace(&self) -> crate::error::Result<Option<std::path::PathBuf>> {
+        let mut t = self.trace.lock();
+        self.tracing.store(false, Ordering::Release);
+        let (w, err) = (t.0.take(), t.1.take());
+        if let Some(e) = err {
+            return Err(crate::error::Error::InvalidArgument(format!("the trace stopped early: {e}")));
+        }
+        match w {
+            Some(mut w) => {
+                w.flush()?;
+                Ok(Some(w.path))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Records that the trace could not be (re)opened, for [`Self::stop_trace`] to report.
+    pub(crate) fn trace_failed(&self, e: String) {
+        self.trace.lock().1 = Some(e);
+    }
+
+    /// Flushes the trace, if any.
+    pub(crate) fn flush_trace(&self) {
+        if let Some(w) = self.trace.lock().0.as_mut() {
+            let _ = w.flush();
+        }
+    }
+
+    /// Appends one event to the trace; a failed write stops tracing and is kept for
+    /// [`Self::stop_trace`].
+    fn trace_event(&self, write: impl FnOnce(&mut TraceWriter) -> std::io::Result<()>) {
+        let mut t = self.trace.lock();
+        let res = match t.0.as_mut() {
+            Some(w) => write(w),
+            None => return,
+        };
+        if let Err(e) = res {
+            let path = t.0.take().map(|w| w.path.display().to_string()).unwrap_or_default();
+            t.1 = Some(format!("{path}: {e}"));
+            self.tracing.store(false, Ordering::Release);
         }
     }
 
@@ -134,6 +200,15 @@ impl Workload {
     /// [`Self::record`] with the projection's slot already found by [`Self::shape`] (an
     /// operation counted at several places looks its projection up once).
     pub(crate) fn record_shaped(&self, at: At, op: Op, cols: impl Iterator<Item = usize>, shape: usize, entries: u64) {
+        if self.tracing.load(Ordering::Relaxed) {
+            let cols: Vec<usize> = cols.filter(|&c| c < self.nvals).collect();
+            self.trace_event(|w| w.op(at, op, &cols, entries));
+            return self.count(at, op, cols.into_iter(), shape, entries);
+        }
+        self.count(at, op, cols, shape, entries)
+    }
+
+    fn count(&self, at: At, op: Op, cols: impl Iterator<Item = usize>, shape: usize, entries: u64) {
         let base = self.base(at, op);
         self.counts.add(base, 1);
         for c in cols.filter(|&c| c < self.nvals) {
@@ -148,6 +223,9 @@ impl Workload {
 
     /// Counts `n` rows written whole (puts) into the memtable.
     pub(crate) fn record_inserts(&self, n: u64) {
+        if self.tracing.load(Ordering::Relaxed) {
+            self.trace_event(|w| w.inserts(n));
+        }
         self.by_shape.add(PLACES * 4 * (SHAPES + 1), n);
     }
 

@@ -3,18 +3,22 @@
 
 use crate::advisor::model::{Calibration, Cost, LevelModel, LevelWorkload, Ops};
 use crate::advisor::{self, Cols, LevelInput};
+use crate::catalog::trace;
 use crate::catalog::workload::{At, Op, ShapeCount};
 use crate::column_group::Layout;
 use crate::error::{Error, Result};
 use crate::version::TableVersion;
 
-use super::Db;
+use super::{Db, DbInner};
 
 /// How [`Db::advise`] prices a layout.
 #[derive(Debug, Clone, Default)]
 pub struct AdviseOptions {
     /// Prices per block (default: [`Calibration::default`]).
     pub calibration: Calibration,
+    /// Advise on the workload recorded in this trace ([`Db::trace_start`]) instead of the one
+    /// counted since the database was opened.
+    pub trace: Option<std::path::PathBuf>,
 }
 
 /// One level in [`Advice`].
@@ -154,7 +158,14 @@ impl Db {
             row_groups: info.options.row_groups,
             calibration: opts.calibration,
         };
-        let w = &info.workload;
+        let traced;
+        let w = match &opts.trace {
+            Some(path) => {
+                traced = trace::load(path, &info.name, nvals)?;
+                &traced
+            }
+            None => &*info.workload,
+        };
         let inserts = w.inserts() as f64;
         let num_levels = t.levels.len();
         if num_levels < 2 {
@@ -206,5 +217,64 @@ impl Db {
                 .collect(),
             calibration: opts.calibration,
         })
+    }
+}
+
+impl Db {
+    /// Starts recording table `name`'s workload into the trace file at `path` (created, or
+    /// appended to if it is a trace of this table): every event the workload statistics count,
+    /// at the level that served it (see `docs/format/trace.md`). Tracing goes on across
+    /// restarts, in whatever process opens the database, until [`Db::trace_stop`].
+    ///
+    /// # Errors
+    /// [`Error::UnknownTable`]; [`Error::InvalidArgument`] when the file cannot be opened or is
+    /// not a trace of this table.
+    pub fn trace_start(&self, name: &str, path: &std::path::Path) -> Result<()> {
+        self.inner.check_writable()?;
+        let t = self.inner.view.load().version.table_by_name(name).cloned();
+        let t = t.ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
+        let path = std::path::absolute(path).map_err(|e| Error::InvalidArgument(format!("{}: {e}", path.display())))?;
+        let w = trace::TraceWriter::open(&path, name, t.info.value_types.len())?;
+        let _guard = self.inner.manual_ops.lock();
+        let mut traces = trace::read_traces(&*self.inner.fs, &self.inner.dir)?;
+        traces.retain(|(id, _)| *id != t.info.id);
+        traces.push((t.info.id, path));
+        trace::write_traces(&*self.inner.fs, &self.inner.dir, &traces)?;
+        t.info.workload.start_trace(w);
+        Ok(())
+    }
+
+    /// Stops tracing table `name`, flushing its trace; returns the trace's path (`None`: it
+    /// was not traced).
+    ///
+    /// # Errors
+    /// [`Error::UnknownTable`]; [`Error::InvalidArgument`] when a write to the trace failed
+    /// (tracing stopped there; what was written before is kept).
+    pub fn trace_stop(&self, name: &str) -> Result<Option<std::path::PathBuf>> {
+        self.inner.check_writable()?;
+        let t = self.inner.view.load().version.table_by_name(name).cloned();
+        let t = t.ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
+        let _guard = self.inner.manual_ops.lock();
+        let mut traces = trace::read_traces(&*self.inner.fs, &self.inner.dir)?;
+        let recorded = traces.iter().find(|(id, _)| *id == t.info.id).map(|(_, p)| p.clone());
+        traces.retain(|(id, _)| *id != t.info.id);
+        trace::write_traces(&*self.inner.fs, &self.inner.dir, &traces)?;
+        Ok(t.info.workload.stop_trace()?.or(recorded))
+    }
+}
+
+impl DbInner {
+    /// Opens again the traces the database directory names (see [`Db::trace_start`]); a trace
+    /// that cannot be opened leaves its table untraced, and [`Db::trace_stop`] reports why.
+    pub(crate) fn resume_traces(&self) -> Result<()> {
+        let view = self.view.load();
+        for (id, path) in trace::read_traces(&*self.fs, &self.dir)? {
+            let Some(t) = view.version.tables.get(&id) else { continue };
+            match trace::TraceWriter::open(&path, &t.info.name, t.info.value_types.len()) {
+                Ok(w) => t.info.workload.start_trace(w),
+                Err(e) => t.info.workload.trace_failed(e.to_string()),
+            }
+        }
+        Ok(())
     }
 }

@@ -464,6 +464,7 @@ impl Db {
             inner.checkpoint_lineage()?;
         }
         inner.delete_obsolete_files();
+        inner.resume_traces()?;
 
         let mut db = Db { inner, threads: Vec::new() };
         for i in 0..=opts.compaction_threads + 1 {
@@ -817,6 +818,9 @@ impl Db {
         }
         if self.inner.bg_error.lock().is_none() {
             self.inner.delete_obsolete_files();
+        }
+        for t in self.inner.view.load().version.tables.values() {
+            t.info.workload.flush_trace();
         }
         self.inner.lock.lock().take();
     }
