@@ -195,6 +195,40 @@ enum Cmd {
     },
     /// Read every block of every file and verify its checksum; exits non-zero naming a damaged file.
     Check,
+    /// Record a table's workload, event by event at the level that served it, into a trace
+    /// file (docs/format/trace.md) for `advise --trace`. Tracing stays on, in every process
+    /// that opens the database, until `trace stop`.
+    Trace {
+        #[command(subcommand)]
+        action: TraceCmd,
+    },
+    /// Run LASER's design advisor on a table: the column groups per level that minimise the
+    /// cost model's prediction for a workload (a trace, or what this process served since the
+    /// database opened), with the predicted cost per operation class of the current and the
+    /// advised layout.
+    Advise {
+        /// Table name.
+        name: String,
+        /// The workload: a trace recorded with `strata trace start`.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+        /// Change the table's layout to the advised one (online: compactions write it from now
+        /// on, and the files written before are rewritten in the background, here until done).
+        #[arg(long)]
+        apply: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a table's column-group layout online, e.g. "L1: (a,b) (c,d); L2-: column" or
+    /// `row`; files written before are rewritten in the background (here until done, with
+    /// progress).
+    SetLayout {
+        /// Table name.
+        name: String,
+        /// The layout.
+        layout: String,
+    },
     /// Load the LASER narrow table while point reads and scans run, then print a summary.
     Demo {
         /// Rows to ingest.
@@ -207,6 +241,23 @@ enum Cmd {
         /// Sync the WAL before answering each write.
         #[arg(long)]
         sync: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum TraceCmd {
+    /// Start appending the table's workload to FILE (created, or appended to if it traces this
+    /// table).
+    Start {
+        /// Table name.
+        name: String,
+        /// Trace file.
+        file: PathBuf,
+    },
+    /// Stop tracing the table.
+    Stop {
+        /// Table name.
+        name: String,
     },
 }
 
@@ -484,6 +535,40 @@ fn run(cli: Cli) -> Result<(), CliError> {
             let n = db.verify()?;
             println!("ok: {n} files verified");
         }
+        Cmd::Trace { action: TraceCmd::Start { name, file } } => {
+            db.trace_start(&name, &file)?;
+            println!("tracing {name} into {}", file.display());
+        }
+        Cmd::Trace { action: TraceCmd::Stop { name } } => match db.trace_stop(&name)? {
+            Some(path) => println!("stopped tracing {name}; the trace is {}", path.display()),
+            None => println!("{name} was not being traced"),
+        },
+        Cmd::Advise { name, trace, apply, json: as_json } => {
+            if trace.is_none() {
+                // A fresh process has served nothing yet: its statistics would advise on no reads.
+                return Err(CliError::new(
+                    "usage",
+                    "give the workload with --trace FILE (record one with `strata trace start TABLE FILE`)",
+                ));
+            }
+            let advice = db.advise(&name, &strata::AdviseOptions { trace, ..Default::default() })?;
+            if as_json {
+                println!("{}", advice_json(&advice));
+            } else {
+                print_advice(&advice);
+            }
+            if apply && advice.advised != advice.current {
+                db.set_layout(&name, Some(&advice.advised))?;
+                relayout(&db, &name, &advice.advised)?;
+            } else if apply {
+                println!("the table already has the advised layout");
+            }
+        }
+        Cmd::SetLayout { name, layout } => {
+            let spec = if layout.trim() == "row" { None } else { Some(layout.as_str()) };
+            db.set_layout(&name, spec)?;
+            relayout(&db, &name, &layout)?;
+        }
         Cmd::Demo { .. } => {}
         Cmd::Exec { sync } => {
             let mut session = Session::new(db, sync);
@@ -536,6 +621,7 @@ fn stats_json(t: &TableStats) -> Json {
         "ingested_bytes": t.ingested_bytes,
         "write_amplification": t.write_amplification,
         "deferred_files": t.deferred_files,
+        "relayout_files": t.relayout_files,
         "memtable_workload": workload_json(&t.memtable_workload),
         "levels": t.levels.iter().map(|l| json!({
             "level": l.level, "runs": l.runs, "files": l.files, "bytes": l.bytes,
@@ -577,6 +663,9 @@ fn print_stats(t: &TableStats, tiers: &[TierStats]) {
     println!("  layout: {}", t.layout);
     if !t.aligned_compaction {
         println!("  aligned compaction: off");
+    }
+    if t.relayout_files > 0 {
+        println!("  {} files wait to be rewritten in the new layout (re-layout)", t.relayout_files);
     }
     if t.deferred_files > 0 {
         println!("  {} Level-0 files wait for a staging compaction (deferred marking)", t.deferred_files);
@@ -647,4 +736,74 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Prints an advice: the layouts, then per level the groups and the predicted cost per
+/// operation class (milliseconds), then the totals and the prices used.
+fn print_advice(a: &strata::Advice) {
+    println!("table {}", a.table);
+    println!("current layout: {}", a.current);
+    println!("advised layout: {}", a.advised);
+    println!(
+        "{:<6} {:<28} {:<28} {:>34} {:>34}",
+        "level", "current groups", "advised groups", "current ms (ins/get/scan/upd)", "advised ms (ins/get/scan/upd)"
+    );
+    let ms = |c: &strata::advisor::model::Cost| {
+        format!("{:.1}/{:.1}/{:.1}/{:.1}", c.inserts / 1e3, c.point_reads / 1e3, c.scans / 1e3, c.updates / 1e3)
+    };
+    for l in &a.levels {
+        println!(
+            "L{:<5} {:<28} {:<28} {:>34} {:>34}",
+            l.level,
+            l.current,
+            l.advised,
+            ms(&l.current_cost),
+            ms(&l.advised_cost)
+        );
+    }
+    let (cur, adv) = (a.current_cost(), a.advised_cost());
+    println!("predicted total: current {:.1} ms, advised {:.1} ms", cur.total() / 1e3, adv.total() / 1e3);
+    let c = &a.calibration;
+    println!(
+        "prices per {:.0}-byte block: point read {:.2} us, scan {:.2} us, write {:.2} us",
+        c.block_bytes, c.point_block_us, c.scan_block_us, c.write_block_us
+    );
+}
+
+fn advice_json(a: &strata::Advice) -> Json {
+    let cost = |c: &strata::advisor::model::Cost| json!({"inserts_us": c.inserts, "point_reads_us": c.point_reads, "scans_us": c.scans, "updates_us": c.updates});
+    let levels: Vec<Json> = a
+        .levels
+        .iter()
+        .map(|l| {
+            json!({"level": l.level, "current": l.current, "advised": l.advised,
+                "current_cost": cost(&l.current_cost), "advised_cost": cost(&l.advised_cost)})
+        })
+        .collect();
+    json!({"table": a.table, "current": a.current, "advised": a.advised, "levels": levels,
+        "current_cost": cost(&a.current_cost()), "advised_cost": cost(&a.advised_cost())})
+}
+
+/// Waits for the background re-layout of table `name` to `layout` (already set) to finish,
+/// printing progress.
+fn relayout(db: &Db, name: &str, layout: &str) -> Result<(), CliError> {
+    let left = |db: &Db| db.stats().tables.iter().find(|t| t.name == name).map_or(0, |t| t.relayout_files);
+    let total = left(db);
+    println!("layout of {name} set to {layout}; rewriting {total} files written before");
+    let bar = indicatif::ProgressBar::new(total as u64);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                bar.set_position(total.saturating_sub(left(db)) as u64);
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+        });
+        let res = db.wait_for_compactions();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        res
+    })?;
+    bar.finish_and_clear();
+    println!("re-layout done: {} files left in an earlier layout", left(db));
+    Ok(())
 }

@@ -898,3 +898,57 @@ fn tiers_are_given_once_and_shown_by_stats() {
     let (ok, _, err) = run_cli(&db, &["--tier", "fast=/x:12parsecs", "tables"]);
     assert!(!ok && err.contains("unknown unit"), "{err}");
 }
+
+/// A workload traced across processes, advised on from the trace, applied online; then a
+/// layout set by hand. Each command is its own process, so the trace goes on through reopens.
+#[test]
+fn trace_advise_apply_and_set_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let trace = dir.path().join("t.trace");
+    let trace_arg = trace.to_str().unwrap();
+    let run = |args: &[&str]| run_cli(&db, args);
+    assert!(run(&["create-table", "t", "--schema", "id BIGINT PRIMARY KEY, a INT, b INT, c INT, s TEXT"]).0);
+    let rows: Vec<Json> = (0..3000)
+        .map(|i| json!({"op":"insert","table":"t","row":{"id":i,"a":i,"b":2*i,"c":3*i,"s":format!("s{i}")}}))
+        .collect();
+    assert!(exec(&db, &rows).iter().all(|r| r["ok"] == json!(true)));
+    assert!(run(&["compact", "t"]).0);
+
+    let (okay, out, err) = run(&["trace", "start", "t", trace_arg]);
+    assert!(okay && out.contains("tracing t"), "{out}{err}");
+    for _ in 0..4 {
+        let (okay, out, err) = run(&["scan", "t", "--columns", "c", "--agg", "max(c)"]);
+        assert!(okay && out.contains("8997"), "{out}{err}");
+    }
+    assert!(run(&["get", "t", "7"]).0);
+    let (okay, out, _) = run(&["trace", "stop", "t"]);
+    assert!(okay && out.contains(trace_arg), "{out}");
+    let lines = std::fs::read_to_string(&trace).unwrap();
+    assert!(lines.starts_with("strata-trace\t1\t4\tt\n"), "{lines}");
+    assert!(lines.lines().filter(|l| l.starts_with("s\t")).count() >= 4, "{lines}");
+
+    let (okay, _, err) = run(&["advise", "t"]);
+    assert!(!okay && err.contains("--trace"), "{err}");
+    let (okay, out, err) = run(&["advise", "t", "--trace", trace_arg, "--json"]);
+    assert!(okay, "{err}");
+    let advice: Json = serde_json::from_str(&out).unwrap();
+    let advised = advice["advised"].as_str().unwrap().to_owned();
+    assert_ne!(advice["advised"], advice["current"], "{out}");
+    assert!(advised.contains("(c)") || advised.contains("column"), "{out}");
+    let (okay, out, err) = run(&["advise", "t", "--trace", trace_arg, "--apply"]);
+    assert!(okay && out.contains("advised layout") && out.contains("0 files left"), "{out}{err}");
+    let (_, out, _) = run(&["stats", "t", "--json"]);
+    let st: Json = serde_json::from_str(&out).unwrap();
+    assert_eq!(st["tables"][0]["layout"].as_str(), Some(advised.as_str()), "{out}");
+
+    let (okay, out, err) = run(&["set-layout", "t", "row"]);
+    assert!(okay && out.contains("0 files left"), "{out}{err}");
+    let (_, out, _) = run(&["stats", "t", "--json"]);
+    assert!(out.contains("L0: row; L1: row"), "{out}");
+    let (okay, _, err) = run(&["set-layout", "t", "L1: (a,zz)"]);
+    assert!(!okay && err.contains("invalid_argument"), "{err}");
+    let (okay, out, _) = run(&["scan", "t", "--columns", "c", "--agg", "max(c)"]);
+    assert!(okay && out.contains("8997"), "{out}");
+    assert!(run(&["check"]).0);
+}

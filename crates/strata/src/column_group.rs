@@ -149,7 +149,14 @@ impl Layout {
 
     /// A layout of the given groups per level (deeper levels repeat the last). The caller
     /// makes sure each level partitions `0..nvals` and obeys containment.
-    pub(crate) fn from_groups(levels: Vec<Vec<Vec<usize>>>, nvals: usize) -> Layout {
+    pub(crate) fn from_groups(mut levels: Vec<Vec<Vec<usize>>>, nvals: usize) -> Layout {
+        // In the order a parsed layout has them, so equal layouts print the same text.
+        for groups in &mut levels {
+            for g in groups.iter_mut() {
+                g.sort_unstable();
+            }
+            groups.sort_by_key(|g| g.first().copied());
+        }
         Layout::from_levels(levels, nvals)
     }
 

@@ -208,7 +208,7 @@ impl Db {
                 .map(|(i, (a, input))| LevelAdvice {
                     level: i + 1,
                     current: text(info.layout.groups(i + 1)),
-                    advised: text(&a.groups),
+                    advised: text(advised_layout.groups(i + 1)),
                     current_cost: a.current,
                     advised_cost: a.advised,
                     workload: input.workload,
