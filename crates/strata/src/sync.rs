@@ -232,6 +232,11 @@ impl PerCore {
         PerCore { width, stride, cells }
     }
 
+    /// Counters held.
+    pub(crate) fn width(&self) -> usize {
+        self.width
+    }
+
     /// Adds `n` to counter `i` (ignored past the width).
     pub(crate) fn add(&self, i: usize, n: u64) {
         if i < self.width {

@@ -149,3 +149,43 @@ fn a_trace_across_a_restart_advises_like_the_live_statistics_and_applies() {
     work(&t);
     db.verify().unwrap();
 }
+
+/// Self-advising (LASER §7.3): a table opened with `Options::self_advise` follows its workload,
+/// narrow scans of one column split it off, and after a shift to whole-row point reads it goes
+/// back to rows; reads stay right through both changes.
+#[test]
+fn a_self_advising_table_follows_a_shift_in_its_workload() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, _) = loaded(tmp.path());
+    db.close().unwrap();
+    let every = std::time::Duration::from_millis(1000);
+    let db =
+        Db::open(tmp.path(), strata::Options { self_advise: Some(every), ..tiny_options(Arc::new(OsFs)) }).unwrap();
+    let t = db.table("t").unwrap();
+    let layout = |db: &Db| db.stats().tables[0].layout.clone();
+    let start = layout(&db);
+    // Until the layout changes (or a generous deadline): scans of `f` alone.
+    let f = t.projection(&["f"]).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while layout(&db) == start && std::time::Instant::now() < deadline {
+        assert_eq!(t.scan(&KeyRange::all(), &f, &ReadOptions::default()).unwrap().count(), 4000);
+    }
+    let split = layout(&db);
+    assert!(split.contains("(f)") || split.contains("column"), "scans of f did not split it off: {split}");
+    assert_eq!(db.stats().self_advised, 1);
+    // The shift: whole rows by key, nothing scanned.
+    let all = t.projection(&["a", "b", "c", "d", "e", "f"]).unwrap();
+    let mut i = 0i64;
+    while layout(&db) == split && std::time::Instant::now() < deadline + std::time::Duration::from_secs(60) {
+        let row = t.get(&[Value::BigInt(i % 4000)], &all, &ReadOptions::default()).unwrap().unwrap();
+        assert_eq!(row[5], Value::Int((i % 4000 * 6) as i32));
+        i += 37;
+    }
+    let back = layout(&db);
+    assert!(!back.contains("(f)"), "whole-row reads kept f apart: {back}");
+    assert_eq!(db.stats().self_advised, 2);
+    db.wait_for_compactions().unwrap();
+    assert_eq!(db.stats().tables[0].relayout_files, 0);
+    assert_eq!(t.scan(&KeyRange::all(), &f, &ReadOptions::default()).unwrap().count(), 4000);
+    db.verify().unwrap();
+}

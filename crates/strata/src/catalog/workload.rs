@@ -81,6 +81,13 @@ pub(crate) struct Workload {
     trace: Mutex<(Option<TraceWriter>, Option<String>)>,
 }
 
+/// A copy of a table's counters at one moment (see [`Workload::mark`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Mark {
+    counts: Vec<u64>,
+    by_shape: Vec<u64>,
+}
+
 /// Operations of one projection at one place.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ShapeCount {
@@ -102,6 +109,42 @@ impl Workload {
             tracing: AtomicBool::new(false),
             trace: Mutex::new(&site::OTHER, (None, None)),
         }
+    }
+
+    /// The counters as they are now, to take a window of later events from ([`Self::since`]).
+    pub(crate) fn mark(&self) -> Mark {
+        Mark {
+            counts: (0..self.counts.width()).map(|i| self.counts.get(i)).collect(),
+            by_shape: (0..self.by_shape.width()).map(|i| self.by_shape.get(i)).collect(),
+        }
+    }
+
+    /// Fresh counters holding what was counted after `mark` (the whole since open with
+    /// `None`), with the same projections in the same slots.
+    pub(crate) fn since(&self, mark: Option<&Mark>) -> Workload {
+        let w = Workload::new(self.nvals);
+        for (slots, into) in self.shapes.iter().zip(&w.shapes) {
+            for (slot, to) in slots.iter().zip(into.iter()) {
+                if let Some(cols) = slot.get() {
+                    let _ = to.set(cols.clone());
+                }
+            }
+        }
+        let before = |m: &[u64], i: usize| m.get(i).copied().unwrap_or(0);
+        for i in 0..self.counts.width() {
+            w.counts.add(i, self.counts.get(i).saturating_sub(mark.map_or(0, |m| before(&m.counts, i))));
+        }
+        for i in 0..self.by_shape.width() {
+            w.by_shape.add(i, self.by_shape.get(i).saturating_sub(mark.map_or(0, |m| before(&m.by_shape, i))));
+        }
+        w
+    }
+
+    /// Operations counted (point reads, scans and updates at every place, and inserts).
+    pub(crate) fn total_ops(&self) -> u64 {
+        let places = (0..PLACES).map(|p| if p == 0 { At::Memtable } else { At::Level(p - 1) });
+        let ops: u64 = places.flat_map(|at| [Op::PointRead, Op::Scan, Op::Update].map(|op| self.read(at, op).0)).sum();
+        ops + self.inserts()
     }
 
     /// Starts appending every event to `w` (replacing the trace before, which is flushed).
@@ -300,5 +343,20 @@ mod tests {
         assert!(w.shapes(At::Level(2), Op::Scan).iter().any(|s| s.cols == Some(vec![6, 7])));
         w.record_inserts(5);
         assert_eq!(w.inserts(), 5);
+
+        // A window: what was counted after a mark, in the same projection slots.
+        let mark = w.mark();
+        w.record(At::Level(2), Op::Scan, [1, 2].into_iter(), 40);
+        w.record(At::Level(3), Op::PointRead, [4].into_iter(), 0);
+        w.record_inserts(2);
+        let window = w.since(Some(&mark));
+        assert_eq!(
+            window.shapes(At::Level(2), Op::Scan),
+            vec![ShapeCount { cols: Some(vec![1, 2]), ops: 1, entries: 40 }]
+        );
+        assert_eq!(window.read(At::Level(3), Op::PointRead), (1, vec![0, 0, 0, 0, 1, 0, 0, 0]));
+        assert!(window.shapes(At::Memtable, Op::Update).is_empty());
+        assert_eq!((window.inserts(), window.total_ops()), (2, 4));
+        assert_eq!(w.since(None).total_ops(), w.total_ops());
     }
 }

@@ -4,7 +4,7 @@
 use crate::advisor::model::{Calibration, Cost, LevelModel, LevelWorkload, Ops};
 use crate::advisor::{self, Cols, LevelInput};
 use crate::catalog::trace;
-use crate::catalog::workload::{At, Op, ShapeCount};
+use crate::catalog::workload::{At, Mark, Op, ShapeCount, Workload};
 use crate::column_group::Layout;
 use crate::error::{Error, Result};
 use crate::version::TableVersion;
@@ -141,14 +141,82 @@ impl Db {
     pub fn advise(&self, name: &str, opts: &AdviseOptions) -> Result<Advice> {
         let view = self.inner.view.load();
         let t = view.version.table_by_name(name).ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
+        let traced;
+        let w = match &opts.trace {
+            Some(path) => {
+                traced = trace::load(path, &t.info.name, t.info.value_types.len())?;
+                &traced
+            }
+            None => &*t.info.workload,
+        };
+        self.inner.advise_on(t, w, opts.calibration)
+    }
+}
+
+/// Windows of fewer operations than this are not re-advised on ([`crate::Options::self_advise`]).
+const SELF_ADVISE_MIN_OPS: u64 = 100;
+
+/// The self-advising changes a layout only when the advised one is predicted to cost at most
+/// this fraction of the current one.
+const SELF_ADVISE_GAIN: f64 = 0.8;
+
+impl DbInner {
+    /// Every `every`, re-advises each table of row-group files on the workload it served since
+    /// the last round and applies the advice when it pays (see [`crate::Options::self_advise`]).
+    pub(crate) fn self_advise_loop(&self, every: std::time::Duration) {
+        let mut marks: std::collections::HashMap<u32, Mark> = std::collections::HashMap::new();
+        loop {
+            let deadline = std::time::Instant::now() + every;
+            {
+                let mut bg = self.bg.lock();
+                loop {
+                    if bg.shutting_down {
+                        return;
+                    }
+                    let now = std::time::Instant::now();
+                    if now >= deadline {
+                        break;
+                    }
+                    self.bg_cv.wait_for(&mut bg, deadline - now);
+                }
+            }
+            if self.bg_error.lock().is_some() {
+                continue;
+            }
+            let version = self.view.load().version.clone();
+            for t in version.tables.values() {
+                let info = &t.info;
+                if info.options.engine != crate::Engine::Lsm || !info.options.row_groups {
+                    continue;
+                }
+                let window = info.workload.since(marks.get(&info.id));
+                marks.insert(info.id, info.workload.mark());
+                if window.total_ops() < SELF_ADVISE_MIN_OPS {
+                    continue;
+                }
+                let Ok(advice) = self.advise_on(t, &window, Calibration::default()) else { continue };
+                let pays = advice.advised_cost().total() <= SELF_ADVISE_GAIN * advice.current_cost().total();
+                if advice.advised != advice.current
+                    && pays
+                    && self.set_layout(&info.name, Some(&advice.advised)).is_ok()
+                {
+                    self.io.lock().self_advised += 1;
+                }
+            }
+        }
+    }
+
+    /// The advice for table `t` on workload `w` (see [`Db::advise`]).
+    pub(crate) fn advise_on(&self, t: &TableVersion, w: &Workload, calibration: Calibration) -> Result<Advice> {
         let info = &t.info;
         if info.options.engine == crate::Engine::Lineage {
             return Err(Error::InvalidArgument(format!(
-                "table {name} is stored by the lineage engine, which has no levels"
+                "table {} is stored by the lineage engine, which has no levels",
+                info.name
             )));
         }
         let nvals = info.value_types.len();
-        let ratio = self.inner.opts.level_size_ratio.max(2) as f64;
+        let ratio = self.opts.level_size_ratio.max(2) as f64;
         // The key columns, then the sequence number and kind stored with every version.
         let key_bytes = info.key_types.iter().map(|ty| ty.fixed_width().unwrap_or(16) as f64).sum::<f64>() + 8.0;
         let model = LevelModel {
@@ -156,15 +224,7 @@ impl Db {
             key_bytes,
             widths: widths(t, key_bytes),
             row_groups: info.options.row_groups,
-            calibration: opts.calibration,
-        };
-        let traced;
-        let w = match &opts.trace {
-            Some(path) => {
-                traced = trace::load(path, &info.name, nvals)?;
-                &traced
-            }
-            None => &*info.workload,
+            calibration,
         };
         let inserts = w.inserts() as f64;
         let num_levels = t.levels.len();
@@ -215,7 +275,7 @@ impl Db {
                     model: input.model,
                 })
                 .collect(),
-            calibration: opts.calibration,
+            calibration,
         })
     }
 }

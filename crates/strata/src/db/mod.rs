@@ -89,6 +89,8 @@ pub(crate) struct IoCounters {
     /// Files the background re-layout rewrote, and their bytes.
     pub relayouts: u64,
     pub relayout_bytes: u64,
+    /// Layout changes the self-advising made ([`Options::self_advise`]).
+    pub self_advised: u64,
 }
 
 /// A test's code to run before a flush or a compaction (as named) installs.
@@ -482,6 +484,12 @@ impl Db {
                 Err(e) => return Err(Error::io(&dir, e)),
             }
         }
+        if let Some(every) = opts.self_advise {
+            let inner = db.inner.clone();
+            let spawned =
+                std::thread::Builder::new().name("strata-advise".into()).spawn(move || inner.self_advise_loop(every));
+            db.threads.push(spawned.map_err(|e| Error::io(&dir, e))?);
+        }
         Ok(db)
     }
 
@@ -585,43 +593,7 @@ impl Db {
     /// the table's schema, for a lineage table, and for a table that keeps one run per column
     /// group (made without [`TableOptions::row_groups`]), whose files do not say their groups.
     pub fn set_layout(&self, name: &str, spec: Option<&str>) -> Result<()> {
-        self.inner.check_writable()?;
-        let inner = &self.inner;
-        let _manual = inner.manual_ops.lock();
-        let t = inner.view.pin().version.table_by_name(name).cloned();
-        let t = t.ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
-        if t.info.options.engine != Engine::Lsm {
-            return Err(Error::InvalidArgument(format!("table {name} is on the lineage engine, which has no layout")));
-        }
-        if !t.info.options.row_groups {
-            return Err(Error::InvalidArgument(format!(
-                "table {name} keeps one run per column group, so its layout cannot change in place; \
-                 create a table with the new layout and copy the rows"
-            )));
-        }
-        let num_levels = inner.opts.num_levels;
-        if let Some(spec) = spec {
-            Layout::parse(spec, &t.info.schema, num_levels)?;
-        }
-        let next = t.info.with_layout(spec.map(str::to_owned))?;
-        if next.layout.spec(&t.info.schema, num_levels) == t.info.layout.spec(&t.info.schema, num_levels) {
-            return Ok(());
-        }
-        // No compaction may be running: every file numbered from here on holds the new layout.
-        {
-            let mut bg = inner.bg.lock();
-            bg.manual += 1;
-            while bg.running_compactions > 0 {
-                inner.bg_cv.wait_for(&mut bg, std::time::Duration::from_millis(20));
-            }
-        }
-        let mut edit = VersionEdit::default();
-        let before = inner.next_file.load(Ordering::SeqCst);
-        edit.push(EditRecord::SetLayout { table: t.info.id, layout: spec.map(str::to_owned), before });
-        let res = inner.install(edit, None);
-        inner.bg.lock().manual -= 1;
-        inner.bg_cv.notify_all();
-        res
+        self.inner.set_layout(name, spec)
     }
 
     /// A handle to an existing table.
@@ -833,6 +805,47 @@ impl Drop for Db {
 }
 
 impl DbInner {
+    /// See [`Db::set_layout`].
+    pub(crate) fn set_layout(&self, name: &str, spec: Option<&str>) -> Result<()> {
+        self.check_writable()?;
+        let inner = self;
+        let _manual = inner.manual_ops.lock();
+        let t = inner.view.pin().version.table_by_name(name).cloned();
+        let t = t.ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
+        if t.info.options.engine != Engine::Lsm {
+            return Err(Error::InvalidArgument(format!("table {name} is on the lineage engine, which has no layout")));
+        }
+        if !t.info.options.row_groups {
+            return Err(Error::InvalidArgument(format!(
+                "table {name} keeps one run per column group, so its layout cannot change in place; \
+                 create a table with the new layout and copy the rows"
+            )));
+        }
+        let num_levels = inner.opts.num_levels;
+        if let Some(spec) = spec {
+            Layout::parse(spec, &t.info.schema, num_levels)?;
+        }
+        let next = t.info.with_layout(spec.map(str::to_owned))?;
+        if next.layout.spec(&t.info.schema, num_levels) == t.info.layout.spec(&t.info.schema, num_levels) {
+            return Ok(());
+        }
+        // No compaction may be running: every file numbered from here on holds the new layout.
+        {
+            let mut bg = inner.bg.lock();
+            bg.manual += 1;
+            while bg.running_compactions > 0 {
+                inner.bg_cv.wait_for(&mut bg, std::time::Duration::from_millis(20));
+            }
+        }
+        let mut edit = VersionEdit::default();
+        let before = inner.next_file.load(Ordering::SeqCst);
+        edit.push(EditRecord::SetLayout { table: t.info.id, layout: spec.map(str::to_owned), before });
+        let res = inner.install(edit, None);
+        inner.bg.lock().manual -= 1;
+        inner.bg_cv.notify_all();
+        res
+    }
+
     /// Fails once the database is closed. Reads only need this.
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {

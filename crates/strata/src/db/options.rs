@@ -124,6 +124,13 @@ pub struct Options {
     /// changed ([`Db::set_layout`](crate::Db::set_layout); default 64 MiB/s, 0: unbounded). It
     /// runs only when no compaction is due, one file at a time.
     pub relayout_bytes_per_sec: u64,
+    /// Every this often, re-advise every table of row-group files on the workload it served
+    /// since the last time (LASER §7.3: the workload drifts), and change its layout online
+    /// ([`Db::set_layout`](crate::Db::set_layout)) when the advised layout is predicted to
+    /// cost at least a fifth less than the current one for that workload. Windows of fewer
+    /// than 100 operations are left alone. `None` (the default): layouts change only when
+    /// asked.
+    pub self_advise: Option<std::time::Duration>,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
 }
@@ -164,6 +171,7 @@ impl Default for Options {
             parallel_memtable_inserts: None,
             spin_before_park: None,
             relayout_bytes_per_sec: 64 << 20,
+            self_advise: None,
             fs: Arc::new(OsFs),
         }
     }

@@ -243,6 +243,9 @@ pub struct Stats {
     pub relayouts: u64,
     /// See [`Self::relayouts`].
     pub relayout_bytes: u64,
+    /// Layout changes the self-advising made since open
+    /// ([`Options::self_advise`](crate::Options::self_advise)).
+    pub self_advised: u64,
     /// Last sequence number visible to readers.
     pub last_sequence: u64,
     /// Microseconds writers spent stalled or slowed down waiting for flush or compaction.
@@ -358,6 +361,7 @@ impl DbInner {
             staging_compactions: io.stagings,
             relayouts: io.relayouts,
             relayout_bytes: io.relayout_bytes,
+            self_advised: io.self_advised,
             last_sequence: self.snapshots.visible(),
             write_stall_micros: io.stall_micros,
             files_probed: probed,
