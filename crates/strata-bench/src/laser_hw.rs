@@ -223,6 +223,11 @@ fn warm_up(a: &LaserHwArgs, def: &TableDef, shape: &Shape) -> Result<Advised, St
     let levels = strata_options().num_levels;
     let schema = store.schema().clone();
     eprintln!("advisor: {}", advice.advised);
+    let cal = &advice.calibration;
+    eprintln!(
+        "  prices measured on the warm table, per {:.0}-byte block: point read {:.2} us, scan {:.2} us, write {:.2} us",
+        cal.block_bytes, cal.point_block_us, cal.scan_block_us, cal.write_block_us
+    );
     eprintln!("  level  current -> advised   predicted ms now / advised (inserts, reads, scans, updates)");
     for l in &advice.levels {
         let ms = |c: &strata::advisor::model::Cost| {

@@ -463,9 +463,11 @@ impl StrataTables {
         Ok(StrataTables { db, t, def: def.clone(), projections: Default::default() })
     }
 
-    /// LASER's design advisor over what the table served since it was opened.
+    /// LASER's design advisor over what the table served since it was opened, with block
+    /// prices measured on the table first.
     pub fn advise(&self) -> Result<strata::Advice, String> {
-        self.db.advise(&self.def.name, &strata::AdviseOptions::default()).map_err(serr)
+        let calibration = self.db.calibrate(&self.def.name).map_err(serr)?;
+        self.db.advise(&self.def.name, &strata::AdviseOptions { calibration, ..Default::default() }).map_err(serr)
     }
 
     /// The table's schema.

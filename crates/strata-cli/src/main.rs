@@ -216,6 +216,10 @@ enum Cmd {
         /// on, and the files written before are rewritten in the background, here until done).
         #[arg(long)]
         apply: bool,
+        /// Price blocks as measured on this table now (point reads, scans, and this process's
+        /// flushes and compactions) instead of the built-in defaults; the prices are printed.
+        #[arg(long)]
+        calibrate: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -543,7 +547,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             Some(path) => println!("stopped tracing {name}; the trace is {}", path.display()),
             None => println!("{name} was not being traced"),
         },
-        Cmd::Advise { name, trace, apply, json: as_json } => {
+        Cmd::Advise { name, trace, apply, calibrate, json: as_json } => {
             if trace.is_none() {
                 // A fresh process has served nothing yet: its statistics would advise on no reads.
                 return Err(CliError::new(
@@ -551,7 +555,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     "give the workload with --trace FILE (record one with `strata trace start TABLE FILE`)",
                 ));
             }
-            let advice = db.advise(&name, &strata::AdviseOptions { trace, ..Default::default() })?;
+            let calibration = if calibrate { db.calibrate(&name)? } else { Default::default() };
+            let advice = db.advise(&name, &strata::AdviseOptions { trace, calibration })?;
             if as_json {
                 println!("{}", advice_json(&advice));
             } else {
@@ -780,7 +785,10 @@ fn advice_json(a: &strata::Advice) -> Json {
                 "current_cost": cost(&l.current_cost), "advised_cost": cost(&l.advised_cost)})
         })
         .collect();
-    json!({"table": a.table, "current": a.current, "advised": a.advised, "levels": levels,
+    let c = &a.calibration;
+    let prices = json!({"point_block_us": c.point_block_us, "scan_block_us": c.scan_block_us,
+        "write_block_us": c.write_block_us, "block_bytes": c.block_bytes});
+    json!({"table": a.table, "current": a.current, "advised": a.advised, "levels": levels, "calibration": prices,
         "current_cost": cost(&a.current_cost()), "advised_cost": cost(&a.advised_cost())})
 }
 

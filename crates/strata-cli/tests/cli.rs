@@ -930,6 +930,8 @@ fn trace_advise_apply_and_set_layout() {
 
     let (okay, _, err) = run(&["advise", "t"]);
     assert!(!okay && err.contains("--trace"), "{err}");
+    let (okay, out, err) = run(&["advise", "t", "--trace", trace_arg, "--calibrate"]);
+    assert!(okay && out.contains("prices per 16384-byte block"), "{out}{err}");
     let (okay, out, err) = run(&["advise", "t", "--trace", trace_arg, "--json"]);
     assert!(okay, "{err}");
     let advice: Json = serde_json::from_str(&out).unwrap();

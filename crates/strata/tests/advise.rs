@@ -189,3 +189,29 @@ fn a_self_advising_table_follows_a_shift_in_its_workload() {
     assert_eq!(t.scan(&KeyRange::all(), &f, &ReadOptions::default()).unwrap().count(), 4000);
     db.verify().unwrap();
 }
+
+/// Calibration measures every price on the table (none is left at the hand-set default), each
+/// positive and finite; an empty table keeps the defaults for reads.
+#[test]
+fn calibration_measures_the_prices_on_the_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, _) = loaded(tmp.path());
+    let cal = db.calibrate("t").unwrap();
+    println!("measured prices: {cal:?}");
+    let default = strata::advisor::model::Calibration::default();
+    for (what, got, def) in [
+        ("point", cal.point_block_us, default.point_block_us),
+        ("scan", cal.scan_block_us, default.scan_block_us),
+        ("write", cal.write_block_us, default.write_block_us),
+    ] {
+        assert!(got.is_finite() && got > 0.0, "{what}: {cal:?}");
+        assert_ne!(got, def, "{what} kept the default: {cal:?}");
+    }
+    assert_eq!(cal.block_bytes, tiny_options(Arc::new(OsFs)).block_size as f64);
+    let advice = db.advise("t", &AdviseOptions { calibration: cal, ..Default::default() }).unwrap();
+    assert_eq!(advice.calibration, cal);
+    db.create_table("empty", schema(), TableOptions::default()).unwrap();
+    let e = db.calibrate("empty").unwrap();
+    assert_eq!((e.point_block_us, e.scan_block_us), (default.point_block_us, default.scan_block_us));
+    assert!(matches!(db.calibrate("nope"), Err(Error::UnknownTable(_))));
+}

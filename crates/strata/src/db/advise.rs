@@ -338,3 +338,93 @@ impl DbInner {
         Ok(())
     }
 }
+
+impl Db {
+    /// Measures the model's prices on table `name` as it is now (block cache and files as they
+    /// stand): whole-row point reads of keys sampled across the table, full scans of its first
+    /// value column, and the flushes and compactions since open, each divided by the blocks the
+    /// model counts for it (a point read's blocks at the deepest level holding data; a scan's at
+    /// every level). Takes a few hundred reads and three scans; a table with no rows, or a
+    /// database that has written nothing since open, keeps the default for what it cannot
+    /// measure.
+    ///
+    /// # Errors
+    /// As [`Db::advise`], and any read error.
+    pub fn calibrate(&self, name: &str) -> Result<Calibration> {
+        let view = self.inner.view.load();
+        let t = view.version.table_by_name(name).ok_or_else(|| Error::UnknownTable(name.to_owned()))?.clone();
+        drop(view);
+        let block_bytes = self.inner.opts.block_size as f64;
+        let mut cal = Calibration { block_bytes, ..Calibration::default() };
+        // Priced at one per block, the model counts blocks.
+        let counting = Calibration::blocks(block_bytes);
+        let empty = Workload::new(t.info.value_types.len());
+        let base = self.inner.advise_on(&t, &empty, counting)?;
+        let Some(deepest) = base.levels.iter().rfind(|l| t.levels[l.level].files().next().is_some()) else {
+            return Ok(cal);
+        };
+        let table = self.table(name)?;
+        let schema = &t.info.schema;
+        let nvals = t.info.value_types.len();
+        let groups = |level: usize| -> Vec<Cols> {
+            t.info.layout.groups(level).iter().map(|g| Cols::of(g.iter().copied())).collect()
+        };
+        let ro = crate::ReadOptions::default();
+
+        // Point reads: every k-th key of the table, whole rows.
+        let key_names: Vec<&str> = schema.primary_key().iter().map(|&c| schema.columns()[c].name.as_str()).collect();
+        let rows = table.estimated_rows()?.max(1);
+        let step = (rows / 300).max(1) as usize;
+        let keys: Vec<Vec<crate::Value>> = table
+            .scan(&crate::KeyRange::all(), &table.projection(&key_names)?, &ro)?
+            .step_by(step)
+            .take(300)
+            .collect::<Result<_>>()?;
+        if !keys.is_empty() && nvals > 0 {
+            let one = LevelWorkload {
+                point_reads: vec![Ops { cols: Cols::of(0..nvals), count: 1.0, entries: 0.0 }],
+                ..LevelWorkload::default()
+            };
+            let blocks = deepest.model.cost(&groups(deepest.level), &one).point_reads.max(1.0);
+            let start = std::time::Instant::now();
+            for k in &keys {
+                table.get(k, &crate::Projection::All, &ro)?;
+            }
+            cal.point_block_us = start.elapsed().as_secs_f64() * 1e6 / keys.len() as f64 / blocks;
+        }
+
+        // Scans: the first value column over the whole table, the fastest of three.
+        if nvals > 0 {
+            let col = schema.columns()[schema.value_columns()[0]].name.as_str();
+            let proj = table.projection(&[col])?;
+            let mut blocks = 0.0;
+            for l in &base.levels {
+                let entries = t.levels[l.level].files().map(|f| f.entries).sum::<u64>() as f64;
+                let one = LevelWorkload {
+                    scans: vec![Ops { cols: Cols::of([0]), count: 1.0, entries }],
+                    ..LevelWorkload::default()
+                };
+                blocks += l.model.cost(&groups(l.level), &one).scans;
+            }
+            let mut best = f64::MAX;
+            for _ in 0..3 {
+                let start = std::time::Instant::now();
+                for r in table.scan(&crate::KeyRange::all(), &proj, &ro)? {
+                    r?;
+                }
+                best = best.min(start.elapsed().as_secs_f64() * 1e6);
+            }
+            if blocks >= 1.0 {
+                cal.scan_block_us = best / blocks;
+            }
+        }
+
+        // Writes: the flushes' and compactions' time over the blocks they wrote, since open.
+        let io = self.inner.io.lock();
+        let written: u64 = io.written.values().sum();
+        if written as f64 >= block_bytes {
+            cal.write_block_us = (io.flush_micros + io.compaction_micros) as f64 / (written as f64 / block_bytes);
+        }
+        Ok(cal)
+    }
+}

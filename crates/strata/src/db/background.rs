@@ -334,6 +334,7 @@ impl DbInner {
             let moved = task.inputs.iter().map(|f| (**f).clone()).collect();
             return self.install(job::edit(task, moved), None);
         }
+        let start = std::time::Instant::now();
         // The current version holds the inputs; keep it only while they are read, so the
         // cleanup after install can delete them.
         let version = self.view.pin().version.clone();
@@ -372,6 +373,7 @@ impl DbInner {
             let mut io = self.io.lock();
             io.compactions += 1;
             io.stagings += u64::from(task.output_level == 0);
+            io.compaction_micros += start.elapsed().as_micros() as u64;
             if task.relayout {
                 io.relayouts += 1;
                 io.relayout_bytes += bytes;

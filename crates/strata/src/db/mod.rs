@@ -85,6 +85,8 @@ pub(crate) struct IoCounters {
     pub flushes: u64,
     /// Wall time of flushes, from reading the memtable to installing the files.
     pub flush_micros: u64,
+    /// Wall time of compactions that rewrote files, from reading the inputs to installing.
+    pub compaction_micros: u64,
     pub stall_micros: u64,
     /// Files the background re-layout rewrote, and their bytes.
     pub relayouts: u64,
