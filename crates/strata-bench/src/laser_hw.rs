@@ -16,6 +16,13 @@
 //!   (MAX of the last 10% of the columns, 28-30, over half of the key space) and Q4 (SUM of the
 //!   last third, 21-30, over 5% of it).
 //!
+//! `--shift vertical|horizontal` (§7.3) runs two more steady phases after the first, both with
+//! the workload shifted: vertically, Q2b, Q3 and Q4 read the first half, tenth and third of the
+//! columns instead of the last; horizontally, Q2a and Q2b read older rows (means 0.5 and 0.3).
+//! The `self` layout starts in rows with `Options::self_advise` on, so it re-lays itself out
+//! during the phases; `advised` is then advised on a warm-up of the shifted workload. Each
+//! phase after the shift reports its Q2a-Q4 total and its p99 latencies.
+//!
 //! Reported per system: load rate, each query's latency (median, p99, mean), the total time the
 //! queries Q2a-Q4 took (the paper's Fig. 8a), the phase's wall time and the insert rate reached;
 //! for strata also the blocks its Q2a and Q2b point reads read from files per get (cache misses,
@@ -41,12 +48,14 @@ pub(crate) struct LaserHwArgs {
     /// The wide table (100 INT columns) instead of the narrow one (30).
     #[arg(long)]
     wide: bool,
-    /// strata layouts to run: lifecycle, row, column, cg3, cg6, cg15, advised (the first is the
-    /// one peers are compared with). `advised` first runs the same load and steady phase on
-    /// rows as a warm-up, asks LASER's design advisor (`Db::advise`) for a layout from what each
-    /// level served, then runs the measured phase on a fresh table of that layout; the model's
+    /// strata layouts to run: lifecycle, row, column, cg3, cg6, cg15, advised, self (the first
+    /// is the one peers are compared with). `advised` first runs the same load and steady phase
+    /// on rows as a warm-up (with `--shift`, the shifted workload), asks LASER's design advisor
+    /// (`Db::advise`, with prices measured on the warm table) for a layout from what each level
+    /// served, then runs the measured phase on a fresh table of that layout; the model's
     /// predicted cost of the warm-up's workload under every listed layout is reported beside
-    /// the measured times.
+    /// the measured times. `self` starts in rows and re-advises itself as it runs
+    /// (`Options::self_advise`).
     #[arg(long, value_delimiter = ',', default_values_t = ["lifecycle", "row", "column", "cg3", "cg6", "cg15"].map(String::from).to_vec())]
     layouts: Vec<String>,
     /// Q1 inserts per second in the steady phase (the paper's 10,000 scaled to 2 cores).
@@ -55,6 +64,10 @@ pub(crate) struct LaserHwArgs {
     /// Q3 and Q4 queries each, in the last fifth of the phase (the paper's count).
     #[arg(long, default_value_t = 12)]
     scans: usize,
+    /// After the steady phase, two more with the workload shifted (LASER §7.3): `vertical`
+    /// (other columns) or `horizontal` (older rows).
+    #[arg(long, value_parser = ["vertical", "horizontal"])]
+    shift: Option<String>,
 }
 
 /// Keys live in [0, 2^40).
@@ -99,17 +112,43 @@ pub(crate) fn table(cols: usize) -> TableDef {
 }
 
 /// The column sets of the queries: Q2b, Q3 and Q4 take the last half, tenth and third of the
-/// columns (16-30, 28-30 and 21-30 on the narrow table, as in the paper).
+/// columns (16-30, 28-30 and 21-30 on the narrow table, as in the paper); shifted vertically,
+/// the first ones; shifted horizontally, the point reads go to older rows.
+#[derive(Clone, Copy)]
 struct Shape {
     cols: usize,
+    vertical: bool,
+    horizontal: bool,
 }
 
 impl Shape {
+    fn new(cols: usize) -> Shape {
+        Shape { cols, vertical: false, horizontal: false }
+    }
+
+    /// This shape shifted as `--shift` says (`None`: unchanged).
+    fn shifted(self, shift: Option<&str>) -> Shape {
+        Shape { vertical: shift == Some("vertical"), horizontal: shift == Some("horizontal"), ..self }
+    }
+
+    /// Means of the insertion-order positions Q2a and Q2b read.
+    fn means(&self) -> (f64, f64) {
+        if self.horizontal {
+            (0.5, 0.3)
+        } else {
+            (0.98, 0.85)
+        }
+    }
+
     fn all(&self) -> Vec<usize> {
         (1..=self.cols).collect()
     }
     fn last(&self, n: usize) -> Vec<usize> {
-        (self.cols - n + 1..=self.cols).collect()
+        if self.vertical {
+            (1..=n).collect()
+        } else {
+            (self.cols - n + 1..=self.cols).collect()
+        }
     }
     fn q2b(&self) -> Vec<usize> {
         self.last(self.cols / 2)
@@ -159,7 +198,9 @@ fn layout(name: &str, cols: usize) -> Result<Option<String>, String> {
                 range(q3, cols)
             ))
         }
-        other => return Err(format!("unknown layout `{other}` (lifecycle, row, column, cg3, cg6, cg15, advised)")),
+        other => {
+            return Err(format!("unknown layout `{other}` (lifecycle, row, column, cg3, cg6, cg15, advised, self)"))
+        }
     })
 }
 
@@ -191,12 +232,20 @@ fn open(
             let l = match (layout_name, advised) {
                 ("advised", Some(adv)) => Some(adv.spec.clone()),
                 ("advised", None) => return Err("the advised layout needs its warm-up first".into()),
+                ("self", _) => None,
                 _ => layout(layout_name, def.columns.len() - 1)?,
             };
             let bloom = strata::Options::default().bloom_bits_per_key;
-            let config =
+            let mut config =
                 format!("{STRATA_CONFIG}, bloom {bloom} bits/key; layout {}", l.as_deref().unwrap_or("row everywhere"));
-            Ok((Box::new(crate::tables::StrataTables::open(&dir, def, strata_options(), l.as_deref())?), config))
+            let mut options = strata_options();
+            if layout_name == "self" {
+                // Re-advised five times a phase.
+                let every = Duration::from_secs_f64((a.common.duration.max(1) as f64 / 5.0).max(1.0));
+                options.self_advise = Some(every);
+                config.push_str(&format!(" at first, self-advising every {:.0} s", every.as_secs_f64()));
+            }
+            Ok((Box::new(crate::tables::StrataTables::open(&dir, def, options, l.as_deref())?), config))
         }
         other => crate::peers::open_tables(other, &dir, def, crate::peers::Tuning::DeepTree, 1),
     }
@@ -218,7 +267,8 @@ fn warm_up(a: &LaserHwArgs, def: &TableDef, shape: &Shape) -> Result<Advised, St
     let dir = c.out.join("data").join("advised-warm-up");
     let store = crate::tables::StrataTables::open(&dir, def, strata_options(), None)?;
     crate::harness::load_rows(&store, c.rows, label, |j| row(shape.cols, j))?;
-    steady(&store, a, shape, label)?;
+    // With a shift, advise for the workload after it.
+    steady(&store, a, &shape.shifted(a.shift.as_deref()), label)?;
     let advice = store.advise()?;
     let levels = strata_options().num_levels;
     let schema = store.schema().clone();
@@ -250,7 +300,7 @@ fn warm_up(a: &LaserHwArgs, def: &TableDef, shape: &Shape) -> Result<Advised, St
         }
     }
     let mut predicted = Vec::new();
-    for name in &a.layouts {
+    for name in a.layouts.iter().filter(|n| *n != "self") {
         let spec = if name == "advised" { Some(advice.advised.clone()) } else { layout(name, shape.cols)? };
         let parsed = match spec {
             Some(s) => strata::column_group::Layout::parse(&s, &schema, levels).map_err(|e| e.to_string())?,
@@ -407,8 +457,9 @@ fn steady(store: &dyn Tables, a: &LaserHwArgs, shape: &Shape, label: &str) -> Re
                     s.spawn(move || {
                         guarded(failed, || -> Result<([Latency; 4], [u64; 2]), String> {
                             let mut rng = StdRng::seed_from_u64(c.seed ^ (0x5ead + ri as u64));
-                            let recent = Normal::new(0.98, 0.02).map_err(|e| e.to_string())?;
-                            let older = Normal::new(0.85, 0.02).map_err(|e| e.to_string())?;
+                            let (m2a, m2b) = shape.means();
+                            let recent = Normal::new(m2a, 0.02).map_err(|e| e.to_string())?;
+                            let older = Normal::new(m2b, 0.02).map_err(|e| e.to_string())?;
                             let mut lat: [Latency; 4] = Default::default();
                             let mut get_reads = [0u64; 2];
                             let (all, q2b) = (shape.all(), shape.q2b());
@@ -480,11 +531,11 @@ fn steady(store: &dyn Tables, a: &LaserHwArgs, shape: &Shape, label: &str) -> Re
 
 pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
     let cols = if a.wide { 100 } else { 30 };
-    let shape = Shape { cols };
+    let shape = Shape::new(cols);
     let def = table(cols);
     let c = &a.common;
     let systems = c.systems()?;
-    for l in a.layouts.iter().filter(|l| *l != "advised") {
+    for l in a.layouts.iter().filter(|l| *l != "advised" && *l != "self") {
         layout(l, cols)?;
     }
     let mut results = Results::new(
@@ -499,6 +550,7 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
             ("reader_threads", json!(c.threads.max(1))),
             ("writer_threads", json!(1)),
             ("seed", json!(c.seed)),
+            ("shift", json!(a.shift)),
         ],
     );
     eprintln!("computing the guard's answers from the generator");
@@ -543,6 +595,21 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
             }
         }
         add(&mut results, "phase wall time", phase.secs, "s");
+        if a.shift.is_some() {
+            // Two phases of the shifted workload: the first is where a self-advising table
+            // re-lays itself out, the second shows where it settled.
+            let shifted = shape.shifted(a.shift.as_deref());
+            for n in 1..=2 {
+                let p = steady(store.as_ref(), a, &shifted, &format!("{label}: after the shift ({n})"))?;
+                let total: f64 = p.lat[1..=4].iter().map(|l| l.mean() * l.count() as f64 / 1e6).sum();
+                add(&mut results, &format!("after the shift ({n}): Q2a-Q4 total time"), total, "s");
+                for (i, name) in [(0, "Q1 insert"), (1, "Q2a get"), (2, "Q2b get"), (5, "Q5 update")] {
+                    if p.lat[i].count() > 0 {
+                        add(&mut results, &format!("after the shift ({n}): {name} p99"), p.lat[i].quantile(0.99), "us");
+                    }
+                }
+            }
+        }
         if let Some(cost) = advised.as_ref().and_then(|adv| adv.predicted.iter().find(|(n, _)| n == variant)) {
             let cost = cost.1;
             add(&mut results, "predicted total (model)", cost.total() / 1e6, "s");
@@ -572,13 +639,20 @@ mod tests {
 
     #[test]
     fn query_columns_match_the_paper_on_the_narrow_table() {
-        let s = Shape { cols: 30 };
+        let s = Shape::new(30);
         assert_eq!(s.q2b(), (16..=30).collect::<Vec<_>>());
         let Output::Aggs(q3) = s.q3(0).out else { panic!("Q3 aggregates") };
         assert_eq!(q3.iter().map(|a| if let Agg::Max(c) = a { *c } else { 0 }).collect::<Vec<_>>(), vec![28, 29, 30]);
         let Output::Aggs(q4) = s.q4(0).out else { panic!("Q4 aggregates") };
         assert_eq!(q4.len(), 10);
         assert!(matches!(q4[0], Agg::Sum(21)));
+        // Shifted vertically the queries read the first columns; horizontally, older rows.
+        let v = s.shifted(Some("vertical"));
+        assert_eq!(v.q2b(), (1..=15).collect::<Vec<_>>());
+        let Output::Aggs(q3) = v.q3(0).out else { panic!("Q3 aggregates") };
+        assert!(matches!(q3[..], [Agg::Max(1), Agg::Max(2), Agg::Max(3)]));
+        assert_eq!(s.shifted(Some("horizontal")).means(), (0.5, 0.3));
+        assert_eq!(s.shifted(None).means(), (0.98, 0.85));
     }
 
     #[test]

@@ -605,6 +605,8 @@ impl Tables for StrataTables {
             ("flush time", st.flush_micros as f64 / 1e6, "s"),
             ("compactions", st.compactions as f64, "compactions"),
             ("write stalls", st.write_stall_micros as f64 / 1e6, "s"),
+            ("layout changes by self-advising", st.self_advised as f64, "changes"),
+            ("files rewritten by re-layouts", st.relayouts as f64, "files"),
         ];
         const LEVELS: [&str; 5] = [
             "bytes written into level 0",
