@@ -34,6 +34,24 @@ use std::sync::OnceLock;
 use super::trace::TraceWriter;
 use crate::sync::{site, Mutex, PerCore};
 
+thread_local! {
+    /// Set while the thread's reads are not the table's workload (see [`uncounted`]).
+    static UNCOUNTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` without counting the reads and writes it makes on this thread (the database's own
+/// measurements, such as calibration, are not the workload).
+pub(crate) fn uncounted<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            UNCOUNTED.with(|u| u.set(self.0));
+        }
+    }
+    let _reset = Reset(UNCOUNTED.with(|u| u.replace(true)));
+    f()
+}
+
 /// Distinct projections per table and type of operation with counters of their own.
 pub(crate) const SHAPES: usize = 32;
 
@@ -117,6 +135,21 @@ impl Workload {
             counts: (0..self.counts.width()).map(|i| self.counts.get(i)).collect(),
             by_shape: (0..self.by_shape.width()).map(|i| self.by_shape.get(i)).collect(),
         }
+    }
+
+    /// [`Self::since`] plus `decay` times each count of `earlier` (counters an earlier call
+    /// made from this table's): a window that remembers the windows before it less and less.
+    pub(crate) fn since_decayed(&self, mark: Option<&Mark>, earlier: Option<&Workload>, decay: f64) -> Workload {
+        let w = self.since(mark);
+        if let Some(e) = earlier {
+            for i in 0..w.counts.width() {
+                w.counts.add(i, (e.counts.get(i) as f64 * decay) as u64);
+            }
+            for i in 0..w.by_shape.width() {
+                w.by_shape.add(i, (e.by_shape.get(i) as f64 * decay) as u64);
+            }
+        }
+        w
     }
 
     /// Fresh counters holding what was counted after `mark` (the whole since open with
@@ -243,6 +276,9 @@ impl Workload {
     /// [`Self::record`] with the projection's slot already found by [`Self::shape`] (an
     /// operation counted at several places looks its projection up once).
     pub(crate) fn record_shaped(&self, at: At, op: Op, cols: impl Iterator<Item = usize>, shape: usize, entries: u64) {
+        if UNCOUNTED.with(std::cell::Cell::get) {
+            return;
+        }
         if self.tracing.load(Ordering::Relaxed) {
             let cols: Vec<usize> = cols.filter(|&c| c < self.nvals).collect();
             self.trace_event(|w| w.op(at, op, &cols, entries));
@@ -266,6 +302,9 @@ impl Workload {
 
     /// Counts `n` rows written whole (puts) into the memtable.
     pub(crate) fn record_inserts(&self, n: u64) {
+        if UNCOUNTED.with(std::cell::Cell::get) {
+            return;
+        }
         if self.tracing.load(Ordering::Relaxed) {
             self.trace_event(|w| w.inserts(n));
         }
@@ -358,5 +397,14 @@ mod tests {
         assert!(window.shapes(At::Memtable, Op::Update).is_empty());
         assert_eq!((window.inserts(), window.total_ops()), (2, 4));
         assert_eq!(w.since(None).total_ops(), w.total_ops());
+        // Decayed: the earlier window's counts at a fraction, in the same slots.
+        let mark = w.mark();
+        w.record(At::Level(2), Op::Scan, [1, 2].into_iter(), 10);
+        let next = w.since_decayed(Some(&mark), Some(&window), 0.5);
+        assert_eq!(
+            next.shapes(At::Level(2), Op::Scan),
+            vec![ShapeCount { cols: Some(vec![1, 2]), ops: 1, entries: 30 }]
+        );
+        assert_eq!(next.inserts(), 1);
     }
 }

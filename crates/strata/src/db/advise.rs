@@ -160,11 +160,24 @@ const SELF_ADVISE_MIN_OPS: u64 = 100;
 /// this fraction of the current one.
 const SELF_ADVISE_GAIN: f64 = 0.8;
 
+/// Each round's window keeps the windows before it at this weight (the workload of a round
+/// ago counts three quarters, of two rounds ago about a half), so a workload that comes in
+/// phases shorter than a few rounds is advised on as a whole.
+const SELF_ADVISE_DECAY: f64 = 0.75;
+
 impl DbInner {
     /// Every `every`, re-advises each table of row-group files on the workload it served since
     /// the last round and applies the advice when it pays (see [`crate::Options::self_advise`]).
     pub(crate) fn self_advise_loop(&self, every: std::time::Duration) {
-        let mut marks: std::collections::HashMap<u32, Mark> = std::collections::HashMap::new();
+        /// Per table: the counters at the last round, the decayed window then, and the layout
+        /// advised then (a change waits until two rounds in a row advise it).
+        #[derive(Default)]
+        struct Seen {
+            mark: Option<Mark>,
+            window: Option<Workload>,
+            advised: Option<String>,
+        }
+        let mut seen: std::collections::HashMap<u32, Seen> = std::collections::HashMap::new();
         loop {
             let deadline = std::time::Instant::now() + every;
             {
@@ -189,15 +202,21 @@ impl DbInner {
                 if info.options.engine != crate::Engine::Lsm || !info.options.row_groups {
                     continue;
                 }
-                let window = info.workload.since(marks.get(&info.id));
-                marks.insert(info.id, info.workload.mark());
-                if window.total_ops() < SELF_ADVISE_MIN_OPS {
+                let s = seen.entry(info.id).or_default();
+                let fresh = info.workload.since(s.mark.as_ref());
+                let window = info.workload.since_decayed(s.mark.as_ref(), s.window.as_ref(), SELF_ADVISE_DECAY);
+                s.mark = Some(info.workload.mark());
+                s.window = Some(window);
+                if fresh.total_ops() < SELF_ADVISE_MIN_OPS {
                     continue;
                 }
-                let Ok(advice) = self.advise_on(t, &window, Calibration::default()) else { continue };
+                let Some(window) = s.window.as_ref() else { continue };
+                let Ok(advice) = self.advise_on(t, window, Calibration::default()) else { continue };
                 let pays = advice.advised_cost().total() <= SELF_ADVISE_GAIN * advice.current_cost().total();
+                let again = s.advised.replace(advice.advised.clone()).is_some_and(|a| a == advice.advised);
                 if advice.advised != advice.current
                     && pays
+                    && again
                     && self.set_layout(&info.name, Some(&advice.advised)).is_ok()
                 {
                     self.io.lock().self_advised += 1;
@@ -344,13 +363,18 @@ impl Db {
     /// stand): whole-row point reads of keys sampled across the table, full scans of its first
     /// value column, and the flushes and compactions since open, each divided by the blocks the
     /// model counts for it (a point read's blocks at the deepest level holding data; a scan's at
-    /// every level). Takes a few hundred reads and three scans; a table with no rows, or a
-    /// database that has written nothing since open, keeps the default for what it cannot
-    /// measure.
+    /// every level). Takes a few hundred reads and three scans, which the workload statistics
+    /// do not count; a table with no rows, or a database that has written nothing since open,
+    /// keeps the default for what it cannot measure.
     ///
     /// # Errors
     /// As [`Db::advise`], and any read error.
     pub fn calibrate(&self, name: &str) -> Result<Calibration> {
+        // Its reads are a measurement, not the table's workload.
+        crate::catalog::workload::uncounted(|| self.calibrate_uncounted(name))
+    }
+
+    fn calibrate_uncounted(&self, name: &str) -> Result<Calibration> {
         let view = self.inner.view.load();
         let t = view.version.table_by_name(name).ok_or_else(|| Error::UnknownTable(name.to_owned()))?.clone();
         drop(view);

@@ -84,6 +84,14 @@ impl DbInner {
                                     // A staging compaction answers the scans that asked for it.
                                     self.tables.staging_wanted(t.table, true);
                                 }
+                                if t.relayout && self.opts.relayout_bytes_per_sec > 0 {
+                                    // The next re-layout waits until this file's bytes fit the
+                                    // rate (set at the pick, so two threads never take two).
+                                    let read: u64 = t.inputs.iter().map(|f| f.size).sum();
+                                    let rate = self.opts.relayout_bytes_per_sec as f64;
+                                    let pause = Duration::from_secs_f64(read as f64 / rate);
+                                    *self.relayout_after.lock() = std::time::Instant::now() + pause;
+                                }
                                 bg.busy.extend(t.all_inputs().map(|f| f.number));
                                 bg.running_compactions += 1;
                                 break Job::Compact(t);
@@ -382,12 +390,6 @@ impl DbInner {
             *io.read.entry((task.table, task.level)).or_default() += task.inputs.iter().map(|f| f.size).sum::<u64>();
             *io.read.entry((task.table, task.output_level)).or_default() +=
                 task.next_inputs.iter().map(|f| f.size).sum::<u64>();
-        }
-        if task.relayout && self.opts.relayout_bytes_per_sec > 0 {
-            // The next file waits until this one's bytes fit the rate.
-            let read: u64 = task.inputs.iter().map(|f| f.size).sum();
-            let pause = Duration::from_secs_f64(read as f64 / self.opts.relayout_bytes_per_sec as f64);
-            *self.relayout_after.lock() = std::time::Instant::now() + pause;
         }
         self.delete_obsolete_files();
         Ok(())

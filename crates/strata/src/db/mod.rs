@@ -140,8 +140,8 @@ pub(crate) struct DbInner {
     /// When the background re-layout may rewrite its next file (it reads at most
     /// [`Options::relayout_bytes_per_sec`]).
     pub relayout_after: Mutex<std::time::Instant>,
-    /// Held by a manual compaction or a layout change for its whole length, so neither runs
-    /// inside the other.
+    /// Held by a manual compaction, a layout change or a change of the traced tables for its
+    /// whole length, so none runs inside another.
     pub manual_ops: Mutex<()>,
     pub live_versions: Mutex<Vec<Weak<Version>>>,
     pub io: Mutex<IoCounters>,
@@ -685,8 +685,8 @@ impl Db {
 
     /// Waits until background work has caught up: no frozen memtable waits for flush, no
     /// level is over its target and no file waits for a re-layout ([`Db::set_layout`]; the
-    /// re-layout's rate does not hold while this waits). Writes made meanwhile may create more work; this returns once
-    /// it saw none.
+    /// re-layout's rate does not hold while this waits). Writes made meanwhile may create more
+    /// work; this returns once it saw none.
     pub fn wait_for_compactions(&self) -> Result<()> {
         self.inner.wait_idle()
     }

@@ -125,11 +125,12 @@ pub struct Options {
     /// runs only when no compaction is due, one file at a time.
     pub relayout_bytes_per_sec: u64,
     /// Every this often, re-advise every table of row-group files on the workload it served
-    /// since the last time (LASER §7.3: the workload drifts), and change its layout online
-    /// ([`Db::set_layout`](crate::Db::set_layout)) when the advised layout is predicted to
-    /// cost at least a fifth less than the current one for that workload. Windows of fewer
-    /// than 100 operations are left alone. `None` (the default): layouts change only when
-    /// asked.
+    /// since the last time, earlier rounds' workloads counting less and less (LASER §7.3: the
+    /// workload drifts), and change its layout online
+    /// ([`Db::set_layout`](crate::Db::set_layout)) when two rounds in a row advise the same
+    /// layout and it is predicted to cost at least a fifth less than the current one. Rounds
+    /// that saw fewer than 100 operations are left alone. `None` (the default): layouts change
+    /// only when asked.
     pub self_advise: Option<std::time::Duration>,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
