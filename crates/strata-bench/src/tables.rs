@@ -606,6 +606,7 @@ impl Tables for StrataTables {
             ("compactions", st.compactions as f64, "compactions"),
             ("write stalls", st.write_stall_micros as f64 / 1e6, "s"),
             ("layout changes by self-advising", st.self_advised as f64, "changes"),
+            ("time self-advising spent pricing", st.self_advise_micros as f64 / 1e6, "s"),
             ("files rewritten by re-layouts", st.relayouts as f64, "files"),
         ];
         const LEVELS: [&str; 5] = [

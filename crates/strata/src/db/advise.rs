@@ -211,7 +211,10 @@ impl DbInner {
                     continue;
                 }
                 let Some(window) = s.window.as_ref() else { continue };
-                let Ok(advice) = self.advise_on(t, window, Calibration::default()) else { continue };
+                let started = std::time::Instant::now();
+                let advice = self.advise_on(t, window, Calibration::default());
+                self.io.lock().self_advise_micros += started.elapsed().as_micros() as u64;
+                let Ok(advice) = advice else { continue };
                 let pays = advice.advised_cost().total() <= SELF_ADVISE_GAIN * advice.current_cost().total();
                 let again = s.advised.replace(advice.advised.clone()).is_some_and(|a| a == advice.advised);
                 if advice.advised != advice.current

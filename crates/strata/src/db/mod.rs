@@ -93,6 +93,8 @@ pub(crate) struct IoCounters {
     pub relayout_bytes: u64,
     /// Layout changes the self-advising made ([`Options::self_advise`]).
     pub self_advised: u64,
+    /// Wall time the self-advising spent pricing layouts.
+    pub self_advise_micros: u64,
 }
 
 /// A test's code to run before a flush or a compaction (as named) installs.

@@ -246,6 +246,8 @@ pub struct Stats {
     /// Layout changes the self-advising made since open
     /// ([`Options::self_advise`](crate::Options::self_advise)).
     pub self_advised: u64,
+    /// Microseconds the self-advising spent pricing layouts since open.
+    pub self_advise_micros: u64,
     /// Last sequence number visible to readers.
     pub last_sequence: u64,
     /// Microseconds writers spent stalled or slowed down waiting for flush or compaction.
@@ -362,6 +364,7 @@ impl DbInner {
             relayouts: io.relayouts,
             relayout_bytes: io.relayout_bytes,
             self_advised: io.self_advised,
+            self_advise_micros: io.self_advise_micros,
             last_sequence: self.snapshots.visible(),
             write_stall_micros: io.stall_micros,
             files_probed: probed,
