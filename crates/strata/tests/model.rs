@@ -498,7 +498,7 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
 
 #[test]
 fn differential_against_btreemap_model() {
-    let ops: usize = std::env::var("STRATA_MODEL_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(50_000);
+    let ops: usize = std::env::var("STRATA_MODEL_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(40_000);
     for layout in LAYOUTS {
         for seed in seeds(&[1, 2, 3, 4]) {
             println!("layout {layout}, seed {seed}");
