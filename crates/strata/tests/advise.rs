@@ -148,6 +148,15 @@ fn a_trace_across_a_restart_advises_like_the_live_statistics_and_applies() {
     assert_eq!(db.advise("t", &AdviseOptions::default()).unwrap().current, traced.advised);
     work(&t);
     db.verify().unwrap();
+
+    // A damaged list of traced tables never keeps the database from opening; changing what is
+    // traced then reports it.
+    drop(t);
+    db.close().unwrap();
+    std::fs::write(tmp.path().join("db").join("TRACES"), "not a trace list\n").unwrap();
+    let db = Db::open(tmp.path().join("db"), tiny_options(Arc::new(OsFs))).unwrap();
+    assert!(db.trace_stop("t").is_err(), "a damaged TRACES file went unreported");
+    work(&db.table("t").unwrap());
 }
 
 /// Self-advising (LASER §7.3): a table opened with `Options::self_advise` follows its workload,

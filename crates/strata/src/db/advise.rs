@@ -347,17 +347,19 @@ impl Db {
 
 impl DbInner {
     /// Opens again the traces the database directory names (see [`Db::trace_start`]); a trace
-    /// that cannot be opened leaves its table untraced, and [`Db::trace_stop`] reports why.
-    pub(crate) fn resume_traces(&self) -> Result<()> {
+    /// that cannot be opened leaves its table untraced, and [`Db::trace_stop`] reports why. A
+    /// `TRACES` file that cannot be read traces nothing (it never keeps the database from
+    /// opening; the next `trace_start` or `trace_stop` reports it).
+    pub(crate) fn resume_traces(&self) {
         let view = self.view.load();
-        for (id, path) in trace::read_traces(&*self.fs, &self.dir)? {
+        let Ok(traces) = trace::read_traces(&*self.fs, &self.dir) else { return };
+        for (id, path) in traces {
             let Some(t) = view.version.tables.get(&id) else { continue };
             match trace::TraceWriter::open(&path, &t.info.name, t.info.value_types.len()) {
                 Ok(w) => t.info.workload.start_trace(w),
                 Err(e) => t.info.workload.trace_failed(e.to_string()),
             }
         }
-        Ok(())
     }
 }
 
