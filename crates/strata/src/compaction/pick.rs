@@ -84,27 +84,10 @@ pub fn pick(v: &Version, env: &PickEnv<'_>) -> Option<CompactionTask> {
 /// is `stale`; rewritten alone into its own level and tier.
 pub fn relayout(v: &Version, env: &PickEnv<'_>) -> Option<CompactionTask> {
     let stale = env.stale?;
-    for t in v.tables.values().filter(|t| t.relayout_below > 0) {
-        for (level, l) in t.levels.iter().enumerate().skip(1) {
-            let old = |f: &&std::sync::Arc<FileMeta>| f.number < t.relayout_below && !env.busy.contains(&f.number);
-            if let Some(f) = l.files().filter(old).find(|f| stale(t, level, f)) {
-                return Some(CompactionTask {
-                    table: t.info.id,
-                    level,
-                    cg: f.cg,
-                    output_level: level,
-                    inputs: vec![f.clone()],
-                    next_inputs: Vec::new(),
-                    trivial_move: false,
-                    bottommost: (level + 1..t.levels.len()).all(|l| t.levels[l].runs.is_empty()),
-                    score: 0.0,
-                    to_tier: Some(f.tier),
-                    relayout: true,
-                });
-            }
-        }
-    }
-    None
+    v.tables.values().find_map(|t| {
+        let (level, f) = t.before_relayout().find(|(level, f)| !env.busy.contains(&f.number) && stale(t, *level, f))?;
+        Some(CompactionTask::in_place(t, level, f, (f.tier, 0.0, true)))
+    })
 }
 
 /// Deferred compaction (LogStore §V-C): whether Level-0 tasks may wait past the trigger

@@ -93,6 +93,29 @@ pub struct CompactionTask {
 }
 
 impl CompactionTask {
+    /// File `f` of `t` at `level` rewritten alone into its own level, on tier `to_tier`
+    /// (a promotion, or a re-layout when `relayout`); bottommost when nothing lies below.
+    pub(crate) fn in_place(
+        t: &TableVersion,
+        level: usize,
+        f: &Arc<FileMeta>,
+        (to_tier, score, relayout): (u8, f64, bool),
+    ) -> CompactionTask {
+        CompactionTask {
+            table: t.info.id,
+            level,
+            cg: f.cg,
+            output_level: level,
+            inputs: vec![f.clone()],
+            next_inputs: Vec::new(),
+            trivial_move: false,
+            bottommost: (level + 1..t.levels.len()).all(|l| t.levels[l].runs.is_empty()),
+            score,
+            to_tier: Some(to_tier),
+            relayout,
+        }
+    }
+
     /// All input files.
     pub fn all_inputs(&self) -> impl Iterator<Item = &Arc<FileMeta>> {
         self.inputs.iter().chain(self.next_inputs.iter())

@@ -177,19 +177,7 @@ pub fn promote(
         let colder = room.inputs.iter().all(|c| per_byte(heat, c) * EXCHANGE_MARGIN < hot);
         return colder.then_some(CompactionTask { score, ..room });
     }
-    Some(CompactionTask {
-        table: t.info.id,
-        level,
-        cg: f.cg,
-        output_level: level,
-        inputs: vec![f.clone()],
-        next_inputs: Vec::new(),
-        trivial_move: false,
-        bottommost: (level + 1..t.levels.len()).all(|l| t.levels[l].runs.is_empty()),
-        score,
-        to_tier: Some(0),
-        relayout: false,
-    })
+    Some(CompactionTask::in_place(t, level, f, (0, score, false)))
 }
 
 /// The Level-0 files of `t` a staging compaction takes: from its oldest file whose marking is

@@ -278,13 +278,7 @@ impl DbInner {
 
     /// Files of `t` the background re-layout has yet to rewrite.
     pub(crate) fn relayout_files(&self, t: &TableVersion) -> usize {
-        let old = |f: &&Arc<FileMeta>| f.number < t.relayout_below;
-        t.levels
-            .iter()
-            .enumerate()
-            .skip(1)
-            .map(|(i, l)| l.files().filter(old).filter(|f| self.stale(t, i, f)).count())
-            .sum()
+        t.before_relayout().filter(|(level, f)| self.stale(t, *level, f)).count()
     }
 
     /// Whether file `f` at `level` of `t` holds other groups than `t`'s layout gives the level

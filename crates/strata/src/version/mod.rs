@@ -121,6 +121,17 @@ pub struct TableVersion {
 }
 
 impl TableVersion {
+    /// The files from Level-1 down written before the table's last layout change (each with
+    /// its level), which may hold an earlier layout's groups.
+    pub(crate) fn before_relayout(&self) -> impl Iterator<Item = (usize, &Arc<FileMeta>)> + '_ {
+        let below = self.relayout_below;
+        self.levels
+            .iter()
+            .enumerate()
+            .skip(1)
+            .flat_map(move |(i, l)| l.files().filter(move |f| f.number < below).map(move |f| (i, f)))
+    }
+
     /// The marks of file `number` (empty when it has none).
     pub fn marks_of(&self, number: u64) -> Option<&Arc<Marks>> {
         self.marks.get(&number)
