@@ -228,8 +228,9 @@ impl DbInner {
         }
     }
 
-    /// The advice for table `t` on workload `w` (see [`Db::advise`]).
-    pub(crate) fn advise_on(&self, t: &TableVersion, w: &Workload, calibration: Calibration) -> Result<Advice> {
+    /// How the model prices a level of table `t` at `calibration`'s prices (the same for every
+    /// level); fails for a lineage-engine table, which has no levels.
+    pub(crate) fn level_model(&self, t: &TableVersion, calibration: Calibration) -> Result<LevelModel> {
         let info = &t.info;
         if info.options.engine == crate::Engine::Lineage {
             return Err(Error::InvalidArgument(format!(
@@ -237,17 +238,23 @@ impl DbInner {
                 info.name
             )));
         }
-        let nvals = info.value_types.len();
-        let ratio = self.opts.level_size_ratio.max(2) as f64;
         // The key columns, then the sequence number and kind stored with every version.
         let key_bytes = info.key_types.iter().map(|ty| ty.fixed_width().unwrap_or(16) as f64).sum::<f64>() + 8.0;
-        let model = LevelModel {
-            size_ratio: ratio,
+        Ok(LevelModel {
+            size_ratio: self.opts.level_size_ratio.max(2) as f64,
             key_bytes,
             widths: widths(t, key_bytes),
             row_groups: info.options.row_groups,
             calibration,
-        };
+        })
+    }
+
+    /// The advice for table `t` on workload `w` (see [`Db::advise`]).
+    pub(crate) fn advise_on(&self, t: &TableVersion, w: &Workload, calibration: Calibration) -> Result<Advice> {
+        let info = &t.info;
+        let model = self.level_model(t, calibration)?;
+        let nvals = info.value_types.len();
+        let ratio = model.size_ratio;
         let inserts = w.inserts() as f64;
         let num_levels = t.levels.len();
         if num_levels < 2 {
@@ -386,10 +393,9 @@ impl Db {
         let block_bytes = self.inner.opts.block_size as f64;
         let mut cal = Calibration { block_bytes, ..Calibration::default() };
         // Priced at one per block, the model counts blocks.
-        let counting = Calibration::blocks(block_bytes);
-        let empty = Workload::new(t.info.value_types.len());
-        let base = self.inner.advise_on(&t, &empty, counting)?;
-        let Some(deepest) = base.levels.iter().rfind(|l| t.levels[l.level].files().next().is_some()) else {
+        let model = self.inner.level_model(&t, Calibration::blocks(block_bytes))?;
+        let holding: Vec<usize> = (1..t.levels.len()).filter(|&l| t.levels[l].files().next().is_some()).collect();
+        let Some(&deepest) = holding.last() else {
             return Ok(cal);
         };
         let table = self.table(name)?;
@@ -414,7 +420,7 @@ impl Db {
                 point_reads: vec![Ops { cols: Cols::of(0..nvals), count: 1.0, entries: 0.0 }],
                 ..LevelWorkload::default()
             };
-            let blocks = deepest.model.cost(&groups(deepest.level), &one).point_reads.max(1.0);
+            let blocks = model.cost(&groups(deepest), &one).point_reads.max(1.0);
             let start = std::time::Instant::now();
             for k in &keys {
                 table.get(k, &crate::Projection::All, &ro)?;
@@ -427,13 +433,13 @@ impl Db {
             let col = schema.columns()[schema.value_columns()[0]].name.as_str();
             let proj = table.projection(&[col])?;
             let mut blocks = 0.0;
-            for l in &base.levels {
-                let entries = t.levels[l.level].files().map(|f| f.entries).sum::<u64>() as f64;
+            for &l in &holding {
+                let entries = t.levels[l].files().map(|f| f.entries).sum::<u64>() as f64;
                 let one = LevelWorkload {
                     scans: vec![Ops { cols: Cols::of([0]), count: 1.0, entries }],
                     ..LevelWorkload::default()
                 };
-                blocks += l.model.cost(&groups(l.level), &one).scans;
+                blocks += model.cost(&groups(l), &one).scans;
             }
             let mut best = f64::MAX;
             for _ in 0..3 {
