@@ -267,9 +267,15 @@ fn warm_up(a: &LaserHwArgs, def: &TableDef, shape: &Shape) -> Result<Advised, St
     let dir = c.out.join("data").join("advised-warm-up");
     let store = crate::tables::StrataTables::open(&dir, def, strata_options(), None)?;
     crate::harness::load_rows(&store, c.rows, label, |j| row(shape.cols, j))?;
+    // The advice and the predictions are for the steady phase's workload alone (the load's
+    // inserts are not part of what the measured phase runs), recorded in a trace.
+    let trace = c.out.join("data").join("advised-warm-up.trace");
+    let _ = std::fs::remove_file(&trace);
+    store.trace_start(&trace)?;
     // With a shift, advise for the workload after it.
     steady(&store, a, &shape.shifted(a.shift.as_deref()), label)?;
-    let advice = store.advise()?;
+    store.trace_stop()?;
+    let advice = store.advise(Some(&trace))?;
     let levels = strata_options().num_levels;
     let schema = store.schema().clone();
     eprintln!("advisor: {}", advice.advised);
@@ -376,6 +382,21 @@ struct Phase {
     secs: f64,
     /// Inserts per second over the writer's own run.
     insert_rate: f64,
+    /// Seconds the system's flushes and compactions took during the phase (strata's; 0 for the
+    /// peers): the background side of the inserts' and updates' cost.
+    background_secs: f64,
+}
+
+impl Phase {
+    /// Total time of the queries with latency slots `slots` (0 Q1 ... 5 Q5), in seconds.
+    fn total(&self, slots: std::ops::RangeInclusive<usize>) -> f64 {
+        slots.map(|i| self.lat[i].mean() * self.lat[i].count() as f64 / 1e6).sum()
+    }
+}
+
+/// Seconds `store`'s flushes and compactions have taken so far (0 for systems that do not say).
+fn background_secs(store: &dyn Tables) -> f64 {
+    store.counters().iter().filter(|(name, ..)| *name == "flush time" || *name == "compaction time").map(|c| c.1).sum()
 }
 
 /// Runs `f`; if it fails, tells the other threads to stop.
@@ -412,6 +433,7 @@ fn steady(store: &dyn Tables, a: &LaserHwArgs, shape: &Shape, label: &str) -> Re
         p.sort_by(|x, y| x.0.total_cmp(&y.0));
     }
     let progress = Progress::new(&format!("{label}: steady phase"), inserts);
+    let background_before = background_secs(store);
     let started = Instant::now();
     let wait_until = |t: f64| {
         let ahead = t - started.elapsed().as_secs_f64();
@@ -526,7 +548,16 @@ fn steady(store: &dyn Tables, a: &LaserHwArgs, shape: &Shape, label: &str) -> Re
         get_reads[0] += reads[0];
         get_reads[1] += reads[1];
     }
-    Ok(Phase { lat, get_reads, secs, insert_rate: (inserted.load(Ordering::Acquire) - c.rows) as f64 / writer_secs })
+    if let Some(layout) = store.layout() {
+        eprintln!("{label}: layout at the end of the phase: {layout}");
+    }
+    Ok(Phase {
+        lat,
+        get_reads,
+        secs,
+        insert_rate: (inserted.load(Ordering::Acquire) - c.rows) as f64 / writer_secs,
+        background_secs: background_secs(store) - background_before,
+    })
 }
 
 pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
@@ -574,7 +605,6 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
         };
         add(&mut results, "load", load_rate, "rows/s");
         add(&mut results, "Q1 insert rate reached", phase.insert_rate, "ops/s");
-        let mut query_secs = 0.0;
         for (i, l) in phase.lat.iter().enumerate() {
             if l.count() == 0 {
                 continue;
@@ -582,11 +612,19 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
             add(&mut results, &format!("{} p50", NAMES[i]), l.quantile(0.5), "us");
             add(&mut results, &format!("{} p99", NAMES[i]), l.quantile(0.99), "us");
             add(&mut results, &format!("{} mean", NAMES[i]), l.mean(), "us");
-            if (1..=4).contains(&i) {
-                query_secs += l.mean() * l.count() as f64 / 1e6;
-            }
         }
-        add(&mut results, "Q2a-Q4 total time", query_secs, "s");
+        add(&mut results, "Q2a-Q4 total time", phase.total(1..=4), "s");
+        add(&mut results, "Q1-Q5 total time", phase.total(0..=5), "s");
+        if system == "strata" {
+            // The measured side of the model's classes: point reads, scans, and the writes'
+            // foreground latency plus what flushes and compactions took meanwhile.
+            add(&mut results, "measured point reads (Q2a, Q2b)", phase.total(1..=2), "s");
+            add(&mut results, "measured scans (Q3, Q4)", phase.total(3..=4), "s");
+            let writes = phase.lat[0].mean() * phase.lat[0].count() as f64 / 1e6
+                + phase.lat[5].mean() * phase.lat[5].count() as f64 / 1e6
+                + phase.background_secs;
+            add(&mut results, "measured inserts+updates (Q1, Q5, flushes, compactions)", writes, "s");
+        }
         if system == "strata" {
             // Cache misses per point read, counted on the reader threads.
             for (i, name) in [(0, "Q2a"), (1, "Q2b")] {
@@ -601,8 +639,8 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
             let shifted = shape.shifted(a.shift.as_deref());
             for n in 1..=2 {
                 let p = steady(store.as_ref(), a, &shifted, &format!("{label}: after the shift ({n})"))?;
-                let total: f64 = p.lat[1..=4].iter().map(|l| l.mean() * l.count() as f64 / 1e6).sum();
-                add(&mut results, &format!("after the shift ({n}): Q2a-Q4 total time"), total, "s");
+                add(&mut results, &format!("after the shift ({n}): Q2a-Q4 total time"), p.total(1..=4), "s");
+                add(&mut results, &format!("after the shift ({n}): Q1-Q5 total time"), p.total(0..=5), "s");
                 for (i, name) in [(0, "Q1 insert"), (1, "Q2a get"), (2, "Q2b get"), (5, "Q5 update")] {
                     if p.lat[i].count() > 0 {
                         add(&mut results, &format!("after the shift ({n}): {name} p99"), p.lat[i].quantile(0.99), "us");

@@ -134,6 +134,11 @@ pub(crate) trait Tables: Send + Sync {
     fn counters(&self) -> Vec<(&'static str, f64, &'static str)> {
         Vec::new()
     }
+    /// The table's layout as its engine describes it now, for systems that have one (strata's
+    /// layout spec, which self-advising may change as it runs).
+    fn layout(&self) -> Option<String> {
+        None
+    }
     /// Updates written but not yet merged into the read-optimized form, for systems that keep
     /// such a backlog (strata's lineage engine: tail records not yet merged).
     fn merge_lag(&self) -> Option<u64> {
@@ -463,11 +468,24 @@ impl StrataTables {
         Ok(StrataTables { db, t, def: def.clone(), projections: Default::default() })
     }
 
-    /// LASER's design advisor over what the table served since it was opened, with block
-    /// prices measured on the table first.
-    pub fn advise(&self) -> Result<strata::Advice, String> {
+    /// LASER's design advisor over what the table served since it was opened (or, with
+    /// `trace`, over the workload recorded there), with block prices measured on the table
+    /// first.
+    pub fn advise(&self, trace: Option<&std::path::Path>) -> Result<strata::Advice, String> {
         let calibration = self.db.calibrate(&self.def.name).map_err(serr)?;
-        self.db.advise(&self.def.name, &strata::AdviseOptions { calibration, ..Default::default() }).map_err(serr)
+        let opts = strata::AdviseOptions { calibration, trace: trace.map(|p| p.to_path_buf()) };
+        self.db.advise(&self.def.name, &opts).map_err(serr)
+    }
+
+    /// Starts recording the table's workload into the trace file at `path`
+    /// ([`strata::Db::trace_start`]).
+    pub fn trace_start(&self, path: &std::path::Path) -> Result<(), String> {
+        self.db.trace_start(&self.def.name, path).map_err(serr)
+    }
+
+    /// Stops the recording [`Self::trace_start`] began.
+    pub fn trace_stop(&self) -> Result<(), String> {
+        self.db.trace_stop(&self.def.name).map(|_| ()).map_err(serr)
     }
 
     /// The table's schema.
@@ -582,6 +600,10 @@ impl Tables for StrataTables {
         strata_answer(batches, req.aggregates.len()).map_err(serr)
     }
 
+    fn layout(&self) -> Option<String> {
+        self.db.stats().tables.into_iter().find(|t| t.name == self.def.name).map(|t| t.layout)
+    }
+
     fn counters(&self) -> Vec<(&'static str, f64, &'static str)> {
         let s = self.db.scan_stats();
         let st = self.db.stats();
@@ -604,6 +626,7 @@ impl Tables for StrataTables {
             ("flushes", st.flushes as f64, "flushes"),
             ("flush time", st.flush_micros as f64 / 1e6, "s"),
             ("compactions", st.compactions as f64, "compactions"),
+            ("compaction time", st.compaction_micros as f64 / 1e6, "s"),
             ("write stalls", st.write_stall_micros as f64 / 1e6, "s"),
             ("layout changes by self-advising", st.self_advised as f64, "changes"),
             ("time self-advising spent pricing", st.self_advise_micros as f64 / 1e6, "s"),

@@ -165,17 +165,22 @@ const SELF_ADVISE_GAIN: f64 = 0.8;
 /// phases shorter than a few rounds is advised on as a whole.
 const SELF_ADVISE_DECAY: f64 = 0.75;
 
+/// Self-advising measures a table's prices again after this many rounds.
+const SELF_ADVISE_RECALIBRATE: u32 = 16;
+
 impl DbInner {
     /// Every `every`, re-advises each table of row-group files on the workload it served since
     /// the last round and applies the advice when it pays (see [`crate::Options::self_advise`]).
-    pub(crate) fn self_advise_loop(&self, every: std::time::Duration) {
-        /// Per table: the counters at the last round, the decayed window then, and the layout
-        /// advised then (a change waits until two rounds in a row advise it).
+    pub(crate) fn self_advise_loop(self: &std::sync::Arc<Self>, every: std::time::Duration) {
+        /// Per table: the counters at the last round, the decayed window then, the layout
+        /// advised then (a change waits until two rounds in a row advise it), and the prices
+        /// measured on the table with the rounds since.
         #[derive(Default)]
         struct Seen {
             mark: Option<Mark>,
             window: Option<Workload>,
             advised: Option<String>,
+            prices: Option<(Calibration, u32)>,
         }
         let mut seen: std::collections::HashMap<u32, Seen> = std::collections::HashMap::new();
         loop {
@@ -212,7 +217,24 @@ impl DbInner {
                 }
                 let Some(window) = s.window.as_ref() else { continue };
                 let started = std::time::Instant::now();
-                let advice = self.advise_on(t, window, Calibration::default());
+                // Prices measured on the table itself once it holds data below Level-0, again
+                // every few rounds as it grows (a measurement takes a few hundred reads and
+                // three one-column scans).
+                let holds = t.levels.iter().skip(1).any(|l| l.files().next().is_some());
+                let stale = s.prices.as_ref().is_none_or(|p| p.1 >= SELF_ADVISE_RECALIBRATE);
+                if holds && stale {
+                    if let Ok(cal) = self.calibrate(&info.name) {
+                        s.prices = Some((cal, 0));
+                    }
+                }
+                let calibration = match s.prices.as_mut() {
+                    Some((cal, rounds)) => {
+                        *rounds += 1;
+                        *cal
+                    }
+                    None => Calibration::default(),
+                };
+                let advice = self.advise_on(t, window, calibration);
                 self.io.lock().self_advise_micros += started.elapsed().as_micros() as u64;
                 let Ok(advice) = advice else { continue };
                 let pays = advice.advised_cost().total() <= SELF_ADVISE_GAIN * advice.current_cost().total();
@@ -382,23 +404,30 @@ impl Db {
     /// # Errors
     /// As [`Db::advise`], and any read error.
     pub fn calibrate(&self, name: &str) -> Result<Calibration> {
+        self.inner.calibrate(name)
+    }
+}
+
+impl DbInner {
+    /// [`Db::calibrate`].
+    pub(crate) fn calibrate(self: &std::sync::Arc<Self>, name: &str) -> Result<Calibration> {
         // Its reads are a measurement, not the table's workload.
         crate::catalog::workload::uncounted(|| self.calibrate_uncounted(name))
     }
 
-    fn calibrate_uncounted(&self, name: &str) -> Result<Calibration> {
-        let view = self.inner.view.load();
+    fn calibrate_uncounted(self: &std::sync::Arc<Self>, name: &str) -> Result<Calibration> {
+        let view = self.view.load();
         let t = view.version.table_by_name(name).ok_or_else(|| Error::UnknownTable(name.to_owned()))?.clone();
         drop(view);
-        let block_bytes = self.inner.opts.block_size as f64;
+        let block_bytes = self.opts.block_size as f64;
         let mut cal = Calibration { block_bytes, ..Calibration::default() };
         // Priced at one per block, the model counts blocks.
-        let model = self.inner.level_model(&t, Calibration::blocks(block_bytes))?;
+        let model = self.level_model(&t, Calibration::blocks(block_bytes))?;
         let holding: Vec<usize> = (1..t.levels.len()).filter(|&l| t.levels[l].files().next().is_some()).collect();
         let Some(&deepest) = holding.last() else {
             return Ok(cal);
         };
-        let table = self.table(name)?;
+        let table = super::Table::new(self.clone(), t.info.clone());
         let schema = &t.info.schema;
         let nvals = t.info.value_types.len();
         let groups = |level: usize| -> Vec<Cols> {
@@ -455,7 +484,7 @@ impl Db {
         }
 
         // Writes: the flushes' and compactions' time over the blocks they wrote, since open.
-        let io = self.inner.io.lock();
+        let io = self.io.lock();
         let written: u64 = io.written.values().sum();
         if written as f64 >= block_bytes {
             cal.write_block_us = (io.flush_micros + io.compaction_micros) as f64 / (written as f64 / block_bytes);

@@ -236,6 +236,9 @@ pub struct Stats {
     pub flush_micros: u64,
     /// Compactions (not counting trivial moves) since open, staging compactions included.
     pub compactions: u64,
+    /// Microseconds compactions took (re-layouts included), from picking their inputs to
+    /// installing their output, since open.
+    pub compaction_micros: u64,
     /// Staging compactions (Level-0 files merged into one on the fast tier, marking what
     /// deferred flushes left) since open.
     pub staging_compactions: u64,
@@ -360,6 +363,7 @@ impl DbInner {
             flushes: io.flushes,
             flush_micros: io.flush_micros,
             compactions: io.compactions,
+            compaction_micros: io.compaction_micros,
             staging_compactions: io.stagings,
             relayouts: io.relayouts,
             relayout_bytes: io.relayout_bytes,
