@@ -1,5 +1,5 @@
 //! List-append histories through the server, checked by `adya` for snapshot isolation (the
-//! in-process version, with the workload described, is `crates/strata/tests/elle.rs`).
+//! in-process version, with the workload described, is `crates/strata/tests/it/elle.rs`).
 //!
 //! 8 connections (the `postgres` crate: extended protocol, prepared statements) run 5,000
 //! transactions of 1 to 4 micro-operations over 12 hot keys, even keys in an LSM table and odd

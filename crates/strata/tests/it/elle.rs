@@ -17,7 +17,7 @@
 //! The histories are left in `$CARGO_TARGET_TMPDIR/elle/*.json` for other checkers (elle-cli:
 //! `--model list-append --consistency-models snapshot-isolation`).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,13 +1,11 @@
 //! The public API's contracts: bad input is a clear error and never changes stored data; tables
 //! come and go; the directory lock; snapshots stay with their database; storage tiers.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use common::tiny_options;
+use crate::common::tiny_options;
 use strata::vfs::{FaultFs, Fs, OsFs};
 use strata::{
     AsOf, Column, ColumnType, Db, Engine, Error, KeyRange, Options, Projection, ReadOptions, Schema, TableOptions,

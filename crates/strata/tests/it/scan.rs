@@ -8,13 +8,13 @@
 //!
 //! `STRATA_SEEDS=..` picks seeds.
 
-mod common;
+use crate::common;
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{layout_spec, seeds, with_seed};
+use crate::common::{layout_spec, seeds, with_seed};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata::scan::{batch_rows, AggFunc, Aggregate, CmpOp, Expr, ScanRequest};

@@ -1,12 +1,10 @@
 //! Corruption: flip bits in SST, WAL, manifest and CURRENT files and check that strata reports a
 //! corruption naming the file, and never returns wrong data.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata::vfs::FaultFs;

@@ -4,11 +4,9 @@
 //! A layout changed on a live table (`Db::set_layout`) is carried out by background rewrites
 //! that readers, writers, restarts and crashes never notice.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::tiny_options;
+use crate::common::tiny_options;
 use strata::vfs::FaultFs;
 use strata::{
     Column, ColumnType, Db, Error, KeyRange, Options, Projection, ReadOptions, Schema, Table, TableOptions, Value,

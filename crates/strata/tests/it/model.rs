@@ -7,13 +7,11 @@
 //!
 //! `STRATA_SEEDS=..` picks seeds, `STRATA_MODEL_OPS=N` the operations per seed.
 
-mod common;
-
 use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use common::*;
+use crate::common::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -458,7 +456,7 @@ fn run(seed: u64, ops: usize, layout: &str, mode: Mode) {
     if mode.tiers {
         // The slow tier holds files (the data is several times the fast one's budget), each
         // tier's files are in its own directory, and none in the database's. (Files
-        // of versions a read still held may wait for the next cleanup: `tests/api.rs` checks
+        // of versions a read still held may wait for the next cleanup: `api.rs` checks
         // the directories exactly.)
         let stats = w.db().stats();
         let ssts = |d: &std::path::Path| w.fs.list(d).unwrap().iter().filter(|f| f.ends_with(".sst")).count();

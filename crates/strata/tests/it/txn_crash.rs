@@ -9,15 +9,13 @@
 //!   survived, so each transaction is there whole or not at all, and the total is conserved;
 //! - the same holds read as of past times within the history window (never part of a commit).
 
-mod common;
-
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use common::{seeds, tiny_options, with_seed};
+use crate::common::{seeds, tiny_options, with_seed};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata::vfs::{FaultFs, FaultKind};

@@ -4,14 +4,12 @@
 //! Every acknowledged write must be there, and nothing else except, per writer, the one batch
 //! that was in flight.
 
-mod common;
-
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

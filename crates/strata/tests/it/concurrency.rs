@@ -4,15 +4,13 @@
 //! invariant every write keeps (`b = 2a`), which catches torn or mixed-up partial rows. Last,
 //! sixteen threads each check every answer about their own keys against a model.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata::vfs::OsFs;

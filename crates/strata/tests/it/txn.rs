@@ -3,11 +3,11 @@
 //! transactions that never lose, both engines in one transaction, and no lost update under
 //! concurrent increments while flushes and compactions run.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
-use common::tiny_options;
+use crate::common::tiny_options;
 use strata::vfs::OsFs;
 use strata::{
     scan::ScanRequest, Column, ColumnType, Db, Engine, Error, KeyRange, Options, Projection, ReadOptions, Schema,

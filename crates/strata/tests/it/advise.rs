@@ -1,10 +1,8 @@
 //! `Db::advise`: LASER's design advisor over a table's own workload statistics.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::tiny_options;
+use crate::common::tiny_options;
 use strata::column_group::Layout;
 use strata::vfs::OsFs;
 use strata::{AdviseOptions, Column, ColumnType, Db, Error, KeyRange, ReadOptions, Schema, TableOptions, Value};

@@ -1,0 +1,21 @@
+//! strata's integration tests, one module per subject, built as one test binary: every module
+//! links the same library, so one binary is built and linked instead of one per file, and its
+//! tests share the test runner's threads. Run one subject with a filter on its module name, for
+//! example `cargo test -p strata --test it model::` (each module's comment gives its
+//! environment variables).
+
+mod common;
+
+mod advise;
+mod api;
+mod concurrency;
+mod corruption;
+mod elle;
+mod htap_io;
+mod layout;
+mod load;
+mod model;
+mod recovery;
+mod scan;
+mod txn;
+mod txn_crash;
