@@ -275,7 +275,9 @@ fn warm_up(a: &LaserHwArgs, def: &TableDef, shape: &Shape) -> Result<Advised, St
     // With a shift, advise for the workload after it.
     steady(&store, a, &shape.shifted(a.shift.as_deref()), label)?;
     store.trace_stop()?;
-    let advice = store.advise(Some(&trace))?;
+    let advice = store.advise(Some(&trace));
+    let _ = std::fs::remove_file(&trace);
+    let advice = advice?;
     let levels = strata_options().num_levels;
     let schema = store.schema().clone();
     eprintln!("advisor: {}", advice.advised);

@@ -165,8 +165,10 @@ const SELF_ADVISE_GAIN: f64 = 0.8;
 /// phases shorter than a few rounds is advised on as a whole.
 const SELF_ADVISE_DECAY: f64 = 0.75;
 
-/// Self-advising measures a table's prices again after this many rounds.
-const SELF_ADVISE_RECALIBRATE: u32 = 16;
+/// Self-advising measures a table's prices again once it holds this many times the entries it
+/// held at the last measurement (a measurement reads the whole table four times over: at two
+/// million rows a few seconds of CPU).
+const SELF_ADVISE_RECALIBRATE_GROWTH: u64 = 2;
 
 impl DbInner {
     /// Every `every`, re-advises each table of row-group files on the workload it served since
@@ -174,13 +176,13 @@ impl DbInner {
     pub(crate) fn self_advise_loop(self: &std::sync::Arc<Self>, every: std::time::Duration) {
         /// Per table: the counters at the last round, the decayed window then, the layout
         /// advised then (a change waits until two rounds in a row advise it), and the prices
-        /// measured on the table with the rounds since.
+        /// measured on the table with the entries it held then.
         #[derive(Default)]
         struct Seen {
             mark: Option<Mark>,
             window: Option<Workload>,
             advised: Option<String>,
-            prices: Option<(Calibration, u32)>,
+            prices: Option<(Calibration, u64)>,
         }
         let mut seen: std::collections::HashMap<u32, Seen> = std::collections::HashMap::new();
         loop {
@@ -217,23 +219,17 @@ impl DbInner {
                 }
                 let Some(window) = s.window.as_ref() else { continue };
                 let started = std::time::Instant::now();
-                // Prices measured on the table itself once it holds data below Level-0, again
-                // every few rounds as it grows (a measurement takes a few hundred reads and
-                // three one-column scans).
-                let holds = t.levels.iter().skip(1).any(|l| l.files().next().is_some());
-                let stale = s.prices.as_ref().is_none_or(|p| p.1 >= SELF_ADVISE_RECALIBRATE);
-                if holds && stale {
+                // Prices measured on the table itself once it holds data below Level-0, and
+                // again each time it has grown to twice the entries of the last measurement.
+                let below: u64 = t.levels.iter().skip(1).flat_map(|l| l.files()).map(|f| f.entries).sum();
+                let stale =
+                    s.prices.as_ref().is_none_or(|p| below >= p.1.saturating_mul(SELF_ADVISE_RECALIBRATE_GROWTH));
+                if below > 0 && stale {
                     if let Ok(cal) = self.calibrate(&info.name) {
-                        s.prices = Some((cal, 0));
+                        s.prices = Some((cal, below));
                     }
                 }
-                let calibration = match s.prices.as_mut() {
-                    Some((cal, rounds)) => {
-                        *rounds += 1;
-                        *cal
-                    }
-                    None => Calibration::default(),
-                };
+                let calibration = s.prices.as_ref().map_or_else(Calibration::default, |p| p.0);
                 let advice = self.advise_on(t, window, calibration);
                 self.io.lock().self_advise_micros += started.elapsed().as_micros() as u64;
                 let Ok(advice) = advice else { continue };

@@ -130,8 +130,9 @@ pub struct Options {
     /// ([`Db::set_layout`](crate::Db::set_layout)) when two rounds in a row advise the same
     /// layout and it is predicted to cost at least a fifth less than the current one. Layouts
     /// are priced at prices measured on the table ([`Db::calibrate`](crate::Db::calibrate)) once
-    /// it holds data below Level-0, measured again every 16 rounds. Rounds that saw fewer than
-    /// 100 operations are left alone. `None` (the default): layouts change only when asked.
+    /// it holds data below Level-0, measured again each time the table has doubled. Rounds that
+    /// saw fewer than 100 operations are left alone. `None` (the default): layouts change only
+    /// when asked.
     pub self_advise: Option<std::time::Duration>,
     /// The filesystem (default: the operating system's).
     pub fs: Arc<dyn Fs>,
