@@ -622,9 +622,7 @@ pub(crate) fn laser_hw(a: &LaserHwArgs) -> Result<(), String> {
             // foreground latency plus what flushes and compactions took meanwhile.
             add(&mut results, "measured point reads (Q2a, Q2b)", phase.total(1..=2), "s");
             add(&mut results, "measured scans (Q3, Q4)", phase.total(3..=4), "s");
-            let writes = phase.lat[0].mean() * phase.lat[0].count() as f64 / 1e6
-                + phase.lat[5].mean() * phase.lat[5].count() as f64 / 1e6
-                + phase.background_secs;
+            let writes = phase.total(0..=0) + phase.total(5..=5) + phase.background_secs;
             add(&mut results, "measured inserts+updates (Q1, Q5, flushes, compactions)", writes, "s");
         }
         if system == "strata" {
