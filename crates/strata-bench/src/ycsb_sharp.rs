@@ -12,8 +12,9 @@
 //! Each layout (`column`: one column per group from Level-1 down, `row`: whole rows) is loaded
 //! with sequential keys, fully compacted, and warmed (one run of each query) so the data is
 //! cached; then each query runs `--runs` times and the median is reported as rows scanned per
-//! second per thread. Finally Q1 runs again while a thread issues uniform gets and updates (half
-//! each), and its latency is reported next to the idle figure.
+//! second per thread. Finally Q1, Q2 and Q3 run again (the median of `--runs` each) while a
+//! thread issues uniform gets and updates of `b` and `h` (half each), and their latencies are
+//! reported next to the idle figures, with the load's own throughput.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -45,7 +46,7 @@ pub(crate) struct YcsbSharpArgs {
     /// Block cache in MiB (large enough to hold the table keeps the runs in memory).
     #[arg(long, default_value_t = 8192)]
     cache_mib: usize,
-    /// Seconds the concurrent get/update load runs before Q1 starts under it.
+    /// Seconds the concurrent get/update load runs before Q1, Q2 and Q3 run under it.
     #[arg(long, default_value_t = 2)]
     load_warmup_secs: u64,
 }
@@ -193,16 +194,26 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
+/// The queries run again under the get/update load (indices into [`queries`]).
+const LOADED: [usize; 3] = [0, 2, 3];
+
+/// One query under the get/update load.
+struct Loaded {
+    query: usize,
+    /// Median seconds.
+    secs: f64,
+    /// The load's operations per second while the query's runs ran.
+    load_ops_per_sec: f64,
+    /// Over the query's runs: blocks read in bulk, memtable keys laid over blocks, rows merged.
+    paths: (u64, u64, u64),
+}
+
 struct LayoutResult {
     layout: String,
     /// Per query: median seconds, answer.
     times: Vec<(f64, Answer)>,
-    q1_idle: f64,
-    q1_loaded: f64,
-    load_ops: u64,
+    loaded: Vec<Loaded>,
     scan: strata::scan::ScanStats,
-    /// Q1 under load: blocks read in bulk, memtable keys resolved apart, rows merged.
-    loaded_paths: (u64, u64, u64),
 }
 
 fn load(db: &Db, t: &Table, rows: i64, seed: u64, label: &str) -> strata::Result<()> {
@@ -259,9 +270,7 @@ fn one_layout(a: &YcsbSharpArgs, root: &Path, layout: &str) -> strata::Result<La
     scan.blocks_from_stats -= before.blocks_from_stats;
     scan.blocks_skipped -= before.blocks_skipped;
     scan.merged_rows -= before.merged_rows;
-    // Q1 under a concurrent uniform get/update load.
-    let q1 = &qs[0].req;
-    let q1_idle = times[0].0;
+    // Q1, Q2 and Q3 under a concurrent uniform get/update load.
     let stop = Arc::new(AtomicBool::new(false));
     let ops = Arc::new(AtomicU64::new(0));
     let loader = {
@@ -285,21 +294,43 @@ fn one_layout(a: &YcsbSharpArgs, root: &Path, layout: &str) -> strata::Result<La
         })
     };
     std::thread::sleep(Duration::from_secs(a.load_warmup_secs));
-    eprintln!("{layout}: Q1 under a get/update load ({} ops so far)", ops.load(Ordering::Relaxed));
-    let ops_before = ops.load(Ordering::Relaxed);
-    let stats_before = db.scan_stats();
-    let (q1_loaded, _) = run(&t, q1)?;
-    let stats_after = db.scan_stats();
-    let loaded_paths = (
-        stats_after.bulk_blocks - stats_before.bulk_blocks,
-        stats_after.patched_keys - stats_before.patched_keys,
-        stats_after.merged_rows - stats_before.merged_rows,
-    );
-    let load_ops = ops.load(Ordering::Relaxed) - ops_before;
+    eprintln!("{layout}: queries under a get/update load ({} ops so far)", ops.load(Ordering::Relaxed));
+    let mut loaded = Vec::new();
+    let mut failed = None;
+    for &qi in &LOADED {
+        let ops_before = ops.load(Ordering::Relaxed);
+        let stats_before = db.scan_stats();
+        let started = Instant::now();
+        let mut secs = Vec::with_capacity(a.runs);
+        for _ in 0..a.runs.max(1) {
+            match run(&t, &qs[qi].req) {
+                Ok((s, _)) => secs.push(s),
+                Err(e) => failed = Some(e),
+            }
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        let stats_after = db.scan_stats();
+        let paths = (
+            stats_after.bulk_blocks - stats_before.bulk_blocks,
+            stats_after.patched_keys - stats_before.patched_keys,
+            stats_after.merged_rows - stats_before.merged_rows,
+        );
+        let load_ops_per_sec = (ops.load(Ordering::Relaxed) - ops_before) as f64 / elapsed;
+        let secs = median(secs);
+        eprintln!(
+            "{layout}: {:<28} {:>10.2} ms under load ({load_ops_per_sec:.0} load ops/s)",
+            qs[qi].name,
+            secs * 1e3
+        );
+        loaded.push(Loaded { query: qi, secs, load_ops_per_sec, paths });
+    }
     stop.store(true, Ordering::Relaxed);
     loader.join().map_err(|_| strata::Error::InvalidArgument("load thread panicked".into()))??;
+    if let Some(e) = failed {
+        return Err(e);
+    }
     db.close()?;
-    Ok(LayoutResult { layout: layout.to_string(), times, q1_idle, q1_loaded, load_ops, scan, loaded_paths })
+    Ok(LayoutResult { layout: layout.to_string(), times, loaded, scan })
 }
 
 /// A peer's configuration and median seconds per query (`None` where it has no such query).
@@ -396,8 +427,21 @@ pub(crate) fn ycsb_sharp(a: &YcsbSharpArgs, root: &Path) -> Result<(), String> {
         for (i, q) in qs.iter().enumerate() {
             table.add_variant("strata", &r.layout, &config, q.name, rate(r.times[i].0), "Mrows/s");
         }
-        table.add_variant("strata", &r.layout, &config, "Q1 idle", r.q1_idle * 1e3, "ms");
-        table.add_variant("strata", &r.layout, &config, "Q1 under get/update load", r.q1_loaded * 1e3, "ms");
+        for l in &r.loaded {
+            let name = qs[l.query].name;
+            let idle = r.times[l.query].0;
+            table.add_variant("strata", &r.layout, &config, &format!("{name} idle"), idle * 1e3, "ms");
+            table.add_variant("strata", &r.layout, &config, &format!("{name} under load"), l.secs * 1e3, "ms");
+            table.add_variant("strata", &r.layout, &config, &format!("{name} load/idle"), l.secs / idle, "x");
+            table.add_variant(
+                "strata",
+                &r.layout,
+                &config,
+                &format!("load ops/s during {name}"),
+                l.load_ops_per_sec,
+                "ops/s",
+            );
+        }
     }
     for system in systems.iter().filter(|s| *s != "strata") {
         let Some((config, times)) = one_peer(a, system, &truth)? else { continue };
@@ -412,26 +456,38 @@ pub(crate) fn ycsb_sharp(a: &YcsbSharpArgs, root: &Path) -> Result<(), String> {
     if !results.is_empty() {
         println!();
         println!(
-            "{:<30} {:>14} {:>14} {:>14} {:>12}",
-            "strata Q1 under get/update load", "idle (ms)", "loaded (ms)", "slowdown", "load ops/s"
+            "{:<8} {:<28} {:>10} {:>12} {:>9} {:>11} {:>9} {:>11} {:>9}",
+            "strata",
+            "under a get/update load",
+            "idle (ms)",
+            "loaded (ms)",
+            "slowdown",
+            "load ops/s",
+            "bulk",
+            "mem keys",
+            "merged"
         );
     }
     for r in &results {
-        println!(
-            "{:<30} {:>14.2} {:>14.2} {:>13.1}x {:>12.0}",
-            r.layout,
-            r.q1_idle * 1e3,
-            r.q1_loaded * 1e3,
-            r.q1_loaded / r.q1_idle,
-            r.load_ops as f64 / r.q1_loaded
-        );
+        for l in &r.loaded {
+            let idle = r.times[l.query].0;
+            let (bulk, patched, merged) = l.paths;
+            println!(
+                "{:<8} {:<28} {:>10.2} {:>12.2} {:>8.2}x {:>11.0} {:>9} {:>11} {:>9}",
+                r.layout,
+                qs[l.query].name,
+                idle * 1e3,
+                l.secs * 1e3,
+                l.secs / idle,
+                l.load_ops_per_sec,
+                bulk,
+                patched,
+                merged
+            );
+        }
     }
-    for r in &results {
-        let (bulk, patched, merged) = r.loaded_paths;
-        println!(
-            "  {:<8} under load: {bulk} blocks in bulk, {patched} memtable keys resolved apart, {merged} rows merged",
-            r.layout
-        );
+    if !results.is_empty() {
+        println!("(bulk: blocks read in bulk; mem keys: memtable keys laid over blocks; merged: rows through the per-row merge; over all runs of the query)");
     }
     if !results.is_empty() {
         println!("where strata's blocks went (timed runs): bulk-decoded / answered from statistics / skipped by zone maps / rows merged");

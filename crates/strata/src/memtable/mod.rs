@@ -8,6 +8,8 @@
 //! One thread inserts at a time (the commit leader); any number read concurrently. A memtable is
 //! frozen (becomes immutable) when it fills and is then flushed to Level-0 in the background.
 
+mod bounds;
+
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -19,6 +21,8 @@ use crate::codec::DecodeResult;
 use crate::mvcc::Kind;
 use crate::types::row::overlay_row;
 use crate::types::ColumnType;
+
+pub(crate) use self::bounds::TableBounds;
 
 /// Bytes charged per entry on top of key and value: skiplist node, tower and allocation overhead.
 const ENTRY_OVERHEAD: usize = 80;
@@ -61,6 +65,8 @@ pub(crate) struct Memtable {
     max_seq: AtomicU64,
     /// A partial row was inserted without folding (see [`Memtable::folded`]).
     unfolded: AtomicBool,
+    /// What each table's versions here hold ([`TableBounds`]).
+    bounds: bounds::Bounds,
 }
 
 /// One entry copied out of the memtable.
@@ -126,6 +132,7 @@ impl Memtable {
             wal_number,
             max_seq: AtomicU64::new(0),
             unfolded: AtomicBool::new(false),
+            bounds: Default::default(),
         }
     }
 
@@ -152,7 +159,20 @@ impl Memtable {
         self.max_seq.load(Ordering::Relaxed)
     }
 
-    /// Inserts version `seq` of `key`. Sequence numbers of one key arrive ascending (the commit
+    /// Widens table `table_id`'s bounds by `b`. A writer calls it with the bounds of the versions
+    /// it is about to insert, before it inserts them.
+    pub(crate) fn widen(&self, table_id: u32, b: &TableBounds) {
+        self.bounds.widen(table_id, b);
+    }
+
+    /// Bounds over every version of table `table_id` here (`None` when it has none).
+    pub(crate) fn bounds(&self, table_id: u32) -> Option<TableBounds> {
+        self.bounds.of(table_id)
+    }
+
+    /// Inserts version `seq` of `key`. The caller has widened the table's bounds by the version
+    /// ([`Self::widen`]); a fold that turns it into a full row or a delete widens them here.
+    /// Sequence numbers of one key arrive ascending (the commit
     /// leader and WAL replay insert in sequence order).
     ///
     /// With `fold`, a partial row (`Kind::Update`) is folded into the key's newest version here:
@@ -215,10 +235,18 @@ impl Memtable {
             Before::Row(full) => {
                 v.reserve(row.len() + full.len());
                 v.push(header(Kind::Put, 0));
-                overlay_row(fold.types, row, &full, v)
+                overlay_row(fold.types, row, &full, v)?;
+                // A full row now, with the values of the row below it.
+                let mut b = TableBounds::new(fold.types);
+                b.add(fold.types, Kind::Put, &v[1..])?;
+                self.bounds.widen(table_id, &b);
+                Ok(())
             }
             Before::Missing => {
                 v.push(header(Kind::Delete, 0));
+                let mut b = TableBounds::new(fold.types);
+                b.add(fold.types, Kind::Delete, &[])?;
+                self.bounds.widen(table_id, &b);
                 Ok(())
             }
             Before::Unknown => {
@@ -277,6 +305,41 @@ impl Memtable {
         }
     }
 
+    /// Whether table `table_id` has any version here.
+    pub(crate) fn holds(&self, table_id: u32) -> bool {
+        self.bounds.holds(table_id)
+    }
+
+    /// Calls `f` with each key of table `table_id` in `[lower, upper)` (`None`: to the table's
+    /// end), ascending, and the kind and row of its newest version at or below `seq`; keys whose
+    /// versions are all newer are passed over. Nothing is copied.
+    pub(crate) fn newest_in(
+        &self,
+        table_id: u32,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        seq: u64,
+        mut f: impl FnMut(&[u8], Kind, &[u8]),
+    ) {
+        let mut lo = table_id.to_be_bytes().to_vec();
+        lo.extend_from_slice(lower);
+        let guard = &epoch::pin();
+        let mut taken: Option<&[u8]> = None;
+        for e in self.map.range::<[u8], _>((Bound::Included(&lo[..]), Bound::Unbounded), guard) {
+            let (t, k, s) = split(e.key());
+            if t != table_id || upper.is_some_and(|u| k >= u) {
+                break;
+            }
+            // See `chunk`: a prefix of `lower` can sort after it.
+            if k < lower || s > seq || taken == Some(k) {
+                continue;
+            }
+            taken = Some(k);
+            let (kind, _, row) = value_of(e.value());
+            f(k, kind, row);
+        }
+    }
+
     /// Whether table `table_id` has any entry (of any sequence number) with `lower <= key < upper`.
     pub(crate) fn has_in(&self, table_id: u32, lower: &[u8], upper: &[u8]) -> bool {
         let mut lo = table_id.to_be_bytes().to_vec();
@@ -293,24 +356,6 @@ impl Memtable {
             }
         }
         false
-    }
-
-    /// Appends the distinct keys of table `table_id` in `[lower, upper)`, ascending, without
-    /// copying their rows.
-    pub(crate) fn keys_in(&self, table_id: u32, lower: &[u8], upper: &[u8], out: &mut Vec<Vec<u8>>) {
-        let mut lo = table_id.to_be_bytes().to_vec();
-        lo.extend_from_slice(lower);
-        let guard = &epoch::pin();
-        for e in self.map.range::<[u8], _>((Bound::Included(&lo[..]), Bound::Unbounded), guard) {
-            let (t, k, _) = split(e.key());
-            if t != table_id || k >= upper {
-                break;
-            }
-            // See `chunk`: a prefix of `lower` can sort after it.
-            if k >= lower && out.last().map(Vec::as_slice) != Some(k) {
-                out.push(k.to_vec());
-            }
-        }
     }
 
     /// The [`key_hash`](crate::sst::bloom::key_hash)es of table `table_id`'s distinct keys, in key

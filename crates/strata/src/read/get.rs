@@ -1,7 +1,7 @@
 //! Point reads: the memtables newest first, then each level's runs holding the columns still
 //! needed, until the key's row is settled (a full row or a tombstone).
 
-use super::{ReadPoint, ReadView};
+use super::ReadView;
 use crate::catalog::workload::{wanted_columns, At, Op};
 use crate::catalog::TableInfo;
 use crate::codec::DecodeError;
@@ -24,29 +24,9 @@ pub(crate) struct PointAt<'a> {
     pub seq: u64,
 }
 
-impl ReadPoint {
+impl PointAt<'_> {
     /// The cells of `key` (the `wanted` value columns; all with `None`); `record` counts the
     /// read in the table's workload statistics.
-    pub(crate) fn get_cells(
-        &self,
-        info: &TableInfo,
-        key: &[u8],
-        wanted: Option<&[bool]>,
-        record: bool,
-    ) -> Result<Option<Cells>> {
-        let at = PointAt {
-            tables: &self.tables,
-            snapshot_filter: self.snapshot_filter,
-            view: &self.view,
-            t: &self.t,
-            seq: self.seq,
-        };
-        at.get_cells(info, key, wanted, record)
-    }
-}
-
-impl PointAt<'_> {
-    /// See [`ReadPoint::get_cells`].
     pub(crate) fn get_cells(
         &self,
         info: &TableInfo,

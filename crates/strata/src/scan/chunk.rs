@@ -6,8 +6,12 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, BooleanArray};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Date32Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type};
+use arrow_array::{Array, ArrayRef, BooleanArray, PrimitiveArray};
 use arrow_buffer::BooleanBuffer;
+use arrow_buffer::{BooleanBufferBuilder, NullBuffer};
+use arrow_schema::DataType;
 
 use super::arrow::arrow_err;
 use super::arrow::{block_array, prefixes, ValuesBuilder};
@@ -17,6 +21,7 @@ use super::plan::Plan;
 use crate::error::{Error, Result};
 use crate::sst::block::Block;
 use crate::types::key::decode_key;
+use crate::types::row::Cells;
 use crate::types::{ColumnType, Value};
 
 /// The columns of one chunk of rows, decoded on demand.
@@ -67,6 +72,89 @@ pub(super) struct BulkChunk<'p> {
     /// Schema column → (group, column within the group's files).
     pub(super) at: &'p HashMap<usize, (usize, usize)>,
     pub(super) full: HashMap<usize, ArrayRef>,
+    /// Newer values of some rows' columns, from the memtables.
+    pub(super) patch: Patch,
+}
+
+/// Newer values the memtables hold for some rows of a bulk chunk: each replaces the value the
+/// block holds of the columns it carries.
+#[derive(Debug, Default)]
+pub(super) struct Patch {
+    /// Rows of the chunk, ascending.
+    rows: Vec<usize>,
+    /// Per row, its value columns (`None`: not carried, the block's value stands).
+    cells: Vec<Cells>,
+}
+
+impl Patch {
+    /// Adds row `row` (after every row added so far).
+    pub(super) fn push(&mut self, row: usize, cells: Cells) {
+        self.rows.push(row);
+        self.cells.push(cells);
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Whether some row takes a new value of value column `vi`.
+    fn touches(&self, vi: usize) -> bool {
+        self.cells.iter().any(|c| c.get(vi).is_some_and(Option::is_some))
+    }
+
+    /// `base` (value column `vi`, type `ty`, every row of the chunk) with the new values laid in.
+    /// Fixed-width columns are copied once and written in place; others are interleaved.
+    fn apply(&self, base: &ArrayRef, vi: usize, ty: ColumnType) -> Result<ArrayRef> {
+        let mut values = ValuesBuilder::new(ty);
+        // (row of the chunk, index into `values`)
+        let mut at: Vec<(usize, usize)> = Vec::new();
+        for (&r, cells) in self.rows.iter().zip(&self.cells) {
+            if let (Some(Some(v)), true) = (cells.get(vi), r < base.len()) {
+                values.push(v);
+                at.push((r, at.len()));
+            }
+        }
+        let values = values.finish();
+        macro_rules! in_place {
+            ($t:ty) => {{
+                let (b, p) = (base.as_primitive::<$t>(), values.as_primitive::<$t>());
+                let mut v = b.values().to_vec();
+                let mut nulls = (b.nulls().is_some() || p.nulls().is_some()).then(|| {
+                    let mut bits = BooleanBufferBuilder::new(v.len());
+                    match b.nulls() {
+                        Some(n) => bits.append_buffer(n.inner()),
+                        None => bits.append_n(v.len(), true),
+                    }
+                    bits
+                });
+                for &(r, j) in &at {
+                    v[r] = p.value(j);
+                    if let Some(bits) = &mut nulls {
+                        bits.set_bit(r, p.is_valid(j));
+                    }
+                }
+                let nulls = nulls.map(|mut b| NullBuffer::new(b.finish()));
+                Arc::new(PrimitiveArray::<$t>::new(v.into(), nulls).with_data_type(base.data_type().clone()))
+                    as ArrayRef
+            }};
+        }
+        Ok(match base.data_type() {
+            DataType::Int64 => in_place!(Int64Type),
+            DataType::Int32 => in_place!(Int32Type),
+            DataType::Int16 => in_place!(Int16Type),
+            DataType::Int8 => in_place!(Int8Type),
+            DataType::Float64 => in_place!(Float64Type),
+            DataType::Float32 => in_place!(Float32Type),
+            DataType::Date32 => in_place!(Date32Type),
+            _ => {
+                let mut indices: Vec<(usize, usize)> = (0..base.len()).map(|i| (0, i)).collect();
+                for &(r, j) in &at {
+                    indices[r] = (1, j);
+                }
+                arrow_select::interleave::interleave(&[base.as_ref(), values.as_ref()], &indices).map_err(arrow_err)?
+            }
+        })
+    }
 }
 
 pub(super) fn concat(mut parts: Vec<ArrayRef>) -> Result<ArrayRef> {
@@ -105,12 +193,57 @@ impl BulkChunk<'_> {
     }
 }
 
+impl BulkChunk<'_> {
+    /// Value column index of schema column `col` when the patch gives some row a new value of
+    /// it.
+    fn patched(&self, col: usize) -> Option<usize> {
+        if self.patch.is_empty() {
+            return None;
+        }
+        self.plan.info.schema.value_index(col).filter(|&vi| self.patch.touches(vi))
+    }
+}
+
 impl Chunk for BulkChunk<'_> {
     fn rows(&self) -> usize {
         self.rows
     }
 
     fn array(&mut self, col: usize, sel: Option<&BooleanBuffer>) -> Result<ArrayRef> {
+        // A column the memtables patch is decoded whole, patched, and kept.
+        if let (Some(vi), false) = (self.patched(col), self.full.contains_key(&col)) {
+            let base = self.blocks_array(col, None)?;
+            let a = self.patch.apply(&base, vi, self.plan.ty(col))?;
+            self.full.insert(col, a);
+        }
+        self.blocks_array(col, sel)
+    }
+
+    fn atom_mask(&mut self, atom: &Atom) -> Result<BooleanBuffer> {
+        // TEXT/BYTEA comparisons: prefixes first, heap only on ties.
+        if let (Test::Cmp(op, v), Some(&(g, c)), None) =
+            (&atom.test, self.at.get(&atom.column), self.patched(atom.column))
+        {
+            if let (Some(lit), false) = (literal_bytes(v), self.full.contains_key(&atom.column)) {
+                let mut bits: Vec<BooleanBuffer> = Vec::with_capacity(self.groups[g].len());
+                for (b, r) in &self.groups[g] {
+                    let p = b.column(c).ok_or_else(|| Error::corruption("<scan>", 0, "block lacks a group column"))?;
+                    bits.push(text_atom_on_block(*op, lit, &p, r, &prefixes(&p, r)?)?);
+                }
+                return Ok(match bits.len() {
+                    1 => bits.pop().unwrap_or_else(|| BooleanBuffer::new_unset(0)),
+                    _ => bits.iter().flat_map(|b| b.iter()).collect(),
+                });
+            }
+        }
+        let a = self.array(atom.column, None)?;
+        atom_on_array(atom, self.plan.ty(atom.column), &a)
+    }
+}
+
+impl BulkChunk<'_> {
+    /// Column `col` as the blocks (or the patched copy kept in `full`) hold it.
+    fn blocks_array(&mut self, col: usize, sel: Option<&BooleanBuffer>) -> Result<ArrayRef> {
         match sel {
             None => {
                 if let Some(a) = self.full.get(&col) {
@@ -120,7 +253,7 @@ impl Chunk for BulkChunk<'_> {
             // Most rows survive (or the column is decoded already): decode it whole and let
             // arrow's filter kernel select; gathering row by row pays off for few survivors.
             Some(s) if self.full.contains_key(&col) || s.count_set_bits() * 4 > self.rows => {
-                let all = self.array(col, None)?;
+                let all = self.blocks_array(col, None)?;
                 return arrow_select::filter::filter(&all, &BooleanArray::new(s.clone(), None)).map_err(arrow_err);
             }
             Some(_) => {}
@@ -145,25 +278,6 @@ impl Chunk for BulkChunk<'_> {
             self.full.insert(col, a.clone());
         }
         Ok(a)
-    }
-
-    fn atom_mask(&mut self, atom: &Atom) -> Result<BooleanBuffer> {
-        // TEXT/BYTEA comparisons: prefixes first, heap only on ties.
-        if let (Test::Cmp(op, v), Some(&(g, c))) = (&atom.test, self.at.get(&atom.column)) {
-            if let (Some(lit), false) = (literal_bytes(v), self.full.contains_key(&atom.column)) {
-                let mut bits: Vec<BooleanBuffer> = Vec::with_capacity(self.groups[g].len());
-                for (b, r) in &self.groups[g] {
-                    let p = b.column(c).ok_or_else(|| Error::corruption("<scan>", 0, "block lacks a group column"))?;
-                    bits.push(text_atom_on_block(*op, lit, &p, r, &prefixes(&p, r)?)?);
-                }
-                return Ok(match bits.len() {
-                    1 => bits.pop().unwrap_or_else(|| BooleanBuffer::new_unset(0)),
-                    _ => bits.iter().flat_map(|b| b.iter()).collect(),
-                });
-            }
-        }
-        let a = self.array(atom.column, None)?;
-        atom_on_array(atom, self.plan.ty(atom.column), &a)
     }
 }
 

@@ -29,12 +29,14 @@ use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder};
 use super::agg::{AggSpec, AggState};
 use super::arrow::ValuesBuilder;
 use super::chunk::{BulkChunk, Chunk, Segment};
+use super::driver::successor;
 use super::live::Rows;
-use super::overlay::{Outcome, Overlay};
+use super::overlay::{self, Outcome, Overlay};
 use super::plan::Plan;
 use super::state::ScanCounters;
 use super::AggFunc;
 use crate::error::{Error, Result};
+use crate::memtable::TableBounds;
 use crate::read::ReadPoint;
 use crate::sst::block::Block;
 use crate::sst::builder::IndexEntry;
@@ -81,8 +83,10 @@ pub(super) fn aggregate(
     for c in chains.keys().flatten() {
         wanted[*c] = true;
     }
-    let overlay = Overlay::build(&rp.view, info.id, lower, upper, rp.seq, &info.value_types, &wanted)?;
-    ScanCounters::add(&counters.patched_keys, overlay.len() as u64);
+    // What the memtables hold of the table, summed up as it was written: where they cannot
+    // change a chain, its blocks are read without looking them up.
+    let bounds = overlay::bounds(&rp.view, info.id, &info.value_types);
+    let mem = MemSide { rp, table: info.id, types: &info.value_types, wanted: &wanted, bounds: &bounds };
     let mut states = vec![AggState::default(); plan.aggs.len()];
     for chain in chains.values_mut() {
         for (level, l) in rp.t.levels.iter().enumerate() {
@@ -107,7 +111,7 @@ pub(super) fn aggregate(
                     }
                     let reader = rp.tables.get(f.number)?;
                     let marks = rp.t.marks_of(f.number).map(|m| &**m);
-                    let mut scan = FileScan { plan, rp, overlay: &overlay, counters, chain, j, lower, upper };
+                    let mut scan = FileScan { plan, rp, mem: &mem, counters, chain, j, lower, upper };
                     scan.file(&reader, marks, &mut states)?;
                 }
             }
@@ -124,6 +128,25 @@ pub(super) fn aggregate(
             states[ai].update(a, chain.patches.len(), values.as_ref());
         }
     }
+    // The memtables' whole rows, looked up only where some could change an aggregate.
+    let whole_rows = bounds.puts > 0
+        && plan.aggs.iter().enumerate().any(|(ai, a)| {
+            let own = match a.column {
+                Some((c, _)) => schema.value_index(c),
+                None => None,
+            };
+            let beaten = own
+                .and_then(|c| bounds.zone(c))
+                .is_some_and(|z| matches!(a.func, AggFunc::Min | AggFunc::Max) && states[ai].beats_zone(a, &z));
+            !beaten
+        });
+    let overlay = if whole_rows {
+        let o = Overlay::build(&rp.view, info.id, lower, upper, rp.seq, &info.value_types, &wanted)?;
+        ScanCounters::add(&counters.patched_keys, o.len() as u64);
+        o
+    } else {
+        Overlay::default()
+    };
     let rows: Vec<(&[u8], &crate::types::row::Cells)> = (0..overlay.len())
         .filter_map(|i| match overlay.outcome(i) {
             Outcome::Row(cells) => Some((overlay.key(i), cells)),
@@ -163,11 +186,33 @@ fn agg_values<'v>(
     Ok(Some(b.finish()))
 }
 
+/// The memtables' side of an aggregation: their bounds, and their keys looked up per block.
+struct MemSide<'a> {
+    rp: &'a ReadPoint,
+    table: u32,
+    types: &'a [crate::types::ColumnType],
+    wanted: &'a [bool],
+    bounds: &'a TableBounds,
+}
+
+impl MemSide<'_> {
+    /// Whether some memtable version could replace the SSTs' value of value column `col`
+    /// (`None`: existence): a full row or a delete, or a partial row carrying the column.
+    fn may_replace(&self, col: Option<usize>) -> bool {
+        self.bounds.settles_rows() || col.is_some_and(|c| self.bounds.carries(c))
+    }
+
+    /// The memtables' keys in `[lo, hi)` at the read point, resolved.
+    fn keys_in(&self, lo: &[u8], hi: &[u8]) -> Result<Overlay> {
+        Overlay::build(&self.rp.view, self.table, lo, Some(hi), self.rp.seq, self.types, self.wanted)
+    }
+}
+
 /// One file of one chain's run.
 struct FileScan<'a> {
     plan: &'a Plan,
     rp: &'a ReadPoint,
-    overlay: &'a Overlay,
+    mem: &'a MemSide<'a>,
     counters: &'a ScanCounters,
     chain: &'a mut Chain,
     /// The chain's column in the file's group (`None`: existence).
@@ -185,67 +230,85 @@ impl FileScan<'_> {
     ) -> Result<()> {
         let index = reader.index();
         let overlay_col = self.chain.col.unwrap_or(usize::MAX);
-        let mut bi = reader.find_block(self.lower);
-        while bi < index.len() {
+        let mem_replaces = self.mem.may_replace(self.chain.col);
+        let first = reader.find_block(self.lower);
+        let mut end = first;
+        while end < index.len() {
+            if let (Some(p), Some(u)) = (end.checked_sub(1).map(|p| index[p].last_key.as_slice()), self.upper) {
+                if p >= u {
+                    break;
+                }
+            }
+            end += 1;
+        }
+        for bi in self.visit_order(index, first..end, mem_replaces) {
             let e = &index[bi];
             // The block's keys lie in (previous fence, its fence], or from the previous fence on
             // where a row-group file's key page goes on with it; the first block's from the
             // file's smallest key.
             let prev = bi.checked_sub(1).map(|p| index[p].last_key.as_slice());
             let after_prev = |k: &[u8]| prev.is_none_or(|p| k > p || (e.continues && k == p));
-            if let (Some(p), Some(u)) = (prev, self.upper) {
-                if p >= u {
-                    break;
-                }
-            }
             let first_inside = match prev {
                 Some(p) => p >= self.lower,
                 None => reader.smallest() >= self.lower,
             };
             let whole = first_inside && self.upper.is_none_or(|u| e.last_key.as_slice() < u);
-            // Memtable keys in the block's range that change this column.
+            // A min or max the block cannot improve, where the memtables change the column but
+            // hold no value of it that could improve it either: passed over without looking
+            // them up (deletes and rewrites only take values away).
+            if mem_replaces
+                && self.plan.block_stats
+                && self.cannot_improve(e, states)
+                && !self.mem_values_matter(states)
+            {
+                ScanCounters::add(&self.counters.blocks_skipped, 1);
+                continue;
+            }
+            // Memtable keys in the block's range that change this column, resolved now.
             let lo = match prev {
                 Some(p) if p > self.lower => p,
                 _ => self.lower,
             };
-            let candidates: Vec<usize> = self
-                .overlay
-                .between(lo, &e.last_key)
-                .filter(|&i| {
-                    let k = self.overlay.key(i);
-                    after_prev(k) && self.upper.is_none_or(|u| k < u) && self.overlay.replaces(i, overlay_col)
-                })
+            let overlay = if mem_replaces {
+                let last = successor(&e.last_key);
+                let hi = match self.upper {
+                    Some(u) if u < last.as_slice() => u,
+                    _ => last.as_slice(),
+                };
+                self.mem.keys_in(lo, hi)?
+            } else {
+                Overlay::default()
+            };
+            ScanCounters::add(&self.counters.patched_keys, overlay.len() as u64);
+            let candidates: Vec<usize> = (0..overlay.len())
+                .filter(|&i| after_prev(overlay.key(i)) && overlay.replaces(i, overlay_col))
                 .collect();
             // A min or max the block cannot improve, with memtable keys in its range none of
             // whose values it could take either: passed over before any bloom probe.
             if !candidates.is_empty()
                 && self.plan.block_stats
                 && self.cannot_improve(e, states)
-                && !self.patches_matter(&candidates, states)
+                && !self.patches_matter(&overlay, &candidates, states)
             {
                 ScanCounters::add(&self.counters.blocks_skipped, 1);
-                bi += 1;
                 continue;
             }
             // Most memtable keys are not in a given file (fresh inserts, or kept in another
             // level): its bloom filter says so without reading the block.
-            let touched: Vec<usize> =
-                candidates.into_iter().filter(|&i| reader.may_contain(self.overlay.hash(i))).collect();
+            let touched: Vec<usize> = candidates.into_iter().filter(|&i| reader.may_contain(overlay.hash(i))).collect();
             let first_row = reader.first_row(bi);
             let unmarked = marks.is_none_or(|m| !m.any_at_or_below(first_row..reader.first_row(bi + 1), self.rp.seq));
             let plain = whole && touched.is_empty() && unmarked && e.max_seq <= self.rp.seq && self.all_carry(e);
             if plain && self.plan.block_stats && self.answer_from_stats(e, states) {
                 ScanCounters::add(&self.counters.blocks_from_stats, 1);
-                bi += 1;
                 continue;
             }
             let skip_values = self.plan.block_stats && self.cannot_improve(e, states);
             // A block whose values cannot change a min or max is still read for the memtable
             // keys that patch the column there (whether a live version exists decides whether a
             // patch counts), unless no patch can change it either.
-            if skip_values && !self.patches_matter(&touched, states) {
+            if skip_values && !self.patches_matter(&overlay, &touched, states) {
                 ScanCounters::add(&self.counters.blocks_skipped, 1);
-                bi += 1;
                 continue;
             }
             // Of a row-group file, the key page: alone when it holds full rows (every version
@@ -272,7 +335,7 @@ impl FileScan<'_> {
             if start < end {
                 let rows = Rows { block: &block, rows: start..end, first_row, marks, marked_as: self.j };
                 let live = rows.live(j, self.rp.seq);
-                let live = self.apply_overlay(&block, start, live, &touched);
+                let live = self.apply_overlay(&overlay, &block, start, live, &touched);
                 if skip_values {
                     ScanCounters::add(&self.counters.blocks_skipped, 1);
                 } else {
@@ -290,23 +353,76 @@ impl FileScan<'_> {
                     self.consume(groups, at, live, states)?;
                 }
             }
-            bi += 1;
         }
         Ok(())
+    }
+
+    /// The order to visit blocks `range` of a file in: key order, except for a chain of maxes
+    /// (or of mins) alone where the memtables change the column: the blocks with the largest
+    /// (smallest) bounds first, so the first blocks read settle a value that lets the rest be
+    /// passed over without looking the memtables up.
+    fn visit_order(&self, index: &[IndexEntry], range: std::ops::Range<usize>, mem_replaces: bool) -> Vec<usize> {
+        let aggs = &self.plan.aggs;
+        let func = self.chain.aggs.first().map(|&ai| aggs[ai].func);
+        let extreme = self.chain.aggs.iter().all(|&ai| {
+            let a = &aggs[ai];
+            let own = a.column.is_some_and(|(c, _)| self.plan.info.schema.value_index(c) == self.chain.col);
+            own && Some(a.func) == func
+        });
+        let (Some(j), true, true, Some(func @ (AggFunc::Max | AggFunc::Min))) =
+            (self.j, mem_replaces && self.plan.block_stats, extreme, func)
+        else {
+            return range.collect();
+        };
+        let mut keyed: Vec<(Option<Value>, usize)> = range
+            .map(|bi| {
+                let z = index[bi].zones.get(j);
+                (z.and_then(|z| if func == AggFunc::Max { z.max } else { z.min }), bi)
+            })
+            .collect();
+        // Blocks without bounds last, in key order.
+        keyed.sort_by(|(a, ai), (b, bi)| match (a, b) {
+            (Some(a), Some(b)) => {
+                let ord = crate::scan::cnf::compare(a, b);
+                let ord = if func == AggFunc::Max { ord.reverse() } else { ord };
+                ord.then(ai.cmp(bi))
+            }
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => ai.cmp(bi),
+        });
+        keyed.into_iter().map(|(_, bi)| bi).collect()
     }
 
     /// Whether a partial row among the memtable entries `touched` carries a value of the
     /// chain's column that one of its aggregates could take (see [`AggState::could_take`]);
     /// deletes and rewrites only take values away, which a min or max the block cannot improve
     /// does not notice.
-    fn patches_matter(&self, touched: &[usize], states: &[AggState]) -> bool {
+    fn patches_matter(&self, overlay: &Overlay, touched: &[usize], states: &[AggState]) -> bool {
         let Some(c) = self.chain.col else { return !touched.is_empty() };
-        touched.iter().any(|&i| match self.overlay.outcome(i) {
+        touched.iter().any(|&i| match overlay.outcome(i) {
             Outcome::Partial(cells) => match cells.get(c) {
                 Some(Some(v)) => self.chain.aggs.iter().any(|&ai| states[ai].could_take(&self.plan.aggs[ai], v)),
                 _ => false,
             },
             Outcome::Gone | Outcome::Row(_) => false,
+        })
+    }
+
+    /// Whether a value of the chain's column some memtable version holds (by the memtables'
+    /// bounds) could change one of its aggregates: false only for mins and maxes no such value
+    /// can beat.
+    fn mem_values_matter(&self, states: &[AggState]) -> bool {
+        let Some(c) = self.chain.col else { return true };
+        let Some(z) = self.mem.bounds.zone(c) else { return true };
+        if z.carried == 0 {
+            return false;
+        }
+        let aggs = &self.plan.aggs;
+        !self.chain.aggs.iter().all(|&ai| {
+            let a = &aggs[ai];
+            let own = a.column.is_some_and(|(col, _)| self.plan.info.schema.value_index(col) == Some(c));
+            own && matches!(a.func, AggFunc::Min | AggFunc::Max) && states[ai].beats_zone(a, &z)
         })
     }
 
@@ -349,7 +465,14 @@ impl FileScan<'_> {
 
     /// Leaves the memtables' keys out of `live` (rows from `start` of the block); where a
     /// partial row replaces the value of a live version, keeps its value for later.
-    fn apply_overlay(&mut self, block: &Block, start: usize, live: BooleanBuffer, touched: &[usize]) -> BooleanBuffer {
+    fn apply_overlay(
+        &mut self,
+        overlay: &Overlay,
+        block: &Block,
+        start: usize,
+        live: BooleanBuffer,
+        touched: &[usize],
+    ) -> BooleanBuffer {
         if touched.is_empty() {
             return live;
         }
@@ -358,14 +481,14 @@ impl FileScan<'_> {
         bits.append_buffer(&live);
         let mut r = 0;
         for &i in touched {
-            let key = self.overlay.key(i);
+            let key = overlay.key(i);
             while r < n && block.key(start + r) < key {
                 r += 1;
             }
             while r < n && block.key(start + r) == key {
                 if live.value(r) {
                     bits.set_bit(r, false);
-                    if let (Outcome::Partial(cells), Some(c)) = (self.overlay.outcome(i), self.chain.col) {
+                    if let (Outcome::Partial(cells), Some(c)) = (overlay.outcome(i), self.chain.col) {
                         if let Some(Some(v)) = cells.get(c) {
                             self.chain.patches.push((key.to_vec(), v.clone()));
                         }
@@ -398,7 +521,14 @@ impl FileScan<'_> {
             columns.insert(info.schema.value_columns()[c], at);
         }
         let rows = live.len();
-        let mut chunk = BulkChunk { plan: self.plan, rows, groups, at: &columns, full: Default::default() };
+        let mut chunk = BulkChunk {
+            plan: self.plan,
+            rows,
+            groups,
+            at: &columns,
+            full: Default::default(),
+            patch: Default::default(),
+        };
         let sel = (n < rows).then_some(live);
         for &ai in &self.chain.aggs {
             let a = &self.plan.aggs[ai];

@@ -1,20 +1,72 @@
 //! The memtables' side of a scan. Memtable versions mark nothing (marks are made by flushes), so
-//! a scan resolves the memtables' keys in its range at its read point once, up front, and lays
-//! the result over what it reads from the SSTs: a key the memtables delete or rewrite whole
-//! replaces the SST rows of that key; a partial row replaces the columns it carries, and counts
-//! only where the SSTs hold the row (updates are blind).
+//! a scan resolves the memtables' keys at its read point and lays the result over what it reads
+//! from the SSTs: a key the memtables delete or rewrite whole replaces the SST rows of that key;
+//! a partial row replaces the columns it carries, and counts only where the SSTs hold the row
+//! (updates are blind). Keys are resolved a block's range at a time, and only for blocks the
+//! scan reads; the memtables' [`bounds`] tell it where none of their versions can matter.
 
-use std::ops::Range;
+use std::cmp::Ordering;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::iter::merge::{MemSource, MergeIter, Source};
-use crate::memtable::MemCursor;
+use crate::memtable::{MemCursor, Memtable, TableBounds};
 use crate::mvcc::chain::Resolver;
 use crate::mvcc::Kind;
 use crate::read::ReadView;
+use crate::scan::cnf::compare;
 use crate::sst::bloom;
-use crate::types::row::{decode_row, Cells};
+use crate::sst::zone::ZoneMap;
+use crate::types::row::{carried, decode_row, Cells};
 use crate::types::ColumnType;
+
+/// Bounds over every version of `table` the memtables of `view` hold (empty where they hold
+/// none): widened before a version becomes visible, so they cover whatever a read sees.
+pub(super) fn bounds(view: &ReadView, table: u32, types: &[ColumnType]) -> TableBounds {
+    let mut b = TableBounds::new(types);
+    for m in std::iter::once(&view.mem).chain(view.imm.iter()) {
+        if let Some(mine) = m.bounds(table) {
+            b.absorb(&mine);
+        }
+    }
+    b
+}
+
+/// The zone map of a block's rows once the memtables' versions are laid over them: `block` over
+/// its `rows` rows, widened by `mem`, the memtables' bounds of the same column (`None` when no
+/// memtable version carries it). `None` when nothing sound can be said.
+pub(super) fn widen_zone(block: &ZoneMap, mem: Option<ZoneMap>, rows: u64) -> Option<ZoneMap> {
+    let Some(mem) = mem.filter(|m| m.carried > 0) else { return Some(block.clone()) };
+    let block_values = block.nulls < rows;
+    let mem_values = mem.nulls < mem.carried;
+    // A verdict reads "no NULL" from `nulls == 0` and "all NULL" from `nulls >= rows`: keep
+    // each only where it holds for the block and the memtables both.
+    let nulls = if block.nulls == 0 && mem.nulls == 0 {
+        0
+    } else if !block_values && !mem_values {
+        rows
+    } else if rows >= 2 {
+        1
+    } else {
+        return None;
+    };
+    let (min, max) = match (block_values, mem_values) {
+        (_, false) => (block.min.clone(), block.max.clone()),
+        (false, true) => (mem.min.clone(), mem.max.clone()),
+        (true, true) => match (&block.min, &block.max, &mem.min, &mem.max) {
+            (Some(a), Some(b), Some(c), Some(d)) => (
+                Some(if compare(c, a) == Ordering::Less { c.clone() } else { a.clone() }),
+                Some(if compare(d, b) == Ordering::Greater { d.clone() } else { b.clone() }),
+            ),
+            _ => (None, None),
+        },
+    };
+    let mut z = block.clone();
+    z.min = min;
+    z.max = max;
+    z.nulls = nulls;
+    Some(z)
+}
 
 /// What the memtables say about one key at the read point.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +102,15 @@ impl Overlay {
         types: &[ColumnType],
         wanted: &[bool],
     ) -> Result<Overlay> {
+        // One memtable holding the table, its versions folded (the usual case): each key's
+        // newest version at the read point is all it says of the key.
+        let holding: Vec<&Arc<Memtable>> =
+            std::iter::once(&view.mem).chain(view.imm.iter()).filter(|m| m.holds(table)).collect();
+        match holding.as_slice() {
+            [] => return Ok(Overlay::default()),
+            [m] if m.folded() => return Self::one(m, table, lower, upper, seq, types, wanted),
+            _ => {}
+        }
         let sources: Vec<Box<dyn Source>> = std::iter::once(&view.mem)
             .chain(view.imm.iter())
             .map(|m| Box::new(MemSource { cursor: MemCursor::new(m.clone(), table, lower, upper) }) as Box<dyn Source>)
@@ -101,6 +162,50 @@ impl Overlay {
         Ok(out)
     }
 
+    /// [`Self::build`] over one memtable whose versions are folded.
+    fn one(
+        m: &Memtable,
+        table: u32,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        seq: u64,
+        types: &[ColumnType],
+        wanted: &[bool],
+    ) -> Result<Overlay> {
+        let mut out = Overlay::default();
+        let mut failed = None;
+        m.newest_in(table, lower, upper, seq, |key, kind, row| {
+            if failed.is_some() {
+                return;
+            }
+            let decode = || decode_row(types, row, Some(wanted));
+            let outcome = match kind {
+                Kind::Delete => Ok(Outcome::Gone),
+                Kind::Put => decode().map(Outcome::Row),
+                // Partial rows that carry no wanted column change nothing the scan reads.
+                Kind::Update if !carried(row, types.len()).any(|c| wanted.get(c).copied().unwrap_or(false)) => return,
+                Kind::Update => decode().map(Outcome::Partial),
+            };
+            match outcome {
+                Ok(o) => {
+                    out.hashes.push(bloom::key_hash(key));
+                    out.keys.push(key.to_vec());
+                    out.outcomes.push(o);
+                }
+                Err(d) => failed = Some(Error::corruption("<memtable>", 0, format!("bad row: {}", d.0))),
+            }
+        });
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
+    /// The keys and their outcomes, ascending.
+    pub(super) fn into_entries(self) -> impl Iterator<Item = (Vec<u8>, Outcome)> {
+        self.keys.into_iter().zip(self.outcomes)
+    }
+
     pub(super) fn len(&self) -> usize {
         self.keys.len()
     }
@@ -115,13 +220,6 @@ impl Overlay {
 
     pub(super) fn outcome(&self, i: usize) -> &Outcome {
         &self.outcomes[i]
-    }
-
-    /// The entries with `lo <= key <= hi`.
-    pub(super) fn between(&self, lo: &[u8], hi: &[u8]) -> Range<usize> {
-        let a = self.keys.partition_point(|k| k.as_slice() < lo);
-        let b = a + self.keys[a..].partition_point(|k| k.as_slice() <= hi);
-        a..b
     }
 
     /// Whether the entry replaces the SSTs' value of value column `c`.

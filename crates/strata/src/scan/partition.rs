@@ -17,18 +17,21 @@ use arrow_buffer::BooleanBuffer;
 
 use super::agg::{AggSpec, AggState};
 use super::arrow::{arrow_err, ValuesBuilder};
-use super::chunk::{BulkChunk, Segment};
+use super::chunk::{BulkChunk, Patch, Segment};
 use super::columns;
 use super::consumer::{feed_rows, Consumer, Sink};
 use super::driver::{driver, overlaps, successor, Candidate, Driver, Other};
 use super::eval::{clause_verdict, Verdict};
+use super::overlay::{self, Outcome, Overlay};
 use super::plan::Plan;
 use super::state::ScanCounters;
 use crate::catalog::TableInfo;
 use crate::error::{Error, Result};
+use crate::memtable::TableBounds;
 use crate::read::{project, ReadPoint, ScanIter};
 use crate::sst::rowgroup::RowGroupReader;
 use crate::sst::zone::ZoneMap;
+use crate::types::row::Cells;
 
 /// One pass over a key range (a partition of a scan, or a shared pass serving several scans).
 pub(crate) struct Partition {
@@ -51,6 +54,8 @@ pub(crate) struct Partition {
     done: bool,
     /// The pass aggregates column by column, run by run ([`super::columns`]).
     columnwise: bool,
+    /// Bounds over the memtables' versions of the table.
+    mem_bounds: TableBounds,
 }
 
 impl Partition {
@@ -88,7 +93,9 @@ impl Partition {
                     (Some(cu), Some(u)) => cu < u,
                 }
         });
+        let mem_bounds = overlay::bounds(&rp.view, pass.info.id, &pass.info.value_types);
         Ok(Partition {
+            mem_bounds,
             pass,
             consumers,
             ranged,
@@ -255,81 +262,71 @@ impl Partition {
     }
 
     /// Whether a block can be passed on in bulk, by its index entry and the other sources:
-    /// `None` if not, `Some(true)` if only memtables overlap it and every consumer aggregates
-    /// (so the memtables' keys can be resolved apart, in any order).
+    /// `None` if not, `Some(true)` if memtables overlap it (and nothing else does): their keys
+    /// there are then laid over its rows.
     fn eligible(&self, c: &Candidate) -> Result<Option<bool>> {
         let Some(d) = &self.driver else { return Ok(None) };
         let e = &c.reader.index()[c.block];
         if !e.clean || e.max_seq > self.rp.seq {
             return Ok(None);
         }
-        let aggregating = self.consumers.iter().all(|c| matches!(c.sink, Sink::Aggs(_)));
         let mut patch = false;
         for o in &d.others {
             if overlaps(o, &self.rp, self.pass.info.id, &c.lo, &c.hi)? {
                 match o {
-                    Other::Mem(_) if aggregating => patch = true,
-                    _ => return Ok(None),
+                    Other::Mem(_) => patch = true,
+                    Other::Run(_) => return Ok(None),
                 }
             }
         }
         Ok(Some(patch))
     }
 
-    /// The memtables' keys in `[lo, hi)`, ascending, without repeats.
-    fn memtable_keys(&self, lo: &[u8], hi: &[u8]) -> Vec<Vec<u8>> {
-        let mut keys: Vec<Vec<u8>> = Vec::new();
-        let view = &self.rp.view;
-        for m in std::iter::once(&view.mem).chain(view.imm.iter()) {
-            m.keys_in(self.pass.info.id, lo, hi, &mut keys);
-        }
-        keys.sort_unstable();
-        keys.dedup();
-        keys
-    }
-
-    /// Resolves `keys` one by one (point reads at the pass's read point) and feeds the rows that
-    /// exist to the consumers.
-    fn resolve_keys(&mut self, keys: &[Vec<u8>]) -> Result<()> {
-        if keys.is_empty() {
+    /// Feeds whole rows the memtables hold for keys no block row has (`rows`: key, value
+    /// columns) to the consumers.
+    fn feed_apart(&mut self, rows: Vec<(Vec<u8>, Cells)>) -> Result<()> {
+        if rows.is_empty() {
             return Ok(());
         }
-        ScanCounters::add(&self.counters.patched_keys, keys.len() as u64);
         let pass = self.pass.clone();
         let info = &pass.info;
         let projection = pass.projection();
         let mut builders: Vec<ValuesBuilder> = pass.needed.iter().map(|&c| ValuesBuilder::new(pass.ty(c))).collect();
-        let mut present: Vec<&[u8]> = Vec::with_capacity(keys.len());
-        let rp = &self.rp;
-        for k in keys {
-            let cells = rp.get_cells(info, k, projection.wanted().map(|w| &w[..]), false)?;
-            if let Some(cells) = cells {
-                for (b, v) in builders.iter_mut().zip(&project(info, k, cells, &projection)?) {
-                    b.push(v);
-                }
-                present.push(k);
+        let mut keys: Vec<Vec<u8>> = Vec::with_capacity(rows.len());
+        for (k, cells) in rows {
+            for (b, v) in builders.iter_mut().zip(&project(info, &k, cells, &projection)?) {
+                b.push(v);
             }
+            keys.push(k);
         }
-        if present.is_empty() {
-            return Ok(());
-        }
-        feed_rows(&pass, &mut self.consumers, self.ranged, &mut builders, present.len(), &present)
+        feed_rows(&pass, &mut self.consumers, self.ranged, &mut builders, keys.len(), &keys)
     }
 
     /// Handles an eligible block for every consumer: skipped by zone maps, answered from them,
     /// or read in bulk (falling back to the merge when the groups' keys do not line up).
     fn bulk(&mut self, c: Candidate) -> Result<()> {
-        // Keys the memtables hold in this block's range are resolved apart; the block's rows
-        // for them are left out, and its statistics no longer describe the answer.
-        let patched = if c.patch { self.memtable_keys(&c.lo, &c.hi) } else { Vec::new() };
         let Some(d) = &mut self.driver else { return Ok(()) };
         let e = &c.reader.index()[c.block];
         let rows = e.rows;
         // Zone maps of the driver's columns: exact for a whole block, a superset otherwise. Each
-        // is decoded on first use.
+        // is decoded on first use. Where the memtables hold keys in the block's range, widened
+        // by their bounds, so a verdict holds for their versions too.
         let decoded: Vec<std::cell::OnceCell<Option<ZoneMap>>> = vec![std::cell::OnceCell::new(); e.zones.len()];
+        let info = &self.pass.info;
+        let bounds = &self.mem_bounds;
         let zone_of = |col: usize| match d.at.get(&col) {
-            Some(&(0, gc)) => decoded.get(gc)?.get_or_init(|| e.zones.get(gc)).as_ref(),
+            Some(&(0, gc)) => decoded
+                .get(gc)?
+                .get_or_init(|| {
+                    let z = e.zones.get(gc)?;
+                    if !c.patch {
+                        return Some(z);
+                    }
+                    let mem =
+                        info.schema.value_index(col).filter(|&vi| bounds.carries(vi)).and_then(|vi| bounds.zone(vi));
+                    overlay::widen_zone(&z, mem, rows)
+                })
+                .as_ref(),
             _ => None,
         };
         // Per consumer: nothing to do, done from the zone maps, or the verdicts to read with.
@@ -350,7 +347,7 @@ impl Partition {
             if matches!(con.sink, Sink::Aggs(_)) {
                 let zone_for = |a: &AggSpec| a.column.and_then(|(col, _)| zone_of(col));
                 if plan.block_stats
-                    && patched.is_empty()
+                    && !c.patch
                     && c.whole
                     && part == Some(true)
                     && all_true
@@ -383,8 +380,9 @@ impl Partition {
             if from_zones.is_empty() {
                 ScanCounters::add(&self.counters.blocks_skipped, 1);
             }
+            // The memtables' keys in the range too: the verdicts took their bounds in.
             take_zones(&mut self.consumers, &self.counters);
-            return self.resolve_keys(&patched);
+            return Ok(());
         }
         ScanCounters::add(&self.counters.blocks_read, 1);
         // A row-group file's block is a key page: its keys, with the needed groups' pages
@@ -425,8 +423,34 @@ impl Partition {
             .unwrap_or(&d.at)
             .values()
             .all(|&(g, col)| groups[g].iter().all(|(b, _)| b.column(col).is_some_and(|p| p.carried_by_all)));
-        if !aligned || !carried {
-            // Rare: read this stretch through the merge instead.
+        // The memtables' keys in the range, laid over the block's rows: a delete leaves its row
+        // out, a whole or partial row gives it new values; a whole row of a key the block lacks
+        // goes to the consumers apart.
+        let mut patch = Patch::default();
+        let mut gone: Vec<usize> = Vec::new();
+        let mut apart: Vec<(Vec<u8>, Cells)> = Vec::new();
+        if c.patch {
+            let rp = &self.rp;
+            let mem =
+                Overlay::build(&rp.view, info.id, &c.lo, Some(&c.hi), rp.seq, &info.value_types, self.pass.wanted())?;
+            ScanCounters::add(&self.counters.patched_keys, mem.len() as u64);
+            let mut r = 0;
+            for (k, outcome) in mem.into_entries() {
+                while r < range.len() && block.key(range.start + r) < k.as_slice() {
+                    r += 1;
+                }
+                let here = r < range.len() && block.key(range.start + r) == k.as_slice();
+                match (outcome, here) {
+                    (Outcome::Gone, true) => gone.push(r),
+                    (Outcome::Row(cells) | Outcome::Partial(cells), true) => patch.push(r, cells),
+                    (Outcome::Row(cells), false) => apart.push((k, cells)),
+                    (Outcome::Gone | Outcome::Partial(_), false) => {}
+                }
+            }
+        }
+        let rows_out = self.consumers.iter().any(|c| matches!(c.sink, Sink::Rows { .. }));
+        if !aligned || !carried || (!apart.is_empty() && rows_out) {
+            // Rare: read this stretch through the merge instead (rows come out in key order).
             self.start_merge(c.lo, Some(c.hi));
             return Ok(());
         }
@@ -434,24 +458,17 @@ impl Partition {
         ScanCounters::add(&self.counters.bulk_blocks, 1);
         let own = own_at.is_some();
         let at = own_at.unwrap_or_else(|| std::mem::take(&mut d.at));
-        let resolved = self.resolve_keys(&patched);
-        if resolved.is_err() {
-            if let (Some(d), false) = (&mut self.driver, own) {
-                d.at = at;
-            }
-            return resolved;
-        }
         let pass = self.pass.clone();
-        let mut chunk = BulkChunk { plan: &pass, rows: range.len(), groups, at: &at, full: HashMap::new() };
+        let mut chunk = BulkChunk { plan: &pass, rows: range.len(), groups, at: &at, full: HashMap::new(), patch };
         let mut res = Ok(());
-        let unpatched = |i: usize| patched.binary_search_by(|k| k.as_slice().cmp(block.key(range.start + i))).is_err();
+        let kept = |i: usize| gone.binary_search(&i).is_err();
         for (con, verdicts) in self.consumers.iter_mut().zip(&reading) {
             let Some(verdicts) = verdicts else { continue };
-            let mask = match (con.covers(&c.lo, &c.hi), patched.is_empty()) {
+            let mask = match (con.covers(&c.lo, &c.hi), gone.is_empty()) {
                 (Some(_), true) => None,
-                (Some(_), false) => Some(BooleanBuffer::collect_bool(range.len(), unpatched)),
+                (Some(_), false) => Some(BooleanBuffer::collect_bool(range.len(), kept)),
                 (None, _) => Some(BooleanBuffer::collect_bool(range.len(), |i| {
-                    con.in_range(block.key(range.start + i)) && unpatched(i)
+                    con.in_range(block.key(range.start + i)) && kept(i)
                 })),
             };
             res = con.consume(&mut chunk, verdicts, mask);
@@ -462,7 +479,8 @@ impl Partition {
         if let (Some(d), false) = (&mut self.driver, own) {
             d.at = at;
         }
-        res
+        res?;
+        self.feed_apart(apart)
     }
 }
 

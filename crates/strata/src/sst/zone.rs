@@ -110,6 +110,7 @@ fn bounds(
 }
 
 /// Accumulates one column's zone map while a block is built, from stored bytes.
+#[derive(Debug, Clone)]
 pub(crate) struct ZoneBuilder {
     ty: ColumnType,
     nulls: u64,
@@ -149,6 +150,59 @@ impl ZoneBuilder {
                     hi.extend_from_slice(b);
                 }
             }
+        }
+    }
+
+    /// Takes one cell of a row (a memtable version) into the counts and bounds.
+    pub(crate) fn add_cell(&mut self, cell: crate::types::row::RawCell<'_>) {
+        use crate::types::row::RawCell;
+        match cell {
+            RawCell::Absent => {}
+            RawCell::Null => {
+                self.carried += 1;
+                self.nulls += 1;
+            }
+            RawCell::Bytes(b) => {
+                self.carried += 1;
+                match self.ty.fixed_width() {
+                    Some(_) => {
+                        let mut raw = [0u8; 8];
+                        raw[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
+                        let bound = (sort_key(self.ty, b), raw);
+                        self.fixed = Some(match self.fixed {
+                            None => (bound, bound),
+                            Some((lo, hi)) => {
+                                (if bound.0 < lo.0 { bound } else { lo }, if bound.0 > hi.0 { bound } else { hi })
+                            }
+                        });
+                    }
+                    None => self.add_var(b),
+                }
+            }
+        }
+    }
+
+    /// Cells carried so far.
+    pub(crate) fn carried(&self) -> u64 {
+        self.carried
+    }
+
+    /// Takes `o`'s cells (a builder of the same column) into this one's counts and bounds.
+    pub(crate) fn absorb(&mut self, o: &ZoneBuilder) {
+        self.carried += o.carried;
+        self.nulls += o.nulls;
+        if let Some((olo, ohi)) = o.fixed {
+            self.fixed = Some(match self.fixed {
+                None => (olo, ohi),
+                Some((lo, hi)) => (if olo.0 < lo.0 { olo } else { lo }, if ohi.0 > hi.0 { ohi } else { hi }),
+            });
+        }
+        if !o.bounded {
+            self.bounded = false;
+            self.var = None;
+        } else if let Some((lo, hi)) = &o.var {
+            self.add_var(lo);
+            self.add_var(hi);
         }
     }
 
