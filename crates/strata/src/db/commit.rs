@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::workload::{At, Op};
 use super::{DbInner, ReadView};
 use crate::error::{Error, Result};
-use crate::memtable::{Before, Fold, Memtable, TableBounds};
+use crate::memtable::{Before, Fold, Memtable};
 use crate::mvcc::clock::unix_ms;
 use crate::mvcc::conflict::{Lost, RowId};
 use crate::mvcc::Kind;
@@ -488,25 +488,16 @@ impl DbInner {
     /// `first` on (a lineage table's writes are applied by the leader).
     fn insert_batch(&self, view: &ReadView, batch: &WriteBatch, first: u64) -> Result<()> {
         // The memtable's bounds first: a reader that sees a version finds it inside them.
-        let mut bounds: Vec<(u32, TableBounds)> = Vec::new();
-        for op in &batch.ops {
-            let Some(t) = view.version.tables.get(&op.table_id) else { continue };
-            if t.info.options.engine == crate::Engine::Lineage {
-                continue;
-            }
-            let types = &t.info.value_types;
-            let i = match bounds.iter().position(|(id, _)| *id == op.table_id) {
-                Some(i) => i,
-                None => {
-                    bounds.push((op.table_id, TableBounds::new(types)));
-                    bounds.len() - 1
-                }
-            };
-            bounds[i].1.add(types, op.kind, &op.row).map_err(|e| Error::corruption("<memtable>", 0, e.0))?;
-        }
-        for (id, b) in &bounds {
-            view.mem.widen(*id, b);
-        }
+        let versions = batch.ops.iter().filter_map(|op| {
+            let t = view.version.tables.get(&op.table_id)?;
+            (t.info.options.engine != crate::Engine::Lineage).then_some((
+                op.table_id,
+                &t.info.value_types[..],
+                op.kind,
+                &op.row[..],
+            ))
+        });
+        view.mem.widen_by(versions).map_err(|e| Error::corruption("<memtable>", 0, e.0))?;
         for (j, op) in batch.ops.iter().enumerate() {
             let s = first + j as u64;
             let Some(t) = view.version.tables.get(&op.table_id) else { continue };

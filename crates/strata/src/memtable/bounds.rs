@@ -88,6 +88,32 @@ impl Bounds {
         }
     }
 
+    /// Widens the bounds of each version's table by the version (table, its value column types,
+    /// kind, row), under one lock. A row that does not decode stops it with an error; the
+    /// bounds then cover what came before, which only makes them wider than needed.
+    pub(crate) fn widen_by<'a>(
+        &self,
+        versions: impl Iterator<Item = (u32, &'a [ColumnType], Kind, &'a [u8])>,
+    ) -> DecodeResult<()> {
+        let mut tables = self.tables.lock();
+        let mut last: Option<usize> = None;
+        for (table_id, types, kind, row) in versions {
+            let i = match last.filter(|&i| tables[i].0 == table_id) {
+                Some(i) => i,
+                None => match tables.iter().position(|(t, _)| *t == table_id) {
+                    Some(i) => i,
+                    None => {
+                        tables.push((table_id, TableBounds::new(types)));
+                        tables.len() - 1
+                    }
+                },
+            };
+            last = Some(i);
+            tables[i].1.add(types, kind, row)?;
+        }
+        Ok(())
+    }
+
     /// Whether table `table_id` has bounds here (some version was noted).
     pub(crate) fn holds(&self, table_id: u32) -> bool {
         self.tables.lock().iter().any(|(t, _)| *t == table_id)

@@ -159,10 +159,14 @@ impl Memtable {
         self.max_seq.load(Ordering::Relaxed)
     }
 
-    /// Widens table `table_id`'s bounds by `b`. A writer calls it with the bounds of the versions
-    /// it is about to insert, before it inserts them.
-    pub(crate) fn widen(&self, table_id: u32, b: &TableBounds) {
-        self.bounds.widen(table_id, b);
+    /// Widens the bounds of each version's table by the version (table, its value column types,
+    /// kind, row), under one lock. A writer calls it with the versions it is about to insert,
+    /// before it inserts them.
+    pub(crate) fn widen_by<'a>(
+        &self,
+        versions: impl Iterator<Item = (u32, &'a [ColumnType], Kind, &'a [u8])>,
+    ) -> DecodeResult<()> {
+        self.bounds.widen_by(versions)
     }
 
     /// Bounds over every version of table `table_id` here (`None` when it has none).
@@ -171,7 +175,7 @@ impl Memtable {
     }
 
     /// Inserts version `seq` of `key`. The caller has widened the table's bounds by the version
-    /// ([`Self::widen`]); a fold that turns it into a full row or a delete widens them here.
+    /// ([`Self::widen_by`]); a fold that turns it into a full row or a delete widens them here.
     /// Sequence numbers of one key arrive ascending (the commit
     /// leader and WAL replay insert in sequence order).
     ///

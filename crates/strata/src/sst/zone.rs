@@ -166,15 +166,28 @@ impl ZoneBuilder {
                 self.carried += 1;
                 match self.ty.fixed_width() {
                     Some(_) => {
-                        let mut raw = [0u8; 8];
-                        raw[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
-                        let bound = (sort_key(self.ty, b), raw);
-                        self.fixed = Some(match self.fixed {
-                            None => (bound, bound),
-                            Some((lo, hi)) => {
-                                (if bound.0 < lo.0 { bound } else { lo }, if bound.0 > hi.0 { bound } else { hi })
+                        // The stored bytes are copied only when the value is a new bound.
+                        let k = sort_key(self.ty, b);
+                        let raw = || {
+                            let mut r = [0u8; 8];
+                            let n = b.len().min(8);
+                            r[..n].copy_from_slice(&b[..n]);
+                            r
+                        };
+                        match &mut self.fixed {
+                            None => {
+                                let r = raw();
+                                self.fixed = Some(((k, r), (k, r)));
                             }
-                        });
+                            Some((lo, hi)) => {
+                                if k < lo.0 {
+                                    *lo = (k, raw());
+                                }
+                                if k > hi.0 {
+                                    *hi = (k, raw());
+                                }
+                            }
+                        }
                     }
                     None => self.add_var(b),
                 }
