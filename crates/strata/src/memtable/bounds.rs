@@ -61,11 +61,6 @@ impl TableBounds {
         self.puts > 0 || self.deletes > 0
     }
 
-    /// Whether some version carries value column `c`.
-    pub(crate) fn carries(&self, c: usize) -> bool {
-        self.columns.get(c).is_some_and(|b| b.carried() > 0)
-    }
-
     /// Value column `c`'s zone map over the versions carrying it (`None` past the columns).
     pub(crate) fn zone(&self, c: usize) -> Option<ZoneMap> {
         self.columns.get(c).map(ZoneBuilder::finish)
@@ -154,6 +149,6 @@ mod tests {
         assert_eq!((z.min, z.max, z.carried), (Some(Value::Text("m".into())), Some(Value::Text("z".into())), 2));
         let z = b.zone(2).unwrap();
         assert_eq!((z.min, z.max, z.carried, z.nulls), (Some(Value::Double(2.5)), Some(Value::Double(2.5)), 2, 1));
-        assert!(b.settles_rows() && b.carries(2) && b.zone(3).is_none());
+        assert!(b.settles_rows() && b.zone(2).unwrap().carried > 0 && b.zone(3).is_none());
     }
 }

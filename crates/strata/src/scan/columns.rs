@@ -31,12 +31,11 @@ use super::arrow::ValuesBuilder;
 use super::chunk::{BulkChunk, Chunk, Segment};
 use super::driver::successor;
 use super::live::Rows;
-use super::overlay::{self, Outcome, Overlay};
+use super::overlay::{self, MemBounds, Outcome, Overlay};
 use super::plan::Plan;
 use super::state::ScanCounters;
 use super::AggFunc;
 use crate::error::{Error, Result};
-use crate::memtable::TableBounds;
 use crate::read::ReadPoint;
 use crate::sst::block::Block;
 use crate::sst::builder::IndexEntry;
@@ -137,7 +136,7 @@ pub(super) fn aggregate(
             };
             let beaten = own
                 .and_then(|c| bounds.zone(c))
-                .is_some_and(|z| matches!(a.func, AggFunc::Min | AggFunc::Max) && states[ai].beats_zone(a, &z));
+                .is_some_and(|z| matches!(a.func, AggFunc::Min | AggFunc::Max) && states[ai].beats_zone(a, z));
             !beaten
         });
     let overlay = if whole_rows {
@@ -192,7 +191,7 @@ struct MemSide<'a> {
     table: u32,
     types: &'a [crate::types::ColumnType],
     wanted: &'a [bool],
-    bounds: &'a TableBounds,
+    bounds: &'a MemBounds,
 }
 
 impl MemSide<'_> {
@@ -422,7 +421,7 @@ impl FileScan<'_> {
         !self.chain.aggs.iter().all(|&ai| {
             let a = &aggs[ai];
             let own = a.column.is_some_and(|(col, _)| self.plan.info.schema.value_index(col) == Some(c));
-            own && matches!(a.func, AggFunc::Min | AggFunc::Max) && states[ai].beats_zone(a, &z)
+            own && matches!(a.func, AggFunc::Min | AggFunc::Max) && states[ai].beats_zone(a, z)
         })
     }
 

@@ -5,7 +5,6 @@
 //! (updates are blind). Keys are resolved a block's range at a time, and only for blocks the
 //! scan reads; the memtables' [`bounds`] tell it where none of their versions can matter.
 
-use std::cmp::Ordering;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -14,28 +13,56 @@ use crate::memtable::{MemCursor, Memtable, TableBounds};
 use crate::mvcc::chain::Resolver;
 use crate::mvcc::Kind;
 use crate::read::ReadView;
-use crate::scan::cnf::compare;
 use crate::sst::bloom;
 use crate::sst::zone::ZoneMap;
 use crate::types::row::{carried, decode_row, Cells};
 use crate::types::ColumnType;
 
+/// The memtables' bounds of one table as a scan reads them, each column's zone map decoded once.
+pub(super) struct MemBounds {
+    /// Full rows.
+    pub(super) puts: u64,
+    settles_rows: bool,
+    zones: Vec<ZoneMap>,
+}
+
+impl MemBounds {
+    /// Whether some version is a full row or a delete.
+    pub(super) fn settles_rows(&self) -> bool {
+        self.settles_rows
+    }
+
+    /// Whether some version carries value column `c`.
+    pub(super) fn carries(&self, c: usize) -> bool {
+        self.zones.get(c).is_some_and(|z| z.carried > 0)
+    }
+
+    /// Value column `c`'s zone map over the versions carrying it.
+    pub(super) fn zone(&self, c: usize) -> Option<&ZoneMap> {
+        self.zones.get(c)
+    }
+}
+
 /// Bounds over every version of `table` the memtables of `view` hold (empty where they hold
 /// none): widened before a version becomes visible, so they cover whatever a read sees.
-pub(super) fn bounds(view: &ReadView, table: u32, types: &[ColumnType]) -> TableBounds {
+pub(super) fn bounds(view: &ReadView, table: u32, types: &[ColumnType]) -> MemBounds {
     let mut b = TableBounds::new(types);
     for m in std::iter::once(&view.mem).chain(view.imm.iter()) {
         if let Some(mine) = m.bounds(table) {
             b.absorb(&mine);
         }
     }
-    b
+    MemBounds {
+        puts: b.puts,
+        settles_rows: b.settles_rows(),
+        zones: (0..types.len()).filter_map(|c| b.zone(c)).collect(),
+    }
 }
 
 /// The zone map of a block's rows once the memtables' versions are laid over them: `block` over
 /// its `rows` rows, widened by `mem`, the memtables' bounds of the same column (`None` when no
 /// memtable version carries it). `None` when nothing sound can be said.
-pub(super) fn widen_zone(block: &ZoneMap, mem: Option<ZoneMap>, rows: u64) -> Option<ZoneMap> {
+pub(super) fn widen_zone(block: &ZoneMap, mem: Option<&ZoneMap>, rows: u64) -> Option<ZoneMap> {
     let Some(mem) = mem.filter(|m| m.carried > 0) else { return Some(block.clone()) };
     let block_values = block.nulls < rows;
     let mem_values = mem.nulls < mem.carried;
@@ -50,21 +77,10 @@ pub(super) fn widen_zone(block: &ZoneMap, mem: Option<ZoneMap>, rows: u64) -> Op
     } else {
         return None;
     };
-    let (min, max) = match (block_values, mem_values) {
-        (_, false) => (block.min.clone(), block.max.clone()),
-        (false, true) => (mem.min.clone(), mem.max.clone()),
-        (true, true) => match (&block.min, &block.max, &mem.min, &mem.max) {
-            (Some(a), Some(b), Some(c), Some(d)) => (
-                Some(if compare(c, a) == Ordering::Less { c.clone() } else { a.clone() }),
-                Some(if compare(d, b) == Ordering::Greater { d.clone() } else { b.clone() }),
-            ),
-            _ => (None, None),
-        },
-    };
-    let mut z = block.clone();
-    z.min = min;
-    z.max = max;
+    // Bounds over both; the counts are the block's, with the NULLs above.
+    let mut z = block.merge(mem);
     z.nulls = nulls;
+    z.carried = block.carried;
     Some(z)
 }
 

@@ -22,12 +22,11 @@ use super::columns;
 use super::consumer::{feed_rows, Consumer, Sink};
 use super::driver::{driver, overlaps, successor, Candidate, Driver, Other};
 use super::eval::{clause_verdict, Verdict};
-use super::overlay::{self, Outcome, Overlay};
+use super::overlay::{self, MemBounds, Outcome, Overlay};
 use super::plan::Plan;
 use super::state::ScanCounters;
 use crate::catalog::TableInfo;
 use crate::error::{Error, Result};
-use crate::memtable::TableBounds;
 use crate::read::{project, ReadPoint, ScanIter};
 use crate::sst::rowgroup::RowGroupReader;
 use crate::sst::zone::ZoneMap;
@@ -55,7 +54,7 @@ pub(crate) struct Partition {
     /// The pass aggregates column by column, run by run ([`super::columns`]).
     columnwise: bool,
     /// Bounds over the memtables' versions of the table.
-    mem_bounds: TableBounds,
+    mem_bounds: MemBounds,
 }
 
 impl Partition {

@@ -195,11 +195,6 @@ impl ZoneBuilder {
         }
     }
 
-    /// Cells carried so far.
-    pub(crate) fn carried(&self) -> u64 {
-        self.carried
-    }
-
     /// Takes `o`'s cells (a builder of the same column) into this one's counts and bounds.
     pub(crate) fn absorb(&mut self, o: &ZoneBuilder) {
         self.carried += o.carried;
