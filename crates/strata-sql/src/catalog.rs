@@ -41,7 +41,7 @@ impl SchemaProvider for StrataSchema {
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
         match self.db.table(name) {
-            Ok(t) => Ok(Some(Arc::new(StrataTable::new(t)))),
+            Ok(t) => Ok(Some(Arc::new(StrataTable::new(self.db.clone(), t)))),
             Err(strata::Error::UnknownTable(_)) => Ok(None),
             Err(e) => Err(crate::error::external(e)),
         }

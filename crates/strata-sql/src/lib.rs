@@ -116,9 +116,20 @@ impl std::fmt::Debug for SqlEngine {
 }
 
 impl SqlEngine {
-    /// SQL over `db`'s tables.
+    /// SQL over `db`'s tables; a query runs on as many partitions as the machine has cores.
     pub fn new(db: Arc<Db>) -> Result<SqlEngine, SqlError> {
-        let config = SessionConfig::new()
+        Self::build(db, tuned(SessionConfig::new()))
+    }
+
+    /// SQL over `db`'s tables, a query running on `partitions` partitions (each table scan is
+    /// cut into up to that many key ranges, read side by side; at least 1).
+    pub fn with_partitions(db: Arc<Db>, partitions: usize) -> Result<SqlEngine, SqlError> {
+        Self::build(db, tuned(SessionConfig::new().with_target_partitions(partitions.max(1))))
+    }
+
+    /// SQL over `db`'s tables with DataFusion configured as `config` says.
+    pub(crate) fn build(db: Arc<Db>, config: SessionConfig) -> Result<SqlEngine, SqlError> {
+        let config = config
             .with_default_catalog_and_schema(CATALOG, SCHEMA)
             .with_create_default_catalog_and_schema(false)
             .with_information_schema(true)
@@ -324,6 +335,23 @@ impl SqlEngine {
             }
         }
     }
+}
+
+/// `config` with the planner settings that suit strata's scans.
+pub(crate) fn tuned(mut config: SessionConfig) -> SessionConfig {
+    // Scans come cut into key ranges (`table::properties`): an aggregate or join on columns
+    // that include a table's leading key column takes its partitions as they are, unless
+    // repartitioning would raise the number of partitions.
+    let partitions = config.target_partitions();
+    let optimizer = &mut config.options_mut().optimizer;
+    optimizer.subset_repartition_threshold = partitions;
+    // A join builds one hash table from a side of up to 8 MiB (as estimated: TPC-H's customer
+    // with its names, part, supplier) and probes it from every partition of the other side,
+    // which keeps that side's key ranges: repartitioning both sides by hash instead would
+    // scatter orders and lineitem, which otherwise join range by range. Larger sides (orders,
+    // partsupp) are built in parallel, one hash table per partition.
+    optimizer.hash_join_single_partition_threshold = 8 << 20;
+    config
 }
 
 /// A statement ready to run: see [`SqlEngine::prepare`].

@@ -10,7 +10,7 @@
 
 use datafusion::arrow::datatypes::{DataType, Schema as ArrowSchema};
 use datafusion::common::stats::Precision;
-use datafusion::common::Statistics;
+use datafusion::common::{ColumnStatistics, Statistics};
 use strata::scan::{CmpOp, Expr};
 
 /// The fraction of rows `filter` keeps.
@@ -45,12 +45,39 @@ fn row_width(schema: &ArrowSchema) -> usize {
         .sum()
 }
 
-/// Inexact statistics of `rows` rows of `schema`.
-pub(crate) fn estimate(schema: &ArrowSchema, rows: u64) -> Statistics {
+/// Inexact statistics of `rows` rows of `schema`, with what is known of each column (`columns`:
+/// one per field of `schema`, or none).
+pub(crate) fn estimate(schema: &ArrowSchema, rows: u64, columns: Vec<ColumnStatistics>) -> Statistics {
     let rows = usize::try_from(rows).unwrap_or(usize::MAX);
     let mut s = Statistics::new_unknown(schema);
     s.num_rows = Precision::Inexact(rows);
     s.total_byte_size = Precision::Inexact(rows.saturating_mul(row_width(schema).max(1)));
+    if columns.len() == schema.fields().len() {
+        s.column_statistics = columns;
+    }
+    s
+}
+
+/// What the planner is told about schema column `c` of a table returning about `rows` rows:
+/// its smallest and largest value, from `bounds` (see [`strata::Table::column_bounds`]), and,
+/// for a primary key of that one column, one distinct value per row. These let DataFusion
+/// estimate how many rows a join returns (`o_custkey` between 1 and 150,000 has at most that
+/// many distinct values), and so which side of a join is small enough to build one hash table.
+pub(crate) fn column(
+    schema: &strata::Schema,
+    c: usize,
+    bounds: Option<&(strata::Value, strata::Value)>,
+    rows: u64,
+) -> ColumnStatistics {
+    let mut s = ColumnStatistics::new_unknown();
+    if let Some((Some(min), Some(max))) = bounds.map(|(a, b)| (crate::table::scalar(a), crate::table::scalar(b))) {
+        s.min_value = Precision::Inexact(min);
+        s.max_value = Precision::Inexact(max);
+    }
+    if schema.primary_key() == [c] {
+        s.distinct_count = Precision::Inexact(usize::try_from(rows).unwrap_or(usize::MAX));
+        s.null_count = Precision::Exact(0);
+    }
     s
 }
 
@@ -116,7 +143,7 @@ mod tests {
         use datafusion::arrow::datatypes::Field;
         let schema =
             ArrowSchema::new(vec![Field::new("a", DataType::Int64, false), Field::new("t", DataType::Utf8, true)]);
-        let s = estimate(&schema, 10);
+        let s = estimate(&schema, 10, Vec::new());
         assert_eq!(s.num_rows, Precision::Inexact(10));
         assert_eq!(s.total_byte_size, Precision::Inexact(10 * (8 + 24)));
     }

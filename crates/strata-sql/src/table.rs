@@ -11,17 +11,20 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
-use datafusion::common::{Column, DFSchema, DataFusionError, Result as DfResult, Statistics};
+use datafusion::common::{Column, DFSchema, DataFusionError, Result as DfResult, ScalarValue, SplitPoint, Statistics};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_expr::expressions::Column as PhysicalColumn;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::{
+    EquivalenceProperties, LexOrdering, PhysicalExpr, PhysicalSortExpr, RangePartitioning,
+};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::limit::GlobalLimitExec;
@@ -46,6 +49,7 @@ fn reads_of(ctx: &TaskContext) -> Option<Arc<Reads>> {
 
 /// One strata table.
 pub(crate) struct StrataTable {
+    db: Arc<strata::Db>,
     table: strata::Table,
     schema: SchemaRef,
 }
@@ -57,10 +61,10 @@ impl fmt::Debug for StrataTable {
 }
 
 impl StrataTable {
-    pub(crate) fn new(table: strata::Table) -> Self {
+    pub(crate) fn new(db: Arc<strata::Db>, table: strata::Table) -> Self {
         let all: Vec<usize> = (0..table.schema().columns().len()).collect();
         let schema = strata::scan::row_schema(table.schema(), &all);
-        StrataTable { table, schema }
+        StrataTable { db, table, schema }
     }
 
     /// The translated filters and what they say about the key.
@@ -72,12 +76,11 @@ impl StrataTable {
         (translated, bounds)
     }
 
-    /// About how many rows a scan returns (a point read: one; 0 when the table cannot say).
-    fn estimated_rows(&self, point: bool, pushed: &[SExpr], limit: Option<usize>) -> u64 {
+    /// About how many of the table's `rows` a scan returns (a point read: one).
+    fn estimated_rows(&self, point: bool, rows: u64, pushed: &[SExpr], limit: Option<usize>) -> u64 {
         if point {
             return 1;
         }
-        let rows = self.table.estimated_rows().unwrap_or(0);
         let kept: f64 = pushed.iter().map(|e| crate::stats::selectivity(e, self.table.schema(), rows)).product();
         let kept = (rows as f64 * kept).ceil() as u64;
         limit.map_or(kept, |n| kept.min(n as u64))
@@ -152,36 +155,65 @@ impl TableProvider for StrataTable {
         // conditions too, a scan of that one key applies them.
         let point =
             bounds.point().filter(|key| pushed.len() == key.len() && pushed.iter().all(|e| is_key_equality(e, schema)));
-        let rows = self.estimated_rows(point.is_some(), &pushed, limit);
+        // About how many rows the table holds (0 when it cannot say).
+        let table_rows = if point.is_some() { 1 } else { self.table.estimated_rows().unwrap_or(0) };
+        let rows = self.estimated_rows(point.is_some(), table_rows, &pushed, limit);
+        let config = state.config();
+        // Every partition reads at the statement's snapshot or in its transaction; a plan made
+        // outside a statement reads at a snapshot taken now, the same for all its partitions.
+        let snapshot = match config.get_extension::<Reads>() {
+            Some(_) => None,
+            None => Some(Arc::new(self.db.snapshot())),
+        };
+        let mut cuts = Vec::new();
         let mode = match point {
             Some(key) => Mode::Point { key, projection: self.table.projection(&names).map_err(external)? },
             None => {
-                let config = state.config();
-                let mut req = ScanRequest::new()
-                    .with_range(bounds.range())
-                    .with_columns(&names)
-                    .with_batch_rows(config.batch_size())
-                    .with_partitions(if limit.is_some() { 1 } else { config.target_partitions().max(1) })
-                    // The plan promises no order, so partitions feed it side by side.
-                    .with_unordered(true);
+                // A table of a batch or less (TPC-H's nation and region) is not worth a thread
+                // per partition.
+                let small = table_rows <= config.batch_size() as u64;
+                let partitions = if limit.is_some() || small { 1 } else { config.target_partitions().max(1) };
+                cuts = self.table.key_splits(partitions).map_err(external)?;
+                let mut base = ScanRequest::new().with_columns(&names).with_batch_rows(config.batch_size());
                 if !pushed.is_empty() {
-                    req = req.with_filter(SExpr::And(pushed));
+                    base = base.with_filter(SExpr::And(pushed));
                 }
                 if let Some(n) = limit {
-                    req = req.with_limit(n);
+                    base = base.with_limit(n);
                 }
-                Mode::Scan(Box::new(req))
+                let range = bounds.range();
+                let reqs = if cuts.is_empty() {
+                    // One partition in key order, which strata may still read in parallel parts.
+                    vec![base.with_range(range).with_partitions(partitions)]
+                } else {
+                    key_ranges(&cuts)
+                        .map(|part| Ok(base.clone().with_range(self.table.intersect(&range, &part)?)))
+                        .collect::<strata::Result<Vec<_>>>()
+                        .map_err(external)?
+                };
+                Mode::Scan(reqs)
             }
         };
-        let props = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(out_schema.clone()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        ));
-        let stats = Arc::new(crate::stats::estimate(&out_schema, rows));
-        let scan: Arc<dyn ExecutionPlan> =
-            Arc::new(ScanExec { table: self.table.clone(), read_cols, mode, schema: out_schema.clone(), props, stats });
+        let props = Arc::new(properties(schema, &cols, &out_schema, &cuts, mode.partitions()));
+        let columns = match &mode {
+            Mode::Point { .. } => Vec::new(),
+            Mode::Scan(_) => {
+                let bounds = self.table.column_bounds().map_err(external)?;
+                cols.iter()
+                    .map(|&c| crate::stats::column(schema, c, bounds.get(c).and_then(Option::as_ref), rows))
+                    .collect()
+            }
+        };
+        let stats = Arc::new(crate::stats::estimate(&out_schema, rows, columns));
+        let scan: Arc<dyn ExecutionPlan> = Arc::new(ScanExec {
+            table: self.table.clone(),
+            read_cols,
+            mode,
+            snapshot,
+            schema: out_schema.clone(),
+            props,
+            stats,
+        });
         if residual.is_empty() {
             return Ok(scan);
         }
@@ -214,12 +246,83 @@ impl TableProvider for StrataTable {
     }
 }
 
+/// The key ranges `cuts` divide a table into: below the first, between neighbours, and from
+/// the last on (the cuts are values of the first key column; see [`strata::Table::key_splits`]).
+fn key_ranges(cuts: &[Value]) -> impl Iterator<Item = strata::KeyRange> + '_ {
+    use std::ops::Bound;
+    (0..=cuts.len()).map(move |i| strata::KeyRange {
+        start: if i == 0 { Bound::Unbounded } else { Bound::Included(vec![cuts[i - 1].clone()]) },
+        end: cuts.get(i).map_or(Bound::Unbounded, |c| Bound::Excluded(vec![c.clone()])),
+    })
+}
+
+/// What a scan tells the planner about its output: each partition is in primary-key order (on
+/// the key columns the output holds, up to the first it lacks), and with `cuts`, partition `i`
+/// holds the `i`-th of [`key_ranges`] — declared as range partitioning on the first key column,
+/// so an aggregate or join on it needs no repartitioning, and two tables cut at the same values
+/// join partition by partition.
+fn properties(
+    schema: &strata::Schema,
+    cols: &[usize],
+    out_schema: &SchemaRef,
+    cuts: &[Value],
+    partitions: usize,
+) -> PlanProperties {
+    let asc = SortOptions { descending: false, nulls_first: false };
+    let sort_keys: Vec<PhysicalSortExpr> = schema
+        .primary_key()
+        .iter()
+        .map_while(|k| cols.iter().position(|c| c == k))
+        .map(|i| PhysicalSortExpr::new(Arc::new(PhysicalColumn::new(out_schema.field(i).name(), i)), asc))
+        .collect();
+    let range = sort_keys.first().and_then(|first| {
+        let split: Option<Vec<SplitPoint>> = cuts.iter().map(|c| Some(SplitPoint::new(vec![scalar(c)?]))).collect();
+        RangePartitioning::try_new(LexOrdering::new([first.clone()])?, split?).ok()
+    });
+    let partitioning = match range {
+        Some(r) if !cuts.is_empty() && r.partition_count() == partitions => Partitioning::Range(r),
+        _ => Partitioning::UnknownPartitioning(partitions),
+    };
+    PlanProperties::new(
+        EquivalenceProperties::new_with_orderings(out_schema.clone(), [sort_keys]),
+        partitioning,
+        EmissionType::Incremental,
+        Boundedness::Bounded,
+    )
+}
+
+/// `v` as a DataFusion literal of the Arrow type strata returns its column in.
+pub(crate) fn scalar(v: &Value) -> Option<ScalarValue> {
+    Some(match v {
+        Value::BigInt(x) => ScalarValue::Int64(Some(*x)),
+        Value::Int(x) => ScalarValue::Int32(Some(*x)),
+        Value::SmallInt(x) => ScalarValue::Int16(Some(*x)),
+        Value::TinyInt(x) => ScalarValue::Int8(Some(*x)),
+        Value::Date(x) => ScalarValue::Date32(Some(*x)),
+        Value::Double(x) => ScalarValue::Float64(Some(*x)),
+        Value::Real(x) => ScalarValue::Float32(Some(*x)),
+        Value::Boolean(x) => ScalarValue::Boolean(Some(*x)),
+        Value::Text(x) => ScalarValue::Utf8(Some(x.clone())),
+        Value::Bytea(x) => ScalarValue::Binary(Some(x.clone())),
+        Value::Null => return None,
+    })
+}
+
 #[derive(Debug, Clone)]
 enum Mode {
     /// `Table::get` of one key.
     Point { key: Vec<Value>, projection: strata::Projection },
-    /// `Table::scan_batches`.
-    Scan(Box<ScanRequest>),
+    /// `Table::scan_batches`, one request per partition.
+    Scan(Vec<ScanRequest>),
+}
+
+impl Mode {
+    fn partitions(&self) -> usize {
+        match self {
+            Mode::Point { .. } => 1,
+            Mode::Scan(reqs) => reqs.len(),
+        }
+    }
 }
 
 /// The leaf of a plan reading one strata table.
@@ -228,6 +331,8 @@ pub(crate) struct ScanExec {
     /// Schema columns read (the output's, or one key column for an empty projection).
     read_cols: Vec<usize>,
     mode: Mode,
+    /// Where the plan was made outside a statement: the snapshot every partition reads at.
+    snapshot: Option<Arc<strata::Snapshot>>,
     schema: SchemaRef,
     props: Arc<PlanProperties>,
     /// What the planner is told about the rows returned.
@@ -244,13 +349,20 @@ impl DisplayAs for ScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         match &self.mode {
             Mode::Point { key, .. } => write!(f, "StrataPointRead: table={} key={key:?}", self.table.name()),
-            Mode::Scan(req) => {
+            Mode::Scan(reqs) => {
                 write!(f, "StrataScan: table={}", self.table.name())?;
-                if !matches!(
-                    (&req.range.start, &req.range.end),
-                    (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
-                ) {
-                    write!(f, " range={:?}..{:?}", req.range.start, req.range.end)?;
+                if reqs.len() > 1 {
+                    write!(f, " partitions={}", reqs.len())?;
+                }
+                let Some(req) = reqs.first() else { return Ok(()) };
+                // The range the conditions allow, before the partitions cut it.
+                if let (Some(first), Some(last)) = (reqs.first(), reqs.last()) {
+                    if !matches!(
+                        (&first.range.start, &last.range.end),
+                        (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+                    ) {
+                        write!(f, " range={:?}..{:?}", first.range.start, last.range.end)?;
+                    }
                 }
                 if let Some(filter) = &req.filter {
                     write!(f, " filter={filter:?}")?;
@@ -292,10 +404,16 @@ impl ExecutionPlan for ScanExec {
         Ok(self)
     }
 
-    fn execute(&self, _partition: usize, context: Arc<TaskContext>) -> DfResult<SendableRecordBatchStream> {
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> DfResult<SendableRecordBatchStream> {
         let reads = reads_of(&context);
+        let snapshot = self.snapshot.clone();
         let table = self.table.clone();
-        let mode = self.mode.clone();
+        let mode = match &self.mode {
+            Mode::Scan(reqs) => Mode::Scan(vec![reqs.get(partition).cloned().ok_or_else(|| {
+                DataFusionError::Internal(format!("partition {partition} of a {}-partition scan", reqs.len()))
+            })?]),
+            point => point.clone(),
+        };
         let schema = self.schema.clone();
         let read_cols = self.read_cols.clone();
         let mut builder = RecordBatchReceiverStreamBuilder::new(schema.clone(), 2);
@@ -304,7 +422,7 @@ impl ExecutionPlan for ScanExec {
             let ropts = ReadOptions {
                 snapshot: match reads.as_deref() {
                     Some(Reads::Snapshot(s)) => Some(s),
-                    _ => None,
+                    _ => snapshot.as_deref(),
                 },
             };
             let txn = match reads.as_deref() {
@@ -327,10 +445,11 @@ impl ExecutionPlan for ScanExec {
                     let batch = strata::scan::rows_batch(table.schema(), &read_cols, &rows).map_err(external)?;
                     let _ = tx.blocking_send(shape(batch));
                 }
-                Mode::Scan(req) => {
+                Mode::Scan(reqs) => {
+                    let Some(req) = reqs.first() else { return Ok(()) };
                     let batches = match txn {
-                        Some(cell) => cell.read(|tx| tx.scan_batches(&table, &req)),
-                        None => table.scan_batches(&req, &ropts),
+                        Some(cell) => cell.read(|tx| tx.scan_batches(&table, req)),
+                        None => table.scan_batches(req, &ropts),
                     }
                     .map_err(external)?;
                     for b in batches {
@@ -349,7 +468,7 @@ impl ExecutionPlan for ScanExec {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
     use datafusion::prelude::{col, lit, SessionContext};
@@ -375,7 +494,7 @@ mod tests {
         for i in 0..20i64 {
             t.insert(&[Value::BigInt(i), Value::Text(format!("s{}", i % 4)), Value::Int(i as i32)]).unwrap();
         }
-        let provider = StrataTable::new(t);
+        let provider = StrataTable::new(Arc::new(db), t);
         let ctx = SessionContext::new();
         let state = ctx.state();
         // `s || 'x' = 's1x'` does not translate; `n >= 10` does.
@@ -386,5 +505,125 @@ mod tests {
         let batches = datafusion::physical_plan::collect(plan, ctx.task_ctx()).await.unwrap();
         let ids: Vec<Value> = batches.iter().flat_map(strata::scan::batch_rows).flatten().collect();
         assert_eq!(ids, vec![Value::BigInt(13), Value::BigInt(17)]);
+    }
+
+    /// The text of `EXPLAIN sql`'s physical plan.
+    async fn physical_plan(engine: &crate::SqlEngine, sql: &str) -> String {
+        let out = engine.execute(&format!("EXPLAIN {sql}")).await.unwrap();
+        let Some(crate::Output::Rows { batches, .. }) = out.last() else { panic!("EXPLAIN returned no rows") };
+        let text: Vec<String> = batches
+            .iter()
+            .flat_map(strata::scan::batch_rows)
+            .map(|row| row.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(" "))
+            .collect();
+        // Debug prints the plan's line breaks as `\n`.
+        let text = text.join("\n").replace("\\n", "\n");
+        text[text.find("physical_plan").unwrap_or_else(|| panic!("no physical plan in {text}"))..].to_string()
+    }
+
+    /// The rows of a query's answer, as text.
+    async fn answer(engine: &crate::SqlEngine, sql: &str) -> Vec<String> {
+        let out = engine.execute(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let Some(crate::Output::Rows { batches, .. }) = out.last() else { panic!("{sql} returned no rows") };
+        batches.iter().flat_map(strata::scan::batch_rows).map(|r| format!("{r:?}")).collect()
+    }
+
+    /// Plan lines that sort or hash-repartition on one of `keys`.
+    fn reshuffles<'a>(plan: &'a str, keys: &[&str]) -> Vec<&'a str> {
+        plan.lines()
+            .filter(|l| l.contains("SortExec") || (l.contains("RepartitionExec") && l.contains("Hash(")))
+            .filter(|l| keys.iter().any(|k| l.contains(&format!("{k}@"))))
+            .collect()
+    }
+
+    /// Scans declare key order and key-range partitions: a TPC-H Q18-shaped query (an aggregate
+    /// grouped by lineitem's leading key column, joined to orders on it) and a join of two tables
+    /// on their keys plan with no sort and no hash repartitioning on those keys, and still answer
+    /// as they do on one partition and as the data says; so does a key range narrower than a
+    /// partition, read in key order without a sort.
+    #[tokio::test]
+    async fn key_order_and_ranges_spare_sorts_and_repartitions() {
+        use rand::{Rng, SeedableRng};
+        let seed = 41;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
+        // Planned as for tables a thousand times larger (small batches, a small limit for one hash
+        // table): only customer is small enough to build one hash table from.
+        let mut config =
+            crate::tuned(datafusion::prelude::SessionConfig::new().with_target_partitions(4).with_batch_size(256));
+        config.options_mut().optimizer.hash_join_single_partition_threshold_rows = 500;
+        config.options_mut().optimizer.hash_join_single_partition_threshold = 500 * 32;
+        let four = crate::SqlEngine::build(db.clone(), config).unwrap();
+        let one = crate::SqlEngine::with_partitions(db.clone(), 1).unwrap();
+        four.execute(
+            "CREATE TABLE customer (c_custkey BIGINT PRIMARY KEY, c_name TEXT);
+             CREATE TABLE orders (o_orderkey BIGINT PRIMARY KEY, o_custkey BIGINT, o_orderdate DATE, \
+                o_totalprice DOUBLE);
+             CREATE TABLE lineitem (l_orderkey BIGINT, l_linenumber INT, l_quantity DOUBLE, \
+                PRIMARY KEY (l_orderkey, l_linenumber))",
+        )
+        .await
+        .unwrap();
+        let (customer, orders, lineitem) =
+            (db.table("customer").unwrap(), db.table("orders").unwrap(), db.table("lineitem").unwrap());
+        for c in 1..=50i64 {
+            customer.insert(&[Value::BigInt(c), Value::Text(format!("c{c}"))]).unwrap();
+        }
+        // The model: each order's price, lines and total quantity.
+        let mut model = std::collections::BTreeMap::new();
+        for o in 1..=2000i64 {
+            let lines = rng.gen_range(1..=7);
+            let price = f64::from(rng.gen_range(1..100_000));
+            orders
+                .insert(&[
+                    Value::BigInt(o),
+                    Value::BigInt(rng.gen_range(1..=50)),
+                    Value::Date(9000 + (o % 700) as i32),
+                    Value::Double(price),
+                ])
+                .unwrap();
+            let mut total = 0.0;
+            for l in 1..=lines {
+                let q = f64::from(rng.gen_range(1..=50));
+                total += q;
+                lineitem.insert(&[Value::BigInt(o), Value::Int(l), Value::Double(q)]).unwrap();
+            }
+            model.insert(o, (price, lines, total));
+        }
+        db.flush().unwrap();
+        assert_eq!(lineitem.key_splits(4).unwrap(), orders.key_splits(4).unwrap(), "seed {seed}");
+        assert_eq!(lineitem.key_splits(4).unwrap().len(), 3, "seed {seed}");
+
+        let q18 = "SELECT c_name, c_custkey, o_orderkey, o_orderdate, o_totalprice, sum(l_quantity) \
+            FROM customer, orders, lineitem \
+            WHERE o_orderkey IN (SELECT l_orderkey FROM lineitem GROUP BY l_orderkey HAVING sum(l_quantity) > 300) \
+              AND c_custkey = o_custkey AND o_orderkey = l_orderkey \
+            GROUP BY c_name, c_custkey, o_orderkey, o_orderdate, o_totalprice \
+            ORDER BY o_totalprice DESC, o_orderdate LIMIT 100";
+        let join = "SELECT o_orderkey, count(*), sum(l_quantity) FROM orders JOIN lineitem ON o_orderkey = l_orderkey \
+            WHERE o_totalprice > 50000 GROUP BY o_orderkey ORDER BY o_orderkey";
+        let narrow = "SELECT l_orderkey, l_linenumber, l_quantity FROM lineitem \
+            WHERE l_orderkey BETWEEN 700 AND 705 ORDER BY l_orderkey, l_linenumber";
+        let keys = ["l_orderkey", "o_orderkey", "l_linenumber"];
+        for sql in [q18, join, narrow] {
+            let plan = physical_plan(&four, sql).await;
+            assert!(plan.contains("partitions=4"), "the scans are not partitioned:\n{plan}");
+            let bad = reshuffles(&plan, &keys);
+            assert!(bad.is_empty(), "sorts or repartitions on keys: {bad:?}\n{plan}");
+            assert_eq!(answer(&four, sql).await, answer(&one, sql).await, "{sql}");
+        }
+        // The join's answer against the model.
+        let expected: Vec<String> = model
+            .iter()
+            .filter(|(_, (price, ..))| *price > 50000.0)
+            .map(|(o, (_, lines, total))| {
+                format!("{:?}", vec![Value::BigInt(*o), Value::BigInt(i64::from(*lines)), Value::Double(*total)])
+            })
+            .collect();
+        assert_eq!(answer(&four, join).await, expected, "seed {seed}");
+        // Q18's heavy orders against the model.
+        let heavy = model.values().filter(|(_, _, t)| *t > 300.0).count().min(100);
+        assert_eq!(answer(&four, q18).await.len(), heavy, "seed {seed}");
     }
 }

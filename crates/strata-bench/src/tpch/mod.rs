@@ -83,6 +83,10 @@ pub(crate) struct TpchArgs {
     /// database has no load figure. For repeated query runs while tuning.
     #[arg(long)]
     pub strata_data: Option<PathBuf>,
+    /// Write the physical plan DataFusion makes over strata for each query to
+    /// `<out>/plans/<engine>-qNN.txt` before running it
+    #[arg(long)]
+    pub explain: bool,
 }
 
 /// What one system did with one query.
@@ -578,9 +582,12 @@ fn run_queries(
         .enable_all()
         .build()
         .map_err(|e| format!("strata: {e}"))?;
-    let sql = strata_sql::SqlEngine::new(db.clone()).map_err(|e| format!("strata: {e}"))?;
+    let sql = strata_sql::SqlEngine::with_partitions(db.clone(), a.threads).map_err(|e| format!("strata: {e}"))?;
     let mut runs = BTreeMap::new();
     for (n, q) in queries {
+        if a.explain {
+            write_plan(a, name, &sql, &rt, *n, q)?;
+        }
         let mut run = QueryRun::default();
         for i in 0..a.runs {
             let t = Instant::now();
@@ -604,6 +611,29 @@ fn run_queries(
         runs.insert(*n, run);
     }
     Ok(runs)
+}
+
+/// Writes the physical plan of query `n` to `<out>/plans/<engine>-qNN.txt`.
+fn write_plan(
+    a: &TpchArgs,
+    name: &str,
+    sql: &strata_sql::SqlEngine,
+    rt: &tokio::runtime::Runtime,
+    n: u32,
+    q: &str,
+) -> Result<(), String> {
+    let out = rt.block_on(sql.execute(&format!("EXPLAIN {q}"))).map_err(|e| format!("strata: EXPLAIN Q{n}: {e}"))?;
+    let mut text = String::new();
+    if let Some(strata_sql::Output::Rows { batches, .. }) = out.last() {
+        for row in batches_text(batches)? {
+            text.push_str(&row.join("\n"));
+            text.push('\n');
+        }
+    }
+    let dir = a.out.join("plans");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join(format!("{name}-q{n:02}.txt"));
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The rows of `batches` as text: dates as `YYYY-MM-DD`, numbers as Arrow prints them, NULL as

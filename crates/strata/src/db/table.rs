@@ -9,10 +9,11 @@ use super::{DbInner, KeyRange, Projection, ReadOptions, TableInfo, WriteOptions}
 use crate::error::{Error, Result};
 use crate::lineage::{LineageRows, LineageTable};
 use crate::mvcc::Kind;
-use crate::read::{project_with, KeyOf, ScanIter};
-use crate::types::key::{decode_key, encode_key};
+use crate::read::{project_with, KeyOf, ReadPoint, ScanIter};
+use crate::sst::zone::ZoneMap;
+use crate::types::key::{decode_key, decode_value, encode_key};
 use crate::types::row::encode_row_with;
-use crate::types::{Schema, Value};
+use crate::types::{ColumnType, Schema, Value};
 use crate::write::batch::{BatchOp, WriteBatch};
 
 /// The smallest byte string greater than every string that starts with `p`; `None` if none.
@@ -26,6 +27,32 @@ fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {
     }
     None
 }
+
+/// An integer or DATE value as an `i64`.
+fn integer_of(v: &Value) -> Option<i64> {
+    match v {
+        Value::BigInt(x) => Some(*x),
+        Value::Int(x) | Value::Date(x) => Some(i64::from(*x)),
+        Value::SmallInt(x) => Some(i64::from(*x)),
+        Value::TinyInt(x) => Some(i64::from(*x)),
+        _ => None,
+    }
+}
+
+/// `x` as a value of integer or DATE type `ty`, if it fits.
+fn integer_as(ty: ColumnType, x: i64) -> Option<Value> {
+    Some(match ty {
+        ColumnType::BigInt => Value::BigInt(x),
+        ColumnType::Int => Value::Int(i32::try_from(x).ok()?),
+        ColumnType::Date => Value::Date(i32::try_from(x).ok()?),
+        ColumnType::SmallInt => Value::SmallInt(i16::try_from(x).ok()?),
+        ColumnType::TinyInt => Value::TinyInt(i8::try_from(x).ok()?),
+        _ => return None,
+    })
+}
+
+/// One key column's value: its encoding and the value.
+type KeyColumn = (Vec<u8>, Value);
 
 /// A handle to one table.
 #[derive(Clone)]
@@ -114,6 +141,29 @@ impl Table {
             Bound::Included(k) => prefix_successor(&self.encode_key_prefix(k, true)?),
         };
         Ok((lo, hi))
+    }
+
+    /// The keys in both `a` and `b`: each bound is the tighter of the two, compared in key order.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when a bound is not a key prefix of the table's types.
+    pub fn intersect(&self, a: &KeyRange, b: &KeyRange) -> Result<KeyRange> {
+        let (a_lo, a_hi) = self.encode_range(a)?;
+        let (b_lo, b_hi) = self.encode_range(b)?;
+        // An empty range stays empty (a bound past the largest key encodes as one).
+        if a_hi.as_ref().is_some_and(|h| *h <= a_lo) {
+            return Ok(a.clone());
+        }
+        if b_hi.as_ref().is_some_and(|h| *h <= b_lo) {
+            return Ok(b.clone());
+        }
+        let start = if a_lo >= b_lo { a.start.clone() } else { b.start.clone() };
+        let end = match (a_hi, b_hi) {
+            (None, _) => b.end.clone(),
+            (Some(x), Some(y)) if y < x => b.end.clone(),
+            _ => a.end.clone(),
+        };
+        Ok(KeyRange { start, end })
     }
 
     pub(crate) fn encode_insert(&self, row: &[Value]) -> Result<BatchOp> {
@@ -308,6 +358,117 @@ impl Table {
             rows += m.count_of(self.info.id, MEMTABLE_CAP) as u64;
         }
         Ok(rows)
+    }
+
+    /// Values of the first primary-key column at which to cut the table into at most `n` key
+    /// ranges of similar size, in increasing order (none: one range), for a query engine that
+    /// runs a scan as several partitions. Range `i` holds the keys whose first column is at least
+    /// cut `i - 1` and below cut `i`; the first and last ranges are open, so the cuts are a
+    /// matter of balance, never of which rows a scan returns.
+    ///
+    /// The cuts come from file metadata alone (the memtables are not read). An integer or DATE
+    /// first column is cut evenly between its smallest and largest stored value, so two tables
+    /// whose keys span the same values (a foreign key and the key it names, as TPC-H's
+    /// `l_orderkey` and `o_orderkey`) are cut at the same values and can be joined partition by
+    /// partition. Other types are cut where the files of the level holding most versions start.
+    /// A lineage-engine table is not cut.
+    pub fn key_splits(&self, n: usize) -> Result<Vec<Value>> {
+        self.db.check_open()?;
+        if n <= 1 || self.lineage()?.is_some() {
+            return Ok(Vec::new());
+        }
+        let rp = self.db.read_point_of(&self.info, &ReadOptions::default())?;
+        let Some(((lo_key, lo), (_, hi))) = self.first_key_span(&rp) else {
+            return Ok(Vec::new());
+        };
+        if let (Some(lo), Some(hi)) = (integer_of(&lo), integer_of(&hi)) {
+            let span = i128::from(hi) - i128::from(lo) + 1;
+            let mut cuts: Vec<i64> = Vec::with_capacity(n - 1);
+            for i in 1..n as i128 {
+                let at = i64::try_from(i128::from(lo) + span * i / n as i128).unwrap_or(hi);
+                if at > lo && cuts.last().is_none_or(|&c| c < at) {
+                    cuts.push(at);
+                }
+            }
+            return Ok(cuts.into_iter().filter_map(|x| integer_as(self.info.key_types[0], x)).collect());
+        }
+        // Where the files of the fullest level start, thinned to `n - 1` cuts.
+        let fullest = rp.t.levels.iter().max_by_key(|l| l.files().map(|f| f.entries).sum::<u64>());
+        let mut starts: Vec<KeyColumn> = Vec::new();
+        for f in fullest.and_then(|l| l.runs.first()).map_or(&[][..], |r| &r.files[..]) {
+            if let Some((k, v)) = self.first_key_column(&f.smallest) {
+                if k > lo_key && starts.last().is_none_or(|(s, _)| *s < k) {
+                    starts.push((k, v));
+                }
+            }
+        }
+        let per = (starts.len() + 1).div_ceil(n).max(1);
+        Ok(starts.into_iter().skip(per - 1).step_by(per).take(n - 1).map(|(_, v)| v).collect())
+    }
+
+    /// A key's first column: its encoding (memcomparable, so byte order is value order) and value.
+    fn first_key_column(&self, key: &[u8]) -> Option<KeyColumn> {
+        let (v, used) = decode_value(self.info.key_types[0], key).ok()?;
+        Some((key.get(..used)?.to_vec(), v))
+    }
+
+    /// The smallest and largest first key column in the files at `rp` (the memtables are not
+    /// read); `None` without files.
+    fn first_key_span(&self, rp: &ReadPoint) -> Option<(KeyColumn, KeyColumn)> {
+        let files = || rp.t.levels.iter().flat_map(|l| l.files());
+        let lo = files().map(|f| f.smallest.as_slice()).min()?;
+        let hi = files().map(|f| f.largest.as_slice()).max()?;
+        Some((self.first_key_column(lo)?, self.first_key_column(hi)?))
+    }
+
+    /// About the smallest and largest value of each column (by schema position), for a query
+    /// planner: from the zone maps of every block of every file and the memtables' bounds, so
+    /// values since overwritten or deleted still count until compaction drops them. `None` for
+    /// a column with no non-null value, a column whose values are not bounded (very long text),
+    /// a key column after the first, and every column of a lineage-engine table. Reads no data: each open file merges its index's zone maps once and
+    /// keeps the result.
+    pub fn column_bounds(&self) -> Result<Vec<Option<(Value, Value)>>> {
+        self.db.check_open()?;
+        let schema = &self.info.schema;
+        let mut out = vec![None; schema.columns().len()];
+        if self.lineage()?.is_some() {
+            return Ok(out);
+        }
+        let rp = self.db.read_point_of(&self.info, &ReadOptions::default())?;
+        let values = self.info.value_types.len();
+        let mut zones: Vec<Option<ZoneMap>> = vec![None; values];
+        let mut widen = |vi: usize, z: ZoneMap| {
+            zones[vi] = Some(match zones[vi].take() {
+                Some(a) => a.merge(&z),
+                None => z,
+            });
+        };
+        for f in rp.t.levels.iter().flat_map(|l| l.files()) {
+            let r = rp.tables.get(f.number)?;
+            for vi in 0..values {
+                if let Some(z) = r.column_zone(vi) {
+                    widen(vi, z.clone());
+                }
+            }
+        }
+        for m in std::iter::once(&rp.view.mem).chain(rp.view.imm.iter()) {
+            if let Some(b) = m.bounds(self.info.id) {
+                for vi in 0..values {
+                    if let Some(z) = b.zone(vi) {
+                        widen(vi, z);
+                    }
+                }
+            }
+        }
+        for (&c, z) in schema.value_columns().iter().zip(zones) {
+            if let Some(ZoneMap { min: Some(min), max: Some(max), .. }) = z {
+                out[c] = Some((min, max));
+            }
+        }
+        if let Some(((_, lo), (_, hi))) = self.first_key_span(&rp) {
+            out[schema.primary_key()[0]] = Some((lo, hi));
+        }
+        Ok(out)
     }
 
     /// The table's access histograms (LogStore §V-A): per level, one bucket per file in key

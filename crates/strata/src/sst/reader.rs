@@ -13,7 +13,7 @@ use super::builder::{IndexEntry, SstMeta, BLOCK_CLEAN};
 use super::cache::{BlockCache, BlockRef, CachePin};
 use super::format::{decode_footer, unframe_slice, BlockHandle, FOOTER_LEN, TRAILER_LEN};
 use super::rowgroup::{is_row_group_format, HeldPages, RowGroupReader, WholeRows};
-use super::zone::Zones;
+use super::zone::{ZoneMap, Zones};
 use crate::codec::{DecodeError, DecodeResult, Reader};
 use crate::error::{Error, Result};
 use crate::mvcc::chain::Resolver;
@@ -91,6 +91,8 @@ pub(crate) struct SstReader {
     /// A row-group file: its reader, which serves point reads and assembles the blocks (its
     /// key pages with every column, see [`RowGroupReader::whole_rows`]).
     rows: Option<Arc<RowGroupReader>>,
+    /// Each value column's zone map over the whole file, merged from the index on first use.
+    column_zones: std::sync::OnceLock<Vec<Option<ZoneMap>>>,
 }
 
 /// Cache keys of assembled key pages: the key page's offset with the top bit set, so they never
@@ -263,6 +265,7 @@ impl SstReader {
             tier,
             heat,
             rows,
+            column_zones: std::sync::OnceLock::new(),
         })
     }
 
@@ -288,6 +291,22 @@ impl SstReader {
     /// The position of value column `vi` in this file's group, if the group holds it.
     pub(crate) fn group_column(&self, vi: usize) -> Option<usize> {
         self.group_of.get(vi).copied().flatten()
+    }
+
+    /// Value column `vi`'s zone map over the whole file (`None` when the file's group lacks the
+    /// column), merged from the blocks' zone maps when first asked for and kept.
+    pub(crate) fn column_zone(&self, vi: usize) -> Option<&ZoneMap> {
+        let zones = self.column_zones.get_or_init(|| {
+            (0..self.group_of.len())
+                .map(|vi| {
+                    let j = self.group_column(vi)?;
+                    let mut zones = self.index.iter().filter_map(|e| e.zones.get(j));
+                    let first = zones.next()?;
+                    Some(zones.fold(first, |acc, z| acc.merge(&z)))
+                })
+                .collect()
+        });
+        zones.get(vi)?.as_ref()
     }
 
     /// The index: one entry per data block, in key order.

@@ -79,7 +79,7 @@ pub(crate) fn decode_key(types: &[ColumnType], mut b: &[u8]) -> DecodeResult<Vec
     Ok(out)
 }
 
-fn decode_value(ty: ColumnType, b: &[u8]) -> DecodeResult<(Value, usize)> {
+pub(crate) fn decode_value(ty: ColumnType, b: &[u8]) -> DecodeResult<(Value, usize)> {
     let fixed = |w: usize| -> DecodeResult<&[u8]> { b.get(..w).ok_or_else(|| DecodeError::new("key too short")) };
     let v = match ty {
         ColumnType::BigInt => {

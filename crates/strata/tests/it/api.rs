@@ -544,6 +544,88 @@ fn estimated_rows_follow_the_table_through_flushes_and_compaction() {
     }
 }
 
+/// Key splits cut an integer key evenly between its smallest and largest stored value (the same
+/// cuts for two tables spanning the same keys), a text key where files start, and nothing in a
+/// lineage table, one without files or for one partition; `intersect` keeps the tighter bounds,
+/// and the cut ranges, intersected with a condition's range, read every row exactly once. Column
+/// bounds cover the files and the memtables.
+#[test]
+fn key_splits_cut_tables_into_ranges_that_partition_scans() {
+    let fs: Arc<dyn Fs> = Arc::new(FaultFs::new());
+    let db = Db::open("/splits", tiny_options(fs)).unwrap();
+    let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    let wide = Schema::new(vec![Column::new("k", ColumnType::BigInt), Column::new("n", ColumnType::Int)], &["k", "n"]);
+    let u = db.create_table("u", wide.unwrap(), TableOptions::default()).unwrap();
+    let text = Schema::new(vec![Column::new("name", ColumnType::Text), Column::new("n", ColumnType::Int)], &["name"]);
+    let s = db.create_table("s", text.unwrap(), TableOptions::default()).unwrap();
+    let lineage = db.create_table("l", schema(), TableOptions::engine(Engine::Lineage)).unwrap();
+    for i in 1..=1000i64 {
+        t.insert(&[Value::BigInt(i), Value::Int(i as i32), "x".into()]).unwrap();
+        lineage.insert(&[Value::BigInt(i), Value::Int(i as i32), "x".into()]).unwrap();
+        s.insert(&[Value::Text(format!("name{i:05}")), Value::Int(0)]).unwrap();
+        if i % 10 == 0 {
+            for n in 0..3 {
+                u.insert(&[Value::BigInt(i), Value::Int(n)]).unwrap();
+            }
+        }
+    }
+    u.insert(&[Value::BigInt(1), Value::Int(0)]).unwrap();
+    let empty = db.create_table("e", schema(), TableOptions::default()).unwrap();
+    assert!(empty.key_splits(4).unwrap().is_empty(), "no files");
+    db.flush().unwrap();
+    let cuts = t.key_splits(4).unwrap();
+    assert_eq!(cuts, vec![Value::BigInt(251), Value::BigInt(501), Value::BigInt(751)]);
+    assert_eq!(u.key_splits(4).unwrap(), cuts, "the same key span is cut at the same values");
+    assert!(t.key_splits(1).unwrap().is_empty());
+    assert!(lineage.key_splits(4).unwrap().is_empty());
+    let names = s.key_splits(4).unwrap();
+    assert!(!names.is_empty() && names.len() <= 3, "{names:?}");
+    assert!(names.windows(2).all(|w| matches!(w, [Value::Text(a), Value::Text(b)] if a < b)), "{names:?}");
+
+    // Column bounds: the first key column and every value column, memtables included.
+    let bounds = t.column_bounds().unwrap();
+    assert_eq!(bounds[0], Some((Value::BigInt(1), Value::BigInt(1000))));
+    assert_eq!(bounds[2], Some(("x".into(), "x".into())));
+    t.update(&[Value::BigInt(7)], &[("a", Value::Int(-5))]).unwrap();
+    assert_eq!(t.column_bounds().unwrap()[1], Some((Value::Int(-5), Value::Int(1000))), "with the memtable");
+    assert_eq!(u.column_bounds().unwrap()[1], None, "a key column after the first");
+    assert!(lineage.column_bounds().unwrap().iter().all(Option::is_none));
+
+    // Cut ranges intersected with a condition's range read each row once.
+    use std::ops::Bound::{Excluded, Included, Unbounded};
+    let parts = |cuts: &[Value]| -> Vec<KeyRange> {
+        (0..=cuts.len())
+            .map(|i| KeyRange {
+                start: if i == 0 { Unbounded } else { Included(vec![cuts[i - 1].clone()]) },
+                end: cuts.get(i).map_or(Unbounded, |c| Excluded(vec![c.clone()])),
+            })
+            .collect()
+    };
+    let conditions = [
+        KeyRange::all(),
+        KeyRange { start: Included(vec![Value::BigInt(300)]), end: Included(vec![Value::BigInt(320)]) },
+        KeyRange { start: Excluded(vec![Value::BigInt(251)]), end: Excluded(vec![Value::BigInt(751)]) },
+        KeyRange { start: Excluded(vec![Value::BigInt(i64::MAX)]), end: Unbounded },
+        KeyRange { start: Included(vec![Value::BigInt(900)]), end: Excluded(vec![Value::BigInt(100)]) },
+    ];
+    for (table, n) in [(&t, 1000), (&u, 301)] {
+        for cond in &conditions {
+            let expected: Vec<Vec<Value>> =
+                table.scan(cond, &Projection::All, &ReadOptions::default()).unwrap().map(Result::unwrap).collect();
+            let mut got = Vec::new();
+            for part in parts(&cuts) {
+                let r = table.intersect(cond, &part).unwrap();
+                got.extend(table.scan(&r, &Projection::All, &ReadOptions::default()).unwrap().map(Result::unwrap));
+                assert_eq!(table.intersect(&part, cond).unwrap().start, r.start, "{cond:?} {part:?}");
+            }
+            assert_eq!(got, expected, "{cond:?}");
+            if matches!(cond.start, Unbounded) {
+                assert_eq!(got.len(), n);
+            }
+        }
+    }
+}
+
 /// Two tiers: compaction output that does not fit the fast tier's budget lands on the slow
 /// one; each SST sits in its tier's directory only; the tiers are remembered, their budgets
 /// may change, and a moved, missing or renamed tier directory is an error that changes nothing.
