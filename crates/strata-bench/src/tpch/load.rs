@@ -69,7 +69,7 @@ impl TpchTable {
     }
 
     /// The batches of part `part` (1-based) of `parts`.
-    fn batches(
+    pub(crate) fn batches(
         &self,
         sf: f64,
         part: i32,

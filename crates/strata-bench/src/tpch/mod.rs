@@ -11,9 +11,14 @@
 //!
 //! Per query the figure is the fastest of `--runs` runs (SQLite: of `--sqlite-runs`), in
 //! milliseconds, planning included; the first run's rows are the ones checked.
+//!
+//! With `--refresh`, strata and DuckDB then run the queries again while a refresh stream changes
+//! orders and lineitem (`refresh.rs`); every run's rows are checked against DuckDB's answer for
+//! the refresh functions that run's snapshot saw.
 
 mod check;
 mod load;
+mod refresh;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
@@ -87,6 +92,13 @@ pub(crate) struct TpchArgs {
     /// `<out>/plans/<engine>-qNN.txt` before running it
     #[arg(long)]
     pub explain: bool,
+    /// After the quiet runs, run the queries again (`--runs` times each) while a refresh stream
+    /// applies TPC-H's refresh functions back to back: RF1 inserts 0.1% new orders with their
+    /// line items, RF2 deletes as many. Every run's rows are checked against DuckDB's answer for
+    /// the database its snapshot saw; query times and the refresh rate are reported beside
+    /// DuckDB doing the same. A database kept with `--strata-data` is loaded again next time.
+    #[arg(long)]
+    pub refresh: bool,
 }
 
 /// What one system did with one query.
@@ -271,6 +283,8 @@ pub(crate) fn tpch(a: &TpchArgs) -> Result<(), String> {
             report(&mut results, "duckdb", "", &d.config, &d.runs);
         }
     }
+    // Per strata engine run with --refresh: its variant, configuration, runs and quiet total.
+    let mut refreshes: Vec<(&str, String, UnderRefresh, Option<f64>)> = Vec::new();
     if systems.iter().any(|s| s == "strata") {
         for engine in &engines {
             let variant = engine_name(*engine);
@@ -278,11 +292,15 @@ pub(crate) fn tpch(a: &TpchArgs) -> Result<(), String> {
                 Some(keep) => keep.join(format!("strata-{variant}")),
                 None => data.join(format!("strata-{variant}")),
             };
-            let StrataRun { config, load_s, runs } = run_strata(a, *engine, &dir, &queries)?;
+            let StrataRun { config, load_s, runs, refresh } = run_strata(a, *engine, &dir, &queries)?;
             if let Some(s) = load_s {
                 results.add_variant("strata", variant, &config, "load", s, "s");
             }
             report(&mut results, "strata", variant, &config, &runs);
+            if let Some(under) = refresh {
+                let quiet = queries.iter().map(|(n, _)| runs.get(n).and_then(QueryRun::best)).sum::<Option<f64>>();
+                refreshes.push((variant, config, under, quiet));
+            }
             if a.strata_data.is_none() {
                 let _ = std::fs::remove_dir_all(&dir);
             }
@@ -297,6 +315,12 @@ pub(crate) fn tpch(a: &TpchArgs) -> Result<(), String> {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    if a.refresh {
+        let duck = duck.as_ref().ok();
+        let checked = report_refresh(a, &queries, &data, duck, &refreshes, &mut results, &mut verdicts);
+        failed |= checked;
+    }
+
     // One line per system: how many queries matched (or, for DuckDB, that it is the reference).
     let lines: Vec<(&String, String)> = verdicts
         .iter()
@@ -304,6 +328,8 @@ pub(crate) fn tpch(a: &TpchArgs) -> Result<(), String> {
             let count = |f: fn(&Verdict) -> bool| list.iter().filter(|(_, v)| f(v)).count();
             let line = if count(|v| matches!(v, Verdict::Reference)) > 0 {
                 "the reference answers".to_string()
+            } else if list.iter().all(|(_, v)| matches!(v, Verdict::Unchecked)) {
+                "answers not checked".to_string()
             } else if answers.is_some() {
                 format!("{}/{} queries return the reference answer", count(|v| matches!(v, Verdict::Match)), list.len())
             } else {
@@ -331,6 +357,106 @@ pub(crate) fn tpch(a: &TpchArgs) -> Result<(), String> {
         return Err("tpch: strata failed queries or returned rows other than the reference answer".into());
     }
     Ok(())
+}
+
+/// The `--refresh` part after strata's runs: DuckDB's answers for every snapshot strata's runs
+/// saw, then its own runs under refresh; adds the figures to `results` and a verdict list per
+/// strata engine. Returns whether any of strata's runs failed or differed from its answer.
+fn report_refresh(
+    a: &TpchArgs,
+    queries: &[(u32, String)],
+    data: &Path,
+    duck: Option<&DuckRun>,
+    refreshes: &[(&str, String, UnderRefresh, Option<f64>)],
+    results: &mut Results,
+    verdicts: &mut Vec<(String, Vec<(u32, Verdict)>)>,
+) -> bool {
+    let sql_of = |n: u32| queries.iter().find(|(m, _)| *m == n).map(|(_, q)| q.as_str()).unwrap_or("");
+    // Every strata run, numbered across engines.
+    let replay: Vec<(usize, u64, &str)> = refreshes
+        .iter()
+        .flat_map(|(_, _, u, _)| &u.runs)
+        .enumerate()
+        .map(|(id, r)| (id, r.seen, sql_of(r.n)))
+        .collect();
+    let duck_refresh = match duck {
+        Some(_) => run_duckdb_refresh(a, data, &replay)
+            .map_err(|e| eprintln!("tpch: answers under refresh are not checked: {e}"))
+            .ok(),
+        None => None,
+    };
+    let mut failed = false;
+    let mut id = 0;
+    for (variant, config, under, quiet) in refreshes {
+        let mut per_query: BTreeMap<u32, (f64, Verdict)> = BTreeMap::new();
+        for r in &under.runs {
+            let answer = duck_refresh.as_ref().and_then(|d| d.answers.get(&id));
+            id += 1;
+            let v = match (&r.rows, answer) {
+                (Err(e), _) => Verdict::Failed(e.clone()),
+                (Ok(_), None | Some(Err(_))) => Verdict::Unchecked,
+                (Ok(rows), Some(Ok(want))) => match check::compare(rows, want) {
+                    None => Verdict::Match,
+                    Some(why) => Verdict::Differs(format!("with {} refresh functions seen: {why}", r.seen)),
+                },
+            };
+            let entry = per_query.entry(r.n).or_insert((f64::INFINITY, Verdict::Match));
+            entry.0 = entry.0.min(r.ms);
+            // The worst verdict of the query's runs stands.
+            let rank = |v: &Verdict| match v {
+                Verdict::Differs(_) | Verdict::Failed(_) => 2,
+                Verdict::Unchecked => 1,
+                Verdict::Match | Verdict::Reference => 0,
+            };
+            if rank(&v) > rank(&entry.1) {
+                entry.1 = v;
+            }
+        }
+        let mut total = 0.0;
+        for (n, (ms, _)) in &per_query {
+            results.add_variant("strata", variant, config, &format!("refresh Q{n}"), *ms, "ms");
+            total += ms;
+        }
+        add_refresh_totals(results, ("strata", variant, config), total, *quiet, &under.refreshed);
+        let list: Vec<(u32, Verdict)> = per_query.into_iter().map(|(n, (_, v))| (n, v)).collect();
+        failed |= list.iter().any(|(_, v)| matches!(v, Verdict::Differs(_) | Verdict::Failed(_)));
+        verdicts.push((format!("strata:{variant} under refresh"), list));
+    }
+    if let (Some(d), Some(r)) = (duck.filter(|d| d.measured), &duck_refresh) {
+        let mut total = 0.0;
+        for (n, run) in &r.runs {
+            if let Some(ms) = run.best() {
+                results.add("duckdb", &d.config, &format!("refresh Q{n}"), ms, "ms");
+                total += ms;
+            }
+        }
+        let quiet = queries.iter().map(|(n, _)| d.runs.get(n).and_then(QueryRun::best)).sum::<Option<f64>>();
+        add_refresh_totals(results, ("duckdb", "", &d.config), total, quiet, &r.refreshed);
+    }
+    failed
+}
+
+/// The totals of a run under refresh: the queries' time, its ratio to the quiet run's (`quiet`)
+/// and the refresh stream's rate.
+fn add_refresh_totals(
+    results: &mut Results,
+    (system, variant, config): (&str, &str, &str),
+    total: f64,
+    quiet: Option<f64>,
+    refreshed: &refresh::Refreshed,
+) {
+    results.add_variant(system, variant, config, "refresh total", total, "ms");
+    if let Some(q) = quiet.filter(|q| *q > 0.0) {
+        results.add_variant(system, variant, config, "refresh slowdown", total / q, "x");
+    }
+    if refreshed.exhausted {
+        eprintln!("tpch: {system}'s refresh stream used the last refresh set before the queries ended");
+    }
+    if refreshed.seconds > 0.0 && refreshed.functions > 0 {
+        let s = refreshed.seconds;
+        results.add_variant(system, variant, config, "refresh functions/s", refreshed.functions as f64 / s, "/s");
+        results.add_variant(system, variant, config, "refresh rows/s", refreshed.rows as f64 / s, "/s");
+    }
 }
 
 /// How one system's rows for one query compare with the reference answer.
@@ -400,7 +526,6 @@ fn run_duckdb(a: &TpchArgs, queries: &[(u32, String)], data: &Path, measured: bo
     let qfile = dir.join("queries.json");
     let list: Vec<Json> = queries.iter().map(|(n, q)| json!([n, q])).collect();
     std::fs::write(&qfile, Json::Array(list).to_string()).map_err(|e| format!("duckdb: {e}"))?;
-    let out = dir.join("result.json");
     let py = crate::peers::python();
     let missing = || {
         format!(
@@ -422,50 +547,13 @@ fn run_duckdb(a: &TpchArgs, queries: &[(u32, String)], data: &Path, measured: bo
         t0.elapsed().as_secs_f64()
     );
     let runs = if measured { a.runs } else { 1 };
-    let status = std::process::Command::new(&py)
-        .arg(&script)
-        .arg("--db")
-        .arg(dir.join("tpch.duckdb"))
-        .arg("--tbl")
-        .arg(&tbl)
-        .arg("--threads")
-        .arg(a.threads.to_string())
-        .arg("--runs")
-        .arg(runs.to_string())
-        .arg("--queries")
-        .arg(&qfile)
-        .arg("--out")
-        .arg(&out)
-        .status()
-        .map_err(|e| format!("cannot run {}: {e}", py.display()))?;
-    if !status.success() {
+    let doc = duckdb_helper(a, &dir, runs, &[]).map_err(|e| {
         let _ = std::fs::remove_dir_all(&dir);
-        return Err(missing());
-    }
-    let doc: Json = std::fs::read_to_string(&out)
-        .map_err(|e| format!("duckdb: {e}"))
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("duckdb: bad result: {e}")))?;
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut runs = BTreeMap::new();
-    for (n, _) in queries {
-        let key = n.to_string();
-        let times =
-            doc["times"][&key].as_array().map(|t| t.iter().filter_map(Json::as_f64).collect()).unwrap_or_default();
-        let rows = doc["results"][&key]
-            .as_array()
-            .map(|rows| {
-                rows.iter()
-                    .map(|r| {
-                        r.as_array()
-                            .map(|c| c.iter().map(|v| v.as_str().unwrap_or("").to_string()).collect())
-                            .unwrap_or_default()
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let error = doc["errors"][&key].as_str().map(str::to_string);
-        runs.insert(*n, QueryRun { times, rows, error });
-    }
+        e.unwrap_or_else(missing)
+    })?;
+    // `--refresh` goes on with the database later (`run_duckdb_refresh`).
+    let _ = std::fs::remove_dir_all(if a.refresh { &tbl } else { &dir });
+    let runs = duckdb_runs(&doc, queries);
     let version = doc["version"].as_str().unwrap_or("?");
     Ok(DuckRun {
         measured,
@@ -475,6 +563,122 @@ fn run_duckdb(a: &TpchArgs, queries: &[(u32, String)], data: &Path, measured: bo
         ),
         load_seconds: doc["load_seconds"].as_f64().unwrap_or(0.0),
         runs,
+    })
+}
+
+/// Runs the DuckDB helper written into `dir` on the database there, its queries `runs` times,
+/// with `extra` arguments; returns its result document. The error is `None` when the helper
+/// failed without saying why (DuckDB missing, most likely).
+fn duckdb_helper(a: &TpchArgs, dir: &Path, runs: usize, extra: &[&std::ffi::OsStr]) -> Result<Json, Option<String>> {
+    let py = crate::peers::python();
+    let out = dir.join("result.json");
+    let status = std::process::Command::new(&py)
+        .arg(dir.join("tpch_duckdb.py"))
+        .arg("--db")
+        .arg(dir.join("tpch.duckdb"))
+        .arg("--tbl")
+        .arg(dir.join("tbl"))
+        .arg("--threads")
+        .arg(a.threads.to_string())
+        .arg("--runs")
+        .arg(runs.to_string())
+        .arg("--queries")
+        .arg(dir.join("queries.json"))
+        .arg("--out")
+        .arg(&out)
+        .args(extra)
+        .status()
+        .map_err(|e| Some(format!("cannot run {}: {e}", py.display())))?;
+    if !status.success() {
+        return Err(None);
+    }
+    std::fs::read_to_string(&out)
+        .map_err(|e| format!("duckdb: {e}"))
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("duckdb: bad result: {e}")))
+        .map_err(Some)
+}
+
+/// Rows as the helper writes them: arrays of texts.
+fn json_rows(rows: &Json) -> Option<Vec<Vec<String>>> {
+    rows.as_array().map(|rows| {
+        rows.iter()
+            .map(|r| {
+                r.as_array()
+                    .map(|c| c.iter().map(|v| v.as_str().unwrap_or("").to_string()).collect())
+                    .unwrap_or_default()
+            })
+            .collect()
+    })
+}
+
+/// Each query's times, first rows and error in a helper's result document.
+fn duckdb_runs(doc: &Json, queries: &[(u32, String)]) -> BTreeMap<u32, QueryRun> {
+    let mut runs = BTreeMap::new();
+    for (n, _) in queries {
+        let key = n.to_string();
+        let times =
+            doc["times"][&key].as_array().map(|t| t.iter().filter_map(Json::as_f64).collect()).unwrap_or_default();
+        let rows = json_rows(&doc["results"][&key]).unwrap_or_default();
+        let error = doc["errors"][&key].as_str().map(str::to_string);
+        runs.insert(*n, QueryRun { times, rows, error });
+    }
+    runs
+}
+
+/// What DuckDB did in the `--refresh` part.
+struct DuckRefresh {
+    /// The answer for each replayed entry, by its id (an error's text when the query failed).
+    answers: BTreeMap<usize, Result<Vec<Vec<String>>, String>>,
+    /// The queries' times under its own refresh stream.
+    runs: BTreeMap<u32, QueryRun>,
+    refreshed: refresh::Refreshed,
+}
+
+/// DuckDB's side of `--refresh`, on the database [`run_duckdb`] left under `data`: the answer
+/// for each `(id, functions, query)` of `replay` (the query's rows once that many refresh
+/// functions are applied), then the queries `--runs` times each while it applies the following
+/// functions back to back. The database is removed afterwards.
+fn run_duckdb_refresh(a: &TpchArgs, data: &Path, replay: &[(usize, u64, &str)]) -> Result<DuckRefresh, String> {
+    let dir = data.join("duckdb");
+    let mut ordered = replay.to_vec();
+    ordered.sort_by_key(|(_, count, _)| *count);
+    let plan = json!({
+        "bounds": refresh::set_bounds(a.sf),
+        "replay": ordered.iter().map(|(id, count, sql)| json!([id, count, sql])).collect::<Vec<_>>(),
+    });
+    let path = dir.join("refresh.json");
+    let doc = std::fs::write(&path, plan.to_string()).map_err(|e| format!("duckdb: {e}")).and_then(|()| {
+        duckdb_helper(a, &dir, a.runs, &[std::ffi::OsStr::new("--refresh"), path.as_os_str()])
+            .map_err(|e| e.unwrap_or_else(|| "duckdb: the helper failed in the refresh run".into()))
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let doc = doc?;
+    let mut answers = BTreeMap::new();
+    for (id, _, _) in replay {
+        let got = &doc["replay"][id.to_string()];
+        let answer = match (json_rows(got), got.as_str()) {
+            (Some(rows), _) => Ok(rows),
+            (None, Some(e)) => Err(format!("DuckDB failed: {e}")),
+            (None, None) => Err("DuckDB gave no answer".into()),
+        };
+        answers.insert(*id, answer);
+    }
+    if let Some(e) = doc["refresh_error"].as_str() {
+        return Err(format!("duckdb: its refresh stream failed: {e}"));
+    }
+    let queries: Vec<(u32, String)> = doc["times"]
+        .as_object()
+        .map(|t| t.keys().filter_map(|k| k.parse().ok()).map(|n| (n, String::new())).collect())
+        .unwrap_or_default();
+    Ok(DuckRefresh {
+        answers,
+        runs: duckdb_runs(&doc, &queries),
+        refreshed: refresh::Refreshed {
+            functions: doc["refresh_functions"].as_u64().unwrap_or(0),
+            rows: doc["refresh_rows"].as_u64().unwrap_or(0),
+            seconds: doc["refresh_seconds"].as_f64().unwrap_or(0.0),
+            exhausted: doc["refresh_exhausted"].as_bool().unwrap_or(false),
+        },
     })
 }
 
@@ -513,6 +717,13 @@ fn run_strata(a: &TpchArgs, engine: Engine, dir: &Path, queries: &[(u32, String)
         Some(s)
     };
     let runs = run_queries(a, name, &db, queries)?;
+    let refresh = if a.refresh {
+        // The refresh stream changes the tables: a kept database is loaded again next time.
+        let _ = std::fs::remove_file(&stamp_path);
+        Some(run_under_refresh(a, name, &db, queries)?)
+    } else {
+        None
+    };
     let config = match engine {
         Engine::Lsm => format!(
             "LSM engine, layout `{}`, compacted after the load, {} KiB blocks, {cache_mib} MiB block cache, DataFusion {} partitions, DOUBLE money",
@@ -520,7 +731,7 @@ fn run_strata(a: &TpchArgs, engine: Engine, dir: &Path, queries: &[(u32, String)
         ),
         Engine::Lineage => format!("lineage engine (in memory), DataFusion {} partitions, DOUBLE money", a.threads),
     };
-    Ok(StrataRun { config, load_s, runs })
+    Ok(StrataRun { config, load_s, runs, refresh })
 }
 
 /// What [`run_strata`] measured.
@@ -529,6 +740,24 @@ struct StrataRun {
     /// Seconds the load took (`None`: a kept database was reused).
     load_s: Option<f64>,
     runs: BTreeMap<u32, QueryRun>,
+    /// The runs under the refresh stream (`--refresh`).
+    refresh: Option<UnderRefresh>,
+}
+
+/// One run of a query under the refresh stream.
+struct SnapshotRun {
+    n: u32,
+    /// How many refresh functions the query's snapshot saw.
+    seen: u64,
+    ms: f64,
+    /// The rows as text, or why the query failed.
+    rows: Result<Vec<Vec<String>>, String>,
+}
+
+/// The query stream's runs under the refresh stream, and what the refresh stream did.
+struct UnderRefresh {
+    runs: Vec<SnapshotRun>,
+    refreshed: refresh::Refreshed,
 }
 
 /// Loads the tables into `db` on `engine` and compacts them; returns the seconds it took.
@@ -570,6 +799,79 @@ fn load_into(a: &TpchArgs, engine: Engine, db: &Db) -> Result<f64, String> {
     Ok(load_s)
 }
 
+/// The runtime queries run on: `--threads` workers.
+fn runtime(a: &TpchArgs) -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(a.threads.max(1))
+        .enable_all()
+        .build()
+        .map_err(|e| format!("strata: {e}"))
+}
+
+/// Runs each query `--runs` times while the refresh stream changes `db`, each run in a read-only
+/// transaction block that first counts the refresh functions its snapshot holds.
+fn run_under_refresh(
+    a: &TpchArgs,
+    name: &str,
+    db: &Arc<Db>,
+    queries: &[(u32, String)],
+) -> Result<UnderRefresh, String> {
+    let rt = runtime(a)?;
+    let sql = strata_sql::SqlEngine::with_partitions(db.clone(), a.threads).map_err(|e| format!("strata: {e}"))?;
+    let (runs, refreshed) = refresh::beside(db, a.sf, || {
+        let mut runs: Vec<SnapshotRun> = Vec::new();
+        for (n, q) in queries {
+            let first = runs.len();
+            for _ in 0..a.runs {
+                runs.push(rt.block_on(snapshot_query(&sql, *n, q))?);
+            }
+            let mine = &runs[first..];
+            let best = mine.iter().map(|r| r.ms).fold(f64::INFINITY, f64::min);
+            let seen: Vec<String> = mine.iter().map(|r| r.seen.to_string()).collect();
+            match mine.iter().find_map(|r| r.rows.as_ref().err()) {
+                Some(e) => eprintln!("strata:{name}: Q{n} failed under refresh: {e}"),
+                None => {
+                    eprintln!("strata:{name}: Q{n} {best:.1} ms under refresh (functions seen: {})", seen.join(", "))
+                }
+            }
+        }
+        Ok(runs)
+    })?;
+    eprintln!(
+        "strata:{name}: {} refresh functions ({} rows) in {:.1} s{}",
+        refreshed.functions,
+        refreshed.rows,
+        refreshed.seconds,
+        if refreshed.exhausted { ", then no refresh set was left" } else { "" }
+    );
+    Ok(UnderRefresh { runs, refreshed })
+}
+
+/// Runs query `n` in a read-only block: the count of refresh functions its snapshot holds, then
+/// the query, timed. Only failing to count is an error; the query's failure is in the result.
+async fn snapshot_query(sql: &strata_sql::SqlEngine, n: u32, q: &str) -> Result<SnapshotRun, String> {
+    let session = sql.session();
+    let fail = |e: strata_sql::SqlError| format!("strata: Q{n} under refresh: {e}");
+    session.execute("START TRANSACTION READ ONLY").await.map_err(fail)?;
+    let counted = session.execute(&format!("SELECT count(*) FROM {}", refresh::LOG_TABLE)).await.map_err(fail)?;
+    let seen = match counted.last() {
+        Some(strata_sql::Output::Rows { batches, .. }) => refresh::count_of(batches)?,
+        _ => return Err(format!("strata: counting {} returned no rows", refresh::LOG_TABLE)),
+    };
+    let t = Instant::now();
+    let rows = match session.execute(q).await {
+        Ok(out) => match out.last() {
+            Some(strata_sql::Output::Rows { batches, .. }) => batches_text(batches),
+            _ => Ok(Vec::new()),
+        },
+        Err(e) => Err(e.to_string()),
+    };
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    // A failed block answers COMMIT with a rollback; either way the block ends.
+    session.execute("COMMIT").await.map_err(fail)?;
+    Ok(SnapshotRun { n, seen, ms, rows })
+}
+
 /// Runs the queries through strata-sql over `db`.
 fn run_queries(
     a: &TpchArgs,
@@ -577,11 +879,7 @@ fn run_queries(
     db: &Arc<Db>,
     queries: &[(u32, String)],
 ) -> Result<BTreeMap<u32, QueryRun>, String> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(a.threads.max(1))
-        .enable_all()
-        .build()
-        .map_err(|e| format!("strata: {e}"))?;
+    let rt = runtime(a)?;
     let sql = strata_sql::SqlEngine::with_partitions(db.clone(), a.threads).map_err(|e| format!("strata: {e}"))?;
     let mut runs = BTreeMap::new();
     for (n, q) in queries {
