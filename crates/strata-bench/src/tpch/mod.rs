@@ -380,7 +380,7 @@ fn report_refresh(
         .map(|(id, r)| (id, r.seen, sql_of(r.n)))
         .collect();
     let duck_refresh = match duck {
-        Some(_) => run_duckdb_refresh(a, data, &replay)
+        Some(d) => run_duckdb_refresh(a, queries, data, &replay, d.measured)
             .map_err(|e| eprintln!("tpch: answers under refresh are not checked: {e}"))
             .ok(),
         None => None,
@@ -636,15 +636,22 @@ struct DuckRefresh {
 
 /// DuckDB's side of `--refresh`, on the database [`run_duckdb`] left under `data`: the answer
 /// for each `(id, functions, query)` of `replay` (the query's rows once that many refresh
-/// functions are applied), then the queries `--runs` times each while it applies the following
-/// functions back to back. The database is removed afterwards.
-fn run_duckdb_refresh(a: &TpchArgs, data: &Path, replay: &[(usize, u64, &str)]) -> Result<DuckRefresh, String> {
+/// functions are applied), then, when `measured`, the queries `--runs` times each while it
+/// applies the following functions back to back. The database is removed afterwards.
+fn run_duckdb_refresh(
+    a: &TpchArgs,
+    queries: &[(u32, String)],
+    data: &Path,
+    replay: &[(usize, u64, &str)],
+    measured: bool,
+) -> Result<DuckRefresh, String> {
     let dir = data.join("duckdb");
     let mut ordered = replay.to_vec();
     ordered.sort_by_key(|(_, count, _)| *count);
     let plan = json!({
         "bounds": refresh::set_bounds(a.sf),
         "replay": ordered.iter().map(|(id, count, sql)| json!([id, count, sql])).collect::<Vec<_>>(),
+        "throughput": measured,
     });
     let path = dir.join("refresh.json");
     let doc = std::fs::write(&path, plan.to_string()).map_err(|e| format!("duckdb: {e}")).and_then(|()| {
@@ -666,13 +673,9 @@ fn run_duckdb_refresh(a: &TpchArgs, data: &Path, replay: &[(usize, u64, &str)]) 
     if let Some(e) = doc["refresh_error"].as_str() {
         return Err(format!("duckdb: its refresh stream failed: {e}"));
     }
-    let queries: Vec<(u32, String)> = doc["times"]
-        .as_object()
-        .map(|t| t.keys().filter_map(|k| k.parse().ok()).map(|n| (n, String::new())).collect())
-        .unwrap_or_default();
     Ok(DuckRefresh {
         answers,
-        runs: duckdb_runs(&doc, &queries),
+        runs: duckdb_runs(&doc, queries),
         refreshed: refresh::Refreshed {
             functions: doc["refresh_functions"].as_u64().unwrap_or(0),
             rows: doc["refresh_rows"].as_u64().unwrap_or(0),
