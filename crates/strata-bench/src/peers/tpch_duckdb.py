@@ -64,18 +64,21 @@ def run_queries(cur, a, doc, label):
         print(f"duckdb: Q{nr} {min(times) if times else float('nan'):.1f} ms{label}", file=sys.stderr, flush=True)
 
 
-ORIGINAL = "{k} BETWEEN {lo} AND {hi} AND {k} % 32 < 8"
-
-
 def refresh_function(cur, f, bounds):
-    """Applies refresh function `f` in one transaction; returns the rows it wrote."""
-    lo, hi = bounds[(f - 1) // 2]
+    """Applies refresh function `f` in one transaction; returns the rows it wrote. Function f
+    works on set (f - 1) // 2, round after round; in round r the set's rows sit 8 * (r % 4) keys
+    above the generated ones, and RF1's copies 8 keys further (back to the generated keys after
+    the fourth slot), as refresh.rs applies them to strata."""
+    n = (f - 1) // 2
+    lo, hi = bounds[n % len(bounds)]
+    at = 8 * ((n // len(bounds)) % 4)
+    to = 8 * ((n // len(bounds) + 1) % 4)
     rows = 0
     cur.execute("BEGIN TRANSACTION")
     for table, k in (("orders", "o_orderkey"), ("lineitem", "l_orderkey")):
-        where = ORIGINAL.format(k=k, lo=lo, hi=hi)
+        where = f"{k} BETWEEN {lo + at} AND {hi + at} AND {k} % 32 >= {at} AND {k} % 32 < {at + 8}"
         if f % 2 == 1:
-            sql = f"INSERT INTO {table} SELECT * REPLACE ({k} + 8 AS {k}) FROM {table} WHERE {where}"
+            sql = f"INSERT INTO {table} SELECT * REPLACE ({k} + {to - at} AS {k}) FROM {table} WHERE {where}"
         else:
             sql = f"DELETE FROM {table} WHERE {where}"
         rows += cur.execute(sql).fetchone()[0]
@@ -107,16 +110,14 @@ def refresh(con, a, doc):
         return
 
     stop = threading.Event()
-    done = {"functions": 0, "rows": 0, "error": None, "exhausted": False}
+    done = {"functions": 0, "rows": 0, "error": None}
+    last = 2 * plan["pairs"] if plan.get("pairs") is not None else None
 
     def stream():
         cur = con.cursor()
         f = applied
         try:
-            while not stop.is_set():
-                if f // 2 >= len(bounds):  # function f + 1 works on set f // 2
-                    done["exhausted"] = True
-                    break
+            while not stop.is_set() and (last is None or done["functions"] < last):
                 f += 1
                 done["rows"] += refresh_function(cur, f, bounds)
                 done["functions"] += 1
@@ -133,7 +134,6 @@ def refresh(con, a, doc):
     doc["refresh_seconds"] = done["seconds"]
     doc["refresh_functions"] = done["functions"]
     doc["refresh_rows"] = done["rows"]
-    doc["refresh_exhausted"] = done["exhausted"]
     doc["refresh_error"] = done["error"]
 
 

@@ -1,14 +1,18 @@
 //! `strata-bench tpch --refresh`: the queries while TPC-H's refresh functions change orders and
-//! lineitem, as in the specification's throughput test (one query stream, one refresh stream
-//! running back to back until the queries end).
+//! lineitem, as in the specification's throughput test: one query stream beside one refresh
+//! stream, which applies its functions back to back until the queries end, or until it applied
+//! `--refresh-pairs` pairs (the specification's throughput test applies one pair per query
+//! stream).
 //!
-//! Refresh function f (1-based) works on set (f - 1) / 2: the `set_size` orders that follow the
-//! previous set's in the generator's order, with their line items. An odd f (RF1) inserts a copy
-//! of each with the order key 8 higher; the generator uses only the first 8 keys of every 32, so
-//! copies never meet an existing key and keep the tables' key span (and with it strata's key
-//! cuts). An even f (RF2) deletes the set's original orders and line items. Rows stay as many as
-//! before each pair, the data moves. Each function is one atomic write, and writes a row of its
-//! number into `tpch_refresh`.
+//! Refresh function f (1-based) works on set (f - 1) / 2, counted round after round: the
+//! `set_size` orders that follow the previous set's in the generator's order, with their line
+//! items. The generator uses only the first 8 keys of every 32, so the keys of every order sit at
+//! a *slot* of 8 keys in their group of 32. In round r (from 0), the set's rows sit at slot r mod
+//! 4: an odd f (RF1) inserts a copy of each at the next slot (order key 8 higher, or 24 lower
+//! from the last slot), and an even f (RF2) deletes the rows at slot r mod 4. Copies never meet
+//! an existing key and keep the tables' key span (and with it strata's key cuts); rows stay as
+//! many as before each pair, the data moves, and the stream never runs out of sets. Each
+//! function is one atomic write, and writes a row of its number into `tpch_refresh`.
 //!
 //! Checking: each query runs in a read-only transaction block whose first statement counts
 //! `tpch_refresh`, so the count is of the snapshot the query reads. DuckDB later applies the same
@@ -28,8 +32,15 @@ use super::load::{batch_rows, TABLES};
 /// The table each refresh function writes its number into, in the same write.
 pub(crate) const LOG_TABLE: &str = "tpch_refresh";
 
-/// How much higher a copy's order key is than its original's.
-const COPY_SHIFT: i64 = 8;
+/// Keys in a slot: the generator uses the first slot of every 32 keys.
+const SLOT: i64 = 8;
+
+/// The offset from the generated order key of round `round`'s rows (round 0: the generated
+/// rows themselves), and of the copies its RF1 inserts.
+pub(crate) fn offsets(round: u64) -> (i64, i64) {
+    let slot = |r: u64| (r % 4) as i64 * SLOT;
+    (slot(round), slot(round + 1))
+}
 
 /// Orders per refresh function: 0.1% of the orders, as the specification's refresh functions.
 pub(crate) fn set_size(sf: f64) -> u64 {
@@ -50,10 +61,11 @@ pub(crate) fn set_bounds(sf: f64) -> Vec<(i64, i64)> {
     (0..sets).map(|i| (order_key(i * n), order_key((i + 1) * n - 1))).collect()
 }
 
-/// One set: its original orders and line items, as generated.
+/// One set: its orders and line items as generated, and the round using it.
 struct Set {
     orders: Vec<Vec<Value>>,
     lineitems: Vec<Vec<Value>>,
+    round: u64,
 }
 
 type Batches = Box<dyn Iterator<Item = Result<RecordBatch, ArrowError>> + Send>;
@@ -89,30 +101,39 @@ fn key_of(row: &[Value]) -> Result<i64, String> {
     }
 }
 
-/// The sets, generated one after another.
+/// The sets, generated one after another, round after round.
 struct Sets {
+    sf: f64,
     size: u64,
     bounds: Vec<(i64, i64)>,
     next: usize,
+    round: u64,
     orders: Rows,
     lineitems: Rows,
 }
 
+/// The generated rows of table `TABLES[i]` at scale factor `sf`, from the first.
+fn generated(sf: f64, i: usize) -> Rows {
+    Rows { name: TABLES[i].name, batches: TABLES[i].batches(sf, 1, 1), buffered: Default::default() }
+}
+
 impl Sets {
     fn new(sf: f64) -> Sets {
-        let rows = |i: usize| Rows {
-            name: TABLES[i].name,
-            batches: TABLES[i].batches(sf, 1, 1),
-            buffered: Default::default(),
-        };
-        Sets { size: set_size(sf), bounds: set_bounds(sf), next: 0, orders: rows(1), lineitems: rows(0) }
+        let (orders, lineitems) = (generated(sf, 1), generated(sf, 0));
+        Sets { sf, size: set_size(sf), bounds: set_bounds(sf), next: 0, round: 0, orders, lineitems }
     }
 
-    /// The next set, `None` after the last.
-    fn next_set(&mut self) -> Result<Option<Set>, String> {
-        let Some(&(lo, hi)) = self.bounds.get(self.next) else { return Ok(None) };
+    /// The next set; after the last, the first one again, in the next round.
+    fn next_set(&mut self) -> Result<Set, String> {
+        if self.next == self.bounds.len() {
+            if self.bounds.is_empty() {
+                return Err("tpch: too few orders for a refresh set".into());
+            }
+            *self = Sets { round: self.round + 1, ..Sets::new(self.sf) };
+        }
+        let (lo, hi) = self.bounds[self.next];
         self.next += 1;
-        let mut set = Set { orders: Vec::new(), lineitems: Vec::new() };
+        let mut set = Set { orders: Vec::new(), lineitems: Vec::new(), round: self.round };
         for _ in 0..self.size {
             self.orders.peek()?;
             set.orders.extend(self.orders.buffered.pop_front());
@@ -127,8 +148,8 @@ impl Sets {
                 keys.last()
             ));
         }
-        if let Some(k) = keys.iter().find(|k| k.rem_euclid(32) >= COPY_SHIFT) {
-            return Err(format!("tpch: order key {k} leaves no room for copies {COPY_SHIFT} higher"));
+        if let Some(k) = keys.iter().find(|k| k.rem_euclid(32) >= SLOT) {
+            return Err(format!("tpch: order key {k} is not in the first {SLOT} of its 32"));
         }
         while let Some(row) = self.lineitems.peek()? {
             if key_of(row)? > hi {
@@ -136,7 +157,7 @@ impl Sets {
             }
             set.lineitems.extend(self.lineitems.buffered.pop_front());
         }
-        Ok(Some(set))
+        Ok(set)
     }
 }
 
@@ -179,37 +200,40 @@ impl Stream {
         Ok(Stream { db, tables, sets: Sets::new(sf), current: None, applied: 0 })
     }
 
-    /// Applies the next function; returns the rows it wrote, `None` when no set is left.
-    fn apply_next(&mut self) -> Result<Option<u64>, String> {
+    /// Applies the next function; returns the rows it wrote.
+    fn apply_next(&mut self) -> Result<u64, String> {
         let f = self.applied + 1;
         let t = &self.tables;
         let mut wb = WriteBatch::new();
         let err = |e: strata::Error| format!("tpch: refresh function {f}: {e}");
+        let at = |row: &[Value], offset: i64| Ok::<_, String>(Value::BigInt(key_of(row)? + offset));
         if f % 2 == 1 {
-            let Some(set) = self.sets.next_set()? else { return Ok(None) };
+            let set = self.sets.next_set()?;
+            let (_, to) = offsets(set.round);
             for (table, rows) in [(&t.orders, &set.orders), (&t.lineitem, &set.lineitems)] {
                 for row in rows {
                     let mut copy = row.clone();
-                    copy[0] = Value::BigInt(key_of(row)? + COPY_SHIFT);
+                    copy[0] = at(row, to)?;
                     wb.insert(table, &copy).map_err(err)?;
                 }
             }
             self.current = Some(set);
         } else {
             let set = self.current.take().ok_or("tpch: RF2 without its RF1")?;
+            let (from, _) = offsets(set.round);
             for row in &set.orders {
-                wb.delete(&t.orders, &row[..1]).map_err(err)?;
+                wb.delete(&t.orders, &[at(row, from)?]).map_err(err)?;
             }
             for row in &set.lineitems {
                 let linenumber = row.get(t.linenumber).ok_or("tpch: short lineitem row")?;
-                wb.delete(&t.lineitem, &[row[0].clone(), linenumber.clone()]).map_err(err)?;
+                wb.delete(&t.lineitem, &[at(row, from)?, linenumber.clone()]).map_err(err)?;
             }
         }
         let rows = wb.len() as u64;
         wb.insert(&t.log, &[Value::BigInt(f as i64)]).map_err(err)?;
         self.db.write(wb, &WriteOptions::default()).map_err(err)?;
         self.applied = f;
-        Ok(Some(rows))
+        Ok(rows)
     }
 }
 
@@ -217,41 +241,38 @@ impl Stream {
 pub(crate) struct Refreshed {
     pub functions: u64,
     pub rows: u64,
-    /// Seconds the stream ran: until the queries ended, or until it used the last set.
+    /// Seconds the stream ran: until the queries ended, or until it applied its pairs.
     pub seconds: f64,
-    /// Whether it used the last set before the queries ended.
-    pub exhausted: bool,
 }
 
 /// Runs `queries` (a closure running the query stream) while a refresh stream applies
-/// functions to `db` back to back; returns the closure's result and what the stream did.
+/// functions to `db` back to back, `pairs` pairs of them if given; returns the closure's result
+/// and what the stream did.
 pub(crate) fn beside<T>(
     db: &Arc<Db>,
     sf: f64,
+    pairs: Option<u64>,
     queries: impl FnOnce() -> Result<T, String>,
 ) -> Result<(T, Refreshed), String> {
     let mut stream = Stream::new(db.clone(), sf)?;
     let stop = AtomicBool::new(false);
     let t0 = Instant::now();
+    let last = pairs.map_or(u64::MAX, |p| p.saturating_mul(2));
     let (out, done) = std::thread::scope(|s| {
-        let writer = s.spawn(|| -> Result<(u64, bool, f64), String> {
+        let writer = s.spawn(|| -> Result<(u64, f64), String> {
             let mut rows = 0;
-            let mut exhausted = false;
-            while !stop.load(Ordering::Relaxed) && !exhausted {
-                match stream.apply_next()? {
-                    Some(n) => rows += n,
-                    None => exhausted = true,
-                }
+            while !stop.load(Ordering::Relaxed) && stream.applied < last {
+                rows += stream.apply_next()?;
             }
-            Ok((rows, exhausted, t0.elapsed().as_secs_f64()))
+            Ok((rows, t0.elapsed().as_secs_f64()))
         });
         let out = queries();
         stop.store(true, Ordering::Relaxed);
         let done = writer.join().map_err(|_| "tpch: the refresh stream panicked".to_string());
         (out, done)
     });
-    let (rows, exhausted, seconds) = done??;
-    Ok((out?, Refreshed { functions: stream.applied, rows, seconds, exhausted }))
+    let (rows, seconds) = done??;
+    Ok((out?, Refreshed { functions: stream.applied, rows, seconds }))
 }
 
 /// The count of `tpch_refresh` in a `SELECT count(*)` result: the functions a snapshot saw.
@@ -268,6 +289,16 @@ pub(crate) fn count_of(batches: &[RecordBatch]) -> Result<u64, String> {
 #[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn rounds_move_rows_slot_by_slot_and_back() {
+        assert_eq!(offsets(0), (0, 8));
+        assert_eq!(offsets(1), (8, 16));
+        assert_eq!(offsets(2), (16, 24));
+        assert_eq!(offsets(3), (24, 0), "the fourth round's copies go back to the generated keys");
+        assert_eq!(offsets(4), offsets(0));
+    }
 
     #[test]
     fn sets_hold_the_generated_keys_their_bounds_name() {
@@ -278,7 +309,7 @@ mod tests {
         let mut sets = Sets::new(sf);
         let mut last_line_key = 0;
         for (i, &(lo, hi)) in bounds.iter().enumerate().take(5) {
-            let set = sets.next_set().unwrap().unwrap();
+            let set = sets.next_set().unwrap();
             assert_eq!(key_of(&set.orders[0]).unwrap(), lo, "set {i}");
             assert_eq!(key_of(set.orders.last().unwrap()).unwrap(), hi, "set {i}");
             // Every line item of the set's orders, and no other.
@@ -316,7 +347,7 @@ mod tests {
         let (orders, lineitems) = (count("orders"), count("lineitem"));
         let mut stream = Stream::new(db.clone(), sf).unwrap();
         let n = set_size(sf) as usize;
-        let rf1 = stream.apply_next().unwrap().unwrap();
+        let rf1 = stream.apply_next().unwrap();
         assert_eq!(count("orders"), orders + n);
         let added = count("lineitem") - lineitems;
         assert_eq!(rf1 as usize, n + added);
@@ -324,19 +355,24 @@ mod tests {
         let get = |k: i64| rows("orders").into_iter().find(|r| r[0] == Value::BigInt(k));
         let (one, nine) = (get(1).unwrap(), get(9).unwrap());
         assert_eq!(one[1..], nine[1..]);
-        let rf2 = stream.apply_next().unwrap().unwrap();
+        let rf2 = stream.apply_next().unwrap();
         assert_eq!(rf2, rf1);
         assert_eq!((count("orders"), count("lineitem")), (orders, lineitems));
         assert!(get(1).is_none() && get(9).is_some());
         assert_eq!(count(LOG_TABLE), 2);
-        // The sets run out after the last pair.
+        // After the last set of a round, the next round moves the copies on by 8 keys.
         let pairs = set_bounds(sf).len() as u64;
-        while stream.apply_next().unwrap().is_some() {}
-        assert_eq!(stream.applied, 2 * pairs);
-        assert_eq!((count("orders"), count("lineitem")), (orders, lineitems));
-        for row in rows("orders") {
-            let k = key_of(&row).unwrap();
-            assert!((8..16).contains(&k.rem_euclid(32)), "order {k} is not a copy");
+        let slots = |t: &str| rows(t).iter().map(|r| key_of(r).unwrap().rem_euclid(32) / SLOT).collect::<BTreeSet<_>>();
+        while stream.applied < 2 * pairs {
+            stream.apply_next().unwrap();
         }
+        assert_eq!((count("orders"), count("lineitem")), (orders, lineitems));
+        assert_eq!((slots("orders"), slots("lineitem")), ([1].into(), [1].into()), "every row is a copy");
+        stream.apply_next().unwrap();
+        assert_eq!(get(9).unwrap()[1..], one[1..]);
+        assert_eq!(get(17).unwrap()[1..], one[1..], "order 1's row moves to 17 in the second round");
+        stream.apply_next().unwrap();
+        assert!(get(9).is_none());
+        assert_eq!((count("orders"), count("lineitem")), (orders, lineitems));
     }
 }
