@@ -73,15 +73,12 @@ impl RunSource {
         wanted: Option<Arc<[bool]>>,
         fill_cache: bool,
     ) -> Self {
-        RunSource {
-            cursor: RunCursor::new(files, fill_cache).until(upper),
-            tables,
-            lower: Some(lower.to_vec()),
-            value_types,
-            wanted,
-            encoder: None,
-            in_place: false,
+        // A scan reading some columns assembles a row-group file's blocks with those alone.
+        let mut cursor = RunCursor::new(files, fill_cache).until(upper);
+        if let Some(w) = &wanted {
+            cursor = cursor.columns((0..w.len()).filter(|&vi| w[vi]).collect());
         }
+        RunSource { cursor, tables, lower: Some(lower.to_vec()), value_types, wanted, encoder: None, in_place: false }
     }
 
     /// Full rows come with their row left empty and their place in their block named
@@ -124,7 +121,8 @@ impl Source for RunSource {
                         Some((r.number(), RowEncoder::new(r, self.value_types.clone(), self.wanted.clone())));
                 }
                 let Some((_, enc)) = &mut self.encoder else { return Ok(None) };
-                let e = if self.in_place { enc.entry_in_place(b, i) } else { enc.entry(b, i) };
+                let e =
+                    if self.in_place { enc.entry_in_place(b, i) } else { enc.entry_placed(b, i, self.cursor.placed()) };
                 self.cursor.set_row(i + 1);
                 return Ok(Some(e));
             }

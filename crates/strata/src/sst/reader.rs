@@ -483,6 +483,29 @@ impl SstReader {
         Ok(block)
     }
 
+    /// Block `i` for a walk that reads only value columns `cols` (ascending): the cached whole
+    /// block if there is one, else a row-group file's key page assembled with just those of
+    /// them the file holds, not cached (it serves this walk alone; the pages it is made of
+    /// are), with where each value column sits in it (`None`: as in [`Self::group_column`]).
+    pub(crate) fn block_columns(&self, i: usize, cols: &[usize]) -> Result<(Arc<Block>, Option<Placed>)> {
+        let Some(rows) = &self.rows else { return Ok((self.block(i, true)?, None)) };
+        let h = self.index[i].handle;
+        if let Some(b) = self.cache.get(self.number, h.offset | ASSEMBLED) {
+            b.build_index();
+            return Ok((b, None));
+        }
+        let cols: Vec<usize> = cols.iter().copied().filter(|&vi| self.group_column(vi).is_some()).collect();
+        let block = rows.assemble_columns(i, &cols)?;
+        check_against_index(&block, &self.index[i], false).map_err(|e| Error::corruption(&self.path, h.offset, e))?;
+        let block = Arc::new(block);
+        block.build_index();
+        let mut placed = vec![None; self.group_of.len()];
+        for (j, &vi) in cols.iter().enumerate() {
+            placed[vi] = Some(j);
+        }
+        Ok((block, Some(placed.into())))
+    }
+
     /// Block `i` for a walk in order that leaves the cache as it is (compaction): as
     /// [`Self::block`] without filling the cache, the pages of a row-group file it reads kept in
     /// `held` for the blocks after it.
@@ -617,6 +640,9 @@ fn decode_index(b: &[u8], types: &[ColumnType]) -> DecodeResult<Vec<IndexEntry>>
     Ok(out)
 }
 
+/// Where each value column sits in a block assembled with some columns alone, if there.
+pub(crate) type Placed = Arc<[Option<usize>]>;
+
 /// Encodes the versions of one file's blocks as rows over all of a table's value columns,
 /// carrying the file's columns that are wanted.
 pub(crate) struct RowEncoder {
@@ -640,12 +666,19 @@ impl RowEncoder {
 
     /// Version `i` of block `b`.
     pub(crate) fn entry(&mut self, b: &Block, i: usize) -> Entry {
+        self.entry_placed(b, i, None)
+    }
+
+    /// Version `i` of block `b`, whose value columns sit where `placed` says if given (a block
+    /// assembled with some columns alone, see [`SstReader::block_columns`]).
+    pub(crate) fn entry_placed(&mut self, b: &Block, i: usize, placed: Option<&[Option<usize>]>) -> Entry {
         let kind = b.kind(i);
         let mut row = Vec::new();
         if kind != Kind::Delete {
             row.reserve(self.row_hint);
             let wanted = self.wanted.as_deref();
-            let cell = |vi: usize| match self.group_of[vi] {
+            let group_of = placed.unwrap_or(&self.group_of);
+            let cell = |vi: usize| match group_of.get(vi).copied().flatten() {
                 Some(c) if wanted.is_none_or(|w| w.get(vi).copied().unwrap_or(false)) => b.raw_cell(i, c),
                 _ => RawCell::Absent,
             };

@@ -1238,6 +1238,45 @@ mod tests {
         }
     }
 
+    /// A walk reading some columns gets a row-group file's blocks assembled with those alone,
+    /// uncached, and the rows it encodes from them are the ones it encodes from whole blocks;
+    /// once a whole block is cached, it gets that one.
+    #[test]
+    fn blocks_assembled_with_the_wanted_columns_encode_the_rows_whole_blocks_do() {
+        use crate::sst::reader::{RowEncoder, SstReader};
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let fs = FaultFs::new();
+        let path = Path::new("/rg/000011.sst");
+        let vs = versions(&mut rng, 700);
+        build(&fs, path, &vs, Some(Shape { granule_shift: 6, key_span: 1, spans: vec![0, 2, 1] }));
+        let cache = Arc::new(BlockCache::new(64 << 20));
+        let r = SstReader::open(&fs, path, (11, 0, Arc::default()), cache.clone()).unwrap();
+        let types: Arc<[ColumnType]> = TYPES.into();
+        for cols in [vec![0, 2], vec![3], vec![1, 2, 3], vec![]] {
+            let wanted: Arc<[bool]> = (0..TYPES.len()).map(|vi| cols.contains(&vi)).collect();
+            let mut whole_rows = RowEncoder::new(&r, types.clone(), Some(wanted.clone()));
+            let mut some_columns = RowEncoder::new(&r, types.clone(), Some(wanted));
+            for i in 0..r.num_blocks() {
+                let (b, placed) = r.block_columns(i, &cols).unwrap();
+                let placed = placed.unwrap_or_else(|| panic!("block {i} came from the cache: seed {seed}"));
+                let whole = r.block(i, false).unwrap();
+                assert_eq!(b.len(), whole.len(), "seed {seed}");
+                for row in 0..b.len() {
+                    let (a, w) = (some_columns.entry_placed(&b, row, Some(&placed)), whole_rows.entry(&whole, row));
+                    assert_eq!(
+                        (&a.key, a.seq, a.kind, &a.row),
+                        (&w.key, w.seq, w.kind, &w.row),
+                        "seed {seed} {cols:?} block {i} row {row}"
+                    );
+                }
+            }
+        }
+        let whole = r.block(0, true).unwrap();
+        let (b, placed) = r.block_columns(0, &[0]).unwrap();
+        assert!(Arc::ptr_eq(&b, &whole) && placed.is_none(), "a cached whole block serves any columns");
+    }
+
     /// Rows copied from blocks of whole rows (runs of consecutive rows column by column,
     /// interrupted by rows added cell by cell) make the same file as rows added cell by cell.
     #[test]

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::block::Block;
-use super::reader::{ReadAhead, SstReader};
+use super::reader::{Placed, ReadAhead, SstReader};
 use super::rowgroup::HeldPages;
 use super::table_cache::TableCache;
 use crate::error::Result;
@@ -44,6 +44,11 @@ pub(crate) struct RunCursor {
     last_read: Option<(usize, usize)>,
     /// Without `fill_cache`: the row-group pages the walk reads, kept for the blocks after.
     held: HeldPages,
+    /// The value columns the walk reads (ascending), if not all: a row-group file's blocks are
+    /// then assembled with those alone ([`SstReader::block_columns`]).
+    columns: Option<Arc<[usize]>>,
+    /// Where the current block holds each value column, when assembled with `columns`.
+    placed: Option<Placed>,
 }
 
 impl RunCursor {
@@ -66,7 +71,22 @@ impl RunCursor {
             ahead: None,
             last_read: None,
             held: HeldPages::default(),
+            columns: None,
+            placed: None,
         }
+    }
+
+    /// Reads only value columns `columns` (ascending) where a block is assembled from a
+    /// row-group file's pages (see [`Self::placed`]).
+    pub(crate) fn columns(mut self, columns: Arc<[usize]>) -> Self {
+        self.columns = Some(columns);
+        self
+    }
+
+    /// Where the current block holds each value column, when it was assembled with the walk's
+    /// columns alone (`None`: where its file says).
+    pub(crate) fn placed(&self) -> Option<&[Option<usize>]> {
+        self.placed.as_deref()
     }
 
     /// Reads blocks not in the cache up to `bytes` at a time (see [`SstReader::block_ahead`]).
@@ -250,6 +270,7 @@ impl RunCursor {
     /// Reads block `bi` of the open file (none past its end), at its first row.
     fn load(&mut self) -> Result<()> {
         self.block = None;
+        self.placed = None;
         self.row = 0;
         if let Some(r) = &self.reader {
             if self.bi < r.num_blocks() {
@@ -260,7 +281,12 @@ impl RunCursor {
                         || self.last_read.is_some_and(near)
                         || self.ahead.as_ref().is_some_and(|a| a.covers(r.number(), self.bi)));
                 self.last_read = Some((self.fi, self.bi));
-                self.block = Some(if !self.fill_cache && r.row_groups().is_some() {
+                let columns = self.columns.as_deref().filter(|_| self.fill_cache && !ahead && r.row_groups().is_some());
+                self.block = Some(if let Some(cols) = columns {
+                    let (b, placed) = r.block_columns(self.bi, cols)?;
+                    self.placed = placed;
+                    b
+                } else if !self.fill_cache && r.row_groups().is_some() {
                     r.block_held(self.bi, &mut self.held)?
                 } else if ahead {
                     r.block_ahead(self.bi, &mut self.ahead, self.ahead_bytes, self.fill_cache)?
