@@ -346,7 +346,10 @@ fn power_loss_and_failures_while_data_moves_between_tiers_lose_nothing_acknowled
                 assert_eq!(ssts("/tiered/db"), 0, "seed {seed}: SSTs off their tiers");
                 r += 1;
             }
-            assert!(fs.injected_writes() > 0, "seed {seed}: no write to the slow tier ever failed");
+            assert!(
+                fs.injected_writes() > 0,
+                "seed {seed}: no write to the slow tier ever failed in {r} rounds ({slow_rounds} with data there)"
+            );
             assert!(slow_rounds > 0, "seed {seed}: no data ever reached the slow tier");
             assert!(deferred > 0, "seed {seed}: no reopen found a file waiting for a staging compaction");
             // Reopened without tiers: the manifest has them.
