@@ -73,9 +73,10 @@ impl RunSource {
         wanted: Option<Arc<[bool]>>,
         fill_cache: bool,
     ) -> Self {
-        // A scan reading some columns assembles a row-group file's blocks with those alone.
+        // A scan reading some columns assembles a row-group file's blocks with those alone (one
+        // reading them all keeps whole blocks, which the cache holds for the next scan).
         let mut cursor = RunCursor::new(files, fill_cache).until(upper);
-        if let Some(w) = &wanted {
+        if let Some(w) = wanted.as_ref().filter(|w| w.contains(&false)) {
             cursor = cursor.columns((0..w.len()).filter(|&vi| w[vi]).collect());
         }
         RunSource { cursor, tables, lower: Some(lower.to_vec()), value_types, wanted, encoder: None, in_place: false }
