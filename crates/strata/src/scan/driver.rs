@@ -73,6 +73,9 @@ pub(super) struct Candidate {
     /// Memtables hold keys in the range: pass the block on in bulk without those keys and
     /// resolve them one by one.
     pub(super) patch: bool,
+    /// The runs among the driver's [`Other`]s that hold keys in the range (by position): their
+    /// keys are resolved with the memtables' and laid over the block the same way.
+    pub(super) runs: Vec<usize>,
 }
 
 /// The smallest key above `k`.

@@ -387,6 +387,9 @@ pub struct ScanStats {
     /// Keys that memtables hold inside otherwise bulk blocks, resolved one by one, or laid over
     /// the runs of a run-by-run scan.
     pub patched_keys: u64,
+    /// Bulk blocks overlapped by runs above the driving level (Level-0 files, shallower levels)
+    /// whose keys there were resolved and laid over the block like memtable keys.
+    pub run_patched_blocks: u64,
     /// Blocks whose rows a scan took run by run, selected by visibility and the supersede
     /// vectors instead of merged.
     pub run_blocks: u64,

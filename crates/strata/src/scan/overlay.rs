@@ -8,15 +8,16 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::iter::merge::{MemSource, MergeIter, Source};
+use crate::iter::merge::{MemSource, MergeIter, RunSource, Source};
 use crate::memtable::{MemCursor, Memtable, TableBounds};
 use crate::mvcc::chain::Resolver;
 use crate::mvcc::Kind;
-use crate::read::ReadView;
+use crate::read::{ReadPoint, ReadView};
 use crate::sst::bloom;
 use crate::sst::zone::ZoneMap;
 use crate::types::row::{carried, decode_row, Cells};
 use crate::types::ColumnType;
+use crate::version::FileMeta;
 
 /// The memtables' bounds of one table as a scan reads them, each column's zone map decoded once.
 pub(super) struct MemBounds {
@@ -131,6 +132,62 @@ impl Overlay {
             .chain(view.imm.iter())
             .map(|m| Box::new(MemSource { cursor: MemCursor::new(m.clone(), table, lower, upper) }) as Box<dyn Source>)
             .collect();
+        // Memtable versions are newer than any SST's, so the floor is never met.
+        Ok(Self::merged(sources, upper, seq, types, wanted, 0)?.unwrap_or_default())
+    }
+
+    /// [`Self::build`] over the memtables and the `runs` of SST files above the driving level
+    /// (Level-0 and shallower levels) that hold keys in `[lower, upper)`, so that a block of the
+    /// driving level they overlap is read in bulk with their keys laid over it, as memtable keys
+    /// are. `None` when some version it would lay over the block is at or below `floor` (the
+    /// block's newest version): the block's row of that key might then be the newer one, and
+    /// only the per-row merge orders them.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn build_over_runs(
+        rp: &ReadPoint,
+        runs: &[Vec<Arc<FileMeta>>],
+        table: u32,
+        lower: &[u8],
+        upper: &[u8],
+        types: &Arc<[ColumnType]>,
+        wanted: &Arc<[bool]>,
+        floor: u64,
+    ) -> Result<Option<Overlay>> {
+        let view = &rp.view;
+        let mut sources: Vec<Box<dyn Source>> = std::iter::once(&view.mem)
+            .chain(view.imm.iter())
+            .map(|m| {
+                Box::new(MemSource { cursor: MemCursor::new(m.clone(), table, lower, Some(upper)) }) as Box<dyn Source>
+            })
+            .collect();
+        for files in runs {
+            let mut src = RunSource::new(
+                files.clone(),
+                rp.tables.clone(),
+                lower,
+                Some(upper),
+                types.clone(),
+                Some(wanted.clone()),
+                true,
+            );
+            if rp.snapshot_filter {
+                src = src.skip_newer_than(rp.seq);
+            }
+            sources.push(Box::new(src));
+        }
+        Self::merged(sources, Some(upper), rp.seq, types, wanted, floor)
+    }
+
+    /// Resolves the versions of `sources` below `upper` at `seq`; `None` when a version it takes
+    /// is at or below `floor`.
+    fn merged(
+        sources: Vec<Box<dyn Source>>,
+        upper: Option<&[u8]>,
+        seq: u64,
+        types: &[ColumnType],
+        wanted: &[bool],
+        floor: u64,
+    ) -> Result<Option<Overlay>> {
         let mut merge = MergeIter::new(sources);
         let mut out = Overlay::default();
         let mut current: Option<(Vec<u8>, Resolver, bool)> = None;
@@ -153,6 +210,9 @@ impl Overlay {
             out.outcomes.push(outcome);
         };
         while let Some(e) = merge.next_entry()? {
+            if upper.is_some_and(|u| e.key.as_slice() >= u) {
+                break;
+            }
             if current.as_ref().is_none_or(|(k, _, _)| *k != e.key) {
                 if let Some(c) = current.take() {
                     finish(&mut out, c);
@@ -163,19 +223,22 @@ impl Overlay {
             if e.seq > seq || res.is_settled() {
                 continue;
             }
+            if e.seq <= floor {
+                return Ok(None);
+            }
             let cells = if e.kind == Kind::Delete {
                 vec![None; types.len()]
             } else {
                 decode_row(types, &e.row, Some(wanted))
-                    .map_err(|d| Error::corruption("<memtable>", e.seq, format!("bad row: {}", d.0)))?
+                    .map_err(|d| Error::corruption("<overlay>", e.seq, format!("bad row: {}", d.0)))?
             };
-            res.push(e.kind, cells, None);
+            res.push(e.kind, cells, e.cover.as_deref());
             *any = true;
         }
         if let Some(c) = current.take() {
             finish(&mut out, c);
         }
-        Ok(out)
+        Ok(Some(out))
     }
 
     /// [`Self::build`] over one memtable whose versions are folded.

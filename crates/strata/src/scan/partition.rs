@@ -206,8 +206,9 @@ impl Partition {
                 }
             }
             Some(mut c) => {
-                if let Some(patch) = self.eligible(&c)? {
+                if let Some((patch, runs)) = self.eligible(&c)? {
                     c.patch = patch;
+                    c.runs = runs;
                     if let Some(from) = self.pending.take() {
                         self.start_merge(from, Some(c.lo.clone()));
                     }
@@ -257,28 +258,37 @@ impl Partition {
         };
         let lo = std::mem::replace(&mut d.next_lo, hi.clone());
         d.walk.skip_block(tables)?;
-        Ok(Some(Candidate { reader, block: bi, lo, hi, whole: whole_start && whole_end, patch: false }))
+        Ok(Some(Candidate {
+            reader,
+            block: bi,
+            lo,
+            hi,
+            whole: whole_start && whole_end,
+            patch: false,
+            runs: Vec::new(),
+        }))
     }
 
     /// Whether a block can be passed on in bulk, by its index entry and the other sources:
-    /// `None` if not, `Some(true)` if memtables overlap it (and nothing else does): their keys
-    /// there are then laid over its rows.
-    fn eligible(&self, c: &Candidate) -> Result<Option<bool>> {
+    /// `None` if not; otherwise whether other sources overlap it (their keys there are then laid
+    /// over its rows), and which of the driver's runs do.
+    fn eligible(&self, c: &Candidate) -> Result<Option<(bool, Vec<usize>)>> {
         let Some(d) = &self.driver else { return Ok(None) };
         let e = &c.reader.index()[c.block];
         if !e.clean || e.max_seq > self.rp.seq {
             return Ok(None);
         }
         let mut patch = false;
-        for o in &d.others {
+        let mut runs = Vec::new();
+        for (i, o) in d.others.iter().enumerate() {
             if overlaps(o, &self.rp, self.pass.info.id, &c.lo, &c.hi)? {
-                match o {
-                    Other::Mem(_) => patch = true,
-                    Other::Run(_) => return Ok(None),
+                patch = true;
+                if let Other::Run(_) = o {
+                    runs.push(i);
                 }
             }
         }
-        Ok(Some(patch))
+        Ok(Some((patch, runs)))
     }
 
     /// Feeds whole rows the memtables hold for keys no block row has (`rows`: key, value
@@ -313,8 +323,10 @@ impl Partition {
         let decoded: Vec<std::cell::OnceCell<Option<ZoneMap>>> = vec![std::cell::OnceCell::new(); e.zones.len()];
         let info = &self.pass.info;
         let bounds = &self.mem_bounds;
+        // Runs above overlap the block: their versions are not in any bound the scan holds.
+        let zones_hold = c.runs.is_empty();
         let zone_of = |col: usize| match d.at.get(&col) {
-            Some(&(0, gc)) => decoded
+            Some(&(0, gc)) if zones_hold => decoded
                 .get(gc)?
                 .get_or_init(|| {
                     let z = e.zones.get(gc)?;
@@ -430,8 +442,36 @@ impl Partition {
         let mut apart: Vec<(Vec<u8>, Cells)> = Vec::new();
         if c.patch {
             let rp = &self.rp;
-            let mem =
-                Overlay::build(&rp.view, info.id, &c.lo, Some(&c.hi), rp.seq, &info.value_types, self.pass.wanted())?;
+            let mem = if c.runs.is_empty() {
+                Overlay::build(&rp.view, info.id, &c.lo, Some(&c.hi), rp.seq, &info.value_types, self.pass.wanted())?
+            } else {
+                let runs: Vec<_> = c
+                    .runs
+                    .iter()
+                    .filter_map(|&i| match d.others.get(i) {
+                        Some(Other::Run(files)) => Some(files.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                let floor = c.reader.index()[c.block].max_seq;
+                let built = Overlay::build_over_runs(
+                    rp,
+                    &runs,
+                    info.id,
+                    &c.lo,
+                    &c.hi,
+                    &info.value_types,
+                    self.pass.wanted(),
+                    floor,
+                )?;
+                let Some(mem) = built else {
+                    // A version above is not newer than the block's: only the merge orders them.
+                    self.start_merge(c.lo, Some(c.hi));
+                    return Ok(());
+                };
+                ScanCounters::add(&self.counters.run_patched_blocks, 1);
+                mem
+            };
             ScanCounters::add(&self.counters.patched_keys, mem.len() as u64);
             let mut r = 0;
             for (k, outcome) in mem.into_entries() {

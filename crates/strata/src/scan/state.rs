@@ -55,6 +55,7 @@ pub(crate) struct ScanCounters {
     pub(super) blocks_from_stats: AtomicU64,
     pub(super) merged_rows: AtomicU64,
     pub(super) patched_keys: AtomicU64,
+    pub(super) run_patched_blocks: AtomicU64,
     pub(super) run_blocks: AtomicU64,
     pub(super) run_rows: AtomicU64,
 }
@@ -72,6 +73,7 @@ impl ScanCounters {
             blocks_from_stats: g(&self.blocks_from_stats),
             merged_rows: g(&self.merged_rows),
             patched_keys: g(&self.patched_keys),
+            run_patched_blocks: g(&self.run_patched_blocks),
             run_blocks: g(&self.run_blocks),
             run_rows: g(&self.run_rows),
         }

@@ -975,32 +975,8 @@ fn memtable_over_bulk_blocks(seed: u64, layout: &str) {
         insert_random(&mut rng, &t, &s, &mut model, 2 * k);
     }
     db.compact_range("t", &KeyRange::all()).unwrap();
-    let fixed = [
-        ScanRequest::new().with_aggregate(Aggregate::new(AggFunc::Max, "small")),
-        ScanRequest::new()
-            .with_filter(Expr::cmp("d", CmpOp::Gt, Value::Double(0.0)).and(Expr::cmp(
-                "d",
-                CmpOp::Lt,
-                Value::Double(20.0),
-            )))
-            .with_aggregate(Aggregate::new(AggFunc::Max, "small"))
-            .with_aggregate(Aggregate::count_star()),
-        ScanRequest::new().with_filter(Expr::cmp("big", CmpOp::Gt, Value::BigInt(0))),
-        ScanRequest::new().with_filter(Expr::cmp("i", CmpOp::LtEq, Value::Int(-10))).with_columns(&["id", "s", "i"]),
-        ScanRequest::new().with_filter(Expr::cmp("s", CmpOp::Eq, Value::Text("abc".into()))),
-    ];
     let check_all = |db: &Db, t: &Table, model: &Model, rng: &mut StdRng, what: &str, merge_free: bool| {
-        for (i, req) in fixed.iter().cloned().chain((0..12).map(|_| random_request(rng, &s))).enumerate() {
-            let req = req.with_shared(false);
-            let before = db.scan_stats();
-            let ctx = format!("{layout}, seed {seed}, {what}, query {i}: {req:?}");
-            let got = answer(t, &req, None).unwrap_or_else(|e| panic!("{ctx}: {e}"));
-            compare(&got, &expected(&req, &s, model), &ctx);
-            let after = db.scan_stats();
-            if merge_free && req.limit.is_none() {
-                assert_eq!(after.merged_rows, before.merged_rows, "{ctx}: rows went through the merge");
-            }
-        }
+        check_bulk(db, t, &s, model, rng, &format!("{layout}, seed {seed}, {what}"), merge_free)
     };
     // Partial rows (some over keys with no row) and deletes.
     for _ in 0..600 {
@@ -1036,6 +1012,109 @@ fn memtable_over_bulk_blocks(seed: u64, layout: &str) {
         update_random(&mut rng, &t, &s, &mut model, k);
     }
     check_all(&db, &t, &model, &mut rng, "after a restart, with new partial rows", false);
+}
+
+/// Requests the bulk-path tests ask: a max over the whole table, a filtered max and count, rows
+/// by a filter on one column and on another with a projection, and a text equality.
+fn bulk_requests() -> Vec<ScanRequest> {
+    vec![
+        ScanRequest::new().with_aggregate(Aggregate::new(AggFunc::Max, "small")),
+        ScanRequest::new()
+            .with_filter(Expr::cmp("d", CmpOp::Gt, Value::Double(0.0)).and(Expr::cmp(
+                "d",
+                CmpOp::Lt,
+                Value::Double(20.0),
+            )))
+            .with_aggregate(Aggregate::new(AggFunc::Max, "small"))
+            .with_aggregate(Aggregate::count_star()),
+        ScanRequest::new().with_filter(Expr::cmp("big", CmpOp::Gt, Value::BigInt(0))),
+        ScanRequest::new().with_filter(Expr::cmp("i", CmpOp::LtEq, Value::Int(-10))).with_columns(&["id", "s", "i"]),
+        ScanRequest::new().with_filter(Expr::cmp("s", CmpOp::Eq, Value::Text("abc".into()))),
+    ]
+}
+
+/// Runs [`bulk_requests`] and 12 random requests against the model; with `merge_free`, checks
+/// that no row of them went through the per-row merge.
+fn check_bulk(db: &Db, t: &Table, s: &Schema, model: &Model, rng: &mut StdRng, what: &str, merge_free: bool) {
+    let random: Vec<ScanRequest> = (0..12).map(|_| random_request(rng, s)).collect();
+    for (i, req) in bulk_requests().into_iter().chain(random).enumerate() {
+        let req = req.with_shared(false);
+        let before = db.scan_stats();
+        let ctx = format!("{what}, query {i}: {req:?}");
+        let got = answer(t, &req, None).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+        compare(&got, &expected(&req, s, model), &ctx);
+        let after = db.scan_stats();
+        if merge_free && req.limit.is_none() {
+            assert_eq!(after.merged_rows, before.merged_rows, "{ctx}: rows went through the merge");
+        }
+    }
+}
+
+#[test]
+fn scans_lay_level0_and_upper_level_versions_over_bulk_blocks() {
+    for layout in ["row", "column", "cg3", "column+runs"] {
+        for seed in seeds(&[31, 32]) {
+            println!("layout {layout}, seed {seed}");
+            with_seed(seed, |seed| upper_runs_over_bulk_blocks(seed, layout));
+        }
+    }
+}
+
+/// Blocks of the deepest level overlapped by Level-0 files (and, after their compaction, by a
+/// shallower level) are read in bulk with those files' keys laid over them, like memtable keys:
+/// partial rows and deletes flushed to Level-0 leave no row to the per-row merge, and answers
+/// match the model with memtable versions on top, at a snapshot, and with whole rows between a
+/// block's keys.
+fn upper_runs_over_bulk_blocks(seed: u64, layout: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options { block_size: 1024, memtable_size: 64 << 20, ..common::tiny_options(Arc::new(OsFs)) };
+    let db = Db::open(tmp.path(), opts).unwrap();
+    let s = schema();
+    let t = db.create_table("t", s.clone(), table_options(layout, &s)).unwrap();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut model = Model::new();
+    // Even keys only, so whole rows of odd keys fall between a block's rows.
+    for k in 0..3000i64 {
+        insert_random(&mut rng, &t, &s, &mut model, 2 * k);
+    }
+    db.compact_range("t", &KeyRange::all()).unwrap();
+    let ctx = |what: &str| format!("{layout}, seed {seed}, {what}");
+    let partial_rows_and_deletes = |rng: &mut StdRng, model: &mut Model, n: usize| {
+        for _ in 0..n {
+            let k = rng.gen_range(0..6000i64);
+            if rng.gen_ratio(1, 8) {
+                t.delete(&[Value::BigInt(k)]).unwrap();
+                model.remove(&k);
+            } else {
+                update_random(rng, &t, &s, model, k);
+            }
+        }
+    };
+    partial_rows_and_deletes(&mut rng, &mut model, 600);
+    db.flush().unwrap();
+    let before = db.scan_stats();
+    check_bulk(&db, &t, &s, &model, &mut rng, &ctx("Level-0 partial rows and deletes"), true);
+    let after = db.scan_stats();
+    assert!(after.run_patched_blocks > before.run_patched_blocks, "no block took Level-0's keys: {after:?}");
+    // Memtable versions over Level-0's over the blocks; a snapshot taken here.
+    partial_rows_and_deletes(&mut rng, &mut model, 300);
+    check_bulk(&db, &t, &s, &model, &mut rng, &ctx("memtable over Level-0"), true);
+    let snap = db.snapshot();
+    let at_snap = model.clone();
+    // Whole rows: rewrites of keys the blocks hold and new odd keys between their rows; a second
+    // flush, which lets Level-0 compact into a shallower level.
+    for _ in 0..200 {
+        let k = rng.gen_range(0..6000i64);
+        insert_random(&mut rng, &t, &s, &mut model, k);
+    }
+    partial_rows_and_deletes(&mut rng, &mut model, 200);
+    db.flush().unwrap();
+    check_bulk(&db, &t, &s, &model, &mut rng, &ctx("whole rows, two flushes"), false);
+    for (i, req) in bulk_requests().into_iter().map(|r| r.with_shared(false)).enumerate() {
+        let what = ctx(&format!("at the snapshot, query {i}: {req:?}"));
+        let got = answer(&t, &req, Some(&snap)).unwrap_or_else(|e| panic!("{what}: {e}"));
+        compare(&got, &expected(&req, &s, &at_snap), &what);
+    }
 }
 
 /// A shared pass can answer one member's aggregate from a block's zone maps while another
