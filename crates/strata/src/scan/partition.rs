@@ -55,6 +55,9 @@ pub(crate) struct Partition {
     columnwise: bool,
     /// Bounds over the memtables' versions of the table.
     mem_bounds: MemBounds,
+    /// A block overlapped by runs above had whole rows of keys it lacks while rows go out: blocks
+    /// such runs overlap are merged from then on instead of patched.
+    runs_insert: bool,
 }
 
 impl Partition {
@@ -109,6 +112,7 @@ impl Partition {
             driver_done: false,
             done,
             columnwise,
+            runs_insert: false,
         })
     }
 
@@ -284,6 +288,9 @@ impl Partition {
             if overlaps(o, &self.rp, self.pass.info.id, &c.lo, &c.hi)? {
                 patch = true;
                 if let Other::Run(_) = o {
+                    if self.runs_insert {
+                        return Ok(None);
+                    }
                     runs.push(i);
                 }
             }
@@ -489,6 +496,12 @@ impl Partition {
         }
         let rows_out = self.consumers.iter().any(|c| matches!(c.sink, Sink::Rows { .. }));
         if !aligned || !carried || (!apart.is_empty() && rows_out) {
+            if !c.runs.is_empty() && !apart.is_empty() {
+                // Runs above insert rows between the driver's keys (a stream of new keys, as
+                // TPC-H's refresh writes): resolving their keys before every merge is work thrown
+                // away, so the rest of the pass merges such blocks straight away.
+                self.runs_insert = true;
+            }
             // Rare: read this stretch through the merge instead (rows come out in key order).
             self.start_merge(c.lo, Some(c.hi));
             return Ok(());

@@ -1110,6 +1110,15 @@ fn upper_runs_over_bulk_blocks(seed: u64, layout: &str) {
     partial_rows_and_deletes(&mut rng, &mut model, 200);
     db.flush().unwrap();
     check_bulk(&db, &t, &s, &model, &mut rng, &ctx("whole rows, two flushes"), false);
+    // Rows out, with new keys between nearly every block's rows: once a block's runs above held
+    // such a row, the pass merges the blocks they overlap instead of resolving their keys first.
+    let before = db.scan_stats();
+    let all = ScanRequest::new().with_shared(false);
+    compare(&answer(&t, &all, None).unwrap(), &expected(&all, &s, &model), &ctx("every row"));
+    let after = db.scan_stats();
+    let patched = after.run_patched_blocks - before.run_patched_blocks;
+    assert!(patched <= 10, "{}: {patched} blocks resolved the runs' keys, then merged", ctx("every row"));
+    assert!(after.merged_rows > before.merged_rows, "{}: nothing was merged", ctx("every row"));
     for (i, req) in bulk_requests().into_iter().map(|r| r.with_shared(false)).enumerate() {
         let what = ctx(&format!("at the snapshot, query {i}: {req:?}"));
         let got = answer(&t, &req, Some(&snap)).unwrap_or_else(|e| panic!("{what}: {e}"));
