@@ -77,8 +77,10 @@ fn without_the_filter_the_same_reads_search_the_newer_file() {
 }
 
 /// An analytical scan at a snapshot taken before a flush: with the filter, the newer Level-0 file
-/// does not stand in the way of passing the compacted level's blocks on whole.
-fn bulk_scan_at_old_snapshot(filter: bool) -> (u64, u64) {
+/// is not even looked at; without it, its keys are resolved over each block it overlaps (none is
+/// visible at the snapshot). Returns blocks passed on whole, rows merged, and blocks over which
+/// runs above were resolved.
+fn bulk_scan_at_old_snapshot(filter: bool) -> (u64, u64, u64) {
     use strata::scan::{batch_rows, ScanRequest};
     let dir = tempfile::tempdir().expect("temp dir");
     let db = Db::open(dir.path(), Options { snapshot_filter: filter, ..Options::default() }).expect("open");
@@ -106,17 +108,25 @@ fn bulk_scan_at_old_snapshot(filter: bool) -> (u64, u64) {
     }
     assert_eq!(rows, 20_000);
     let after = db.scan_stats();
-    (after.bulk_blocks - before.bulk_blocks, after.merged_rows - before.merged_rows)
+    (
+        after.bulk_blocks - before.bulk_blocks,
+        after.merged_rows - before.merged_rows,
+        after.run_patched_blocks - before.run_patched_blocks,
+    )
 }
 
 #[test]
 fn analytical_scans_at_an_old_snapshot_pass_blocks_on_whole() {
-    let (bulk, merged) = bulk_scan_at_old_snapshot(true);
-    assert!(bulk > 0 && merged == 0, "with the filter: {bulk} blocks whole, {merged} rows merged");
-    let (bulk, merged) = bulk_scan_at_old_snapshot(false);
+    let (bulk, merged, resolved) = bulk_scan_at_old_snapshot(true);
     assert!(
-        merged > 0,
-        "without the filter the newer file forces the merge: {bulk} blocks whole, {merged} rows merged"
+        bulk > 0 && merged == 0 && resolved == 0,
+        "with the filter: {bulk} blocks whole, {merged} rows merged, {resolved} blocks resolved the newer file"
+    );
+    let (bulk, merged, resolved) = bulk_scan_at_old_snapshot(false);
+    assert!(
+        bulk > 0 && merged == 0 && resolved > 0,
+        "without the filter the newer file's keys are resolved over the blocks: {bulk} blocks whole, \
+         {merged} rows merged, {resolved} blocks resolved it"
     );
 }
 
