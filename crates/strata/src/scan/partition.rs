@@ -496,7 +496,7 @@ impl Partition {
         }
         let rows_out = self.consumers.iter().any(|c| matches!(c.sink, Sink::Rows { .. }));
         if !aligned || !carried || (!apart.is_empty() && rows_out) {
-            if !c.runs.is_empty() && !apart.is_empty() {
+            if rows_out && !c.runs.is_empty() && !apart.is_empty() {
                 // Runs above insert rows between the driver's keys (a stream of new keys, as
                 // TPC-H's refresh writes): resolving their keys before every merge is work thrown
                 // away, so the rest of the pass merges such blocks straight away.
