@@ -338,7 +338,9 @@ pub(crate) mod sql {
 
     /// A transaction's writes as statements: per written row the UPDATE text
     /// ([`update_set`]) and its parameters, the key last (the counter computed from `read`, see
-    /// [`Tables::update_txn`](super::Tables::update_txn)).
+    /// [`Tables::update_txn`](super::Tables::update_txn)). Only the peers driven from Rust
+    /// (SQLite, PostgreSQL) run transactions through it.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub fn txn_updates(
         def: &TableDef,
         read: &[(i64, Vec<Value>)],
