@@ -17,9 +17,38 @@ use crate::mvcc::Entry;
 use crate::types::key::decode_key;
 use crate::types::row::{decode_row, Cells};
 use crate::types::Value;
-use crate::version::TableVersion;
+use crate::version::{FileMeta, TableVersion};
+
+impl ReadView {
+    /// One source per memtable (active first) over table `table`'s keys in `[lower, upper)`.
+    pub(crate) fn mem_sources(&self, table: u32, lower: &[u8], upper: Option<&[u8]>) -> Vec<Box<dyn Source>> {
+        std::iter::once(&self.mem)
+            .chain(self.imm.iter())
+            .map(|m| Box::new(MemSource { cursor: MemCursor::new(m.clone(), table, lower, upper) }) as Box<dyn Source>)
+            .collect()
+    }
+}
 
 impl ReadPoint {
+    /// A source over one run's `files` from `lower` (the caller stops at `upper`), reading the
+    /// `wanted` value columns of `info`, filling the cache, and passing over files the read
+    /// point cannot see when the snapshot filter is on.
+    pub(crate) fn run_source(
+        &self,
+        files: Vec<Arc<FileMeta>>,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        info: &TableInfo,
+        wanted: Option<Arc<[bool]>>,
+    ) -> RunSource {
+        let src = RunSource::new(files, self.tables.clone(), lower, upper, info.value_types.clone(), wanted, true);
+        if self.snapshot_filter {
+            src.skip_newer_than(self.seq)
+        } else {
+            src
+        }
+    }
+
     /// The rows of `[lower, upper)`, merged; counts nothing in the workload statistics.
     pub(crate) fn rows(
         &self,
@@ -34,11 +63,7 @@ impl ReadPoint {
         // columns projected, the first value column's chain tells whether a row exists).
         let nvals = info.value_types.len();
         let fresh = Resolver::new(nvals, wanted.as_deref());
-        let mut sources: Vec<Box<dyn Source>> = Vec::new();
-        for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
-            let cursor = MemCursor::new(mem.clone(), info.id, &lower, upper.as_deref());
-            sources.push(Box::new(MemSource { cursor }));
-        }
+        let mut sources = view.mem_sources(info.id, &lower, upper.as_deref());
         for (li, level) in t.levels.iter().enumerate() {
             // Level-0 runs overlap in key and are merged like levels; a deeper level's runs are
             // its column groups, stitched by one column-merging source per level (LASER Fig. 5).
@@ -48,19 +73,7 @@ impl ReadPoint {
                     continue;
                 }
                 // The run source skips the files below `lower` itself.
-                let mut src = RunSource::new(
-                    run.files.clone(),
-                    self.tables.clone(),
-                    &lower,
-                    upper.as_deref(),
-                    info.value_types.clone(),
-                    wanted.clone(),
-                    true,
-                );
-                if self.snapshot_filter {
-                    src = src.skip_newer_than(seq);
-                }
-                let src = Box::new(src);
+                let src = Box::new(self.run_source(run.files.clone(), &lower, upper.as_deref(), info, wanted.clone()));
                 if li == 0 {
                     sources.push(src);
                 } else {

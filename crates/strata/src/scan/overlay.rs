@@ -7,9 +7,10 @@
 
 use std::sync::Arc;
 
+use crate::catalog::TableInfo;
 use crate::error::{Error, Result};
-use crate::iter::merge::{MemSource, MergeIter, RunSource, Source};
-use crate::memtable::{MemCursor, Memtable, TableBounds};
+use crate::iter::merge::{MergeIter, Source};
+use crate::memtable::{Memtable, TableBounds};
 use crate::mvcc::chain::Resolver;
 use crate::mvcc::Kind;
 use crate::read::{ReadPoint, ReadView};
@@ -128,11 +129,8 @@ impl Overlay {
             [m] if m.folded() => return Self::one(m, table, lower, upper, seq, types, wanted),
             _ => {}
         }
-        let sources: Vec<Box<dyn Source>> = std::iter::once(&view.mem)
-            .chain(view.imm.iter())
-            .map(|m| Box::new(MemSource { cursor: MemCursor::new(m.clone(), table, lower, upper) }) as Box<dyn Source>)
-            .collect();
         // Memtable versions are newer than any SST's, so the floor is never met.
+        let sources = view.mem_sources(table, lower, upper);
         Ok(Self::merged(sources, upper, seq, types, wanted, 0)?.unwrap_or_default())
     }
 
@@ -142,40 +140,19 @@ impl Overlay {
     /// are. `None` when some version it would lay over the block is at or below `floor` (the
     /// block's newest version): the block's row of that key might then be the newer one, and
     /// only the per-row merge orders them.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn build_over_runs(
         rp: &ReadPoint,
         runs: &[Vec<Arc<FileMeta>>],
-        table: u32,
-        lower: &[u8],
-        upper: &[u8],
-        types: &Arc<[ColumnType]>,
+        info: &TableInfo,
+        (lower, upper): (&[u8], &[u8]),
         wanted: &Arc<[bool]>,
         floor: u64,
     ) -> Result<Option<Overlay>> {
-        let view = &rp.view;
-        let mut sources: Vec<Box<dyn Source>> = std::iter::once(&view.mem)
-            .chain(view.imm.iter())
-            .map(|m| {
-                Box::new(MemSource { cursor: MemCursor::new(m.clone(), table, lower, Some(upper)) }) as Box<dyn Source>
-            })
-            .collect();
+        let mut sources = rp.view.mem_sources(info.id, lower, Some(upper));
         for files in runs {
-            let mut src = RunSource::new(
-                files.clone(),
-                rp.tables.clone(),
-                lower,
-                Some(upper),
-                types.clone(),
-                Some(wanted.clone()),
-                true,
-            );
-            if rp.snapshot_filter {
-                src = src.skip_newer_than(rp.seq);
-            }
-            sources.push(Box::new(src));
+            sources.push(Box::new(rp.run_source(files.clone(), lower, Some(upper), info, Some(wanted.clone()))));
         }
-        Self::merged(sources, Some(upper), rp.seq, types, wanted, floor)
+        Self::merged(sources, Some(upper), rp.seq, &info.value_types, wanted, floor)
     }
 
     /// Resolves the versions of `sources` below `upper` at `seq`; `None` when a version it takes

@@ -461,16 +461,7 @@ impl Partition {
                     })
                     .collect();
                 let floor = c.reader.index()[c.block].max_seq;
-                let built = Overlay::build_over_runs(
-                    rp,
-                    &runs,
-                    info.id,
-                    &c.lo,
-                    &c.hi,
-                    &info.value_types,
-                    self.pass.wanted(),
-                    floor,
-                )?;
+                let built = Overlay::build_over_runs(rp, &runs, info, (&c.lo, &c.hi), self.pass.wanted(), floor)?;
                 let Some(mem) = built else {
                     // A version above is not newer than the block's: only the merge orders them.
                     self.start_merge(c.lo, Some(c.hi));
