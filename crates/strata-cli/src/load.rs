@@ -1,7 +1,10 @@
 //! `strata load`: CSV files with a header row naming the columns, or Parquet files (by extension;
 //! uncompressed, Snappy, Zstd or LZ4). The file is read twice: the first pass checks every value
 //! (so a bad value leaves the table untouched, and the error names its line or row and column);
-//! the second writes batches of rows, each batch atomic. In CSV, empty fields are NULL;
+//! the second ingests the rows in chunks of [`INGEST_ROWS`], each chunk atomic and written
+//! straight into the deepest level its key range leaves free (`Table::ingest`; a file sorted by
+//! key lands in the last level, each byte written once). Lineage-engine tables take write
+//! batches instead. In CSV, empty fields are NULL;
 //! DOUBLE/REAL accept `NaN`, `Infinity`, `-Infinity`; BOOLEAN accepts true/false/t/f/1/0; BYTEA
 //! is `\x` hex.
 
@@ -14,8 +17,11 @@ use strata::{ColumnType, Db, Table, Value, WriteBatch, WriteOptions};
 
 use crate::exec::CliError;
 
-/// Rows per write batch.
+/// Rows per write batch (lineage-engine tables).
 const BATCH: usize = 1000;
+
+/// Rows per ingest: each is held in memory while its files are built.
+const INGEST_ROWS: usize = 200_000;
 
 /// Parses one CSV field of column type `ty` (`nullable` decides what an empty field means).
 pub fn parse_field(ty: ColumnType, nullable: bool, s: &str) -> Result<Value, String> {
@@ -201,7 +207,8 @@ fn parquet_rows<'a>(t: &'a Table, path: &'a Path) -> Result<RowStream<'a>, CliEr
 }
 
 /// Loads a CSV file, or a Parquet file (by its `.parquet` extension), into `table`: every row is
-/// checked before anything is written, then rows go in atomic batches. Returns rows written.
+/// checked before anything is written, then rows go in as atomic ingests of [`INGEST_ROWS`]
+/// (batches of [`BATCH`] for lineage-engine tables). Returns rows written.
 pub fn load_file(db: &Db, table: &str, path: &Path) -> Result<u64, CliError> {
     let t = db.table(table)?;
     let parquet = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
@@ -215,6 +222,31 @@ pub fn load_file(db: &Db, table: &str, path: &Path) -> Result<u64, CliError> {
     }
     check.finish_and_clear();
     let pb = bar(rows, "loading");
+    if t.info().options.engine == strata::Engine::Lsm {
+        let mut chunk: Vec<Vec<Value>> = Vec::with_capacity(INGEST_ROWS.min(rows as usize));
+        let mut written = 0u64;
+        let mut rows = open()?;
+        loop {
+            let r = rows.next().transpose()?;
+            let end = r.is_none();
+            if let Some(r) = r {
+                chunk.push(r);
+                pb.inc(1);
+            }
+            if chunk.len() >= INGEST_ROWS || (end && !chunk.is_empty()) {
+                pb.set_message("ingesting");
+                t.ingest(&chunk)?;
+                written += chunk.len() as u64;
+                chunk.clear();
+                pb.set_message("loading");
+            }
+            if end {
+                break;
+            }
+        }
+        pb.finish_and_clear();
+        return Ok(written);
+    }
     let mut b = WriteBatch::new();
     let mut written = 0u64;
     for r in open()? {

@@ -172,7 +172,9 @@ enum Cmd {
     },
     /// Load a CSV file with a header row naming the columns, or a Parquet file (`.parquet`).
     /// Every value is checked before anything is written, so a bad value (reported with its
-    /// line or row and its column) leaves the table unchanged. Empty CSV fields are NULL.
+    /// line or row and its column) leaves the table unchanged. Empty CSV fields are NULL. Rows
+    /// are ingested straight into the deepest level their key range leaves free, 200,000 at a
+    /// time, each chunk atomic: a file sorted by key is written once, into the last level.
     Load {
         /// Table name.
         name: String,
@@ -465,6 +467,18 @@ fn run(cli: Cli) -> Result<(), CliError> {
             let n = load::load_file(&db, &name, &file)?;
             let secs = started.elapsed().as_secs_f64();
             println!("loaded {n} rows into {name} in {secs:.1} s ({:.0} rows/s)", n as f64 / secs.max(1e-9));
+            // What the load wrote to disk against what it was given (compactions it set off
+            // included, once they are done).
+            db.wait_for_compactions()?;
+            if let Some(t) = db.stats().tables.iter().find(|t| t.name == name) {
+                let written: u64 = t.levels.iter().map(|l| l.bytes_written).sum();
+                println!(
+                    "wrote {:.1} MiB of files for {:.1} MiB of keys and rows (write amplification {:.2})",
+                    written as f64 / f64::from(1 << 20),
+                    t.ingested_bytes as f64 / f64::from(1 << 20),
+                    t.write_amplification
+                );
+            }
         }
         Cmd::Stats { name, json: as_json } => {
             let st = db.stats();

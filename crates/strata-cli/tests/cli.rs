@@ -459,6 +459,14 @@ fn load_rejects_a_bad_row_and_leaves_the_table_unchanged() {
     std::fs::write(&good, text.lines().take(3000).collect::<Vec<_>>().join("\n")).unwrap();
     let out = strata(&db).args(["load", "t"]).arg(&good).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Keys of their own: ingested into the last level, each byte written once.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let wa: f64 = stdout
+        .split("write amplification ")
+        .nth(1)
+        .and_then(|s| s.trim_end().trim_end_matches(')').parse().ok())
+        .unwrap_or_else(|| panic!("no write amplification in {stdout}"));
+    assert!(wa > 0.0 && wa <= 1.2, "{stdout}");
     let r = exec(
         &db,
         &[json!({"op":"scan","table":"t","agg":["count(*)"]}), json!({"op":"get","table":"t","key":{"id":7}})],

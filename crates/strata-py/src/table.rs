@@ -17,8 +17,13 @@ use crate::database::Database;
 use crate::errors;
 use crate::txn::TxnCell;
 
-/// Rows per write batch of `insert_arrow`: each such chunk commits atomically.
+/// Rows per write batch of `insert_arrow` into a lineage-engine table: each such chunk commits
+/// atomically.
 const LOAD_CHUNK_ROWS: usize = 65_536;
+
+/// Rows per ingest of `insert_arrow` into an LSM table (held in memory while its files are
+/// built); each is atomic.
+const INGEST_CHUNK_ROWS: usize = 200_000;
 
 /// A table of an open database (from `Database.table` or `Database.create_table`).
 #[pyclass(module = "strata._strata", frozen)]
@@ -265,33 +270,52 @@ impl Table {
     /// Bulk-loads Arrow data: a `pyarrow.Table`, `RecordBatch` or `RecordBatchReader`, a pandas
     /// DataFrame, or anything exporting an Arrow stream. Columns are matched by name and cast
     /// to the table's types (a value that does not fit is an error, never silently NULL);
-    /// columns the data lacks are NULL. Rows replace rows with the same key. The data is
-    /// written in atomic chunks of 65,536 rows; returns the number of rows written.
+    /// columns the data lacks are NULL. Rows replace rows with the same key. The rows are
+    /// ingested in atomic chunks of 200,000, each written straight into the deepest level its
+    /// key range leaves free (data sorted by key is written once, into the last level); tables
+    /// of the lineage engine take atomic write batches of 65,536 rows instead. Returns the
+    /// number of rows written.
     fn insert_arrow(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u64> {
         let data = as_stream(py, data)?;
         let reader = arrow_array::ffi_stream::ArrowArrayStreamReader::from_pyarrow_bound(&data)?;
         let plan = LoadPlan::new(&self.table, &reader.schema())?;
         let db = self.db(py)?;
+        let ingest = self.table.info().options.engine == strata::Engine::Lsm;
+        let chunk_rows = if ingest { INGEST_CHUNK_ROWS } else { LOAD_CHUNK_ROWS };
         let mut written = 0u64;
         let result = py.detach(|| -> Result<(), LoadError> {
+            let mut rows: Vec<Vec<Value>> = Vec::new();
+            let put = |rows: &mut Vec<Vec<Value>>, written: &mut u64| -> Result<(), LoadError> {
+                if ingest {
+                    self.table.ingest(rows.iter()).map_err(LoadError::Engine)?;
+                    *written += rows.len() as u64;
+                } else {
+                    let mut wb = WriteBatch::new();
+                    for row in rows.iter() {
+                        wb.insert(&self.table, row).map_err(LoadError::Engine)?;
+                    }
+                    db.write(wb, &WriteOptions::default()).map_err(LoadError::Engine)?;
+                    *written += rows.len() as u64;
+                }
+                rows.clear();
+                Ok(())
+            };
             for batch in reader {
                 let batch = batch.map_err(LoadError::Arrow)?;
                 let columns = plan.cast(&batch).map_err(LoadError::Arrow)?;
-                let mut at = 0;
-                while at < batch.num_rows() {
-                    let n = LOAD_CHUNK_ROWS.min(batch.num_rows() - at);
-                    let mut wb = WriteBatch::new();
+                for i in 0..batch.num_rows() {
                     let mut row = vec![Value::Null; plan.width];
-                    for i in at..at + n {
-                        for (slot, array) in &columns {
-                            row[*slot] = strata::scan::value_at(array.as_ref(), i);
-                        }
-                        wb.insert(&self.table, &row).map_err(LoadError::Engine)?;
+                    for (slot, array) in &columns {
+                        row[*slot] = strata::scan::value_at(array.as_ref(), i);
                     }
-                    db.write(wb, &WriteOptions::default()).map_err(LoadError::Engine)?;
-                    written += n as u64;
-                    at += n;
+                    rows.push(row);
+                    if rows.len() >= chunk_rows {
+                        put(&mut rows, &mut written)?;
+                    }
                 }
+            }
+            if !rows.is_empty() {
+                put(&mut rows, &mut written)?;
             }
             Ok(())
         });

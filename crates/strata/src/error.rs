@@ -96,6 +96,17 @@ pub enum Error {
         /// Commits at or below this are no longer kept.
         horizon: u64,
     },
+    /// An ingest ([`Table::ingest`](crate::Table::ingest)) found, when it came to install its
+    /// files, writes to its key range that arrived while it built them (or another change that
+    /// leaves its files nowhere to go); nothing of it was ingested, and running it again may
+    /// succeed.
+    #[error("ingest into `{table}` not installed: {reason}; nothing of it was ingested, retry it")]
+    IngestConflict {
+        /// Table name.
+        table: String,
+        /// What was found.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -124,13 +135,14 @@ impl Error {
             Error::OutOfMemory(_) => "out_of_memory",
             Error::Conflict { .. } => "conflict",
             Error::TxnTooOld { .. } => "txn_too_old",
+            Error::IngestConflict { .. } => "ingest_conflict",
         }
     }
 
-    /// True when running the transaction again may succeed: [`Error::Conflict`] and
-    /// [`Error::TxnTooOld`].
+    /// True when running the transaction (or ingest) again may succeed: [`Error::Conflict`],
+    /// [`Error::TxnTooOld`] and [`Error::IngestConflict`].
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Conflict { .. } | Error::TxnTooOld { .. })
+        matches!(self, Error::Conflict { .. } | Error::TxnTooOld { .. } | Error::IngestConflict { .. })
     }
 
     /// True for [`Error::Corruption`].

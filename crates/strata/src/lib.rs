@@ -35,9 +35,9 @@ pub mod vfs;
 mod write;
 
 pub use db::{
-    Advice, AdviseOptions, AsOf, ColumnWorkload, Db, Engine, GroupStats, HeatBucket, History, KeyRange, LevelAdvice,
-    LevelStats, LineageStats, Options, Projection, ReadOptions, ScanIter, Stats, Table, TableInfo, TableOptions,
-    TableStats, TierStats, Transaction, TxnOptions, WorkloadStats, WriteOptions, TXN_RETRIES,
+    Advice, AdviseOptions, AsOf, ColumnWorkload, Db, Engine, GroupStats, HeatBucket, History, IngestStats, KeyRange,
+    LevelAdvice, LevelStats, LineageStats, Options, Projection, ReadOptions, ScanIter, Stats, Table, TableInfo,
+    TableOptions, TableStats, TierStats, Transaction, TxnOptions, WorkloadStats, WriteOptions, TXN_RETRIES,
 };
 pub use error::{Error, Result};
 pub use mvcc::snapshot::Snapshot;

@@ -209,17 +209,27 @@ pub(crate) fn generate(sf: f64, threads: usize, progress: &AtomicU64, write: &Wr
     })
 }
 
-/// Creates the eight tables in `db` (`options` for each) and loads them; returns the rows written.
+/// Rows an ingesting load gathers from one part before it ingests them (about 100-300 MiB of
+/// values per load thread at SF 1's widest table).
+const INGEST_ROWS: usize = 250_000;
+
+/// Creates the eight tables in `db` (`options` for each) and loads them; returns the rows
+/// written. With `ingest`, each part's rows go in as ingests of up to [`INGEST_ROWS`] rows
+/// (straight into the last level); otherwise as write batches, one per generated batch.
 pub(crate) fn load_strata(
     db: &Db,
     sf: f64,
     threads: usize,
     options: &TableOptions,
     progress: &AtomicU64,
+    ingest: bool,
 ) -> Result<u64, String> {
     let mut tables = Vec::new();
     for t in &TABLES {
         tables.push(db.create_table(t.name, t.strata_schema()?, options.clone()).map_err(|e| format!("tpch: {e}"))?);
+    }
+    if ingest {
+        return ingest_parts(&tables, sf, threads, progress);
     }
     let written = AtomicU64::new(0);
     generate(sf, threads, progress, &|t, rows| {
@@ -233,6 +243,39 @@ pub(crate) fn load_strata(
         Ok(())
     })?;
     Ok(written.into_inner())
+}
+
+/// Generates every table's parts on `threads` threads and ingests each part's rows into its
+/// table of `tables`, [`INGEST_ROWS`] at a time; returns the rows ingested.
+fn ingest_parts(tables: &[strata::Table], sf: f64, threads: usize, progress: &AtomicU64) -> Result<u64, String> {
+    let jobs = jobs(sf, threads);
+    let next = AtomicUsize::new(0);
+    let ingested = AtomicU64::new(0);
+    run_jobs(threads, || {
+        while let Some(&(table, part, parts)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let t = tables.iter().find(|x| x.name() == table.name).ok_or("tpch: table missing")?;
+            let mut rows: Vec<Vec<Value>> = Vec::new();
+            let flush = |rows: &mut Vec<Vec<Value>>| -> Result<(), String> {
+                let st = t.ingest(rows.iter()).map_err(|e| format!("tpch: ingesting into {}: {e}", table.name))?;
+                ingested.fetch_add(st.rows, Ordering::Relaxed);
+                progress.fetch_add(rows.len() as u64, Ordering::Relaxed);
+                rows.clear();
+                Ok(())
+            };
+            for batch in table.batches(sf, part, parts) {
+                let batch = batch.map_err(|e| format!("tpch: generating {}: {e}", table.name))?;
+                rows.extend(batch_rows(&batch)?);
+                if rows.len() >= INGEST_ROWS {
+                    flush(&mut rows)?;
+                }
+            }
+            if !rows.is_empty() {
+                flush(&mut rows)?;
+            }
+        }
+        Ok(())
+    })?;
+    Ok(ingested.into_inner())
 }
 
 #[cfg(test)]

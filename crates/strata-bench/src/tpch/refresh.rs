@@ -333,7 +333,7 @@ mod tests {
         let db = Arc::new(Db::open(dir.path(), strata::Options::default()).unwrap());
         let sf = 0.001;
         let progress = std::sync::atomic::AtomicU64::new(0);
-        super::super::load::load_strata(&db, sf, 1, &TableOptions::default(), &progress).unwrap();
+        super::super::load::load_strata(&db, sf, 1, &TableOptions::default(), &progress, true).unwrap();
         let rows = |t: &str| {
             let t = db.table(t).unwrap();
             let names: Vec<&str> = t.schema().columns().iter().map(|c| c.name.as_str()).collect();

@@ -36,13 +36,13 @@ enum Job {
 
 /// What a flush wrote for one table: its Level-0 files and the marks it made.
 pub(crate) struct Flushed {
-    table: u32,
-    files: Vec<u64>,
-    made: Made,
+    pub(super) table: u32,
+    pub(super) files: Vec<u64>,
+    pub(super) made: Made,
     /// The flushed keys that have versions in older files, ascending.
-    older: Vec<Vec<u8>>,
+    pub(super) older: Vec<Vec<u8>>,
     /// The flush left the slow tier's files unmarked (deferred marking).
-    deferred: bool,
+    pub(super) deferred: bool,
 }
 
 impl DbInner {
@@ -230,7 +230,7 @@ impl DbInner {
 
     /// What a compaction job or a flush needs of the database: the file cache, the file system,
     /// the file-number allocator and the options (see [`job::Context`]).
-    fn job_context<'a>(&'a self, alloc: &'a dyn Fn() -> u64) -> job::Context<'a> {
+    pub(super) fn job_context<'a>(&'a self, alloc: &'a dyn Fn() -> u64) -> job::Context<'a> {
         job::Context {
             tables: &self.tables,
             fs: self.fs.as_ref(),
@@ -297,7 +297,7 @@ impl DbInner {
         self.opts.tiers.get(i).and_then(|t| t.profile).unwrap_or_else(default)
     }
 
-    fn release_outputs(&self, files: impl Iterator<Item = u64>) {
+    pub(super) fn release_outputs(&self, files: impl Iterator<Item = u64>) {
         let mut p = self.pending_outputs.lock();
         for n in files {
             p.remove(&n);

@@ -77,7 +77,7 @@ pub(crate) struct Leader {
     pub wal: WalWriter,
     /// The millisecond of the last clock sample the leader pushed and the last sequence number
     /// it noted ([`SharedClock::note`](crate::mvcc::clock::SharedClock::note)).
-    clock: (u64, u64),
+    pub(super) clock: (u64, u64),
 }
 
 impl Leader {
@@ -249,7 +249,7 @@ impl DbInner {
     }
 
     /// Adds `n` bytes to what commits wrote into table `table`.
-    fn count_ingested(&self, table: u32, n: u64) {
+    pub(super) fn count_ingested(&self, table: u32, n: u64) {
         let pin = self.ingested.pin();
         crate::sync::shared_write();
         pin.get_or_insert_with(table, || AtomicU64::new(0)).fetch_add(n, Ordering::Relaxed);

@@ -13,6 +13,7 @@ mod background;
 mod commit;
 #[cfg(test)]
 mod contention_tests;
+mod ingest;
 mod lineage;
 #[cfg(test)]
 mod marks_tests;
@@ -27,6 +28,7 @@ pub use crate::catalog::{Engine, KeyRange, Projection, TableInfo, TableOptions};
 pub(crate) use crate::read::ReadView;
 pub use crate::read::ScanIter;
 pub use advise::{Advice, AdviseOptions, LevelAdvice};
+pub use ingest::IngestStats;
 pub use options::{Options, ReadOptions, WriteOptions};
 pub use read::{AsOf, History};
 pub use stats::{
@@ -72,6 +74,11 @@ pub(crate) struct BgState {
     /// Callers waiting for the tree to settle: staging compactions run for every file whose
     /// marking is deferred, not only when due.
     pub settling: usize,
+    /// Sequence numbers of the ingests building their files (see [`ingest`]); they install in
+    /// this order.
+    pub ingests: std::collections::BTreeSet<u64>,
+    /// The largest sequence number an ingest was given since open.
+    pub ingest_seq: u64,
 }
 
 /// Per (table, level) IO counters, since open.

@@ -230,6 +230,27 @@ impl Table {
         self.write_one(op, opts)
     }
 
+    /// Bulk-loads `rows` (full rows, in any order; of rows with one key the last is kept):
+    /// they are written straight into files of the deepest level their key range leaves free,
+    /// without the WAL, the memtable or compactions, so a load into an empty table or a key
+    /// range of its own writes each byte once. The rows replace any older rows with their keys
+    /// and become visible at once, all together, to reads from then on (an earlier snapshot
+    /// does not see them); they are durable when this returns.
+    ///
+    /// Refused with [`Error::IngestConflict`](crate::Error::IngestConflict), ingesting nothing,
+    /// when writes to the same key range arrive while the files are built (retry it); open
+    /// write transactions that began before the ingest can no longer commit
+    /// ([`Error::TxnTooOld`](crate::Error::TxnTooOld)). Lineage-engine tables refuse it. The
+    /// rows are held in memory while the files are built.
+    pub fn ingest<R: AsRef<[Value]>>(&self, rows: impl IntoIterator<Item = R>) -> Result<crate::IngestStats> {
+        let mut encoded = Vec::new();
+        for row in rows {
+            let op = self.encode_insert(row.as_ref())?;
+            encoded.push((op.key, op.row));
+        }
+        self.db.ingest(&self.info, encoded)
+    }
+
     /// Sets the named columns of the row with `key` (key columns in key order), writing only
     /// those columns. Blind: if no such row exists, nothing visible happens.
     pub fn update(&self, key: &[Value], set: &[(&str, Value)]) -> Result<()> {

@@ -111,6 +111,12 @@ impl ConflictWindow {
         self.order.push_back((seq, row));
     }
 
+    /// Commits at or below `seq` can no longer be checked (an ingest at `seq` wrote rows the
+    /// window does not hold): transactions with older snapshots are refused at commit.
+    pub(crate) fn raise_horizon(&mut self, seq: u64) {
+        self.horizon = self.horizon.max(seq);
+    }
+
     /// Drops what no open transaction can conflict with, then the oldest entries past the
     /// budget (raising the horizon).
     pub(crate) fn trim(&mut self) {

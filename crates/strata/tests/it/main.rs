@@ -12,6 +12,7 @@ mod concurrency;
 mod corruption;
 mod elle;
 mod htap_io;
+mod ingest;
 mod layout;
 mod load;
 mod model;
