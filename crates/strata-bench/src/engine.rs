@@ -64,6 +64,9 @@ pub(crate) struct EngineArgs {
     pub seed: u64,
 }
 
+/// Keys per batched read.
+const MULTI_GET: usize = 100;
+
 /// Value columns of the narrow table.
 pub(crate) const COLS: usize = 30;
 
@@ -144,6 +147,8 @@ trait Engine {
     fn write(&self, rows: &[Vec<Value>], sync: bool) -> Result<(), String>;
     /// Reads the full row of `key`; whether it exists.
     fn get(&self, key: i64) -> Result<bool, String>;
+    /// Reads the full rows of `keys` in one batched call; how many exist.
+    fn multi_get(&self, keys: &[i64]) -> Result<usize, String>;
     /// Waits until background flushes and compactions are done.
     fn settle(&self) -> Result<(), String>;
     /// Lines to print after the table (the tree, write amplification, ...).
@@ -198,6 +203,12 @@ impl Engine for StrataEngine {
         r.map(|r| r.is_some()).map_err(|e| e.to_string())
     }
 
+    fn multi_get(&self, keys: &[i64]) -> Result<usize, String> {
+        let keys: Vec<[Value; 1]> = keys.iter().map(|&k| [Value::BigInt(k)]).collect();
+        let r = self.t.multi_get(&keys, &Projection::All, &ReadOptions::default()).map_err(|e| e.to_string())?;
+        Ok(r.iter().filter(|r| r.is_some()).count())
+    }
+
     fn settle(&self) -> Result<(), String> {
         self.db.wait_for_compactions().map_err(|e| e.to_string())
     }
@@ -240,6 +251,10 @@ impl Engine for crate::peers::rocksdb::RocksTables {
 
     fn get(&self, key: i64) -> Result<bool, String> {
         self.read_row(key).map(|r| r.is_some())
+    }
+
+    fn multi_get(&self, keys: &[i64]) -> Result<usize, String> {
+        self.read_rows(keys)
     }
 
     fn settle(&self) -> Result<(), String> {
@@ -317,6 +332,34 @@ fn measure(system: &str, a: &EngineArgs, root: &Path, results: &mut Results) -> 
     let read_rss = sampler.finish();
     let io = strata::thread_io().since(io0);
     lat.sort_unstable();
+
+    // Batches of MULTI_GET random keys: one batched call against as many single gets, the same
+    // keys, alternating which goes first.
+    let batches = (a.gets / MULTI_GET).max(1);
+    eprintln!("{system}: timing {batches} batches of {MULTI_GET} keys: multi_get against single gets");
+    let (mut single, mut multi) = (Duration::ZERO, Duration::ZERO);
+    for b in 0..batches {
+        let batch: Vec<i64> = (0..MULTI_GET).map(|_| keys[reads.gen_range(0..n.max(1))]).collect();
+        for turn in 0..2 {
+            let t0 = Instant::now();
+            let found = if (b + turn) % 2 == 0 {
+                let mut found = 0;
+                for &k in &batch {
+                    found += usize::from(db.get(k)?);
+                }
+                single += t0.elapsed();
+                found
+            } else {
+                let found = db.multi_get(&batch)?;
+                multi += t0.elapsed();
+                found
+            };
+            if found != batch.len() {
+                return Err(format!("{system}: {found} of {} rows of a batch read back", batch.len()));
+            }
+        }
+    }
+    let per_batch = |d: Duration| d.as_secs_f64() * 1e6 / batches as f64;
     let mut notes = db.notes();
     if system == "strata" {
         notes.push(format!(
@@ -371,6 +414,15 @@ fn measure(system: &str, a: &EngineArgs, root: &Path, results: &mut Results) -> 
             results.add(system, &config, name, d.as_secs_f64() * 1e6, "us");
         }
     }
+    results.add(system, &config, "100 single gets", per_batch(single), "us");
+    results.add(system, &config, "multi_get of 100", per_batch(multi), "us");
+    results.add(
+        system,
+        &config,
+        "multi_get speedup over single gets",
+        single.as_secs_f64() / multi.as_secs_f64().max(1e-9),
+        "x",
+    );
     results.add(system, &config, "catch-up after load", settle_secs, "s");
     results.add(system, &config, "peak RSS growth, load", load_rss, "MiB");
     results.add(system, &config, "peak RSS growth, reads", read_rss, "MiB");

@@ -35,6 +35,9 @@ pub use stats::{
     ColumnWorkload, GroupStats, HeatBucket, LevelStats, LineageStats, Stats, TableStats, TierStats, WorkloadStats,
 };
 pub use table::Table;
+
+/// Keys from which a [`Table::multi_get`] splits its keys into ranges read in parallel.
+pub const MULTI_GET_PARALLEL: usize = 32;
 pub use txn::{Transaction, TxnOptions, TXN_RETRIES};
 
 use std::collections::{HashMap, HashSet};
@@ -157,6 +160,8 @@ pub(crate) struct DbInner {
     pub closed: AtomicBool,
     /// The scan engine's counters, shared-pass registry and thread pool.
     pub scans: crate::scan::Scans,
+    /// The pool a large `multi_get` reads its key ranges on, started on first use.
+    pub point_pool: std::sync::OnceLock<rayon::ThreadPool>,
     /// The lineage-engine tables, by id.
     pub lineage: crate::sync::Swap<HashMap<u32, Arc<LineageTable>>>,
     /// WAL bytes of lineage writes since the last lineage checkpoint.
@@ -448,6 +453,7 @@ impl Db {
             io: Mutex::new(&site::COUNTERS, IoCounters::default()),
             closed: AtomicBool::new(false),
             scans: crate::scan::Scans::new(opts.scan_threads, opts.shared_scan_window),
+            point_pool: std::sync::OnceLock::new(),
             lineage: crate::sync::Swap::new(&site::LINEAGE, lineage),
             lineage_mem: AtomicU64::new(lineage_mem),
             lineage_wal_bytes: AtomicU64::new(0),

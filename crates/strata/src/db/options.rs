@@ -48,6 +48,12 @@ pub struct Options {
     /// Threads of the pool that runs partitioned and shared scans (default: the machine's
     /// cores), apart from the threads that serve point operations. Started on first use.
     pub scan_threads: usize,
+    /// Threads of the pool that reads the keys of a large [`Table::multi_get`] in parallel, one
+    /// key range each (default: the machine's cores), apart from the scan pool. Started on
+    /// first use.
+    ///
+    /// [`Table::multi_get`]: crate::Table::multi_get
+    pub point_threads: usize,
     /// How long the first of several shared scans of a table waits for others to join its pass
     /// (default 2 ms).
     pub shared_scan_window: std::time::Duration,
@@ -157,6 +163,7 @@ impl Default for Options {
             block_cache_size: 64 << 20,
             compaction_threads: 2,
             scan_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            point_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             shared_scan_window: std::time::Duration::from_millis(2),
             snapshot_filter: true,
             alignment_variance: 2.0,
@@ -195,6 +202,7 @@ impl std::fmt::Debug for Options {
             .field("block_cache_size", &self.block_cache_size)
             .field("compaction_threads", &self.compaction_threads)
             .field("scan_threads", &self.scan_threads)
+            .field("point_threads", &self.point_threads)
             .field("shared_scan_window", &self.shared_scan_window)
             .field("snapshot_filter", &self.snapshot_filter)
             .field("alignment_variance", &self.alignment_variance)
@@ -235,6 +243,9 @@ impl Options {
         }
         if self.scan_threads == 0 {
             return Err("scan_threads must be at least 1".into());
+        }
+        if self.point_threads == 0 {
+            return Err("point_threads must be at least 1".into());
         }
         if self.compaction_threads == 0 {
             return Err("compaction_threads must be at least 1".into());

@@ -178,6 +178,55 @@ impl DbInner {
         Ok(ReadPoint { tables: self.tables.clone(), snapshot_filter: self.opts.snapshot_filter, view, t, seq })
     }
 
+    /// The cells of each of `keys` (encoded) at one read point, in the order given; see
+    /// [`Table::multi_get`](crate::Table::multi_get).
+    pub(crate) fn multi_get_cells(
+        &self,
+        info: &TableInfo,
+        keys: &[Vec<u8>],
+        wanted: Option<&[bool]>,
+        ropts: &ReadOptions<'_>,
+    ) -> Result<Vec<Option<Cells>>> {
+        self.check_open()?;
+        let (seq, view) = self.read_point(ropts)?;
+        let t = view.version.tables.get(&info.id).ok_or_else(|| Error::UnknownTable(info.name.clone()))?;
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_unstable_by(|&a, &b| keys[a].cmp(&keys[b]));
+        // One key range, in key order: consecutive keys meet the same files and blocks.
+        let read = |range: &[usize]| -> Result<Vec<Option<Cells>>> {
+            let at = PointAt { tables: &self.tables, snapshot_filter: self.opts.snapshot_filter, view: &view, t, seq };
+            range.iter().map(|&i| at.get_cells(info, &keys[i], wanted, true)).collect()
+        };
+        let threads = self.opts.point_threads.max(1);
+        let parts: Vec<Vec<Option<Cells>>> = if keys.len() >= super::MULTI_GET_PARALLEL && threads > 1 {
+            use rayon::prelude::*;
+            let chunk = order.len().div_ceil(threads);
+            self.point_pool()?.install(|| order.par_chunks(chunk).map(read).collect::<Result<Vec<_>>>())?
+        } else {
+            vec![read(&order)?]
+        };
+        let mut out: Vec<Option<Cells>> = vec![None; keys.len()];
+        for (&i, cells) in order.iter().zip(parts.into_iter().flatten()) {
+            out[i] = cells;
+        }
+        Ok(out)
+    }
+
+    /// The threads batched point reads run on, started on first use.
+    fn point_pool(&self) -> Result<&rayon::ThreadPool> {
+        if let Some(p) = self.point_pool.get() {
+            return Ok(p);
+        }
+        let p = rayon::ThreadPoolBuilder::new()
+            .num_threads(self.opts.point_threads.max(1))
+            .thread_name(|i| format!("strata-point-{i}"))
+            .build()
+            .map_err(|e| {
+                Error::io("<point threads>", std::io::Error::other(format!("cannot start point-read threads: {e}")))
+            })?;
+        Ok(self.point_pool.get_or_init(|| p))
+    }
+
     /// A point read: the view is pinned, not reference-counted, and the table's version, its
     /// files' readers and the blocks read are borrowed (see [`PointAt`]).
     pub(crate) fn get_cells(

@@ -339,6 +339,29 @@ impl Table {
         }
     }
 
+    /// The rows with `keys`, projected, in the order of `keys` (`None` where there is none), all
+    /// read at one read point. The keys are looked up in key order, each file's keys one after
+    /// another, and a batch of [`MULTI_GET_PARALLEL`](crate::MULTI_GET_PARALLEL) keys or more
+    /// is split into key ranges read at once on the database's point-read threads
+    /// ([`Options::point_threads`](crate::Options::point_threads)).
+    pub fn multi_get<K: AsRef<[Value]> + Sync>(
+        &self,
+        keys: &[K],
+        projection: &Projection,
+        ropts: &ReadOptions<'_>,
+    ) -> Result<Vec<Option<Vec<Value>>>> {
+        if self.lineage()?.is_some() {
+            return keys.iter().map(|k| self.get(k.as_ref(), projection, ropts)).collect();
+        }
+        let encoded = keys.iter().map(|k| self.encode_key(k.as_ref())).collect::<Result<Vec<_>>>()?;
+        let wanted = projection.wanted().map(|w| &w[..]);
+        let cells = self.db.multi_get_cells(&self.info, &encoded, wanted, ropts)?;
+        keys.iter()
+            .zip(cells)
+            .map(|(k, c)| c.map(|c| project_with(&self.info, KeyOf::Values(k.as_ref()), c, projection)).transpose())
+            .collect()
+    }
+
     /// Answers an analytical scan (filter, projection, aggregates, limit) with Arrow record
     /// batches; see [`ScanRequest`](crate::scan::ScanRequest).
     pub fn scan_batches(

@@ -1,6 +1,6 @@
 //! Randomized differential test: every operation is applied to strata and to a BTreeMap model,
 //! and every read is compared. Covers inserts, partial updates, deletes, atomic batches across
-//! tables, gets and range scans with projections, snapshots taken and released, flushes,
+//! tables, gets, batched gets and range scans with projections, snapshots taken and released, flushes,
 //! compactions, ingests and close/reopen, on the in-memory and the real filesystem. A second test runs
 //! with aligned compaction off and on, holding a long-lived snapshot through thousands of
 //! operations (many flushes and compactions) and reading at it.
@@ -337,6 +337,9 @@ impl World {
     }
 
     fn check_get(&mut self, t: usize) {
+        if self.rng.gen_ratio(1, 5) {
+            return self.check_multi_get(t);
+        }
         let key = self.random_key(t);
         let (proj, cols) = self.random_projection(t);
         let (at, past) = self.read_point();
@@ -344,6 +347,19 @@ impl World {
         let got = self.tables[t].0.get(&key, &proj, &ReadOptions { snapshot }).unwrap();
         let want = model[t].get(&key).map(|r| project(r, &cols));
         assert_eq!(got, want, "{}: get {key:?} at {at:?} {:?}", self.ctx(), snapshot.map(Snapshot::seq));
+    }
+
+    /// A batch of keys (repeats possible; past [`strata::MULTI_GET_PARALLEL`] read in parallel)
+    /// read by `multi_get` at one read point.
+    fn check_multi_get(&mut self, t: usize) {
+        let n = self.rng.gen_range(1..2 * strata::MULTI_GET_PARALLEL);
+        let keys: Vec<Vec<Value>> = (0..n).map(|_| self.random_key(t)).collect();
+        let (proj, cols) = self.random_projection(t);
+        let (at, past) = self.read_point();
+        let (snapshot, model) = self.model_at(at, &past);
+        let got = self.tables[t].0.multi_get(&keys, &proj, &ReadOptions { snapshot }).unwrap();
+        let want: Vec<Option<Vec<Value>>> = keys.iter().map(|k| model[t].get(k).map(|r| project(r, &cols))).collect();
+        assert_eq!(got, want, "{}: multi_get {keys:?} at {at:?}", self.ctx());
     }
 
     fn check_scan(&mut self, t: usize) {
