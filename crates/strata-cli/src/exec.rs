@@ -113,6 +113,7 @@ fn fields_of(op: &str) -> Option<&'static [&'static str]> {
         "delete" => &["table", "key", "txn"],
         "batch" => &["ops", "txn"],
         "get" => &["table", "key", "columns", "snapshot", "as_of", "txn"],
+        "multi_get" => &["table", "keys", "columns", "snapshot", "as_of", "txn"],
         "scan" => &["table", "from", "to", "columns", "where", "agg", "limit", "snapshot", "as_of", "txn"],
         "begin" => &["txn", "read_only"],
         "commit" | "rollback" => &["txn"],
@@ -364,6 +365,30 @@ impl Session {
                 };
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
                 Ok(answer("row", row.map_or(Json::Null, |r| object(&names, &r))))
+            }
+            "multi_get" => {
+                let t = self.db.table(str_field(req, "table")?)?;
+                let Some(Json::Array(items)) = req.get("keys") else {
+                    return Err(CliError::bad("`keys` must be an array of key objects"));
+                };
+                let mut keys = Vec::with_capacity(items.len());
+                for item in items {
+                    let Json::Object(obj) = item else {
+                        return Err(CliError::bad("`keys` must be an array of key objects"));
+                    };
+                    keys.push(key_from_json(t.schema(), obj, false).map_err(|m| CliError::new("type_mismatch", m))?);
+                }
+                let (names, proj) = projection(&t, columns_field(req)?)?;
+                let rows = match self.txn_name(req)? {
+                    Some(name) => {
+                        let tx = self.txn(name)?;
+                        keys.iter().map(|k| tx.get(&t, k, &proj)).collect::<Result<Vec<_>, _>>()?
+                    }
+                    None => t.multi_get(&keys, &proj, &self.read_at(req)?.opts())?,
+                };
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                let rows = rows.into_iter().map(|r| r.map_or(Json::Null, |r| object(&names, &r))).collect();
+                Ok(answer("rows", Json::Array(rows)))
             }
             "scan" => {
                 let args = ScanArgs {

@@ -182,6 +182,8 @@ fn every_op_on(db: &Path, engine: Option<&str>) {
             json!({"op":"scan","table":"t","where":"a > 1 AND (s = 'x' OR s IS NULL)","agg":["count(*)","sum(a)","max(d)"]}),
             json!({"op":"scan","table":"t","snapshot":"s1","limit":2,"columns":["id"]}),
             json!({"op":"scan","table":"u","from":{"k":"a"}}),
+            json!({"op":"multi_get","table":"t","keys":[{"id":3},{"id":1},{"id":9}],"columns":["a"]}),
+            json!({"op":"multi_get","table":"t","keys":[{"id":1},{"id":3}],"columns":["id","a"],"snapshot":"s1"}),
             json!({"op":"flush"}),
             json!({"op":"compact","table":"t"}),
             json!({"op":"release","name":"s1"}),
@@ -198,6 +200,8 @@ fn every_op_on(db: &Path, engine: Option<&str>) {
     assert_eq!(r[13]["agg"], json!({"count(*)":2,"sum(a)":13,"max(d)":"Infinity"}));
     assert_eq!(r[14]["rows"], json!([{"id":1},{"id":2}]));
     assert_eq!(r[15]["rows"], json!([{"k":"a","n":1,"v":10}]));
+    assert_eq!(r[16]["rows"], json!([null, {"a":7}, null]));
+    assert_eq!(r[17]["rows"], json!([{"id":1,"a":2}, {"id":3,"a":1}]));
     assert!(r[5]["seq"].as_u64().is_some());
 }
 

@@ -222,6 +222,38 @@ impl Table {
         get_row(py, &self.table, key, columns, None)
     }
 
+    /// The rows with primary keys `keys` (a sequence of keys), each a dict (only `columns` if
+    /// given) or None, in the order of `keys`; all read at one read point, in key order, and in
+    /// parallel key ranges for large batches.
+    #[pyo3(signature = (keys, columns = None))]
+    fn multi_get<'py>(
+        &self,
+        py: Python<'py>,
+        keys: Vec<Bound<'py, PyAny>>,
+        columns: Option<Vec<String>>,
+    ) -> PyResult<Vec<Option<Bound<'py, PyDict>>>> {
+        let _db = self.db(py)?;
+        let keys = keys.iter().map(|k| convert::key(k, self.table.schema())).collect::<PyResult<Vec<_>>>()?;
+        let names: Vec<String> = match columns {
+            Some(c) => c,
+            None => self.table.schema().columns().iter().map(|c| c.name.clone()).collect(),
+        };
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let projection = self.table.projection(&refs).map_err(errors::engine)?;
+        let rows =
+            py.detach(|| self.table.multi_get(&keys, &projection, &ReadOptions::default())).map_err(errors::engine)?;
+        rows.into_iter()
+            .map(|row| {
+                let Some(row) = row else { return Ok(None) };
+                let dict = PyDict::new(py);
+                for (name, v) in names.iter().zip(&row) {
+                    dict.set_item(name, convert::to_py(py, v)?)?;
+                }
+                Ok(Some(dict))
+            })
+            .collect()
+    }
+
     /// Writes a row (a dict by column name, absent columns NULL, or a sequence in column
     /// order), replacing any row with the same key.
     fn insert(&self, py: Python<'_>, row: &Bound<'_, PyAny>) -> PyResult<()> {

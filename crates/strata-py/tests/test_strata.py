@@ -249,6 +249,20 @@ def test_insert_arrow_from_pyarrow_pandas_and_readers(db):
     assert db.sql("SELECT count(*) AS n FROM people").to_pylist() == [{"n": 1004}]
 
 
+def test_multi_get_reads_a_batch_of_keys_in_their_order(db):
+    t = people(db)
+    assert t.insert_arrow(pa.table({"id": list(range(200)), "name": [f"p{i}" for i in range(200)]})) == 200
+    keys = [5, 500, 17] + list(range(199, 159, -1))
+    rows = t.multi_get(keys, ["name"])
+    assert rows[:3] == [{"name": "p5"}, None, {"name": "p17"}]
+    assert [r["name"] for r in rows[3:]] == [f"p{i}" for i in range(199, 159, -1)]
+    assert t.multi_get([]) == []
+    assert t.multi_get([3])[0]["id"] == 3
+    with pytest.raises(strata.Error) as e:
+        t.multi_get([1], ["nope"])
+    assert e.value.kind == "unknown_column"
+
+
 def test_insert_arrow_refuses_bad_data_without_writing(db):
     t = people(db)
     with pytest.raises(strata.Error) as e:

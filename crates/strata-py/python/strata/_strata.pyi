@@ -72,6 +72,10 @@ class Table:
         end: Optional[_Key] = None,
         limit: Optional[int] = None,
     ) -> pyarrow.Table: ...
+    def multi_get(
+        self, keys: Sequence[_Key], columns: Optional[Sequence[str]] = None
+    ) -> List[Optional[Dict[str, Any]]]:
+        """The rows with these keys (dicts or None, in the order of ``keys``), read at one read point."""
     def insert_arrow(self, data: Any) -> int:
         """Bulk-loads a pyarrow Table/RecordBatch/RecordBatchReader, a pandas DataFrame or any
         Arrow stream, ingested straight into the deepest free level in atomic chunks of 200,000
