@@ -10,9 +10,10 @@
 
 use std::path::Path;
 
+use arrow_array::{Array, RecordBatchReader};
+use arrow_schema::DataType;
 use indicatif::{ProgressBar, ProgressStyle};
-use parquet::file::reader::{FileReader, SerializedFileReader};
-use parquet::record::Field;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use strata::{ColumnType, Db, Table, Value, WriteBatch, WriteOptions};
 
 use crate::exec::CliError;
@@ -20,8 +21,12 @@ use crate::exec::CliError;
 /// Rows per write batch (lineage-engine tables).
 const BATCH: usize = 1000;
 
-/// Rows per ingest: each is held in memory while its files are built.
+/// Rows per ingest: each is held in memory while its files are built (two at a time: one read
+/// while the one before is ingested).
 const INGEST_ROWS: usize = 200_000;
+
+/// Rows between progress bar updates.
+const PROGRESS_STEP: u64 = 1024;
 
 /// Parses one CSV field of column type `ty` (`nullable` decides what an empty field means).
 pub fn parse_field(ty: ColumnType, nullable: bool, s: &str) -> Result<Value, String> {
@@ -129,7 +134,7 @@ fn csv_rows<'a>(t: &'a Table, path: &'a Path) -> Result<RowStream<'a>, CliError>
         let rec = rec.map_err(|e| CliError::new("bad_input", format!("{}: {e}", path.display())))?;
         let row = row_of(t, &map, &rec, path)?;
         // The engine's own type and NOT NULL checks, without writing.
-        WriteBatch::new().insert(t, &row).map_err(|e| {
+        t.check_row(&row).map_err(|e| {
             let line = rec.position().map_or(0, |p| p.line());
             CliError::new("bad_input", format!("{} line {line}: {e}", path.display()))
         })?;
@@ -137,52 +142,112 @@ fn csv_rows<'a>(t: &'a Table, path: &'a Path) -> Result<RowStream<'a>, CliError>
     })))
 }
 
-/// Converts a Parquet field to a value of column type `ty`.
-fn from_parquet(ty: ColumnType, f: &Field) -> Result<Value, String> {
-    let int: Option<i128> = match f {
-        Field::Byte(x) => Some(i128::from(*x)),
-        Field::Short(x) => Some(i128::from(*x)),
-        Field::Int(x) => Some(i128::from(*x)),
-        Field::Long(x) => Some(i128::from(*x)),
-        Field::UByte(x) => Some(i128::from(*x)),
-        Field::UShort(x) => Some(i128::from(*x)),
-        Field::UInt(x) => Some(i128::from(*x)),
-        Field::ULong(x) => Some(i128::from(*x)),
+/// One Parquet value as the Arrow reader gives it, before it is fitted to a column's type.
+#[derive(Debug)]
+enum Raw<'a> {
+    Null,
+    Int(i128),
+    Float(f64),
+    Bool(bool),
+    Str(&'a str),
+    Bytes(&'a [u8]),
+    Date(i32),
+}
+
+impl std::fmt::Display for Raw<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Raw::Null => f.write_str("NULL"),
+            Raw::Int(v) => write!(f, "{v}"),
+            Raw::Float(v) => write!(f, "{v}"),
+            Raw::Bool(v) => write!(f, "{v}"),
+            Raw::Str(v) => write!(f, "{v}"),
+            Raw::Bytes(v) => write!(f, "{} bytes", v.len()),
+            Raw::Date(v) => write!(f, "day {v}"),
+        }
+    }
+}
+
+/// Value `i` of an Arrow array read from Parquet; `Err` names a type the load does not take.
+fn raw_at(a: &dyn Array, i: usize) -> Result<Raw<'_>, String> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::*;
+    if a.is_null(i) {
+        return Ok(Raw::Null);
+    }
+    Ok(match a.data_type() {
+        DataType::Int8 => Raw::Int(a.as_primitive::<Int8Type>().value(i).into()),
+        DataType::Int16 => Raw::Int(a.as_primitive::<Int16Type>().value(i).into()),
+        DataType::Int32 => Raw::Int(a.as_primitive::<Int32Type>().value(i).into()),
+        DataType::Int64 => Raw::Int(a.as_primitive::<Int64Type>().value(i).into()),
+        DataType::UInt8 => Raw::Int(a.as_primitive::<UInt8Type>().value(i).into()),
+        DataType::UInt16 => Raw::Int(a.as_primitive::<UInt16Type>().value(i).into()),
+        DataType::UInt32 => Raw::Int(a.as_primitive::<UInt32Type>().value(i).into()),
+        DataType::UInt64 => Raw::Int(a.as_primitive::<UInt64Type>().value(i).into()),
+        DataType::Float32 => Raw::Float(a.as_primitive::<Float32Type>().value(i).into()),
+        DataType::Float64 => Raw::Float(a.as_primitive::<Float64Type>().value(i)),
+        DataType::Decimal128(_, scale) => {
+            let v = a.as_primitive::<Decimal128Type>().value(i);
+            match *scale {
+                0 => Raw::Int(v),
+                s => Raw::Float(v as f64 / 10f64.powi(i32::from(s))),
+            }
+        }
+        DataType::Boolean => Raw::Bool(a.as_boolean().value(i)),
+        DataType::Utf8 => Raw::Str(a.as_string::<i32>().value(i)),
+        DataType::LargeUtf8 => Raw::Str(a.as_string::<i64>().value(i)),
+        DataType::Utf8View => Raw::Str(a.as_string_view().value(i)),
+        DataType::Binary => Raw::Bytes(a.as_binary::<i32>().value(i)),
+        DataType::LargeBinary => Raw::Bytes(a.as_binary::<i64>().value(i)),
+        DataType::BinaryView => Raw::Bytes(a.as_binary_view().value(i)),
+        DataType::Date32 => Raw::Date(a.as_primitive::<Date32Type>().value(i)),
+        other => return Err(format!("Parquet type {other} is not one the load reads")),
+    })
+}
+
+/// Fits a Parquet value to column type `ty` (integers must be in range; strings load into TEXT,
+/// BYTEA and, as `YYYY-MM-DD`, DATE).
+fn from_parquet(ty: ColumnType, f: &Raw<'_>) -> Result<Value, String> {
+    let int = match f {
+        Raw::Int(i) => Some(*i),
         _ => None,
     };
-    let float: Option<f64> = match f {
-        Field::Float(x) => Some(f64::from(*x)),
-        Field::Double(x) => Some(*x),
+    let float = match f {
+        Raw::Float(x) => Some(*x),
         _ => int.map(|i| i as f64),
     };
     let bad = || format!("Parquet value `{f}` does not fit {}", ty.name());
     let fit = |lo: i128, hi: i128| int.filter(|v| (lo..=hi).contains(v)).ok_or_else(bad);
     Ok(match (ty, f) {
-        (_, Field::Null) => Value::Null,
+        (_, Raw::Null) => Value::Null,
         (ColumnType::BigInt, _) => Value::BigInt(fit(i64::MIN.into(), i64::MAX.into())? as i64),
         (ColumnType::Int, _) => Value::Int(fit(i32::MIN.into(), i32::MAX.into())? as i32),
         (ColumnType::SmallInt, _) => Value::SmallInt(fit(i16::MIN.into(), i16::MAX.into())? as i16),
         (ColumnType::TinyInt, _) => Value::TinyInt(fit(i8::MIN.into(), i8::MAX.into())? as i8),
         (ColumnType::Double, _) => Value::Double(float.ok_or_else(bad)?),
         (ColumnType::Real, _) => Value::Real(float.ok_or_else(bad)? as f32),
-        (ColumnType::Boolean, Field::Bool(b)) => Value::Boolean(*b),
-        (ColumnType::Text, Field::Str(s)) => Value::Text(s.clone()),
-        (ColumnType::Bytea, Field::Bytes(b)) => Value::Bytea(b.data().to_vec()),
-        (ColumnType::Bytea, Field::Str(s)) => Value::Bytea(s.as_bytes().to_vec()),
-        (ColumnType::Date, Field::Date(d)) => Value::Date(*d),
-        (ColumnType::Date, Field::Str(s)) => Value::Date(strata::types::parse_date(s).ok_or_else(bad)?),
+        (ColumnType::Boolean, Raw::Bool(b)) => Value::Boolean(*b),
+        (ColumnType::Text, Raw::Str(s)) => Value::Text((*s).to_owned()),
+        (ColumnType::Bytea, Raw::Bytes(b)) => Value::Bytea(b.to_vec()),
+        (ColumnType::Bytea, Raw::Str(s)) => Value::Bytea(s.as_bytes().to_vec()),
+        (ColumnType::Date, Raw::Date(d)) => Value::Date(*d),
+        (ColumnType::Date, Raw::Str(s)) => Value::Date(strata::types::parse_date(s).ok_or_else(bad)?),
         _ => return Err(bad()),
     })
 }
 
+/// Rows per batch the Parquet reader decodes at once.
+const PARQUET_BATCH: usize = 8192;
+
 fn parquet_rows<'a>(t: &'a Table, path: &'a Path) -> Result<RowStream<'a>, CliError> {
     let io = |e: String| CliError::new("bad_input", format!("{}: {e}", path.display()));
     let file = std::fs::File::open(path).map_err(|e| CliError::new("io", format!("{}: {e}", path.display())))?;
-    let reader = SerializedFileReader::new(file).map_err(|e| io(e.to_string()))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.with_batch_size(PARQUET_BATCH).build())
+        .map_err(|e| io(e.to_string()))?;
     let schema = t.schema();
-    let fields = reader.metadata().file_metadata().schema_descr().root_schema().get_fields().to_vec();
-    let mut map = Vec::with_capacity(fields.len());
-    for f in &fields {
+    let mut map = Vec::new();
+    for f in reader.schema().fields() {
         let c =
             schema.column_index(f.name()).ok_or_else(|| io(format!("column `{}` is not in the table", f.name())))?;
         map.push(c);
@@ -192,18 +257,30 @@ fn parquet_rows<'a>(t: &'a Table, path: &'a Path) -> Result<RowStream<'a>, CliEr
             return Err(io(format!("key column `{}` is missing from the file", schema.columns()[k].name)));
         }
     }
+    let width = schema.columns().len();
     let mut n = 0u64;
-    Ok(Box::new(reader.into_iter().map(move |row| {
-        n += 1;
-        let row = row.map_err(|e| io(e.to_string()))?;
-        let mut out = vec![Value::Null; schema.columns().len()];
-        for ((_, f), &c) in row.get_column_iter().zip(&map) {
-            let col = &schema.columns()[c];
-            out[c] = from_parquet(col.ty, f).map_err(|e| io(format!("row {n}, column `{}`: {e}", col.name)))?;
-        }
-        WriteBatch::new().insert(t, &out).map_err(|e| io(format!("row {n}: {e}")))?;
-        Ok(out)
-    })))
+    let rows = reader.flat_map(move |batch| -> Box<dyn Iterator<Item = Result<Vec<Value>, CliError>>> {
+        let batch = match batch {
+            Ok(b) => b,
+            Err(e) => return Box::new(std::iter::once(Err(io(e.to_string())))),
+        };
+        let first = n;
+        n += batch.num_rows() as u64;
+        let map = map.clone();
+        Box::new((0..batch.num_rows()).map(move |i| {
+            let row_no = first + i as u64 + 1;
+            let mut out = vec![Value::Null; width];
+            for (a, &c) in batch.columns().iter().zip(&map) {
+                let col = &schema.columns()[c];
+                let raw = raw_at(a.as_ref(), i).map_err(|e| io(format!("row {row_no}, column `{}`: {e}", col.name)))?;
+                out[c] =
+                    from_parquet(col.ty, &raw).map_err(|e| io(format!("row {row_no}, column `{}`: {e}", col.name)))?;
+            }
+            t.check_row(&out).map_err(|e| io(format!("row {row_no}: {e}")))?;
+            Ok(out)
+        }))
+    });
+    Ok(Box::new(rows))
 }
 
 /// Loads a CSV file, or a Parquet file (by its `.parquet` extension), into `table`: every row is
@@ -218,32 +295,53 @@ pub fn load_file(db: &Db, table: &str, path: &Path) -> Result<u64, CliError> {
     for r in open()? {
         r?;
         rows += 1;
-        check.inc(1);
+        if rows.is_multiple_of(PROGRESS_STEP) {
+            check.inc(PROGRESS_STEP);
+        }
     }
     check.finish_and_clear();
     let pb = bar(rows, "loading");
     if t.info().options.engine == strata::Engine::Lsm {
-        let mut chunk: Vec<Vec<Value>> = Vec::with_capacity(INGEST_ROWS.min(rows as usize));
-        let mut written = 0u64;
-        let mut rows = open()?;
-        loop {
-            let r = rows.next().transpose()?;
-            let end = r.is_none();
-            if let Some(r) = r {
-                chunk.push(r);
-                pb.inc(1);
+        // The file is read on this thread while the chunk before is ingested on another.
+        let written = std::thread::scope(|s| -> Result<u64, CliError> {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Vec<Value>>>(1);
+            let t = &t;
+            let ingester = s.spawn(move || -> Result<u64, CliError> {
+                let mut written = 0u64;
+                for chunk in rx {
+                    t.ingest(&chunk)?;
+                    written += chunk.len() as u64;
+                }
+                Ok(written)
+            });
+            let mut chunk: Vec<Vec<Value>> = Vec::with_capacity(INGEST_ROWS.min(rows as usize));
+            let mut read = Ok(());
+            for r in open()? {
+                match r {
+                    Ok(r) => chunk.push(r),
+                    Err(e) => {
+                        read = Err(e);
+                        break;
+                    }
+                }
+                if chunk.len().is_multiple_of(PROGRESS_STEP as usize) {
+                    pb.inc(PROGRESS_STEP);
+                }
+                if chunk.len() >= INGEST_ROWS {
+                    let full = std::mem::replace(&mut chunk, Vec::with_capacity(INGEST_ROWS));
+                    if tx.send(full).is_err() {
+                        // The ingester stopped on an error, reported below.
+                        break;
+                    }
+                }
             }
-            if chunk.len() >= INGEST_ROWS || (end && !chunk.is_empty()) {
-                pb.set_message("ingesting");
-                t.ingest(&chunk)?;
-                written += chunk.len() as u64;
-                chunk.clear();
-                pb.set_message("loading");
+            if read.is_ok() && !chunk.is_empty() {
+                let _ = tx.send(chunk);
             }
-            if end {
-                break;
-            }
-        }
+            drop(tx);
+            let written = ingester.join().map_err(|_| CliError::new("internal", "the ingest thread panicked"))??;
+            read.map(|()| written)
+        })?;
         pb.finish_and_clear();
         return Ok(written);
     }

@@ -166,7 +166,9 @@ impl Table {
         Ok(KeyRange { start, end })
     }
 
-    pub(crate) fn encode_insert(&self, row: &[Value]) -> Result<BatchOp> {
+    /// Checks that `row` is a row of the table as [`Table::insert`] would (its width, each
+    /// value's type, NOT NULL), without writing or encoding it.
+    pub fn check_row(&self, row: &[Value]) -> Result<()> {
         let schema = &self.info.schema;
         if row.len() != schema.columns().len() {
             return Err(Error::InvalidArgument(format!(
@@ -179,6 +181,12 @@ impl Table {
         for (c, v) in row.iter().enumerate() {
             self.check(c, v)?;
         }
+        Ok(())
+    }
+
+    pub(crate) fn encode_insert(&self, row: &[Value]) -> Result<BatchOp> {
+        let schema = &self.info.schema;
+        self.check_row(row)?;
         let key_vals: Vec<Value> = schema.primary_key().iter().map(|&c| row[c].clone()).collect();
         let key = encode_key(&self.info.key_types, &key_vals);
         let vcols = schema.value_columns();
