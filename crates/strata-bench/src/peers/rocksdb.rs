@@ -102,7 +102,8 @@ fn open_db(dir: &Path, tuning: Tuning) -> Result<(DB, WriteOptions), String> {
 
 fn open_with(dir: &Path, opts: &Options) -> Result<(DB, WriteOptions), String> {
     let _ = std::fs::remove_dir_all(dir);
-    let db = DB::open(opts, dir).map_err(err)?;
+    // The default column family opened by name, so its handle is there for batched MultiGet.
+    let db = DB::open_cf(opts, dir, [rocksdb::DEFAULT_COLUMN_FAMILY_NAME]).map_err(err)?;
     let mut write = WriteOptions::default();
     write.set_sync(false);
     Ok((db, write))

@@ -199,9 +199,27 @@ impl DbInner {
         };
         let threads = self.opts.point_threads.max(1);
         let parts: Vec<Vec<Option<Cells>>> = if keys.len() >= super::MULTI_GET_PARALLEL && threads > 1 {
-            use rayon::prelude::*;
-            let chunk = order.len().div_ceil(threads);
-            self.point_pool()?.install(|| order.par_chunks(chunk).map(read).collect::<Result<Vec<_>>>())?
+            // The caller reads the first key range itself and the pool the others, so a batch
+            // wakes one thread fewer and the caller never sleeps waiting on work it could do.
+            let chunks: Vec<&[usize]> = order.chunks(order.len().div_ceil(threads)).collect();
+            let done: Vec<std::sync::OnceLock<Result<Vec<Option<Cells>>>>> =
+                chunks.iter().map(|_| std::sync::OnceLock::new()).collect();
+            self.point_pool()?.in_place_scope(|s| {
+                for (c, slot) in chunks.iter().zip(&done).skip(1) {
+                    let read = &read;
+                    s.spawn(move |_| {
+                        let _ = slot.set(read(c));
+                    });
+                }
+                let _ = done[0].set(read(chunks[0]));
+            });
+            done.into_iter()
+                .map(|d| {
+                    d.into_inner().unwrap_or_else(|| {
+                        Err(Error::io("<point threads>", std::io::Error::other("a point-read task did not finish")))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?
         } else {
             vec![read(&order)?]
         };
