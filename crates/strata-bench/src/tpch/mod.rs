@@ -810,7 +810,12 @@ fn load_into(a: &TpchArgs, engine: Engine, db: &Db) -> Result<f64, String> {
     })?;
     progress.finish();
     let load_s = t0.elapsed().as_secs_f64();
-    eprintln!("strata:{name}: {loaded} rows loaded and compacted in {load_s:.1} s");
+    let how = match engine {
+        Engine::Lsm if !a.load_by_writes => "ingested",
+        Engine::Lsm => "written and compacted",
+        Engine::Lineage => "written",
+    };
+    eprintln!("strata:{name}: {loaded} rows {how} in {load_s:.1} s");
     Ok(load_s)
 }
 
