@@ -14,7 +14,8 @@
 //!   when a Level-0 file does: then the ingest is Level-0's newest file). What lies below is
 //!   older, so a read finding the ingested row first is right, and the files are marked against
 //!   the versions below as a flush marks them.
-//! - **The install** runs as commit leader (no write group in flight) with compactions paused,
+//! - **The install** runs as commit leader (no write group in flight) with compactions paused
+//!   (background ones, and no manual compaction or layout change in progress),
 //!   and checks again: no memtable holds a key in the range, no file that arrived above the
 //!   target holds one (Level-0 included, also when it is the target), no file arrived at the
 //!   target in the range at all, and no commit reached `S`. Otherwise the ingest is refused with
@@ -268,19 +269,27 @@ impl DbInner {
     ) -> Result<()> {
         #[cfg(test)]
         self.fire_install_hook("ingest");
-        {
+        // The ingests before this one first; then no manual compaction or layout change may
+        // run meanwhile (taken after the turn, so two ingests never wait on each other), and
+        // background compactions pause once the running ones are done.
+        let wait = |ready: &dyn Fn(&super::BgState) -> bool| -> Result<()> {
             let mut bg = self.bg.lock();
-            bg.manual += 1;
             loop {
                 if bg.shutting_down {
-                    bg.manual -= 1;
                     return Err(Error::Closed);
                 }
-                if bg.ingests.first() == Some(&seq) && bg.running_compactions == 0 {
-                    break;
+                if ready(&bg) {
+                    return Ok(());
                 }
                 self.bg_cv.wait_for(&mut bg, Duration::from_millis(20));
             }
+        };
+        wait(&|bg| bg.ingests.first() == Some(&seq))?;
+        let _manual = self.manual_ops.lock();
+        self.bg.lock().manual += 1;
+        if let Err(e) = wait(&|bg| bg.running_compactions == 0) {
+            self.bg.lock().manual -= 1;
+            return Err(e);
         }
         let res = self.as_leader(|leader| {
             let conflict = |reason: String| Error::IngestConflict { table: info.name.clone(), reason };
