@@ -308,13 +308,22 @@ impl DbInner {
                 return Err(conflict(format!("level {l} took versions in its key range while it built its files")));
             }
             self.install_flush(edit, vec![flushed], base, None)?;
-            self.snapshots.publish(seq);
-            self.clock.note(&mut leader.clock, unix_ms(std::time::SystemTime::now()), seq);
-            if self.conflicts_open.load(std::sync::atomic::Ordering::SeqCst) {
-                // Open transactions that read below the ingest and wrote one of its rows lose.
-                let mut window = self.conflicts.lock();
-                window.raise_horizon(seq);
+            // Open write transactions that read below the ingest can no longer commit (the
+            // window does not hold its rows). As in the commit path: the flag is looked at
+            // before publishing and, past a fence paired with the one in `Db::begin`, after, so
+            // a transaction opening meanwhile either has a snapshot holding the ingest or is
+            // seen here.
+            use std::sync::atomic::{fence, Ordering::SeqCst};
+            let raised = self.conflicts_open.load(SeqCst);
+            if raised {
+                self.conflicts.lock().raise_horizon(seq);
             }
+            self.snapshots.publish(seq);
+            fence(SeqCst);
+            if !raised && self.conflicts_open.load(SeqCst) {
+                self.conflicts.lock().raise_horizon(seq);
+            }
+            self.clock.note(&mut leader.clock, unix_ms(std::time::SystemTime::now()), seq);
             Ok(())
         });
         let mut bg = self.bg.lock();

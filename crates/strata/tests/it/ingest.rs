@@ -164,6 +164,26 @@ fn bad_rows_and_lineage_tables_are_refused_and_nothing_is_ingested() {
     assert_eq!(e.kind(), "invalid_argument", "{e}");
 }
 
+#[test]
+fn write_transactions_open_across_an_ingest_cannot_commit() {
+    let db = open(Arc::new(FaultFs::new()), std::path::Path::new("/db"));
+    let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    let mut before = db.begin(&strata::TxnOptions::default()).unwrap();
+    t.ingest((0..10).map(|k| row(k, 1))).unwrap();
+    let mut after = db.begin(&strata::TxnOptions::default()).unwrap();
+    // The older transaction would overwrite an ingested row it never saw: refused, retryable.
+    let e = match before.insert(&t, &row(3, 2)) {
+        Err(e) => e,
+        Ok(()) => before.commit(&strata::WriteOptions::default()).unwrap_err(),
+    };
+    assert!(matches!(e, Error::TxnTooOld { .. }) && e.is_retryable(), "{e}");
+    // One begun after the ingest sees it and commits.
+    assert_eq!(after.get(&t, &[Value::BigInt(3)], &Projection::All).unwrap(), Some(row(3, 1)));
+    after.insert(&t, &row(3, 3)).unwrap();
+    after.commit(&strata::WriteOptions::default()).unwrap();
+    assert_eq!(t.get(&[Value::BigInt(3)], &Projection::All, &ReadOptions::default()).unwrap(), Some(row(3, 3)));
+}
+
 /// Ingests of whole generations of keys `[0, n)` run while a writer writes other keys (and, in
 /// a second phase, the same ones) and readers take snapshots: every snapshot sees one
 /// generation across the ingested keys, an ingest refused for a conflict leaves no trace, and
