@@ -330,6 +330,16 @@ pub fn thread_counts() -> ThreadCounts {
     ThreadCounts::default()
 }
 
+/// A rayon pool of `threads` threads named `<name>-<i>`; `what` names them in the error when
+/// they cannot start.
+pub(crate) fn start_pool(threads: usize, name: &'static str, what: &str) -> crate::Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .thread_name(move |i| format!("{name}-{i}"))
+        .build()
+        .map_err(|e| crate::Error::io(format!("<{what}>"), std::io::Error::other(format!("cannot start {what}: {e}"))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

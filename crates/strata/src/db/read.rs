@@ -235,13 +235,7 @@ impl DbInner {
         if let Some(p) = self.point_pool.get() {
             return Ok(p);
         }
-        let p = rayon::ThreadPoolBuilder::new()
-            .num_threads(self.opts.point_threads.max(1))
-            .thread_name(|i| format!("strata-point-{i}"))
-            .build()
-            .map_err(|e| {
-                Error::io("<point threads>", std::io::Error::other(format!("cannot start point-read threads: {e}")))
-            })?;
+        let p = crate::sync::start_pool(self.opts.point_threads, "strata-point", "point-read threads")?;
         Ok(self.point_pool.get_or_init(|| p))
     }
 

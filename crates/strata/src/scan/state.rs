@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::shared::SharedScans;
 use super::ScanStats;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The scan engine's state.
 pub(crate) struct Scans {
@@ -32,13 +32,7 @@ impl Scans {
         if let Some(p) = self.pool.get() {
             return Ok(p);
         }
-        let p = rayon::ThreadPoolBuilder::new()
-            .num_threads(self.threads)
-            .thread_name(|i| format!("strata-scan-{i}"))
-            .build()
-            .map_err(|e| {
-                Error::io("<scan threads>", std::io::Error::other(format!("cannot start scan threads: {e}")))
-            })?;
+        let p = crate::sync::start_pool(self.threads, "strata-scan", "scan threads")?;
         Ok(self.pool.get_or_init(|| Arc::new(p)))
     }
 }
