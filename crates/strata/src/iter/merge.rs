@@ -5,6 +5,7 @@
 //! repeat.
 
 use std::cmp::Ordering;
+use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
@@ -188,14 +189,23 @@ impl MergeIter {
         if !self.started {
             self.start()?;
         }
-        let Some(Head { entry, src, origin }) = self.heap.pop() else {
+        // The source of the head refills the head in place: one sift down instead of a pop and
+        // a push (most of a merge's steps take the next version from the same source).
+        let Some(mut top) = self.heap.peek_mut() else {
             return Ok(None);
         };
-        let s = &mut self.sources[src];
-        if let Some(next) = s.next_entry()? {
-            self.heap.push(Head { entry: next, src, origin: s.origin() });
+        let s = &mut self.sources[top.src];
+        match s.next_entry()? {
+            Some(next) => {
+                let origin = s.origin();
+                let entry = std::mem::replace(&mut top.entry, next);
+                Ok(Some((entry, std::mem::replace(&mut top.origin, origin))))
+            }
+            None => {
+                let Head { entry, origin, .. } = PeekMut::pop(top);
+                Ok(Some((entry, origin)))
+            }
         }
-        Ok(Some((entry, origin)))
     }
 }
 

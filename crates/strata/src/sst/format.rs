@@ -87,6 +87,12 @@ pub(crate) fn frame_block(content: &[u8], compression: Compression, out: &mut Ve
     out.extend_from_slice(&crc.to_le_bytes());
 }
 
+/// The most bytes [`frame_block`] adds for `content_len` bytes of content: compressed output is
+/// kept only when smaller.
+fn max_framed_len(content_len: usize) -> usize {
+    content_len + TRAILER_LEN
+}
+
 /// Checks a block read from disk (`raw` = body + trailer) against its checksum: its body and
 /// compression code.
 fn check_frame<'a>(path: &Path, offset: u64, raw: &'a [u8]) -> Result<(&'a [u8], u8)> {
@@ -144,7 +150,7 @@ pub(crate) struct BlockWriter {
 
 impl BlockWriter {
     pub(crate) fn new(file: Box<dyn WritableFile>) -> Self {
-        BlockWriter { file, offset: 0, buf: Vec::new() }
+        BlockWriter { file, offset: 0, buf: Vec::with_capacity(WRITE_BUFFER) }
     }
 
     /// Bytes written so far (buffered ones included).
@@ -155,6 +161,12 @@ impl BlockWriter {
     /// Frames `content` into the buffer, which goes to the file once it holds
     /// [`WRITE_BUFFER`] bytes; returns where the block lives.
     pub(crate) fn write_block(&mut self, content: &[u8], compression: Compression) -> Result<BlockHandle> {
+        // A block that would not fit sends the buffer first, so the buffer is allocated once, at
+        // its full size, and never grows (growing copies it and takes fresh pages each time).
+        if !self.buf.is_empty() && self.buf.len() + max_framed_len(content.len()) > self.buf.capacity() {
+            self.file.append(&self.buf)?;
+            self.buf.clear();
+        }
         let start = self.buf.len();
         frame_block(content, compression, &mut self.buf);
         let framed = self.buf.len() - start;

@@ -412,7 +412,15 @@ impl SstReader {
                 }
                 let len = usize::try_from(end_of(end - 1) - h.offset)
                     .map_err(|_| Error::corruption(&self.path, h.offset, "span out of range"))?;
-                let bytes = self.file.read_at(h.offset, len)?;
+                // The last span's buffer is read into again: a fresh one each mebibyte would be
+                // allocated, zeroed and faulted in anew.
+                let mut bytes = ahead.take().map(|a| a.bytes).unwrap_or_default();
+                let want = len.max(usize::try_from(ahead_bytes).unwrap_or(len));
+                if bytes.capacity() < want {
+                    bytes.reserve_exact(want - bytes.len());
+                }
+                bytes.resize(len, 0);
+                self.file.read_exact_at(h.offset, &mut bytes)?;
                 *ahead = Some(ReadAhead { file: self.number, blocks: i..end, offset: h.offset, bytes });
             }
             let raw = ahead.as_ref().and_then(|a| {
