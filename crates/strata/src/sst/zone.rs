@@ -94,9 +94,17 @@ fn bounds(
         });
     };
     let values = fixed.chunks_exact(w).enumerate();
-    // Without bitmaps every value counts: no per-value check.
+    // Without bitmaps every value counts: no per-value check, and the bounds come from a fold
+    // over the keys alone (branch-free, which the compiler vectorizes for the common widths);
+    // a second walk finds the first value holding each bound.
     if present.is_none() && nulls.is_none() {
-        values.for_each(|(i, v)| take(i, key(v)));
+        let (lo, hi) = match w {
+            8 => min_max(fixed.chunks_exact(8), &key),
+            4 => min_max(fixed.chunks_exact(4), &key),
+            _ => min_max(fixed.chunks_exact(w), &key),
+        }?;
+        let first = |k: u64| fixed.chunks_exact(w).position(|v| key(v) == k).unwrap_or(0);
+        best = Some((lo, first(lo), hi, first(hi)));
     } else {
         values.filter(|(i, _)| counts(*i)).for_each(|(i, v)| take(i, key(v)));
     }
@@ -107,6 +115,16 @@ fn bounds(
         r
     };
     best.map(|(lo, li, hi, hj)| ((lo, raw(li)), (hi, raw(hj))))
+}
+
+/// The smallest and largest key of `values` (`None` when there are none).
+#[inline(always)]
+fn min_max<'a>(values: impl Iterator<Item = &'a [u8]>, key: &impl Fn(&[u8]) -> u64) -> Option<(u64, u64)> {
+    let (lo, hi, n) = values.fold((u64::MAX, 0u64, 0usize), |(lo, hi, n), v| {
+        let k = key(v);
+        (lo.min(k), hi.max(k), n + 1)
+    });
+    (n > 0).then_some((lo, hi))
 }
 
 /// Accumulates one column's zone map while a block is built, from stored bytes.
