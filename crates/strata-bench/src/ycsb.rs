@@ -93,6 +93,11 @@ pub(crate) trait Store: Send + Sync {
     fn update(&self, key: u64, field: usize, value: &[u8]) -> Result<(), String>;
     /// Keys of up to `n` records from `start` on, in key order.
     fn scan(&self, start: u64, n: usize) -> Result<Vec<u64>, String>;
+    /// Microseconds writers have so far waited on background work (flush, compaction), where
+    /// the system counts them.
+    fn stall_micros(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The content of a field: deterministic in (key, field, version).
@@ -149,7 +154,7 @@ impl KeyChooser {
 
 /// strata as a YCSB store: one table, a BIGINT key and one BYTEA column per field.
 pub(crate) struct StrataStore {
-    _db: strata::Db,
+    db: strata::Db,
     t: strata::Table,
     fields: usize,
 }
@@ -164,7 +169,7 @@ impl StrataStore {
         cols.extend((0..fields).map(|f| Column::new(format!("field{f}"), ColumnType::Bytea)));
         let schema = Schema::new(cols, &["k"]).map_err(e)?;
         let t = db.create_table("usertable", schema, TableOptions::default()).map_err(e)?;
-        Ok(StrataStore { _db: db, t, fields })
+        Ok(StrataStore { db, t, fields })
     }
 }
 
@@ -217,6 +222,10 @@ impl Store for StrataStore {
             }
         }
         Ok(keys)
+    }
+
+    fn stall_micros(&self) -> Option<u64> {
+        Some(self.db.stats().write_stall_micros)
     }
 }
 
@@ -433,6 +442,7 @@ pub(crate) fn ycsb(a: &YcsbArgs) -> Result<(), String> {
         });
         let load_secs = t0.elapsed().as_secs_f64();
         progress.finish();
+        let stalled_load = store.stall_micros();
         let mut load = Latency::new();
         for p in parts {
             load.merge(&p?);
@@ -458,6 +468,11 @@ pub(crate) fn ycsb(a: &YcsbArgs) -> Result<(), String> {
             }
         }
         results.add(system, &config, "run throughput", ops as f64 / secs, "ops/s");
+        // Writers' waits on background work, summed over threads (as each system counts them).
+        if let (Some(load), Some(total)) = (stalled_load, store.stall_micros()) {
+            results.add(system, &config, "write stalls, load", load as f64 / 1e6, "s");
+            results.add(system, &config, "write stalls, run", total.saturating_sub(load) as f64 / 1e6, "s");
+        }
         for (op, l) in OPS.iter().zip(&lat.0) {
             results.add_latency(system, &config, op.name(), l);
         }

@@ -116,7 +116,23 @@ impl RocksStore {
     }
 }
 
+/// Microseconds writers have waited on RocksDB's background work so far: the `Cumulative
+/// stall: H:M:S` line of its `rocksdb.dbstats` property (`None` if the line is missing).
+fn stall_micros(db: &DB) -> Option<u64> {
+    let stats = db.property_value("rocksdb.dbstats").ok()??;
+    let line = stats.lines().find_map(|l| l.trim().strip_prefix("Cumulative stall:"))?;
+    let hms = line.split_whitespace().next()?;
+    let mut parts = hms.split(':');
+    let (h, m, s) = (parts.next()?, parts.next()?, parts.next()?);
+    let secs = h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?;
+    Some((secs * 1e6) as u64)
+}
+
 impl Store for RocksStore {
+    fn stall_micros(&self) -> Option<u64> {
+        stall_micros(&self.db)
+    }
+
     fn insert(&self, key: u64, fields: &[Vec<u8>]) -> Result<(), String> {
         self.db.put_opt(key.to_be_bytes(), encode(fields), &self.write).map_err(err)
     }
