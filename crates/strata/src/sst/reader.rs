@@ -415,7 +415,7 @@ impl SstReader {
                 // The last span's buffer is read into again: a fresh one each mebibyte would be
                 // allocated, zeroed and faulted in anew.
                 let mut bytes = ahead.take().map(|a| a.bytes).unwrap_or_default();
-                let want = len.max(usize::try_from(ahead_bytes).unwrap_or(len));
+                let want = len.max(usize::try_from(ahead_bytes.min(self.file.len())).unwrap_or(len));
                 if bytes.capacity() < want {
                     bytes.reserve_exact(want - bytes.len());
                 }
