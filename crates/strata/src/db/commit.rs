@@ -362,26 +362,32 @@ impl DbInner {
                 s += n;
             }
         }
-        // While write transactions are open, the group's rows are recorded before it is
-        // published. A transaction opening meanwhile sets the flag, then takes its snapshot:
-        // either that snapshot holds this group, or the look at the flag after publishing sees
-        // it set and the rows are recorded then (still by this leader, so before any commit
-        // checks them).
-        let mut recorded = false;
+        self.publish_noting_conflicts(seq, || self.record_conflicts(group, &lost, first));
+        self.clock.note(&mut leader.clock, now, seq);
+        Ok(lost)
+    }
+
+    /// Publishes `seq` (as commit leader), calling `note` to tell the conflict window what it
+    /// makes visible while write transactions are open. `note` runs before publishing when the
+    /// flag is set then. A transaction opening meanwhile sets the flag, then takes its
+    /// snapshot: either that snapshot holds what `seq` publishes, or the look at the flag after
+    /// publishing sees it set and `note` runs then (still by this leader, so before any commit
+    /// checks the window).
+    pub(super) fn publish_noting_conflicts(&self, seq: u64, note: impl FnOnce()) {
+        let mut note = Some(note);
         if self.conflicts_open.load(Ordering::SeqCst) {
-            self.record_conflicts(group, &lost, first);
-            recorded = true;
+            if let Some(n) = note.take() {
+                n();
+            }
         }
         crate::sync::shared_write();
         self.snapshots.publish(seq);
         // Paired with the fence in `Db::begin` between setting the flag and reading the visible
         // sequence number: of the two threads, at least one sees the other's store.
         std::sync::atomic::fence(Ordering::SeqCst);
-        if !recorded && self.conflicts_open.load(Ordering::SeqCst) {
-            self.record_conflicts(group, &lost, first);
+        if let Some(n) = note.take().filter(|_| self.conflicts_open.load(Ordering::SeqCst)) {
+            n();
         }
-        self.clock.note(&mut leader.clock, now, seq);
-        Ok(lost)
     }
 
     /// Records the rows of the requests of `group` that won, from sequence number `first` on,

@@ -309,20 +309,8 @@ impl DbInner {
             }
             self.install_flush(edit, vec![flushed], base, None)?;
             // Open write transactions that read below the ingest can no longer commit (the
-            // window does not hold its rows). As in the commit path: the flag is looked at
-            // before publishing and, past a fence paired with the one in `Db::begin`, after, so
-            // a transaction opening meanwhile either has a snapshot holding the ingest or is
-            // seen here.
-            use std::sync::atomic::{fence, Ordering::SeqCst};
-            let raised = self.conflicts_open.load(SeqCst);
-            if raised {
-                self.conflicts.lock().raise_horizon(seq);
-            }
-            self.snapshots.publish(seq);
-            fence(SeqCst);
-            if !raised && self.conflicts_open.load(SeqCst) {
-                self.conflicts.lock().raise_horizon(seq);
-            }
+            // window does not hold its rows).
+            self.publish_noting_conflicts(seq, || self.conflicts.lock().raise_horizon(seq));
             self.clock.note(&mut leader.clock, unix_ms(std::time::SystemTime::now()), seq);
             Ok(())
         });
