@@ -121,6 +121,35 @@ fn scramble(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// Bytes written into each level, from the `Write(GB)` column of the `Compaction Stats` table
+/// in RocksDB's `rocksdb.cfstats` text (flushes count into Level-0). RocksDB prints gigabytes
+/// with one decimal, so each figure is good to about 100 MiB. Empty if the table is missing.
+pub(crate) fn level_writes(stats: &str) -> Vec<u64> {
+    let mut lines = stats.lines();
+    let Some(header) = lines.find(|l| l.trim_start().starts_with("Level") && l.contains("Write(GB)")) else {
+        return Vec::new();
+    };
+    let columns: Vec<&str> = header.split_whitespace().collect();
+    let Some(write) = columns.iter().position(|&c| c == "Write(GB)") else { return Vec::new() };
+    let mut out = Vec::new();
+    for line in lines {
+        let mut cells: Vec<&str> = line.split_whitespace().collect();
+        let Some(level) = cells.first().and_then(|c| c.strip_prefix('L')).and_then(|n| n.parse::<usize>().ok()) else {
+            continue;
+        };
+        // Newer versions print the size with its unit ("4.00 MB"): one cell more than the header.
+        if cells.len() == columns.len() + 1 {
+            cells.remove(3);
+        }
+        let Some(gb) = cells.get(write).and_then(|c| c.parse::<f64>().ok()) else { continue };
+        if out.len() <= level {
+            out.resize(level + 1, 0);
+        }
+        out[level] = (gb * (1u64 << 30) as f64) as u64;
+    }
+    out
+}
+
 /// Incompressible bytes that values are cut from at random offsets.
 fn value_pool(seed: u64) -> Vec<u8> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x7a1e);
@@ -356,5 +385,18 @@ mod tests {
     fn scrambled_keys_are_distinct() {
         let keys: std::collections::HashSet<u64> = (0..100_000).map(scramble).collect();
         assert_eq!(keys.len(), 100_000);
+    }
+
+    #[test]
+    fn level_writes_come_from_the_write_column() {
+        let stats = "\n** Compaction Stats [default] **\n\
+            Level    Files   Size     Score Read(GB)  Rn(GB) Rnp1(GB) Write(GB) Wnew(GB) Moved(GB) W-Amp\n\
+            -------------------------------------------------------------------------------------------\n  \
+              L0      0/0    0.00 KB   0.0      0.0     0.0      0.0       1.0      1.0       0.0   1.0\n  \
+              L2     40/0   39.50 MB   1.0      3.2     1.1      2.1       2.5      0.4       0.1   2.3\n \
+             Sum     40/0   39.50 MB   0.0      3.2     1.1      2.1       3.5      1.4       0.1   3.3\n";
+        let gib = 1u64 << 30;
+        assert_eq!(level_writes(stats), vec![gib, 0, (2.5 * gib as f64) as u64]);
+        assert!(level_writes("no table here").is_empty());
     }
 }

@@ -518,8 +518,14 @@ impl WriteAmpDb {
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         let flushed = self.opts.get_ticker_count(Ticker::FlushWriteBytes);
+        let per_level = self
+            .db
+            .property_value("rocksdb.cfstats")
+            .map_err(err)?
+            .map(|stats| crate::write_amp::level_writes(&stats))
+            .unwrap_or_default();
         Ok(crate::write_amp::Written {
-            per_level: Vec::new(),
+            per_level,
             flushed,
             total: flushed + self.opts.get_ticker_count(Ticker::CompactWriteBytes),
             user: self.opts.get_ticker_count(Ticker::BytesWritten),
