@@ -1166,3 +1166,30 @@ fn reads_as_of_a_point_inside_a_batch_never_see_part_of_it() {
         check(&Db::open("/batches", opts()).unwrap(), "reopened after the flush");
     }
 }
+
+/// Writes alone leave the block cache empty: flushes read older files' blocks to mark the
+/// versions they supersede, and compactions read their inputs, both around the cache, so a load
+/// does not fill it with blocks no reader asked for. The first point reads then fill it.
+#[test]
+fn flush_marking_and_compaction_read_around_the_block_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), tiny_options(Arc::new(OsFs))).unwrap();
+    let t = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    // Every round overwrites the same keys, so each flush finds their older versions in files.
+    for round in 0..6 {
+        let mut b = WriteBatch::new();
+        for id in 0..400 {
+            b.insert(&t, &[Value::BigInt(id), Value::Int(round), Value::Text(format!("value {id} of round {round}"))])
+                .unwrap();
+        }
+        db.write(b, &Default::default()).unwrap();
+        db.flush().unwrap();
+    }
+    db.wait_for_compactions().unwrap();
+    let s = db.stats();
+    assert!(s.flushes >= 6 && s.block_reads > 0, "flushes {} and block reads {}", s.flushes, s.block_reads);
+    assert_eq!(s.block_cache_bytes, 0, "blocks cached by writes alone");
+    let got = t.get(&[Value::BigInt(7)], &Projection::All, &ReadOptions::default()).unwrap();
+    assert_eq!(got, Some(vec![Value::BigInt(7), Value::Int(5), Value::Text("value 7 of round 5".into())]));
+    assert!(db.stats().block_cache_bytes > 0, "a point read caches the block it read");
+}
