@@ -260,6 +260,11 @@ impl Engine for crate::peers::rocksdb::RocksTables {
     fn settle(&self) -> Result<(), String> {
         crate::tables::Tables::settle(self, false)
     }
+
+    fn notes(&self) -> Vec<String> {
+        let stalled = self.stall_micros().map_or("not reported".into(), |m| format!("{:.1} s", m as f64 / 1e6));
+        vec![format!("rocksdb: writes stalled by background work {stalled}")]
+    }
 }
 
 /// Opens `system` in `dir`; its configuration as reported.

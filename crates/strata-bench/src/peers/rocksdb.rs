@@ -221,6 +221,11 @@ fn decode_row(def: &TableDef, key: &[u8], mut b: &[u8]) -> Result<Vec<Value>, St
 }
 
 impl RocksTables {
+    /// Microseconds writers have waited on background work so far (see [`stall_micros`]).
+    pub(crate) fn stall_micros(&self) -> Option<u64> {
+        stall_micros(&self.db)
+    }
+
     pub(crate) fn open(dir: &Path, def: &TableDef, tuning: Tuning) -> Result<Self, String> {
         let (db, write) = open_db(dir, tuning)?;
         Ok(RocksTables { db, write, def: def.clone() })
@@ -525,6 +530,7 @@ impl WriteAmpDb {
             .map(|stats| crate::write_amp::level_writes(&stats))
             .unwrap_or_default();
         Ok(crate::write_amp::Written {
+            stall_micros: stall_micros(&self.db),
             per_level,
             flushed,
             total: flushed + self.opts.get_ticker_count(Ticker::CompactWriteBytes),
