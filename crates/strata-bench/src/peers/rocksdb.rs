@@ -310,6 +310,10 @@ impl Tables for RocksTables {
         self.write_rows(rows, false)
     }
 
+    fn counters(&self) -> Vec<(&'static str, f64, &'static str)> {
+        self.stall_micros().map(|m| ("write stalls", m as f64 / 1e6, "s")).into_iter().collect()
+    }
+
     fn settle(&self, compact: bool) -> Result<(), String> {
         if compact {
             self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
