@@ -374,19 +374,20 @@ impl DbInner {
     /// publishing sees it set and `note` runs then (still by this leader, so before any commit
     /// checks the window).
     pub(super) fn publish_noting_conflicts(&self, seq: u64, note: impl FnOnce()) {
-        let mut note = Some(note);
-        if self.conflicts_open.load(Ordering::SeqCst) {
-            if let Some(n) = note.take() {
-                n();
-            }
-        }
+        // `note` runs now, or is kept for the look after publishing.
+        let later = if self.conflicts_open.load(Ordering::SeqCst) {
+            note();
+            None
+        } else {
+            Some(note)
+        };
         crate::sync::shared_write();
         self.snapshots.publish(seq);
         // Paired with the fence in `Db::begin` between setting the flag and reading the visible
         // sequence number: of the two threads, at least one sees the other's store.
         std::sync::atomic::fence(Ordering::SeqCst);
-        if let Some(n) = note.take().filter(|_| self.conflicts_open.load(Ordering::SeqCst)) {
-            n();
+        if let Some(note) = later.filter(|_| self.conflicts_open.load(Ordering::SeqCst)) {
+            note();
         }
     }
 
