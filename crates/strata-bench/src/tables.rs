@@ -291,6 +291,8 @@ pub(crate) mod sql {
             Value::Text(s) => format!("'{}'", s.replace('\'', "''")),
             Value::Bytea(b) => format!("'\\x{}'", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
             Value::Date(d) => format!("DATE '{}'", strata::types::format_date(*d)),
+            Value::Timestamp(t) => format!("TIMESTAMP '{}'", strata::types::format_timestamp(*t)),
+            Value::TimestampTz(t) => format!("TIMESTAMPTZ '{}'", strata::types::format_timestamptz(*t)),
         }
     }
 

@@ -170,6 +170,15 @@ impl Parser<'_> {
                 strata::types::parse_date(&s)
                     .ok_or_else(|| format!("`{name}` is DATE: write its literals as '2026-11-25'"))?,
             ),
+            Lit::Str(s) if ty == ColumnType::Timestamp => Value::Timestamp(
+                strata::types::parse_timestamp(&s)
+                    .ok_or_else(|| format!("`{name}` is TIMESTAMP: write its literals as '2026-11-25 13:45:00'"))?,
+            ),
+            Lit::Str(s) if ty == ColumnType::TimestampTz => {
+                Value::TimestampTz(strata::types::parse_timestamptz(&s).ok_or_else(|| {
+                    format!("`{name}` is TIMESTAMPTZ: write its literals as '2026-11-25 13:45:00+00'")
+                })?)
+            }
             Lit::Str(s) => Value::Text(s),
         })
     }

@@ -27,6 +27,8 @@ pub fn to_json(v: &Value) -> Json {
         Value::Boolean(b) => Json::from(*b),
         Value::Text(s) => Json::from(s.as_str()),
         Value::Date(d) => Json::from(strata::types::format_date(*d)),
+        Value::Timestamp(t) => Json::from(strata::types::format_timestamp(*t)),
+        Value::TimestampTz(t) => Json::from(strata::types::format_timestamptz(*t)),
         Value::Bytea(b) => {
             let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
             Json::from(format!("\\x{hex}"))
@@ -83,6 +85,16 @@ pub fn from_json(ty: ColumnType, j: &Json) -> Result<Value, String> {
                 .and_then(strata::types::parse_date)
                 .ok_or_else(|| format!("expected DATE as a \"YYYY-MM-DD\" string, got {j}"))?,
         ),
+        ColumnType::Timestamp => Value::Timestamp(
+            j.as_str()
+                .and_then(strata::types::parse_timestamp)
+                .ok_or_else(|| format!("expected TIMESTAMP as a \"YYYY-MM-DD HH:MM:SS[.ffffff]\" string, got {j}"))?,
+        ),
+        ColumnType::TimestampTz => {
+            Value::TimestampTz(j.as_str().and_then(strata::types::parse_timestamptz).ok_or_else(|| {
+                format!("expected TIMESTAMPTZ as a \"YYYY-MM-DD HH:MM:SS[.ffffff][+HH[:MM]]\" string, got {j}")
+            })?)
+        }
         ColumnType::Bytea => Value::Bytea(
             j.as_str()
                 .and_then(parse_hex)

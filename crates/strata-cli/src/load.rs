@@ -60,6 +60,8 @@ pub fn parse_field(ty: ColumnType, nullable: bool, s: &str) -> Result<Value, Str
         ColumnType::Text => Value::Text(s.to_owned()),
         ColumnType::Bytea => Value::Bytea(crate::json::parse_hex(s).ok_or_else(bad)?),
         ColumnType::Date => Value::Date(strata::types::parse_date(s).ok_or_else(bad)?),
+        ColumnType::Timestamp => Value::Timestamp(strata::types::parse_timestamp(s).ok_or_else(bad)?),
+        ColumnType::TimestampTz => Value::TimestampTz(strata::types::parse_timestamptz(s).ok_or_else(bad)?),
     })
 }
 
@@ -152,6 +154,8 @@ enum Raw<'a> {
     Str(&'a str),
     Bytes(&'a [u8]),
     Date(i32),
+    /// Microseconds since 1970; whether the Parquet type names a time zone (an instant).
+    Ts(i64, bool),
 }
 
 impl std::fmt::Display for Raw<'_> {
@@ -164,6 +168,8 @@ impl std::fmt::Display for Raw<'_> {
             Raw::Str(v) => write!(f, "{v}"),
             Raw::Bytes(v) => write!(f, "{} bytes", v.len()),
             Raw::Date(v) => write!(f, "day {v}"),
+            Raw::Ts(v, false) => f.write_str(&strata::types::format_timestamp(*v)),
+            Raw::Ts(v, true) => f.write_str(&strata::types::format_timestamptz(*v)),
         }
     }
 }
@@ -201,12 +207,30 @@ fn raw_at(a: &dyn Array, i: usize) -> Result<Raw<'_>, String> {
         DataType::LargeBinary => Raw::Bytes(a.as_binary::<i64>().value(i)),
         DataType::BinaryView => Raw::Bytes(a.as_binary_view().value(i)),
         DataType::Date32 => Raw::Date(a.as_primitive::<Date32Type>().value(i)),
+        DataType::Timestamp(unit, tz) => {
+            use arrow_schema::TimeUnit;
+            let micros = match unit {
+                TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(i).checked_mul(1_000_000),
+                TimeUnit::Millisecond => a.as_primitive::<TimestampMillisecondType>().value(i).checked_mul(1_000),
+                TimeUnit::Microsecond => Some(a.as_primitive::<TimestampMicrosecondType>().value(i)),
+                TimeUnit::Nanosecond => {
+                    let n = a.as_primitive::<TimestampNanosecondType>().value(i);
+                    // Strata keeps microseconds; a finer value would be rounded, so it is refused.
+                    (n % 1_000 == 0).then_some(n / 1_000)
+                }
+            };
+            Raw::Ts(
+                micros.ok_or_else(|| format!("Parquet timestamp {unit:?} value does not fit microseconds exactly"))?,
+                tz.is_some(),
+            )
+        }
         other => return Err(format!("Parquet type {other} is not one the load reads")),
     })
 }
 
 /// Fits a Parquet value to column type `ty` (integers must be in range; strings load into TEXT,
-/// BYTEA and, as `YYYY-MM-DD`, DATE).
+/// BYTEA and, as `YYYY-MM-DD`, DATE, and as ISO date-times into timestamps; a Parquet timestamp
+/// with a time zone loads into TIMESTAMPTZ, one without into TIMESTAMP).
 fn from_parquet(ty: ColumnType, f: &Raw<'_>) -> Result<Value, String> {
     let int = match f {
         Raw::Int(i) => Some(*i),
@@ -232,6 +256,12 @@ fn from_parquet(ty: ColumnType, f: &Raw<'_>) -> Result<Value, String> {
         (ColumnType::Bytea, Raw::Str(s)) => Value::Bytea(s.as_bytes().to_vec()),
         (ColumnType::Date, Raw::Date(d)) => Value::Date(*d),
         (ColumnType::Date, Raw::Str(s)) => Value::Date(strata::types::parse_date(s).ok_or_else(bad)?),
+        (ColumnType::Timestamp, Raw::Ts(t, false)) => Value::Timestamp(*t),
+        (ColumnType::TimestampTz, Raw::Ts(t, true)) => Value::TimestampTz(*t),
+        (ColumnType::Timestamp, Raw::Str(s)) => Value::Timestamp(strata::types::parse_timestamp(s).ok_or_else(bad)?),
+        (ColumnType::TimestampTz, Raw::Str(s)) => {
+            Value::TimestampTz(strata::types::parse_timestamptz(s).ok_or_else(bad)?)
+        }
         _ => return Err(bad()),
     })
 }

@@ -281,6 +281,8 @@ fn parse_text(ty: ColumnType, s: &str) -> Result<Value, String> {
         ColumnType::Text => Value::Text(s.to_owned()),
         ColumnType::Bytea => Value::Bytea(json::parse_hex(s).ok_or_else(bad)?),
         ColumnType::Date => Value::Date(strata::types::parse_date(s).ok_or_else(bad)?),
+        ColumnType::Timestamp => Value::Timestamp(strata::types::parse_timestamp(s).ok_or_else(bad)?),
+        ColumnType::TimestampTz => Value::TimestampTz(strata::types::parse_timestamptz(s).ok_or_else(bad)?),
     })
 }
 

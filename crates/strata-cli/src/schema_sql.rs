@@ -42,6 +42,8 @@ pub fn column_type(name: &str) -> Option<ColumnType> {
         "TEXT" | "VARCHAR" => ColumnType::Text,
         "BYTEA" | "BLOB" => ColumnType::Bytea,
         "DATE" => ColumnType::Date,
+        "TIMESTAMP" => ColumnType::Timestamp,
+        "TIMESTAMPTZ" => ColumnType::TimestampTz,
         _ => return None,
     })
 }

@@ -34,21 +34,23 @@ use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::{AuthSource, DefaultServerParameterProvider, LoginInfo, Password, StartupHandler};
+use pgwire::api::copy::{send_copy_in_response, CopyHandler};
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{
     send_execution_response, send_query_response, send_ready_for_query, ExtendedQueryHandler, SimpleQueryHandler,
 };
-use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::results::{CopyResponse, FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionHandle, PgWireConnectionState, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::extendedquery::Execute;
 use pgwire::messages::response::{EmptyQueryResponse, TransactionStatus};
 use pgwire::messages::simplequery::Query;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use strata_sql::datafusion::arrow::datatypes::Schema;
-use strata_sql::{Output, Prepared, SqlEngine, SqlError, TxnStatus};
+use strata_sql::{CopyIn, Output, Prepared, SqlEngine, SqlError, TxnStatus};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use types::RowFormat;
@@ -158,6 +160,7 @@ impl Server {
                     session: Arc::new(Session {
                         parser: Arc::new(Parser { engine: engine.clone() }),
                         sql: engine.session(),
+                        copy: std::sync::Mutex::new(None),
                     }),
                     startup: Arc::new(startup),
                 };
@@ -273,12 +276,116 @@ impl PgWireServerHandlers for Connection {
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
         self.startup.clone()
     }
+
+    fn copy_handler(&self) -> Arc<impl CopyHandler> {
+        self.session.clone()
+    }
 }
 
 /// A connection's SQL session.
 struct Session {
     sql: strata_sql::Session,
     parser: Arc<Parser>,
+    /// The `COPY ... FROM STDIN` whose rows the client is sending, with the bytes so far.
+    copy: std::sync::Mutex<Option<(CopyIn, Vec<u8>)>>,
+}
+
+/// Whether `stmt` is a `COPY ... FROM STDIN` whose rows the client sends.
+fn is_copy_from_client(stmt: &strata_sql::datafusion::sql::parser::Statement) -> bool {
+    use strata_sql::datafusion::sql::sqlparser::ast::{CopyTarget, Statement as Ast};
+    matches!(stmt, strata_sql::datafusion::sql::parser::Statement::Statement(s)
+        if matches!(s.as_ref(), Ast::Copy { to: false, target: CopyTarget::Stdin, values, .. } if values.is_empty()))
+}
+
+impl Session {
+    /// Starts a `COPY ... FROM STDIN`: the response that asks the client for its rows.
+    async fn start_copy(
+        &self,
+        stmt: &strata_sql::datafusion::sql::parser::Statement,
+        last: bool,
+    ) -> Result<Response, SqlError> {
+        if !last {
+            return Err(SqlError::new(
+                strata_sql::ErrorKind::FeatureNotSupported,
+                "COPY FROM STDIN must be the last statement of its query",
+            ));
+        }
+        let Prepared::CopyIn(copy) = self.sql.engine().prepare(stmt).await? else {
+            return Err(SqlError::new(strata_sql::ErrorKind::Internal, "COPY did not plan as a copy"));
+        };
+        self.await_copy(&copy)
+    }
+
+    /// Takes `copy` as the COPY whose rows the client sends next: the response asking for them.
+    fn await_copy(&self, copy: &CopyIn) -> Result<Response, SqlError> {
+        if self.sql.status() == TxnStatus::Failed {
+            return Err(SqlError::new(
+                strata_sql::ErrorKind::InFailedTransaction,
+                "current transaction is aborted, commands ignored until end of transaction block",
+            ));
+        }
+        let columns = copy.columns();
+        // Text and CSV are both textual to the protocol (format 0).
+        *self.copy.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((copy.clone(), Vec::new()));
+        Ok(Response::CopyIn(CopyResponse::new(0, columns, futures::stream::empty())))
+    }
+}
+
+#[async_trait]
+impl CopyHandler for Session {
+    async fn on_copy_data<C>(&self, _client: &mut C, copy_data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if let Some((_, data)) = self.copy.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
+            data.extend_from_slice(&copy_data.data);
+        }
+        Ok(())
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let pending = self.copy.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let Some((copy, data)) = pending else {
+            return Err(user_error(SqlError::new(strata_sql::ErrorKind::Internal, "CopyDone without a COPY")));
+        };
+        let sql = self.sql.clone();
+        let out = detached(async move { sql.copy_in(&copy, data).await }).await;
+        client.set_transaction_status(wire_status(self.sql.status()));
+        match out {
+            Ok(Output::Command { rows, .. }) => {
+                let tag = Tag::new("COPY").with_rows(usize::try_from(rows).unwrap_or(usize::MAX));
+                client.send(PgWireBackendMessage::CommandComplete(tag.into())).await?;
+                Ok(())
+            }
+            Ok(Output::Rows { .. }) => {
+                Err(user_error(SqlError::new(strata_sql::ErrorKind::Internal, "COPY returned rows")))
+            }
+            Err(e) => Err(user_error(e)),
+        }
+    }
+
+    async fn on_copy_fail<C>(&self, client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        self.copy.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        // The COPY fails as a statement: inside a block, the block fails.
+        self.sql.fail_block();
+        client.set_transaction_status(wire_status(self.sql.status()));
+        user_error(SqlError::new(
+            strata_sql::ErrorKind::BadCopyData,
+            format!("COPY from stdin failed: {}", fail.message),
+        ))
+    }
 }
 
 /// The status ReadyForQuery reports for `status`.
@@ -309,7 +416,7 @@ fn response(out: Output, format: &Format, described: Option<&Schema>) -> Result<
             let rows = usize::try_from(rows).unwrap_or(usize::MAX);
             Ok(Response::Execution(match tag {
                 "INSERT" => Tag::new(tag).with_oid(0).with_rows(rows),
-                "UPDATE" | "DELETE" => Tag::new(tag).with_rows(rows),
+                "UPDATE" | "DELETE" | "COPY" => Tag::new(tag).with_rows(rows),
                 _ => Tag::new(tag),
             }))
         }
@@ -385,8 +492,15 @@ impl SimpleQueryHandler for Session {
                     send_execution_response(client, tag).await?
                 }
                 Response::Error(e) => client.feed(PgWireBackendMessage::ErrorResponse((*e).into())).await?,
-                Response::CopyIn(_) | Response::CopyOut(_) | Response::CopyBoth(_) => {
-                    return Err(user_error(SqlError::new(strata_sql::ErrorKind::FeatureNotSupported, "COPY")))
+                Response::CopyIn(resp) => {
+                    // The rows follow as CopyData; CopyDone runs the COPY (`on_copy_done`),
+                    // and pgwire sends ReadyForQuery after it.
+                    send_copy_in_response(client, resp).await?;
+                    client.set_state(PgWireConnectionState::CopyInProgress(false));
+                    return Ok(client.flush().await?);
+                }
+                Response::CopyOut(_) | Response::CopyBoth(_) => {
+                    return Err(user_error(SqlError::new(strata_sql::ErrorKind::FeatureNotSupported, "COPY TO")))
                 }
             }
         }
@@ -410,7 +524,18 @@ impl SimpleQueryHandler for Session {
             }
         };
         let mut out = Vec::with_capacity(statements.len());
-        for stmt in statements {
+        let count = statements.len();
+        for (i, stmt) in statements.into_iter().enumerate() {
+            if is_copy_from_client(&stmt) {
+                match self.start_copy(&stmt, i + 1 == count).await {
+                    Ok(r) => out.push(r),
+                    Err(e) => {
+                        self.sql.fail_block();
+                        out.push(Response::Error(Box::new(error_info(&e))));
+                    }
+                }
+                break;
+            }
             let sql = self.sql.clone();
             match detached(async move { sql.run(&stmt).await })
                 .await
@@ -517,6 +642,12 @@ impl ExtendedQueryHandler for Session {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let prepared = portal.statement.statement.clone();
+        if let Prepared::CopyIn(copy) = prepared.as_ref() {
+            if copy.inline_rows().is_none() {
+                // The rows follow as CopyData (`on_copy_done` runs the COPY).
+                return self.await_copy(copy).map_err(user_error);
+            }
+        }
         let params = if portal.parameter_len() == 0 {
             None
         } else {

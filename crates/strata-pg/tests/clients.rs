@@ -388,3 +388,67 @@ fn a_client_killed_mid_statement_leaves_it_whole_or_not_applied() {
     let sum: i64 = client.query_one("SELECT coalesce(sum(v), 0) FROM dst", &[]).unwrap().get(0);
     assert_eq!(sum, if seen == 0 { 0 } else { n * (n + 1) });
 }
+
+/// `COPY ... FROM STDIN` through the copy-in sub-protocol (the `postgres` crate's `copy_in`,
+/// as pgbench and psql's `\copy` use it): rows into a keyless table and a keyed one, in text and
+/// CSV; a COPY with a bad field inserts nothing and leaves the connection usable; inside a
+/// block it commits and rolls back with the block; and a COPY the client abandons fails.
+#[test]
+fn copy_from_stdin_takes_rows_all_or_none_in_and_out_of_blocks() {
+    use std::io::Write;
+    let server = start(|_| {});
+    let mut client = connect(server.addr, "strata", "").unwrap();
+    client
+        .batch_execute("CREATE TABLE h (a INT, b TEXT, c CHAR(4)); CREATE TABLE k (id INT PRIMARY KEY, s TEXT)")
+        .unwrap();
+    let count =
+        |c: &mut Client, t: &str| c.query_one(&format!("SELECT count(*) FROM {t}"), &[]).unwrap().get::<_, i64>(0);
+
+    let mut w = client.copy_in("COPY h FROM STDIN").unwrap();
+    for i in 0..1000 {
+        writeln!(w, "{}\ttext {i}\\twith a tab\t{}", i % 10, if i % 2 == 0 { "\\N" } else { "ab  " }).unwrap();
+    }
+    assert_eq!(w.finish().unwrap(), 1000);
+    assert_eq!(count(&mut client, "h"), 1000);
+    let row = client.query_one("SELECT b, c FROM h WHERE a = 1 AND b = 'text 1\twith a tab'", &[]).unwrap();
+    assert_eq!(row.get::<_, Option<String>>(1).as_deref(), Some("ab"));
+
+    let mut w = client.copy_in("COPY k (s, id) FROM STDIN WITH (FORMAT csv, HEADER true)").unwrap();
+    w.write_all(b"s,id\n\"x,y\",1\n,2\n").unwrap();
+    assert_eq!(w.finish().unwrap(), 2);
+
+    // A bad field: nothing inserted, the error names the line, the connection goes on.
+    let mut w = client.copy_in("COPY k FROM STDIN").unwrap();
+    w.write_all(b"3\tfine\nfour\tbad\n").unwrap();
+    let e = w.finish().unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::INVALID_TEXT_REPRESENTATION), "{e}");
+    let message = e.as_db_error().map(|d| d.message().to_string()).unwrap_or_default();
+    assert!(message.contains("line 2"), "{message}");
+    assert_eq!(count(&mut client, "k"), 2);
+    // A duplicate key refuses the whole COPY too.
+    let mut w = client.copy_in("COPY k FROM STDIN").unwrap();
+    w.write_all(b"5\tnew\n1\tdup\n").unwrap();
+    assert_eq!(w.finish().unwrap_err().code(), Some(&SqlState::UNIQUE_VIOLATION));
+    assert_eq!(count(&mut client, "k"), 2);
+
+    // In a block: rolled back with it, then committed with it.
+    client.batch_execute("BEGIN").unwrap();
+    let mut w = client.copy_in("COPY k FROM STDIN").unwrap();
+    w.write_all(b"10\tin a block\n").unwrap();
+    assert_eq!(w.finish().unwrap(), 1);
+    assert_eq!(count(&mut client, "k"), 3, "the block sees its own COPY");
+    client.batch_execute("ROLLBACK").unwrap();
+    assert_eq!(count(&mut client, "k"), 2);
+    let mut tx = client.transaction().unwrap();
+    let mut w = tx.copy_in("COPY k FROM STDIN").unwrap();
+    w.write_all(b"11\tcommitted\n").unwrap();
+    w.finish().unwrap();
+    tx.commit().unwrap();
+    assert_eq!(count(&mut client, "k"), 3);
+
+    // A COPY whose client gives up (the writer dropped unfinished sends CopyFail).
+    let mut w = client.copy_in("COPY k FROM STDIN").unwrap();
+    w.write_all(b"12\tabandoned\n").unwrap();
+    drop(w);
+    assert_eq!(count(&mut client, "k"), 3);
+}

@@ -63,6 +63,8 @@ pub(crate) fn value(obj: &Bound<'_, PyAny>, column: &Column) -> PyResult<Value> 
             Value::Text(obj.extract()?)
         }
         ColumnType::Date => Value::Date(date_days(obj)?.ok_or_else(wrong)?),
+        ColumnType::Timestamp => Value::Timestamp(datetime_micros(obj, false)?.ok_or_else(wrong)?),
+        ColumnType::TimestampTz => Value::TimestampTz(datetime_micros(obj, true)?.ok_or_else(wrong)?),
         ColumnType::Bytea => {
             if let Ok(b) = obj.cast::<PyBytes>() {
                 Value::Bytea(b.as_bytes().to_vec())
@@ -99,6 +101,54 @@ fn date_days(obj: &Bound<'_, PyAny>) -> PyResult<Option<i32>> {
     Ok(i32::try_from(ordinal - EPOCH_ORDINAL).ok())
 }
 
+/// `datetime.datetime(1970, 1, 1)`, `datetime.datetime(1970, 1, 1, tzinfo=timezone.utc)` and
+/// `datetime.timedelta(microseconds=1)`, built once per process.
+fn epochs(py: Python<'_>) -> PyResult<[Bound<'_, PyAny>; 3]> {
+    static EPOCHS: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+    let t = EPOCHS.get_or_try_init(py, || -> PyResult<Py<PyTuple>> {
+        let m = py.import("datetime")?;
+        let datetime = m.getattr("datetime")?;
+        let utc = m.getattr("timezone")?.getattr("utc")?;
+        let naive = datetime.call1((1970, 1, 1))?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("tzinfo", utc)?;
+        let aware = datetime.call((1970, 1, 1), Some(&kwargs))?;
+        let micro = PyDict::new(py);
+        micro.set_item("microseconds", 1)?;
+        let one = m.getattr("timedelta")?.call((), Some(&micro))?;
+        Ok(PyTuple::new(py, [naive, aware, one])?.unbind())
+    })?;
+    let t = t.bind(py);
+    Ok([t.get_item(0)?, t.get_item(1)?, t.get_item(2)?])
+}
+
+/// The microseconds since 1970 of a `datetime.datetime`: for TIMESTAMP (`tz` false) a naive one,
+/// for TIMESTAMPTZ an aware one (converted to UTC) or a naive one read as UTC; `None` for any
+/// other object.
+fn datetime_micros(obj: &Bound<'_, PyAny>, tz: bool) -> PyResult<Option<i64>> {
+    let (_, datetime) = date_types(obj.py())?;
+    if !obj.is_instance(datetime)? {
+        return Ok(None);
+    }
+    let aware = !obj.getattr("tzinfo")?.is_none();
+    if aware && !tz {
+        return Err(PyValueError::new_err(
+            "a TIMESTAMP column takes a naive datetime (no tzinfo); use TIMESTAMPTZ for instants",
+        ));
+    }
+    let [naive_epoch, utc_epoch, micro] = epochs(obj.py())?;
+    let since = obj.call_method1("__sub__", (if aware { utc_epoch } else { naive_epoch },))?;
+    Ok(Some(since.call_method1("__floordiv__", (micro,))?.extract()?))
+}
+
+/// A `datetime.datetime` of TIMESTAMP (naive) or TIMESTAMPTZ (in UTC) microseconds
+/// (`OverflowError` beyond Python's years 1-9999).
+fn py_datetime<'py>(py: Python<'py>, micros: i64, tz: bool) -> PyResult<Bound<'py, PyAny>> {
+    let [naive_epoch, utc_epoch, micro] = epochs(py)?;
+    let delta = micro.call_method1("__mul__", (micros,))?;
+    (if tz { utc_epoch } else { naive_epoch }).call_method1("__add__", (delta,))
+}
+
 /// A `datetime.date` of DATE days (`OverflowError` beyond Python's years 1-9999).
 fn py_date<'py>(py: Python<'py>, days: i32) -> PyResult<Bound<'py, PyAny>> {
     let (date, _) = date_types(py)?;
@@ -123,6 +173,8 @@ pub(crate) fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAn
         Value::Text(s) => PyString::new(py, s).into_any(),
         Value::Bytea(b) => PyBytes::new(py, b).into_any(),
         Value::Date(d) => py_date(py, *d)?,
+        Value::Timestamp(t) => py_datetime(py, *t, false)?,
+        Value::TimestampTz(t) => py_datetime(py, *t, true)?,
     })
 }
 

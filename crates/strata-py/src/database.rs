@@ -85,9 +85,12 @@ fn column_type(name: &str, t: &DataType) -> PyResult<ColumnType> {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => ColumnType::Text,
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => ColumnType::Bytea,
         DataType::Date32 => ColumnType::Date,
+        DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, None) => ColumnType::Timestamp,
+        DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, Some(_)) => ColumnType::TimestampTz,
         other => {
             return Err(PyTypeError::new_err(format!(
-                "column `{name}` has type {other}; strata stores int8/16/32/64, float32/64, bool, string, binary and date32"
+                "column `{name}` has type {other}; strata stores int8/16/32/64, float32/64, bool, string, binary, \
+                 date32 and timestamp[us] (with or without a time zone)"
             )))
         }
     })

@@ -10,6 +10,7 @@ use datafusion::common::{exec_err, Result as DfResult};
 use datafusion::datasource::TableProvider;
 use strata::Db;
 
+use crate::ddl::REBUILD_PREFIX;
 use crate::table::StrataTable;
 
 /// The catalog and schema names tables resolve in (`strata.public.t`, or plain `t`).
@@ -36,10 +37,13 @@ impl StrataSchema {
 #[async_trait]
 impl SchemaProvider for StrataSchema {
     fn table_names(&self) -> Vec<String> {
-        self.db.table_names()
+        self.db.table_names().into_iter().filter(|n| !n.starts_with(REBUILD_PREFIX)).collect()
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        if name.starts_with(REBUILD_PREFIX) {
+            return Ok(None);
+        }
         match self.db.table(name) {
             Ok(t) => Ok(Some(Arc::new(StrataTable::new(self.db.clone(), t)))),
             Err(strata::Error::UnknownTable(_)) => Ok(None),
@@ -56,6 +60,6 @@ impl SchemaProvider for StrataSchema {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.db.table(name).is_ok()
+        !name.starts_with(REBUILD_PREFIX) && self.db.table(name).is_ok()
     }
 }

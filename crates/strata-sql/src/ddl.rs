@@ -8,13 +8,14 @@
 //! ```
 
 use datafusion::sql::sqlparser::ast::{
-    ColumnOption, CreateTable, CreateTableOptions, DataType, Expr as AstExpr, Ident, ObjectName, ObjectNamePart,
-    SqlOption, TableConstraint, Value as AstValue,
+    AlterTable, AlterTableOperation, CharacterLength, ColumnOption, CreateTable, CreateTableOptions, DataType,
+    Expr as AstExpr, Ident, ObjectName, ObjectNamePart, SqlOption, TableConstraint, TimezoneInfo, Value as AstValue,
 };
-use strata::{Column, ColumnType, Db, Engine, Schema, TableOptions};
+use strata::{Column, ColumnType, Db, Engine, Schema, TableOptions, Value};
 
 use crate::catalog::{CATALOG, SCHEMA};
 use crate::error::{ErrorKind, SqlError};
+use crate::meta::{TextKind, HIDDEN, ROWID, TYPE_PREFIX};
 
 /// An identifier as DataFusion resolves it: unquoted names fold to lower case.
 pub(crate) fn normalize(ident: &Ident) -> String {
@@ -45,8 +46,37 @@ pub(crate) fn table_name(name: &ObjectName) -> Result<String, SqlError> {
     }
 }
 
+/// The length of `CHAR(n)` / `VARCHAR(n)` (`None`: no length given).
+fn text_length(t: &DataType, len: &Option<CharacterLength>) -> Result<Option<u32>, SqlError> {
+    match len {
+        None => Ok(None),
+        Some(CharacterLength::IntegerLength { length, .. }) => match u32::try_from(*length) {
+            Ok(n) if n >= 1 => Ok(Some(n)),
+            _ => Err(SqlError::invalid(format!("column type {t}: the length must be 1 to {}", u32::MAX))),
+        },
+        Some(CharacterLength::Max) => Ok(None),
+    }
+}
+
+/// The strata type of a SQL type name, with its declared length for `CHAR(n)` and
+/// `VARCHAR(n)`.
+fn column_type(t: &DataType) -> Result<(ColumnType, Option<TextKind>), SqlError> {
+    let text = match t {
+        // CHAR without a length is CHAR(1), as in PostgreSQL.
+        DataType::Char(len) | DataType::Character(len) => Some(TextKind::Char(text_length(t, len)?.unwrap_or(1))),
+        DataType::Varchar(len) | DataType::CharacterVarying(len) | DataType::CharVarying(len) => {
+            text_length(t, len)?.map(TextKind::Varchar)
+        }
+        _ => None,
+    };
+    if let Some(kind) = text {
+        return Ok((ColumnType::Text, Some(kind)));
+    }
+    Ok((column_type_of(t)?, None))
+}
+
 /// The strata type of a SQL type name.
-fn column_type(t: &DataType) -> Result<ColumnType, SqlError> {
+fn column_type_of(t: &DataType) -> Result<ColumnType, SqlError> {
     Ok(match t {
         DataType::BigInt(_) | DataType::Int8(_) | DataType::Int64 => ColumnType::BigInt,
         DataType::Int(_) | DataType::Integer(_) | DataType::Int4(_) | DataType::Int32 => ColumnType::Int,
@@ -68,10 +98,23 @@ fn column_type(t: &DataType) -> Result<ColumnType, SqlError> {
         | DataType::Nvarchar(_) => ColumnType::Text,
         DataType::Bytea | DataType::Blob(_) | DataType::Varbinary(_) | DataType::Binary(_) => ColumnType::Bytea,
         DataType::Date => ColumnType::Date,
+        DataType::Timestamp(precision, tz) => {
+            if precision.is_some_and(|p| p != 6) {
+                return Err(SqlError::unsupported(format!(
+                    "column type {t}: strata keeps timestamps to the microsecond; declare TIMESTAMP or TIMESTAMP(6)"
+                )));
+            }
+            match tz {
+                TimezoneInfo::None | TimezoneInfo::WithoutTimeZone => ColumnType::Timestamp,
+                TimezoneInfo::WithTimeZone | TimezoneInfo::Tz => ColumnType::TimestampTz,
+            }
+        }
+        DataType::Datetime(None) => ColumnType::Timestamp,
         other => {
             return Err(SqlError::unsupported(format!(
-            "column type {other} (strata has BIGINT, INT, SMALLINT, TINYINT, DOUBLE, REAL, BOOLEAN, TEXT, BYTEA, DATE)"
-        )))
+                "column type {other} (strata has BIGINT, INT, SMALLINT, TINYINT, DOUBLE, REAL, BOOLEAN, TEXT, BYTEA, \
+                 DATE, TIMESTAMP, TIMESTAMPTZ)"
+            )))
         }
     })
 }
@@ -101,14 +144,27 @@ pub(crate) fn create_table(db: &Db, ct: &CreateTable) -> Result<bool, SqlError> 
         ));
     }
     let name = table_name(&ct.name)?;
+    if name.starts_with(REBUILD_PREFIX) {
+        return Err(SqlError::invalid(format!("table names starting with {REBUILD_PREFIX} are strata's own")));
+    }
     if ct.if_not_exists && db.table(&name).is_ok() {
         return Ok(false);
     }
-    let mut columns = Vec::with_capacity(ct.columns.len());
+    let mut columns = Vec::with_capacity(ct.columns.len() + 1);
     let mut key: Vec<String> = Vec::new();
+    let mut declared: Vec<(String, TextKind)> = Vec::new();
     for def in &ct.columns {
         let col_name = normalize(&def.name);
-        let mut col = Column::new(col_name.clone(), column_type(&def.data_type)?);
+        if col_name == ROWID {
+            return Err(SqlError::invalid(format!("column name {ROWID} is strata's own (the hidden row id)")));
+        }
+        let (ty, text) = column_type(&def.data_type)?;
+        let mut col = Column::new(col_name.clone(), ty);
+        if let Some(kind) = text {
+            let (TextKind::Char(n) | TextKind::Varchar(n)) = kind;
+            col = col.with_max_chars(n);
+            declared.push((col_name.clone(), kind));
+        }
         for opt in &def.options {
             match &opt.option {
                 ColumnOption::NotNull => col.nullable = false,
@@ -144,12 +200,16 @@ pub(crate) fn create_table(db: &Db, ct: &CreateTable) -> Result<bool, SqlError> 
             other => return Err(SqlError::unsupported(format!("table constraint {other}"))),
         }
     }
-    if key.is_empty() {
-        return Err(SqlError::invalid(format!(
-            "table {name} has no PRIMARY KEY: every strata table is keyed (e.g. id BIGINT PRIMARY KEY)"
-        )));
-    }
     let mut options = TableOptions::default();
+    for (col, kind) in declared {
+        options = options.annotate(format!("{TYPE_PREFIX}{col}"), kind.type_name());
+    }
+    if key.is_empty() {
+        // Keyed by a hidden row id, never reused (see `crate::meta`).
+        columns.push(Column::not_null(ROWID, ColumnType::BigInt));
+        key.push(ROWID.to_owned());
+        options = options.annotate(HIDDEN, ROWID);
+    }
     let with: &[SqlOption] = match &ct.table_options {
         CreateTableOptions::None => &[],
         CreateTableOptions::With(o) => o,
@@ -162,9 +222,13 @@ pub(crate) fn create_table(db: &Db, ct: &CreateTable) -> Result<bool, SqlError> 
         let k = normalize(k);
         let v = option_text(&k, value)?;
         match k.as_str() {
-            "layout" => {
-                options = TableOptions::with_layout(v).with_engine(options.engine).aligned(options.aligned_compaction)
-            }
+            "layout" => options.layout = Some(v),
+            // PostgreSQL's free space per page, for in-place updates; strata writes its files
+            // full and updates out of place, so it takes the option and has no use for it.
+            "fillfactor" => match v.parse::<u32>() {
+                Ok(10..=100) => {}
+                _ => return Err(SqlError::invalid(format!("fillfactor = {v}: expected an integer from 10 to 100"))),
+            },
             "engine" => {
                 let e = Engine::from_name(&v)
                     .ok_or_else(|| SqlError::invalid(format!("engine = '{v}': expected 'lsm' or 'lineage'")))?;
@@ -180,7 +244,7 @@ pub(crate) fn create_table(db: &Db, ct: &CreateTable) -> Result<bool, SqlError> 
             }
             _ => {
                 return Err(SqlError::invalid(format!(
-                    "unknown table option {k} (known: layout, engine, aligned_compaction)"
+                    "unknown table option {k} (known: layout, engine, aligned_compaction, fillfactor)"
                 )))
             }
         }
@@ -209,4 +273,109 @@ pub(crate) fn drop_tables(db: &Db, names: &[ObjectName], if_exists: bool) -> Res
         }
     }
     Ok(dropped)
+}
+
+/// The prefix of tables strata-sql builds to replace others (`ALTER TABLE`); SQL never shows
+/// them, and a new one first drops what a crash may have left.
+pub(crate) const REBUILD_PREFIX: &str = "__strata_rebuild_";
+
+/// Runs an `ALTER TABLE`: `ADD [CONSTRAINT name] PRIMARY KEY (columns)` on a table created
+/// without a primary key, which rebuilds it keyed by those columns.
+pub(crate) fn alter_table(db: &Db, at: &AlterTable) -> Result<(), SqlError> {
+    let name = table_name(&at.name)?;
+    let table = match db.table(&name) {
+        Ok(t) => t,
+        Err(strata::Error::UnknownTable(_)) if at.if_exists => return Ok(()),
+        Err(_) => return Err(SqlError::new(ErrorKind::UndefinedTable, format!("table {name} does not exist"))),
+    };
+    match at.operations.as_slice() {
+        [AlterTableOperation::AddConstraint { constraint: TableConstraint::PrimaryKey(pk), .. }] => {
+            let mut key = Vec::with_capacity(pk.columns.len());
+            for ic in &pk.columns {
+                match &ic.column.expr {
+                    AstExpr::Identifier(i) => key.push(normalize(i)),
+                    other => return Err(SqlError::invalid(format!("PRIMARY KEY ({other}): expected a column"))),
+                }
+            }
+            add_primary_key(db, &table, &key)
+        }
+        _ => Err(SqlError::unsupported(format!(
+            "{at}: ALTER TABLE supports ADD PRIMARY KEY (columns) on a table created without one"
+        ))),
+    }
+}
+
+/// Rebuilds `table` (keyed by its hidden row id) keyed by `key`: its rows are copied at a
+/// snapshot into a new table, which then replaces it in one step, refused if the table was
+/// written meanwhile (see [`Db::replace_table`]).
+fn add_primary_key(db: &Db, table: &strata::Table, key: &[String]) -> Result<(), SqlError> {
+    let name = table.name().to_owned();
+    if crate::meta::hidden_columns(table).is_empty() {
+        return Err(SqlError::new(
+            ErrorKind::InvalidTableDefinition,
+            format!("multiple primary keys for table {name} are not allowed"),
+        ));
+    }
+    let visible = crate::meta::visible_columns(table);
+    let schema = table.schema();
+    let mut columns: Vec<Column> = visible.iter().map(|&c| schema.columns()[c].clone()).collect();
+    let mut key_idx = Vec::with_capacity(key.len());
+    for k in key {
+        let i = columns.iter().position(|c| c.name == *k).ok_or_else(|| {
+            SqlError::new(ErrorKind::UndefinedColumn, format!("column {k} of table {name} does not exist"))
+        })?;
+        if key_idx.contains(&i) {
+            return Err(SqlError::invalid(format!("column {k} appears twice in the primary key")));
+        }
+        key_idx.push(i);
+        columns[i].nullable = false;
+    }
+    let mut options = table.options().clone();
+    options.annotations.remove(HIDDEN);
+    let key_refs: Vec<&str> = key.iter().map(String::as_str).collect();
+    let new_schema = Schema::new(columns, &key_refs)?;
+
+    let snapshot = db.snapshot();
+    let read = strata::ReadOptions { snapshot: Some(&snapshot) };
+    let mut rows: Vec<Vec<Value>> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for row in table.scan(&strata::KeyRange::all(), &strata::Projection::All, &read)? {
+        let row = row?;
+        let kept: Vec<Value> = visible.iter().map(|&c| row[c].clone()).collect();
+        let key_vals: Vec<Value> = key_idx.iter().map(|&i| kept[i].clone()).collect();
+        if let Some(i) = key_vals.iter().position(Value::is_null) {
+            return Err(SqlError::new(
+                ErrorKind::NotNullViolation,
+                format!("column {} of relation {name} contains null values", key[i]),
+            ));
+        }
+        if !seen.insert(format!("{key_vals:?}")) {
+            return Err(SqlError::new(
+                ErrorKind::UniqueViolation,
+                format!(
+                    "could not create unique index \"{name}_pkey\": key ({})={} is duplicated",
+                    key.join(", "),
+                    crate::display_key(&key_vals)
+                ),
+            ));
+        }
+        rows.push(kept);
+    }
+    let temp = format!("{REBUILD_PREFIX}{name}");
+    match db.drop_table(&temp) {
+        Ok(()) | Err(strata::Error::UnknownTable(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let new = db.create_table(&temp, new_schema, options)?;
+    let built = (|| -> Result<(), SqlError> {
+        if !rows.is_empty() {
+            new.ingest(&rows)?;
+        }
+        db.replace_table(&name, &temp, Some(snapshot.seq()))?;
+        Ok(())
+    })();
+    if built.is_err() {
+        let _ = db.drop_table(&temp);
+    }
+    built
 }

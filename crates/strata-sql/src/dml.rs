@@ -18,14 +18,18 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::Column;
+use datafusion::datasource::provider_as_source;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::dml::InsertOp;
-use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, LogicalPlanBuilder, WriteOp};
+use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, LogicalPlanBuilder, TableScanBuilder, WriteOp};
 use strata::scan::value_at;
 use strata::{Db, Table, Value, WriteBatch};
 
 use crate::error::{ErrorKind, SqlError};
+use crate::meta::{self, TextKind};
+use crate::table::StrataTable;
 use crate::txn::TxnCell;
 
 /// What a DML statement did: its command tag and the rows it touched.
@@ -111,34 +115,127 @@ pub(crate) async fn execute(
     tx: &TxnCell,
 ) -> Result<Done, SqlError> {
     let table = db.table(dml.table_name.table())?;
+    let target = Target { kinds: meta::text_kinds(&table), visible: meta::visible_columns(&table), table };
     match &dml.op {
         WriteOp::Insert(op @ (InsertOp::Append | InsertOp::Replace)) => {
-            insert(state, &table, dml, *op == InsertOp::Replace, tx).await
+            insert(state, &target, dml, *op == InsertOp::Replace, tx).await
         }
         WriteOp::Insert(InsertOp::Overwrite) => Err(SqlError::unsupported("INSERT OVERWRITE")),
         WriteOp::Delete => {
-            let n = delete(state, &table, dml, dml.input.as_ref().clone(), tx).await?;
+            let input = with_hidden_scans(db, &target.table, dml.input.as_ref().clone())?;
+            let n = delete(state, &target.table, dml, input, tx).await?;
             Ok(Done { tag: "DELETE", rows: n })
         }
         WriteOp::Truncate => {
-            let all = LogicalPlanBuilder::scan(dml.table_name.clone(), dml.target.clone(), None)?.build()?;
-            let n = delete(state, &table, dml, all, tx).await?;
+            let source = provider_as_source(Arc::new(StrataTable::with_hidden(db.clone(), target.table.clone())));
+            let all = LogicalPlanBuilder::scan(dml.table_name.clone(), source, None)?.build()?;
+            let n = delete(state, &target.table, dml, all, tx).await?;
             Ok(Done { tag: "TRUNCATE TABLE", rows: n })
         }
-        WriteOp::Update => update(state, &table, dml, tx).await,
+        WriteOp::Update => update(db, state, &target, dml, tx).await,
         other => Err(SqlError::unsupported(format!("{other}"))),
     }
 }
 
+/// The table a statement changes, with what SQL keeps about it.
+struct Target {
+    table: Table,
+    /// The columns SQL sees, as schema indices (the statement's rows hold these, in order).
+    visible: Vec<usize>,
+    /// The declared text kinds of the columns, by schema index (empty: none has one).
+    kinds: Vec<Option<TextKind>>,
+}
+
+impl Target {
+    /// `v` as schema column `col` stores it (see [`meta::fit_text`]).
+    fn fit(&self, col: usize, v: Value) -> Result<Value, SqlError> {
+        match self.kinds.get(col).copied().flatten() {
+            Some(kind) => meta::fit_text(kind, &self.table.schema().columns()[col].name, v),
+            None => Ok(v),
+        }
+    }
+}
+
+/// `plan` with every scan of `table` reading its hidden columns too, so the statement can name
+/// the rows it changes by their hidden row ids (the scans' other columns keep their positions).
+fn with_hidden_scans(db: &Arc<Db>, table: &Table, plan: LogicalPlan) -> Result<LogicalPlan, SqlError> {
+    let hidden = meta::hidden_columns(table);
+    if hidden.is_empty() {
+        return Ok(plan);
+    }
+    let visible = meta::visible_columns(table).len();
+    let source = provider_as_source(Arc::new(StrataTable::with_hidden(db.clone(), table.clone())));
+    let plan = plan.transform_up(|node| {
+        let node = match node {
+            LogicalPlan::TableScan(scan) if scan.table_name.table() == table.name() => {
+                let mut projection = scan.projection.clone().unwrap_or_else(|| (0..visible).collect());
+                projection.extend(visible..visible + hidden.len());
+                let rebuilt = TableScanBuilder::new(scan.table_name.clone(), source.clone())
+                    .with_projection(Some(projection))
+                    .with_filters(scan.filters.clone())
+                    .with_fetch(scan.fetch)
+                    .build()?;
+                LogicalPlan::TableScan(rebuilt)
+            }
+            // The columns below may have grown: nodes that keep their input's columns show them.
+            other => other.recompute_schema()?,
+        };
+        Ok(Transformed::yes(node))
+    })?;
+    Ok(plan.data)
+}
+
 async fn insert(
     state: &SessionState,
-    table: &Table,
+    target: &Target,
     dml: &DmlStatement,
     replace: bool,
     tx: &TxnCell,
 ) -> Result<Done, SqlError> {
     let batches = run(state, dml.input.as_ref().clone()).await?;
-    let all: Vec<Vec<Value>> = rows(&batches).collect();
+    insert_rows(target, &target.visible, rows(&batches), replace, tx)
+}
+
+/// Runs a `COPY ... FROM STDIN` of `data` into its table, through `tx`.
+pub(crate) fn copy(db: &Arc<Db>, copy: &crate::copy::CopyIn, data: &[u8], tx: &TxnCell) -> Result<Done, SqlError> {
+    let table = db.table(&copy.table)?;
+    let target = Target { kinds: meta::text_kinds(&table), visible: meta::visible_columns(&table), table };
+    let rows = crate::copy::rows(db, copy, data)?;
+    let done = insert_rows(&target, &copy.columns, rows.into_iter(), false, tx)?;
+    Ok(Done { tag: "COPY", rows: done.rows })
+}
+
+/// Inserts `given` rows, each holding the values of schema columns `columns` in order (the
+/// others are NULL, the hidden row id fresh).
+fn insert_rows(
+    target: &Target,
+    columns: &[usize],
+    given: impl Iterator<Item = Vec<Value>>,
+    replace: bool,
+    tx: &TxnCell,
+) -> Result<Done, SqlError> {
+    let table = &target.table;
+    let width = table.schema().columns().len();
+    let mut all: Vec<Vec<Value>> = Vec::new();
+    for given in given {
+        // The statement's rows hold the visible columns; the hidden ones are filled below.
+        let mut row = vec![Value::Null; width];
+        for (&c, v) in columns.iter().zip(given) {
+            row[c] = target.fit(c, v)?;
+        }
+        all.push(row);
+    }
+    if let [rowid] = meta::hidden_columns(table)[..] {
+        // Fresh row ids: no key can be present already.
+        if !all.is_empty() {
+            let first = table.sequence(meta::ROWID_SEQUENCE, all.len() as u64)?;
+            for (i, row) in all.iter_mut().enumerate() {
+                row[rowid] = Value::BigInt(first + i as i64);
+            }
+        }
+        apply(tx, table, all.iter().map(|r| Change::Insert(r)).collect())?;
+        return Ok(Done { tag: "INSERT", rows: all.len() as u64 });
+    }
     let mut seen = HashSet::new();
     let exists = Exists::new(table, tx)?;
     for row in &all {
@@ -177,7 +274,14 @@ async fn delete(
     Ok(n)
 }
 
-async fn update(state: &SessionState, table: &Table, dml: &DmlStatement, tx: &TxnCell) -> Result<Done, SqlError> {
+async fn update(
+    db: &Arc<Db>,
+    state: &SessionState,
+    target: &Target,
+    dml: &DmlStatement,
+    tx: &TxnCell,
+) -> Result<Done, SqlError> {
+    let table = &target.table;
     // DataFusion plans an UPDATE as a projection with one expression per column: the column
     // itself where it is not assigned, the assigned value (cast to the column type) where it is.
     let LogicalPlan::Projection(p) = dml.input.as_ref() else {
@@ -185,20 +289,25 @@ async fn update(state: &SessionState, table: &Table, dml: &DmlStatement, tx: &Tx
     };
     let schema = table.schema();
     let columns = schema.columns();
-    if p.expr.len() != columns.len() {
+    if p.expr.len() != target.visible.len() {
         return Err(SqlError::unsupported("this form of UPDATE"));
     }
     let mut qualifier = None;
-    let assigned: Vec<bool> = p
-        .expr
+    // The expression assigned to each schema column (hidden ones are never assigned).
+    let mut exprs_of: Vec<Option<&Expr>> = vec![None; columns.len()];
+    for (e, &c) in p.expr.iter().zip(&target.visible) {
+        exprs_of[c] = Some(e);
+    }
+    let assigned: Vec<bool> = exprs_of
         .iter()
         .zip(columns)
-        .map(|(e, col)| match e.clone().unalias() {
-            Expr::Column(c) if c.name == col.name => {
+        .map(|(e, col)| match e.map(|e| e.clone().unalias()) {
+            None => false,
+            Some(Expr::Column(c)) if c.name == col.name => {
                 qualifier = qualifier.take().or(c.relation.clone());
                 false
             }
-            _ => true,
+            Some(_) => true,
         })
         .collect();
     let key = schema.primary_key();
@@ -213,13 +322,19 @@ async fn update(state: &SessionState, table: &Table, dml: &DmlStatement, tx: &Tx
             Expr::Column(Column::new(qualifier.clone(), &columns[k].name)).alias(format!("__strata_key_{i}"))
         })
         .collect();
-    exprs.extend(written.iter().map(|&c| p.expr[c].clone()));
-    let plan = LogicalPlanBuilder::from(p.input.as_ref().clone()).project(exprs)?.build()?;
+    for &c in &written {
+        exprs.push(exprs_of[c].cloned().ok_or_else(|| SqlError::unsupported("an UPDATE of a hidden column"))?);
+    }
+    let input = with_hidden_scans(db, table, p.input.as_ref().clone())?;
+    let plan = LogicalPlanBuilder::from(input).project(exprs)?.build()?;
     let batches = run(state, plan).await?;
 
     let mut targets = HashSet::new();
     let mut changes: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
-    for row in rows(&batches) {
+    for mut row in rows(&batches) {
+        for (v, &c) in row[key.len()..].iter_mut().zip(&written) {
+            *v = target.fit(c, std::mem::replace(v, Value::Null))?;
+        }
         let (old, new) = row.split_at(key.len());
         if !targets.insert(key_id(old)) {
             return Err(SqlError::invalid(format!(

@@ -21,12 +21,20 @@ pub enum ErrorKind {
     NotNullViolation,
     /// A value of the wrong type or out of range.
     DataException,
+    /// Text longer than its column's declared length (`VARCHAR(n)`, `CHAR(n)`).
+    StringTooLong,
+    /// Text that does not read as a value of its column's type (a COPY field).
+    InvalidText,
+    /// COPY data of the wrong shape (a line with too few or too many fields).
+    BadCopyData,
     /// Division by zero.
     DivisionByZero,
     /// SQL that parses but strata or DataFusion does not support.
     FeatureNotSupported,
     /// A statement that is wrong for another reason (ambiguous names, bad options, ...).
     InvalidStatement,
+    /// A table definition that cannot be (a second primary key).
+    InvalidTableDefinition,
     /// A memory budget was exhausted.
     OutOfMemory,
     /// A transaction lost to a concurrent one (or was open too long to be checked): running it
@@ -56,9 +64,13 @@ impl ErrorKind {
             ErrorKind::UniqueViolation => "23505",
             ErrorKind::NotNullViolation => "23502",
             ErrorKind::DataException => "22000",
+            ErrorKind::StringTooLong => "22001",
+            ErrorKind::InvalidText => "22P02",
+            ErrorKind::BadCopyData => "22P04",
             ErrorKind::DivisionByZero => "22012",
             ErrorKind::FeatureNotSupported => "0A000",
             ErrorKind::InvalidStatement => "42000",
+            ErrorKind::InvalidTableDefinition => "42P16",
             ErrorKind::OutOfMemory => "53200",
             ErrorKind::SerializationFailure => "40001",
             ErrorKind::InFailedTransaction => "25P02",
@@ -119,7 +131,7 @@ impl SqlError {
             E::TypeMismatch { .. } => ErrorKind::DataException,
             E::InvalidArgument(_) => ErrorKind::InvalidStatement,
             E::OutOfMemory(_) => ErrorKind::OutOfMemory,
-            E::Conflict { .. } | E::TxnTooOld { .. } => ErrorKind::SerializationFailure,
+            E::Conflict { .. } | E::TxnTooOld { .. } | E::TableChanged { .. } => ErrorKind::SerializationFailure,
             E::Io { .. } => ErrorKind::Io,
             _ => ErrorKind::Internal,
         };

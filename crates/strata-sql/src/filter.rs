@@ -30,6 +30,9 @@ pub(crate) fn scalar_value(v: &ScalarValue) -> Option<Value> {
         ScalarValue::Float32(Some(x)) => Value::Real(*x),
         ScalarValue::Boolean(Some(x)) => Value::Boolean(*x),
         ScalarValue::Date32(Some(x)) => Value::Date(*x),
+        ScalarValue::TimestampMicrosecond(Some(x), None) => Value::Timestamp(*x),
+        // Arrow keeps instants as UTC microseconds whatever zone the type names.
+        ScalarValue::TimestampMicrosecond(Some(x), Some(_)) => Value::TimestampTz(*x),
         ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
             Value::Text(s.clone())
         }

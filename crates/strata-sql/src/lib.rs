@@ -26,10 +26,12 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod catalog;
+mod copy;
 mod ddl;
 mod dml;
 mod error;
 mod filter;
+mod meta;
 mod rewrite;
 mod session;
 mod stats;
@@ -57,6 +59,7 @@ use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use strata::{Db, Value};
 
 pub use catalog::{CATALOG, SCHEMA};
+pub use copy::CopyIn;
 /// The DataFusion this crate runs on (and its Arrow), for callers formatting or building batches.
 pub use datafusion;
 pub use error::{ErrorKind, SqlError};
@@ -155,7 +158,17 @@ impl SqlEngine {
     /// Parses `sql` into statements (PostgreSQL dialect; `ABORT` is read as `ROLLBACK`).
     pub fn parse(&self, sql: &str) -> Result<Vec<Statement>, SqlError> {
         let sql = rewrite::abort_as_rollback(sql);
-        Ok(DFParser::parse_sql_with_dialect(&sql, &PostgreSqlDialect {})?.into_iter().collect())
+        match DFParser::parse_sql_with_dialect(&sql, &PostgreSqlDialect {}) {
+            Ok(stmts) => Ok(stmts.into_iter().collect()),
+            // DataFusion's parser takes only COPY ... TO; sqlparser's takes COPY ... FROM.
+            Err(e) => match copy::parse(&sql, |more| self.parse(more)) {
+                Some(parsed) => parsed,
+                None => match rewrite::maintenance(&sql) {
+                    Some(stmt) => Ok(vec![Statement::Statement(Box::new(stmt))]),
+                    None => Err(e.into()),
+                },
+            },
+        }
     }
 
     /// Runs every statement of `sql` in order, in a session of its own, and returns their
@@ -195,8 +208,29 @@ impl SqlEngine {
     ) -> Result<Prepared, SqlError> {
         if let Statement::Statement(ast) = stmt {
             match ast.as_ref() {
-                AstStatement::CreateTable(_) | AstStatement::Drop { object_type: ObjectType::Table, .. } => {
+                AstStatement::CreateTable(_)
+                | AstStatement::AlterTable(_)
+                | AstStatement::Drop { object_type: ObjectType::Table, .. } => {
                     return Ok(Prepared::Ddl(ast.clone()));
+                }
+                AstStatement::Truncate(t) if t.table_names.len() > 1 => {
+                    // Several tables: one TRUNCATE each, run as one statement.
+                    let mut plans = Vec::with_capacity(t.table_names.len());
+                    for target in &t.table_names {
+                        let one = datafusion::sql::sqlparser::ast::Truncate {
+                            table_names: vec![target.clone()],
+                            ..t.clone()
+                        };
+                        let stmt = Statement::Statement(Box::new(AstStatement::Truncate(one)));
+                        plans.push(self.plan_with_parameter_types(&stmt, &[]).await?);
+                    }
+                    return Ok(Prepared::Writes { plans, tag: "TRUNCATE TABLE" });
+                }
+                // PostgreSQL's upkeep: strata compacts and keeps statistics by itself.
+                AstStatement::Vacuum(_) => return Ok(Prepared::Nothing("VACUUM")),
+                AstStatement::Analyze(_) => return Ok(Prepared::Nothing("ANALYZE")),
+                AstStatement::Copy { .. } => {
+                    return Ok(Prepared::CopyIn(Box::new(copy::prepare(&self.shared.db, ast)?)));
                 }
                 AstStatement::Set(set)
                     if !matches!(set, datafusion::sql::sqlparser::ast::Set::SetTransaction { .. }) =>
@@ -308,6 +342,10 @@ impl SqlEngine {
                 ddl::drop_tables(db, names, *if_exists)?;
                 Ok(Output::Command { tag: "DROP TABLE", rows: 0 })
             }
+            AstStatement::AlterTable(at) => {
+                ddl::alter_table(db, at)?;
+                Ok(Output::Command { tag: "ALTER TABLE", rows: 0 })
+            }
             other => Err(SqlError::unsupported(format!("statement {other}"))),
         }
     }
@@ -364,6 +402,19 @@ pub enum Prepared {
     /// A `SET` of a session parameter to the value strata already works with (drivers send
     /// these when they connect); it changes nothing.
     Set,
+    /// A statement strata takes and has nothing to do for (`VACUUM`, `ANALYZE`): it answers
+    /// with this command tag.
+    Nothing(&'static str),
+    /// Several writes run as one statement, all or none (`TRUNCATE a, b`).
+    Writes {
+        /// The DML plans, run in order.
+        plans: Vec<LogicalPlan>,
+        /// The statement's command tag.
+        tag: &'static str,
+    },
+    /// `COPY table FROM STDIN`: it runs when the client has sent its rows
+    /// ([`Session::copy_in`]), or at once with the rows a script gave after it.
+    CopyIn(Box<CopyIn>),
     /// A query or DML statement as DataFusion planned it.
     Plan {
         /// The plan, with its parameters as placeholders.
@@ -378,7 +429,12 @@ impl Prepared {
     /// The types of the parameters `$1`, `$2`, ... where DataFusion could infer them.
     pub fn parameter_types(&self) -> Result<Vec<Option<DataType>>, SqlError> {
         match self {
-            Prepared::Control(_) | Prepared::Ddl(_) | Prepared::Set => Ok(Vec::new()),
+            Prepared::Control(_)
+            | Prepared::Ddl(_)
+            | Prepared::Set
+            | Prepared::Nothing(_)
+            | Prepared::CopyIn(_)
+            | Prepared::Writes { .. } => Ok(Vec::new()),
             Prepared::Plan { plan, .. } => {
                 let types = plan.get_parameter_types()?;
                 let mut named: Vec<(usize, Option<DataType>)> = types
@@ -403,7 +459,12 @@ impl Prepared {
     /// these types.
     pub fn output_schema(&self) -> Option<SchemaRef> {
         match self {
-            Prepared::Control(_) | Prepared::Ddl(_) | Prepared::Set => None,
+            Prepared::Control(_)
+            | Prepared::Ddl(_)
+            | Prepared::Set
+            | Prepared::Nothing(_)
+            | Prepared::CopyIn(_)
+            | Prepared::Writes { .. } => None,
             Prepared::Plan { schema, .. } => schema.clone(),
         }
     }
@@ -450,6 +511,8 @@ pub(crate) fn display_key(key: &[Value]) -> String {
             Value::Real(x) => x.to_string(),
             Value::Boolean(x) => x.to_string(),
             Value::Date(d) => format!("'{}'", strata::types::format_date(*d)),
+            Value::Timestamp(t) => format!("'{}'", strata::types::format_timestamp(*t)),
+            Value::TimestampTz(t) => format!("'{}'", strata::types::format_timestamptz(*t)),
             Value::Bytea(b) => format!("'\\x{}'", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
         })
         .collect();

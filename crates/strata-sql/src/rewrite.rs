@@ -62,6 +62,42 @@ pub(crate) fn abort_as_rollback(sql: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
+/// `VACUUM ...` and `ANALYZE ...` in PostgreSQL's grammar (which sqlparser does not take), as a
+/// statement that names only what it is: strata runs neither (see `Prepared::Nothing`).
+pub(crate) fn maintenance(sql: &str) -> Option<Statement> {
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    let mut words = tokens.iter().filter(|t| !matches!(t, Token::Whitespace(_)));
+    let Some(Token::Word(first)) = words.next() else { return None };
+    // One statement only: a semicolon may end it.
+    let mut rest = words.skip_while(|t| !matches!(t, Token::SemiColon));
+    if rest.next().is_some() && rest.next().is_some() {
+        return None;
+    }
+    match first.keyword {
+        Keyword::VACUUM => Some(Statement::Vacuum(datafusion::sql::sqlparser::ast::VacuumStatement {
+            full: false,
+            sort_only: false,
+            delete_only: false,
+            reindex: false,
+            recluster: false,
+            table_name: None,
+            threshold: None,
+            boost: false,
+        })),
+        Keyword::ANALYZE => Some(Statement::Analyze(datafusion::sql::sqlparser::ast::Analyze {
+            table_name: None,
+            partitions: None,
+            for_columns: false,
+            columns: Vec::new(),
+            cache_metadata: false,
+            noscan: false,
+            compute_statistics: false,
+            has_table_keyword: false,
+        })),
+        _ => None,
+    }
+}
+
 fn is_null(e: &Expr) -> bool {
     matches!(e, Expr::Value(ValueWithSpan { value: Value::Null, .. }))
 }

@@ -51,6 +51,9 @@ fn reads_of(ctx: &TaskContext) -> Option<Arc<Reads>> {
 pub(crate) struct StrataTable {
     db: Arc<strata::Db>,
     table: strata::Table,
+    /// The columns SQL sees, as indices of the table's schema (all but the hidden ones, unless
+    /// built [`StrataTable::with_hidden`]); DataFusion's column indices index this.
+    visible: Vec<usize>,
     schema: SchemaRef,
 }
 
@@ -61,10 +64,23 @@ impl fmt::Debug for StrataTable {
 }
 
 impl StrataTable {
+    /// The table as queries see it: without its hidden columns (see [`crate::meta`]).
     pub(crate) fn new(db: Arc<strata::Db>, table: strata::Table) -> Self {
-        let all: Vec<usize> = (0..table.schema().columns().len()).collect();
-        let schema = strata::scan::row_schema(table.schema(), &all);
-        StrataTable { db, table, schema }
+        let visible = crate::meta::visible_columns(&table);
+        Self::of_columns(db, table, visible)
+    }
+
+    /// The table with its hidden columns too (the hidden row id last), as the statements
+    /// changing it read it.
+    pub(crate) fn with_hidden(db: Arc<strata::Db>, table: strata::Table) -> Self {
+        let mut all = crate::meta::visible_columns(&table);
+        all.extend(crate::meta::hidden_columns(&table));
+        Self::of_columns(db, table, all)
+    }
+
+    fn of_columns(db: Arc<strata::Db>, table: strata::Table, visible: Vec<usize>) -> Self {
+        let schema = strata::scan::row_schema(table.schema(), &visible);
+        StrataTable { db, table, visible, schema }
     }
 
     /// The translated filters and what they say about the key.
@@ -121,9 +137,12 @@ impl TableProvider for StrataTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        // Columns as indices of the table's schema from here on.
         let mut cols: Vec<usize> = match projection {
-            Some(p) => p.clone(),
-            None => (0..self.schema.fields().len()).collect(),
+            Some(p) => p.iter().map(|&i| self.visible.get(i).copied()).collect::<Option<_>>().ok_or_else(|| {
+                DataFusionError::Plan(format!("projection {p:?} is outside table {}", self.table.name()))
+            })?,
+            None => self.visible.clone(),
         };
         let refs: Vec<&Expr> = filters.iter().collect();
         let (translated, bounds) = self.conditions(&refs);
@@ -145,7 +164,7 @@ impl TableProvider for StrataTable {
         }
         let limit_hint = limit;
         let limit = if residual.is_empty() { limit } else { None };
-        let out_schema = Arc::new(self.schema.project(&cols)?);
+        let out_schema = strata::scan::row_schema(schema, &cols);
         // A scan needs at least one column to count rows by; an empty projection reads the first
         // key column and drops it.
         let read_cols: Vec<usize> = if cols.is_empty() { vec![schema.primary_key()[0]] } else { cols.clone() };
@@ -299,6 +318,8 @@ pub(crate) fn scalar(v: &Value) -> Option<ScalarValue> {
         Value::SmallInt(x) => ScalarValue::Int16(Some(*x)),
         Value::TinyInt(x) => ScalarValue::Int8(Some(*x)),
         Value::Date(x) => ScalarValue::Date32(Some(*x)),
+        Value::Timestamp(x) => ScalarValue::TimestampMicrosecond(Some(*x), None),
+        Value::TimestampTz(x) => ScalarValue::TimestampMicrosecond(Some(*x), Some(strata::scan::UTC.into())),
         Value::Double(x) => ScalarValue::Float64(Some(*x)),
         Value::Real(x) => ScalarValue::Float32(Some(*x)),
         Value::Boolean(x) => ScalarValue::Boolean(Some(*x)),

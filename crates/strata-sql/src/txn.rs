@@ -26,7 +26,7 @@ use datafusion::sql::sqlparser::ast::{
 use strata::{Transaction, TxnOptions, WriteOptions};
 
 use crate::error::{ErrorKind, SqlError};
-use crate::{Output, Prepared, SqlEngine};
+use crate::{CopyIn, Output, Prepared, SqlEngine};
 
 /// Where a session stands, as PostgreSQL reports it in ReadyForQuery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -410,6 +410,7 @@ impl Session {
         let plan = match prepared {
             Prepared::Control(_) => return Err(SqlError::new(ErrorKind::Internal, "control statement as a plan")),
             Prepared::Set => return Ok(Output::Command { tag: "SET", rows: 0 }),
+            Prepared::Nothing(tag) => return Ok(Output::Command { tag, rows: 0 }),
             Prepared::Ddl(ast) => {
                 return Err(SqlError::new(
                     ErrorKind::ActiveTransaction,
@@ -419,7 +420,9 @@ impl Session {
                     ),
                 ))
             }
-            Prepared::Plan { plan, .. } => bind(plan, params)?,
+            Prepared::Plan { plan, .. } => Work::Plan(bind(plan, params)?),
+            Prepared::CopyIn(copy) => Work::Copy(copy, copy_data(copy)?),
+            Prepared::Writes { plans, tag } => Work::Plans(plans, tag),
         };
         let cell = match tx {
             Some(cell) => cell.clone(),
@@ -430,12 +433,20 @@ impl Session {
                 cell
             }
         };
-        if let LogicalPlan::Dml(dml) = &plan {
+        if let Some(what) = plan.write() {
             if *read_only {
-                return Err(read_only_block(&dml.op.to_string()));
+                return Err(read_only_block(&what));
             }
         }
-        self.engine.run_plan(&plan, Reads::Txn(cell)).await
+        plan.run(&self.engine, Reads::Txn(cell)).await
+    }
+
+    /// Runs a `COPY ... FROM STDIN` (see [`SqlEngine::prepare`]) with the rows its client sent
+    /// (`data`: the copy-in stream's bytes), as one statement of this session.
+    pub async fn copy_in(&self, copy: &CopyIn, data: Vec<u8>) -> Result<Output, SqlError> {
+        let mut with_rows = copy.clone();
+        with_rows.inline = Some(data);
+        self.execute_prepared(&Prepared::CopyIn(Box::new(with_rows)), None).await
     }
 
     /// A statement outside a block: its own transaction.
@@ -443,20 +454,23 @@ impl Session {
         let plan = match prepared {
             Prepared::Control(_) => return Err(SqlError::new(ErrorKind::Internal, "control statement as a plan")),
             Prepared::Set => return Ok(Output::Command { tag: "SET", rows: 0 }),
+            Prepared::Nothing(tag) => return Ok(Output::Command { tag, rows: 0 }),
             Prepared::Ddl(ast) => return self.engine.run_ddl(ast),
-            Prepared::Plan { plan, .. } => bind(plan, params)?,
+            Prepared::Plan { plan, .. } => Work::Plan(bind(plan, params)?),
+            Prepared::CopyIn(copy) => Work::Copy(copy, copy_data(copy)?),
+            Prepared::Writes { plans, tag } => Work::Plans(plans, tag),
         };
-        let LogicalPlan::Dml(dml) = &plan else {
-            return self.engine.run_plan(&plan, Reads::Snapshot(self.engine.db().snapshot())).await;
+        let Some(what) = plan.write() else {
+            return plan.run(&self.engine, Reads::Snapshot(self.engine.db().snapshot())).await;
         };
         if self.default_read_only.load(Ordering::Acquire) {
-            return Err(read_only_block(&dml.op.to_string()));
+            return Err(read_only_block(&what));
         }
         // Nothing of the statement was seen before its commit: a conflict runs it again.
         let mut tries = 0;
         loop {
             let cell = TxnCell::new(self.engine.db().begin(&TxnOptions::default())?);
-            let out = match self.engine.run_plan(&plan, Reads::Txn(cell.clone())).await {
+            let out = match plan.run(&self.engine, Reads::Txn(cell.clone())).await {
                 Err(e) if e.kind == ErrorKind::SerializationFailure && tries < strata::TXN_RETRIES => {
                     tries += 1;
                     continue;
@@ -470,6 +484,53 @@ impl Session {
             }
         }
     }
+}
+
+/// What a statement does once bound: run a plan, or copy rows in.
+enum Work<'a> {
+    Plan(LogicalPlan),
+    Plans(&'a [LogicalPlan], &'static str),
+    Copy(&'a CopyIn, &'a [u8]),
+}
+
+impl Work<'_> {
+    /// The kind of write it is (for a read-only refusal), `None` for a query.
+    fn write(&self) -> Option<String> {
+        match self {
+            Work::Plan(LogicalPlan::Dml(dml)) => Some(dml.op.to_string()),
+            Work::Plan(_) => None,
+            Work::Plans(_, tag) => Some((*tag).into()),
+            Work::Copy(..) => Some("COPY".into()),
+        }
+    }
+
+    async fn run(&self, engine: &SqlEngine, reads: Reads) -> Result<Output, SqlError> {
+        match (self, reads) {
+            (Work::Plan(plan), reads) => engine.run_plan(plan, reads).await,
+            (Work::Plans(plans, tag), Reads::Txn(cell)) => {
+                for plan in plans.iter() {
+                    engine.run_plan(plan, Reads::Txn(cell.clone())).await?;
+                }
+                Ok(Output::Command { tag, rows: 0 })
+            }
+            (Work::Copy(copy, data), Reads::Txn(cell)) => {
+                let done = crate::dml::copy(engine.db(), copy, data, &cell)?;
+                Ok(Output::Command { tag: done.tag, rows: done.rows })
+            }
+            (Work::Copy(..) | Work::Plans(..), Reads::Snapshot(_)) => {
+                Err(SqlError::new(ErrorKind::Internal, "a write outside a transaction"))
+            }
+        }
+    }
+}
+
+/// The rows a `COPY ... FROM STDIN` came with.
+fn copy_data(copy: &CopyIn) -> Result<&[u8], SqlError> {
+    copy.inline.as_deref().ok_or_else(|| {
+        SqlError::unsupported(
+            "COPY FROM STDIN takes its rows from the client: run it through a PostgreSQL client (psql, a driver's copy API) or follow it with the rows in a script",
+        )
+    })
 }
 
 fn bind(plan: &LogicalPlan, params: Option<ParamValues>) -> Result<LogicalPlan, SqlError> {

@@ -107,6 +107,15 @@ pub enum Error {
         /// What was found.
         reason: String,
     },
+    /// [`Db::replace_table`](crate::Db::replace_table) found the table written after the point
+    /// its replacement was copied at; nothing was replaced, and running it again may succeed.
+    #[error("table `{table}` was written after sequence {since}, while its replacement was built; nothing was replaced, retry it")]
+    TableChanged {
+        /// Table name.
+        table: String,
+        /// The sequence number the replacement was built from.
+        since: u64,
+    },
 }
 
 impl Error {
@@ -136,13 +145,20 @@ impl Error {
             Error::Conflict { .. } => "conflict",
             Error::TxnTooOld { .. } => "txn_too_old",
             Error::IngestConflict { .. } => "ingest_conflict",
+            Error::TableChanged { .. } => "table_changed",
         }
     }
 
     /// True when running the transaction (or ingest) again may succeed: [`Error::Conflict`],
     /// [`Error::TxnTooOld`] and [`Error::IngestConflict`].
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Conflict { .. } | Error::TxnTooOld { .. } | Error::IngestConflict { .. })
+        matches!(
+            self,
+            Error::Conflict { .. }
+                | Error::TxnTooOld { .. }
+                | Error::IngestConflict { .. }
+                | Error::TableChanged { .. }
+        )
     }
 
     /// True for [`Error::Corruption`].

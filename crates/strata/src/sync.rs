@@ -59,9 +59,10 @@ pub(crate) mod site {
     pub(crate) static HEAT: Site = Site::new("access histograms");
     pub(crate) static SCANS: Site = Site::new("scan engine");
     pub(crate) static FS: Site = Site::new("file system");
+    pub(crate) static SEQUENCES: Site = Site::new("sequences");
     pub(crate) static OTHER: Site = Site::new("other");
 
-    pub(super) static ALL: [&Site; 16] = [
+    pub(super) static ALL: [&Site; 17] = [
         &COMMIT,
         &WAL,
         &CONFLICTS,
@@ -77,6 +78,7 @@ pub(crate) mod site {
         &HEAT,
         &SCANS,
         &FS,
+        &SEQUENCES,
         &OTHER,
     ];
 }

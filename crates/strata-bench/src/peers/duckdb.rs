@@ -158,6 +158,8 @@ fn to_json(v: &Value) -> Json {
         // YCSB fields are ASCII letters; other bytes would not survive JSON text.
         Value::Bytea(b) => json!(String::from_utf8_lossy(b)),
         Value::Date(d) => json!(strata::types::format_date(*d)),
+        Value::Timestamp(t) => json!(strata::types::format_timestamp(*t)),
+        Value::TimestampTz(t) => json!(strata::types::format_timestamptz(*t)),
     }
 }
 

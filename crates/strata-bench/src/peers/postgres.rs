@@ -251,6 +251,8 @@ fn param(v: &Value) -> Box<dyn ToSql + Sync> {
         Value::Text(s) => Box::new(s.clone()),
         Value::Bytea(b) => Box::new(b.clone()),
         Value::Date(d) => Box::new(strata::types::format_date(*d)),
+        Value::Timestamp(t) => Box::new(strata::types::format_timestamp(*t)),
+        Value::TimestampTz(t) => Box::new(strata::types::format_timestamptz(*t)),
     }
 }
 

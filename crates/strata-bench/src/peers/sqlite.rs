@@ -125,6 +125,8 @@ fn param(v: &Value) -> rusqlite::types::Value {
         Value::Text(s) => V::Text(s.clone()),
         Value::Bytea(b) => V::Blob(b.clone()),
         Value::Date(d) => V::Text(strata::types::format_date(*d)),
+        Value::Timestamp(t) => V::Text(strata::types::format_timestamp(*t)),
+        Value::TimestampTz(t) => V::Text(strata::types::format_timestamptz(*t)),
     }
 }
 

@@ -24,7 +24,7 @@ fn err(e: rusqlite::Error) -> String {
 fn sql_type(ty: ColumnType) -> &'static str {
     match ty {
         ColumnType::Double | ColumnType::Real => "REAL",
-        ColumnType::Text | ColumnType::Date => "TEXT",
+        ColumnType::Text | ColumnType::Date | ColumnType::Timestamp | ColumnType::TimestampTz => "TEXT",
         _ => "INTEGER",
     }
 }
@@ -42,6 +42,8 @@ fn to_sql(v: Value) -> SqlValue {
         Value::Text(s) => SqlValue::Text(s),
         Value::Bytea(b) => SqlValue::Blob(b),
         Value::Date(d) => SqlValue::Text(strata::types::format_date(d)),
+        Value::Timestamp(t) => SqlValue::Text(strata::types::format_timestamp(t)),
+        Value::TimestampTz(t) => SqlValue::Text(strata::types::format_timestamptz(t)),
     }
 }
 

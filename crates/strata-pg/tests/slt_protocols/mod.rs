@@ -128,6 +128,16 @@ fn float_text(v: f64, shortest: String) -> String {
     }
 }
 
+/// A timestamp as PostgreSQL prints it: the fraction without its trailing zeros.
+fn timestamp_text(v: NaiveDateTime) -> String {
+    let mut s = v.format("%Y-%m-%d %H:%M:%S").to_string();
+    let micros = v.and_utc().timestamp_subsec_micros();
+    if micros != 0 {
+        s.push_str(format!(".{micros:06}").trim_end_matches('0'));
+    }
+    s
+}
+
 /// Column `i` of a binary row, decoded as its announced type and printed.
 fn print(row: &Row, i: usize) -> Result<String, PgError> {
     fn get<T: FromSqlOwned>(row: &Row, i: usize, show: impl Fn(T) -> String) -> Result<String, PgError> {
@@ -149,7 +159,10 @@ fn print(row: &Row, i: usize) -> Result<String, PgError> {
             get(row, i, |v: Vec<u8>| format!("\\x{}", v.iter().map(|b| format!("{b:02x}")).collect::<String>()))
         }
         Type::DATE => get(row, i, |v: NaiveDate| v.to_string()),
-        Type::TIMESTAMP => get(row, i, |v: NaiveDateTime| v.to_string()),
+        Type::TIMESTAMP => get(row, i, |v: NaiveDateTime| timestamp_text(v)),
+        Type::TIMESTAMPTZ => {
+            get(row, i, |v: chrono::DateTime<chrono::Utc>| format!("{}+00", timestamp_text(v.naive_utc())))
+        }
         Type::NUMERIC => get(row, i, |v: Decimal| v.to_string()),
         other => Err(PgError::Type(other.to_string())),
     }

@@ -6,6 +6,7 @@
 pub(crate) mod trace;
 pub(crate) mod workload;
 
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -142,11 +143,20 @@ pub struct TableOptions {
     /// created). Off, each group of a level is its own run of files, as in tables created by
     /// builds before row-group files, which keep that.
     pub row_groups: bool,
+    /// Text the layers above the engine keep with the table (SQL keeps the declared column
+    /// types, hidden columns and defaults here); the engine stores it and reads nothing of it.
+    pub annotations: BTreeMap<String, String>,
 }
 
 impl Default for TableOptions {
     fn default() -> Self {
-        TableOptions { layout: None, aligned_compaction: true, engine: Engine::Lsm, row_groups: true }
+        TableOptions {
+            layout: None,
+            aligned_compaction: true,
+            engine: Engine::Lsm,
+            row_groups: true,
+            annotations: BTreeMap::new(),
+        }
     }
 }
 
@@ -155,6 +165,7 @@ const TAG_LAYOUT: u64 = 1;
 const TAG_UNALIGNED: u64 = 2;
 const TAG_ENGINE: u64 = 3;
 const TAG_ROW_GROUPS: u64 = 4;
+const TAG_ANNOTATION: u64 = 5;
 
 impl TableOptions {
     /// Options with the given layout text, e.g. `"L1: (a,b) (c); L2-: column"`.
@@ -182,6 +193,12 @@ impl TableOptions {
         TableOptions { row_groups: on, ..self }
     }
 
+    /// These options with annotation `key` set to `value` (see [`Self::annotations`]).
+    pub fn annotate(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.annotations.insert(key.into(), value.into());
+        self
+    }
+
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         if let Some(l) = &self.layout {
             put_varint(out, TAG_LAYOUT);
@@ -199,6 +216,12 @@ impl TableOptions {
         // Older builds refuse the tag, so they never read row-group files as per-group runs.
         if self.row_groups {
             put_varint(out, TAG_ROW_GROUPS);
+        }
+        // Older builds refuse the tag: they would drop what the layers above keep here.
+        for (k, v) in &self.annotations {
+            put_varint(out, TAG_ANNOTATION);
+            put_bytes(out, k.as_bytes());
+            put_bytes(out, v.as_bytes());
         }
     }
 
@@ -221,6 +244,16 @@ impl TableOptions {
                     }
                 }
                 TAG_ROW_GROUPS => o.row_groups = true,
+                TAG_ANNOTATION => {
+                    let text = |b: &[u8]| {
+                        std::str::from_utf8(b)
+                            .map(str::to_owned)
+                            .map_err(|_| DecodeError::new("annotation is not UTF-8"))
+                    };
+                    let k = text(r.bytes()?)?;
+                    let v = text(r.bytes()?)?;
+                    o.annotations.insert(k, v);
+                }
                 // Written by a newer build with options this one does not know.
                 _ => return Err(DecodeError::new("unknown table options")),
             }

@@ -114,6 +114,19 @@ impl DbInner {
         })
     }
 
+    /// Whether table `t` holds a version newer than sequence number `since`, in a memtable or
+    /// a file.
+    pub(crate) fn written_after(&self, t: &TableVersion, since: u64) -> bool {
+        if t.levels.iter().any(|l| l.files().any(|f| f.max_seq > since)) {
+            return true;
+        }
+        let view = self.view.pin();
+        std::iter::once(&view.mem).chain(view.imm.iter()).any(|m| {
+            let mut c = MemCursor::new(m.clone(), t.info.id, &[], None);
+            std::iter::from_fn(|| c.next_entry()).any(|e| e.seq > since)
+        })
+    }
+
     /// The first level at or above `level` of `t` whose files that `base` lacks leave the
     /// ingest's files nowhere to go: above `level`, one holding a key in `range` (a version
     /// older than the ingest that reads would find before it); at `level` (below Level-0), one

@@ -19,6 +19,7 @@ mod lineage;
 mod marks_tests;
 mod options;
 pub(crate) mod read;
+mod sequence;
 mod stats;
 mod table;
 pub(crate) mod txn;
@@ -182,6 +183,9 @@ pub(crate) struct DbInner {
     pub batches: Mutex<crate::mvcc::batches::Batches>,
     /// The history retention window in milliseconds (0: none), as recorded in the manifest.
     pub retention_ms: u64,
+    /// The tables' sequences in use since the open, by table id and name (see
+    /// [`Table::sequence`]).
+    pub sequences: Mutex<HashMap<u32, HashMap<String, sequence::Sequence>>>,
     /// Tests: runs once, on the thread of the first flush or compaction (as named) about to
     /// take the version lock to install.
     #[cfg(test)]
@@ -463,6 +467,7 @@ impl Db {
             clock: crate::mvcc::clock::SharedClock::new(clock),
             batches: Mutex::new(&site::BATCHES, batches),
             retention_ms,
+            sequences: Mutex::new(&site::SEQUENCES, HashMap::new()),
             #[cfg(test)]
             install_hook: Mutex::new(&site::OTHER, None),
         });
@@ -593,6 +598,43 @@ impl Db {
                 t.dropped.store(true, Ordering::Release);
             }
         }
+        self.inner.delete_obsolete_files();
+        Ok(())
+    }
+
+    /// Replaces table `name` with table `with`, which takes its name, in one durable step:
+    /// `name`'s rows are dropped with it, and handles to `name` taken before go on reaching the
+    /// dropped table. With `unchanged_since`, refused with [`Error::TableChanged`] (nothing
+    /// changed) if `name` holds a version newer than that sequence number, so a replacement
+    /// copied from a snapshot at that point loses no write: commits wait while this checks and
+    /// installs. SQL's `ALTER TABLE` rebuilds a table this way.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTable`]; [`Error::InvalidArgument`] for a table replacing itself or a
+    /// lineage-engine table.
+    pub fn replace_table(&self, name: &str, with: &str, unchanged_since: Option<u64>) -> Result<()> {
+        self.inner.check_writable()?;
+        self.inner.as_leader(|_| -> Result<()> {
+            let mut vs = self.inner.versions.lock();
+            let current = vs.current().clone();
+            let find = |n: &str| current.table_by_name(n).ok_or_else(|| Error::UnknownTable(n.to_owned()));
+            let (old, new) = (find(name)?, find(with)?);
+            if old.info.id == new.info.id {
+                return Err(Error::InvalidArgument(format!("table `{name}` cannot replace itself")));
+            }
+            if old.info.options.engine == Engine::Lineage || new.info.options.engine == Engine::Lineage {
+                return Err(Error::InvalidArgument("lineage-engine tables are not replaced".into()));
+            }
+            if let Some(since) = unchanged_since {
+                if self.inner.written_after(old, since) {
+                    return Err(Error::TableChanged { table: name.to_owned(), since });
+                }
+            }
+            let mut edit = VersionEdit::default();
+            edit.push(EditRecord::DropTable(old.info.id));
+            edit.push(EditRecord::RenameTable { table: new.info.id, name: name.to_owned() });
+            self.inner.install_locked(&mut vs, edit, None)
+        })?;
         self.inner.delete_obsolete_files();
         Ok(())
     }

@@ -31,7 +31,7 @@ fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {
 /// An integer or DATE value as an `i64`.
 fn integer_of(v: &Value) -> Option<i64> {
     match v {
-        Value::BigInt(x) => Some(*x),
+        Value::BigInt(x) | Value::Timestamp(x) | Value::TimestampTz(x) => Some(*x),
         Value::Int(x) | Value::Date(x) => Some(i64::from(*x)),
         Value::SmallInt(x) => Some(i64::from(*x)),
         Value::TinyInt(x) => Some(i64::from(*x)),
@@ -43,6 +43,8 @@ fn integer_of(v: &Value) -> Option<i64> {
 fn integer_as(ty: ColumnType, x: i64) -> Option<Value> {
     Some(match ty {
         ColumnType::BigInt => Value::BigInt(x),
+        ColumnType::Timestamp => Value::Timestamp(x),
+        ColumnType::TimestampTz => Value::TimestampTz(x),
         ColumnType::Int => Value::Int(i32::try_from(x).ok()?),
         ColumnType::Date => Value::Date(i32::try_from(x).ok()?),
         ColumnType::SmallInt => Value::SmallInt(i16::try_from(x).ok()?),
@@ -84,6 +86,34 @@ impl Table {
         &self.info.schema
     }
 
+    /// The table's options as created (or as a layout change left them).
+    pub fn options(&self) -> &crate::catalog::TableOptions {
+        &self.info.options
+    }
+
+    /// Hands out `n` consecutive values of the table's sequence `name` and returns the first.
+    /// A sequence starts at 1 on first use and lives as long as its table; no value is handed
+    /// out twice in the database's life, across restarts and crashes (values reserved but not
+    /// handed out before a crash are skipped, so the values seen may have gaps). SQL's hidden
+    /// row ids and SERIAL columns take their values here.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `n` of 0 or a sequence past `i64::MAX`; an error writing
+    /// the manifest (the database is then read-only, as after any manifest failure).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use strata::{Column, ColumnType, Db, Options, Schema, TableOptions};
+    /// let db = Db::open(dir.path(), Options::default()).unwrap();
+    /// let s = Schema::new(vec![Column::new("id", ColumnType::BigInt)], &["id"]).unwrap();
+    /// let t = db.create_table("t", s, TableOptions::default()).unwrap();
+    /// assert_eq!(t.sequence("ids", 10).unwrap(), 1);
+    /// assert_eq!(t.sequence("ids", 1).unwrap(), 11);
+    /// ```
+    pub fn sequence(&self, name: &str, n: u64) -> Result<i64> {
+        self.db.sequence_values(&self.info, name, n)
+    }
+
     fn column_error(&self, col: usize, message: String) -> Error {
         Error::TypeMismatch {
             table: self.info.name.clone(),
@@ -100,6 +130,11 @@ impl Table {
             }
         } else if !v.has_type(c.ty) {
             return Err(self.column_error(col, format!("expected {}, got {}", c.ty.name(), v.type_name())));
+        } else if let (Some(n), Value::Text(s)) = (c.max_chars, v) {
+            // Counting characters only when the bytes could exceed the limit.
+            if s.len() > n as usize && s.chars().count() > n as usize {
+                return Err(self.column_error(col, format!("value too long: more than {n} characters")));
+            }
         }
         Ok(())
     }

@@ -70,7 +70,7 @@ impl Segments<AtomicU64> {
 /// The value of a fixed-width type as 64 bits (`from_bits` reverses it).
 pub(crate) fn to_bits(v: &Value) -> u64 {
     match v {
-        Value::BigInt(x) => *x as u64,
+        Value::BigInt(x) | Value::Timestamp(x) | Value::TimestampTz(x) => *x as u64,
         Value::Int(x) | Value::Date(x) => *x as u32 as u64,
         Value::SmallInt(x) => *x as u16 as u64,
         Value::TinyInt(x) => *x as u8 as u64,

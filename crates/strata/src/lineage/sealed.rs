@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use arrow_array::types::{Date32Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type};
+use arrow_array::types::{
+    Date32Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, TimestampMicrosecondType,
+};
 use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, BinaryArray, BooleanArray, PrimitiveArray, StringArray};
 use arrow_buffer::{BooleanBufferBuilder, NullBuffer};
 
@@ -21,6 +23,8 @@ pub(crate) enum Sealed {
     F64(PrimitiveArray<Float64Type>),
     F32(PrimitiveArray<Float32Type>),
     Date(PrimitiveArray<Date32Type>),
+    /// TIMESTAMP and TIMESTAMPTZ (the array's type carries the time zone).
+    Ts(PrimitiveArray<TimestampMicrosecondType>),
     Bool(BooleanArray),
     Text(StringArray),
     Bytes(BinaryArray),
@@ -41,6 +45,9 @@ impl Sealed {
             DataType::Float64 => Sealed::F64(a.as_primitive::<Float64Type>().clone()),
             DataType::Float32 => Sealed::F32(a.as_primitive::<Float32Type>().clone()),
             DataType::Date32 => Sealed::Date(a.as_primitive::<Date32Type>().clone()),
+            DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, _) => {
+                Sealed::Ts(a.as_primitive::<TimestampMicrosecondType>().clone())
+            }
             DataType::Boolean => Sealed::Bool(a.as_boolean().clone()),
             DataType::Utf8 => Sealed::Text(a.as_string::<i32>().clone()),
             DataType::Binary => Sealed::Bytes(a.as_binary::<i32>().clone()),
@@ -58,6 +65,7 @@ impl Sealed {
             Sealed::F64(a) => Arc::new(a.clone()),
             Sealed::F32(a) => Arc::new(a.clone()),
             Sealed::Date(a) => Arc::new(a.clone()),
+            Sealed::Ts(a) => Arc::new(a.clone()),
             Sealed::Bool(a) => Arc::new(a.clone()),
             Sealed::Text(a) => Arc::new(a.clone()),
             Sealed::Bytes(a) => Arc::new(a.clone()),
@@ -74,6 +82,7 @@ impl Sealed {
             Sealed::F64(a) => a,
             Sealed::F32(a) => a,
             Sealed::Date(a) => a,
+            Sealed::Ts(a) => a,
             Sealed::Bool(a) => a,
             Sealed::Text(a) => a,
             Sealed::Bytes(a) => a,
@@ -93,6 +102,13 @@ impl Sealed {
             Sealed::I16(a) => (Value::SmallInt(min(a)?), Value::SmallInt(max(a)?)),
             Sealed::I8(a) => (Value::TinyInt(min(a)?), Value::TinyInt(max(a)?)),
             Sealed::Date(a) => (Value::Date(min(a)?), Value::Date(max(a)?)),
+            Sealed::Ts(a) => {
+                let (lo, hi) = (min(a)?, max(a)?);
+                match a.timezone() {
+                    None => (Value::Timestamp(lo), Value::Timestamp(hi)),
+                    Some(_) => (Value::TimestampTz(lo), Value::TimestampTz(hi)),
+                }
+            }
             // Floats have none: filters order them totally (-0.0 below 0.0, NaN above all),
             // which the kernels' minimum need not follow.
             Sealed::F64(_) | Sealed::F32(_) => return None,
@@ -117,6 +133,8 @@ impl Sealed {
             Sealed::F64(a) => Value::Double(a.value(o)),
             Sealed::F32(a) => Value::Real(a.value(o)),
             Sealed::Date(a) => Value::Date(a.value(o)),
+            Sealed::Ts(a) if a.timezone().is_none() => Value::Timestamp(a.value(o)),
+            Sealed::Ts(a) => Value::TimestampTz(a.value(o)),
             Sealed::Bool(a) => Value::Boolean(a.value(o)),
             Sealed::Text(a) => Value::Text(a.value(o).to_owned()),
             Sealed::Bytes(a) => Value::Bytea(a.value(o).to_vec()),
@@ -170,6 +188,12 @@ pub(crate) fn overlay(
         ColumnType::Double => primitive!(Float64Type, F64, Double),
         ColumnType::Real => primitive!(Float32Type, F32, Real),
         ColumnType::Date => primitive!(Date32Type, Date, Date),
+        ColumnType::Timestamp => primitive!(TimestampMicrosecondType, Ts, Timestamp),
+        ColumnType::TimestampTz => {
+            let a = primitive!(TimestampMicrosecondType, Ts, TimestampTz);
+            let a = arrow_array::cast::AsArray::as_primitive::<TimestampMicrosecondType>(&a).clone();
+            Arc::new(a.with_timezone(crate::scan::arrow::UTC))
+        }
         ColumnType::Boolean | ColumnType::Text | ColumnType::Bytea => {
             let mut latest: Vec<Option<&Value>> = vec![None; n];
             for (o, v) in over {
@@ -238,6 +262,8 @@ mod tests {
             (ColumnType::Boolean, vec![Value::Boolean(true), Value::Null, Value::Boolean(false)]),
             (ColumnType::Text, vec![Value::Text("a".into()), Value::Null, Value::Text("ccc".into())]),
             (ColumnType::Bytea, vec![Value::Bytea(vec![1]), Value::Bytea(vec![]), Value::Null]),
+            (ColumnType::Timestamp, vec![Value::Timestamp(-1), Value::Null, Value::Timestamp(1 << 50)]),
+            (ColumnType::TimestampTz, vec![Value::TimestampTz(7), Value::TimestampTz(0), Value::Null]),
         ];
         for (ty, vals) in cases {
             let mut b = ValuesBuilder::new(ty);

@@ -127,6 +127,12 @@ fn extreme(a: &dyn Array, max: bool) -> Option<Value> {
         DataType::Float64 => prim!(Float64Type, Value::Double),
         DataType::Float32 => prim!(Float32Type, Value::Real),
         DataType::Date32 => prim!(Date32Type, Value::Date),
+        DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, None) => {
+            prim!(arrow_array::types::TimestampMicrosecondType, Value::Timestamp)
+        }
+        DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, Some(_)) => {
+            prim!(arrow_array::types::TimestampMicrosecondType, Value::TimestampTz)
+        }
         DataType::Boolean => {
             let b = a.as_boolean();
             (if max { aggregate::max_boolean(b) } else { aggregate::min_boolean(b) }).map(Value::Boolean)

@@ -7,14 +7,15 @@ use std::sync::Arc;
 
 use arrow_array::builder::{
     BinaryBuilder, BooleanBuilder, Date32Builder, Float32Builder, Float64Builder, Int16Builder, Int32Builder,
-    Int64Builder, Int8Builder, StringBuilder,
+    Int64Builder, Int8Builder, StringBuilder, TimestampMicrosecondBuilder,
 };
 use arrow_array::types::{
-    ArrowPrimitiveType, Date32Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt32Type,
+    ArrowPrimitiveType, Date32Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type,
+    TimestampMicrosecondType, UInt32Type,
 };
 use arrow_array::{ArrayRef, BinaryArray, BooleanArray, PrimitiveArray, StringArray, UInt32Array};
 use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
-use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef};
+use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef, TimeUnit};
 
 use crate::error::{Error, Result};
 use crate::sst::block::ColumnParts;
@@ -38,8 +39,13 @@ pub fn arrow_type(ty: ColumnType) -> DataType {
         ColumnType::Text => DataType::Utf8,
         ColumnType::Bytea => DataType::Binary,
         ColumnType::Date => DataType::Date32,
+        ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
+        ColumnType::TimestampTz => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
     }
 }
+
+/// The time zone of TIMESTAMPTZ columns' Arrow type (the one DataFusion gives `now()`).
+pub const UTC: &str = "+00:00";
 
 /// The Arrow schema of rows made of schema columns `cols` (by schema index), as scans return
 /// them.
@@ -161,6 +167,8 @@ pub(crate) fn block_array(p: &ColumnParts<'_>, rows: &Range<usize>, sel: Option<
         ColumnType::Double => Arc::new(primitive::<Float64Type>(p, rows, sel)?),
         ColumnType::Real => Arc::new(primitive::<Float32Type>(p, rows, sel)?),
         ColumnType::Date => Arc::new(primitive::<Date32Type>(p, rows, sel)?),
+        ColumnType::Timestamp => Arc::new(primitive::<TimestampMicrosecondType>(p, rows, sel)?),
+        ColumnType::TimestampTz => Arc::new(primitive::<TimestampMicrosecondType>(p, rows, sel)?.with_timezone(UTC)),
         ColumnType::Boolean => {
             let all = p.fixed.get(rows.clone()).ok_or_else(|| bad("column shorter than its rows"))?;
             let values = match sel {
@@ -185,6 +193,8 @@ pub(crate) enum ValuesBuilder {
     Text(StringBuilder),
     Bytea(BinaryBuilder),
     Date(Date32Builder),
+    Timestamp(TimestampMicrosecondBuilder),
+    TimestampTz(TimestampMicrosecondBuilder),
 }
 
 impl ValuesBuilder {
@@ -200,6 +210,10 @@ impl ValuesBuilder {
             ColumnType::Text => ValuesBuilder::Text(StringBuilder::new()),
             ColumnType::Bytea => ValuesBuilder::Bytea(BinaryBuilder::new()),
             ColumnType::Date => ValuesBuilder::Date(Date32Builder::new()),
+            ColumnType::Timestamp => ValuesBuilder::Timestamp(TimestampMicrosecondBuilder::new()),
+            ColumnType::TimestampTz => {
+                ValuesBuilder::TimestampTz(TimestampMicrosecondBuilder::new().with_timezone(UTC))
+            }
         }
     }
 
@@ -217,6 +231,8 @@ impl ValuesBuilder {
             (ValuesBuilder::Text(b), Value::Text(x)) => b.append_value(x),
             (ValuesBuilder::Bytea(b), Value::Bytea(x)) => b.append_value(x),
             (ValuesBuilder::Date(b), Value::Date(x)) => b.append_value(*x),
+            (ValuesBuilder::Timestamp(b), Value::Timestamp(x)) => b.append_value(*x),
+            (ValuesBuilder::TimestampTz(b), Value::TimestampTz(x)) => b.append_value(*x),
             (ValuesBuilder::BigInt(b), _) => b.append_null(),
             (ValuesBuilder::Int(b), _) => b.append_null(),
             (ValuesBuilder::SmallInt(b), _) => b.append_null(),
@@ -227,6 +243,7 @@ impl ValuesBuilder {
             (ValuesBuilder::Text(b), _) => b.append_null(),
             (ValuesBuilder::Bytea(b), _) => b.append_null(),
             (ValuesBuilder::Date(b), _) => b.append_null(),
+            (ValuesBuilder::Timestamp(b) | ValuesBuilder::TimestampTz(b), _) => b.append_null(),
         }
     }
 
@@ -243,6 +260,7 @@ impl ValuesBuilder {
             ValuesBuilder::Text(b) => Arc::new(b.finish()),
             ValuesBuilder::Bytea(b) => Arc::new(b.finish()),
             ValuesBuilder::Date(b) => Arc::new(b.finish()),
+            ValuesBuilder::Timestamp(b) | ValuesBuilder::TimestampTz(b) => Arc::new(b.finish()),
         }
     }
 }
@@ -270,6 +288,12 @@ pub fn value_at(a: &dyn arrow_array::Array, i: usize) -> Value {
         DataType::Utf8 => Value::Text(a.as_string::<i32>().value(i).to_string()),
         DataType::Binary => Value::Bytea(a.as_binary::<i32>().value(i).to_vec()),
         DataType::Date32 => Value::Date(a.as_primitive::<Date32Type>().value(i)),
+        DataType::Timestamp(TimeUnit::Microsecond, None) => {
+            Value::Timestamp(a.as_primitive::<TimestampMicrosecondType>().value(i))
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, Some(_)) => {
+            Value::TimestampTz(a.as_primitive::<TimestampMicrosecondType>().value(i))
+        }
         _ => Value::Null,
     }
 }

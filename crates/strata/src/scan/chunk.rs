@@ -281,13 +281,19 @@ impl BulkChunk<'_> {
     }
 }
 
-/// Where key column `ki` starts in every key, when it is an integer or DATE column and every
+/// Where key column `ki` starts in every key, when it is an integer, DATE or timestamp column and every
 /// column before it has a fixed width; with its type.
 fn fixed_key_slot(types: &[ColumnType], ki: usize) -> Option<(usize, ColumnType)> {
     let ty = *types.get(ki)?;
     if !matches!(
         ty,
-        ColumnType::BigInt | ColumnType::Int | ColumnType::Date | ColumnType::SmallInt | ColumnType::TinyInt
+        ColumnType::BigInt
+            | ColumnType::Int
+            | ColumnType::Date
+            | ColumnType::SmallInt
+            | ColumnType::TinyInt
+            | ColumnType::Timestamp
+            | ColumnType::TimestampTz
     ) {
         return None;
     }
@@ -307,11 +313,17 @@ fn fixed_key_array<'k>(ty: ColumnType, keys: impl Iterator<Item = &'k [u8]>, off
         })
         .collect()
     }
-    use arrow_array::{Date32Array, Int16Array, Int32Array, Int64Array, Int8Array};
+    use arrow_array::{Date32Array, Int16Array, Int32Array, Int64Array, Int8Array, TimestampMicrosecondArray};
     Ok(match ty {
         ColumnType::BigInt => Arc::new(Int64Array::from_iter_values(
             read::<8>(keys, off)?.into_iter().map(|b| (u64::from_be_bytes(b) ^ (1 << 63)) as i64),
         )),
+        ColumnType::Timestamp | ColumnType::TimestampTz => {
+            let a = TimestampMicrosecondArray::from_iter_values(
+                read::<8>(keys, off)?.into_iter().map(|b| (u64::from_be_bytes(b) ^ (1 << 63)) as i64),
+            );
+            Arc::new(a.with_data_type(crate::scan::arrow::arrow_type(ty)))
+        }
         ColumnType::Int => Arc::new(Int32Array::from_iter_values(
             read::<4>(keys, off)?.into_iter().map(|b| (u32::from_be_bytes(b) ^ (1 << 31)) as i32),
         )),

@@ -324,6 +324,8 @@ fn coerce(ty: ColumnType, op: CmpOp, v: &Value) -> Option<Coerced> {
         ColumnType::Text => matches!(v, Value::Text(_)).then(|| Coerced::Cmp(op, v.clone())),
         ColumnType::Bytea => matches!(v, Value::Bytea(_)).then(|| Coerced::Cmp(op, v.clone())),
         ColumnType::Date => matches!(v, Value::Date(_)).then(|| Coerced::Cmp(op, v.clone())),
+        ColumnType::Timestamp => matches!(v, Value::Timestamp(_)).then(|| Coerced::Cmp(op, v.clone())),
+        ColumnType::TimestampTz => matches!(v, Value::TimestampTz(_)).then(|| Coerced::Cmp(op, v.clone())),
     }
 }
 
@@ -342,6 +344,7 @@ pub(crate) fn compare(a: &Value, b: &Value) -> Ordering {
         (Value::Text(x), Value::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
         (Value::Bytea(x), Value::Bytea(y)) => x.cmp(y),
         (Value::Date(x), Value::Date(y)) => x.cmp(y),
+        (Value::Timestamp(x), Value::Timestamp(y)) | (Value::TimestampTz(x), Value::TimestampTz(y)) => x.cmp(y),
         _ => a.type_name().cmp(b.type_name()),
     }
 }

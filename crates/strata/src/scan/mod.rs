@@ -61,7 +61,7 @@ mod state;
 pub use arrow_array::RecordBatch;
 pub use arrow_schema::SchemaRef;
 
-pub use self::arrow::{arrow_type, batch_rows, row_schema, rows_batch, value_at};
+pub use self::arrow::{arrow_type, batch_rows, row_schema, rows_batch, value_at, UTC};
 pub use self::cnf::{Atom, Filter, Test};
 pub(crate) use self::lineage::{run_lineage_scan, run_row_scan};
 pub use self::run::BatchIter;

@@ -70,8 +70,15 @@ impl Plan {
                 Some(n) => {
                     let c = col(n)?;
                     let ty = schema.columns()[c].ty;
-                    let numeric =
-                        !matches!(ty, ColumnType::Text | ColumnType::Bytea | ColumnType::Boolean | ColumnType::Date);
+                    let numeric = !matches!(
+                        ty,
+                        ColumnType::Text
+                            | ColumnType::Bytea
+                            | ColumnType::Boolean
+                            | ColumnType::Date
+                            | ColumnType::Timestamp
+                            | ColumnType::TimestampTz
+                    );
                     if matches!(a.func, AggFunc::Sum | AggFunc::Avg) && !numeric {
                         return Err(Error::TypeMismatch {
                             table: info.name.clone(),

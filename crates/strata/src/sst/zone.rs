@@ -45,7 +45,7 @@ fn sort_key(ty: ColumnType, b: &[u8]) -> u64 {
         }
     };
     match ty {
-        ColumnType::BigInt => raw ^ (1 << 63),
+        ColumnType::BigInt | ColumnType::Timestamp | ColumnType::TimestampTz => raw ^ (1 << 63),
         ColumnType::Int | ColumnType::Date => (raw as u32 ^ (1 << 31)) as u64,
         ColumnType::SmallInt => (raw as u16 ^ (1 << 15)) as u64,
         ColumnType::TinyInt => (raw as u8 ^ 0x80) as u64,
@@ -245,7 +245,9 @@ impl ZoneBuilder {
         let Some(w) = self.ty.fixed_width() else { return };
         let ty = self.ty;
         self.fixed = match ty {
-            ColumnType::BigInt => bounds(fixed, w, present, nulls, |b| sort_key(ColumnType::BigInt, b)),
+            ColumnType::BigInt | ColumnType::Timestamp | ColumnType::TimestampTz => {
+                bounds(fixed, w, present, nulls, |b| sort_key(ColumnType::BigInt, b))
+            }
             ColumnType::Int | ColumnType::Date => bounds(fixed, w, present, nulls, |b| sort_key(ColumnType::Int, b)),
             ColumnType::Double => bounds(fixed, w, present, nulls, |b| sort_key(ColumnType::Double, b)),
             _ => bounds(fixed, w, present, nulls, |b| sort_key(ty, b)),

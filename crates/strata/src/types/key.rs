@@ -5,7 +5,7 @@
 //! self-delimiting, so no encoded key of a table is a proper prefix of another — which lets the
 //! memtable append a sequence number to the key and still compare plain bytes.
 //!
-//! - integers and DATE (days): big-endian two's complement with the sign bit flipped;
+//! - integers, DATE (days) and timestamps (microseconds): big-endian two's complement with the sign bit flipped;
 //! - floats: big-endian IEEE bits, all bits flipped for negatives, sign bit flipped otherwise;
 //! - BOOLEAN: one byte 0 or 1;
 //! - TEXT / BYTEA: bytes with `00` escaped as `00 FF`, terminated by `00 01`.
@@ -17,7 +17,11 @@ use crate::codec::{DecodeError, DecodeResult};
 /// the type; a mismatched value is encoded as if it were the zero of `ty`.
 pub(crate) fn encode_value(out: &mut Vec<u8>, ty: ColumnType, v: &Value) {
     match (ty, v) {
-        (ColumnType::BigInt, Value::BigInt(x)) => out.extend_from_slice(&((*x as u64) ^ (1 << 63)).to_be_bytes()),
+        (ColumnType::BigInt, Value::BigInt(x))
+        | (ColumnType::Timestamp, Value::Timestamp(x))
+        | (ColumnType::TimestampTz, Value::TimestampTz(x)) => {
+            out.extend_from_slice(&((*x as u64) ^ (1 << 63)).to_be_bytes())
+        }
         (ColumnType::Int, Value::Int(x)) | (ColumnType::Date, Value::Date(x)) => {
             out.extend_from_slice(&((*x as u32) ^ (1 << 31)).to_be_bytes())
         }
@@ -86,6 +90,13 @@ pub(crate) fn decode_value(ty: ColumnType, b: &[u8]) -> DecodeResult<(Value, usi
             let mut a = [0u8; 8];
             a.copy_from_slice(fixed(8)?);
             (Value::BigInt((u64::from_be_bytes(a) ^ (1 << 63)) as i64), 8)
+        }
+        ColumnType::Timestamp | ColumnType::TimestampTz => {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(fixed(8)?);
+            let micros = (u64::from_be_bytes(a) ^ (1 << 63)) as i64;
+            let v = if ty == ColumnType::Timestamp { Value::Timestamp(micros) } else { Value::TimestampTz(micros) };
+            (v, 8)
         }
         ColumnType::Int => {
             let mut a = [0u8; 4];

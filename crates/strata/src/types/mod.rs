@@ -8,4 +8,6 @@ mod schema;
 mod value;
 
 pub use schema::{Column, ColumnType, Schema};
-pub use value::{format_date, parse_date, Value};
+pub use value::{
+    format_date, format_timestamp, format_timestamptz, parse_date, parse_timestamp, parse_timestamptz, Value,
+};

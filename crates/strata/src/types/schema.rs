@@ -30,6 +30,12 @@ pub enum ColumnType {
     Bytea,
     /// A calendar date: days since 1970-01-01 (negative before), as Arrow's Date32.
     Date,
+    /// A date and time of day without a time zone (SQL's TIMESTAMP): microseconds since
+    /// 1970-01-01 00:00:00, as Arrow's `Timestamp(Microsecond, None)`.
+    Timestamp,
+    /// An instant (SQL's TIMESTAMPTZ): microseconds since 1970-01-01 00:00:00 UTC, as Arrow's
+    /// `Timestamp(Microsecond, "+00:00")`.
+    TimestampTz,
 }
 
 impl ColumnType {
@@ -37,7 +43,7 @@ impl ColumnType {
     #[inline]
     pub fn fixed_width(self) -> Option<usize> {
         match self {
-            ColumnType::BigInt | ColumnType::Double => Some(8),
+            ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp | ColumnType::TimestampTz => Some(8),
             ColumnType::Int | ColumnType::Real | ColumnType::Date => Some(4),
             ColumnType::SmallInt => Some(2),
             ColumnType::TinyInt | ColumnType::Boolean => Some(1),
@@ -58,6 +64,8 @@ impl ColumnType {
             ColumnType::Text => "TEXT",
             ColumnType::Bytea => "BYTEA",
             ColumnType::Date => "DATE",
+            ColumnType::Timestamp => "TIMESTAMP",
+            ColumnType::TimestampTz => "TIMESTAMPTZ",
         }
     }
 
@@ -66,7 +74,7 @@ impl ColumnType {
     }
 
     pub(crate) fn from_code(c: u8) -> DecodeResult<Self> {
-        const ALL: [ColumnType; 10] = [
+        const ALL: [ColumnType; 12] = [
             ColumnType::BigInt,
             ColumnType::Int,
             ColumnType::SmallInt,
@@ -77,10 +85,15 @@ impl ColumnType {
             ColumnType::Text,
             ColumnType::Bytea,
             ColumnType::Date,
+            ColumnType::Timestamp,
+            ColumnType::TimestampTz,
         ];
         ALL.get(c as usize).copied().ok_or_else(|| DecodeError::new(format!("unknown column type {c}")))
     }
 }
+
+/// The type-code bit saying a length limit follows (see [`Schema::encode`]).
+const LIMITED: u8 = 0x80;
 
 /// One column of a schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,17 +104,25 @@ pub struct Column {
     pub ty: ColumnType,
     /// Whether NULL is allowed. Primary-key columns are never nullable.
     pub nullable: bool,
+    /// For TEXT, the most characters a value may have (SQL's VARCHAR(n) and CHAR(n)); a longer
+    /// value is refused. `None`: no limit.
+    pub max_chars: Option<u32>,
 }
 
 impl Column {
     /// A nullable column.
     pub fn new(name: impl Into<String>, ty: ColumnType) -> Self {
-        Column { name: name.into(), ty, nullable: true }
+        Column { name: name.into(), ty, nullable: true, max_chars: None }
     }
 
     /// A NOT NULL column.
     pub fn not_null(name: impl Into<String>, ty: ColumnType) -> Self {
-        Column { name: name.into(), ty, nullable: false }
+        Column { name: name.into(), ty, nullable: false, max_chars: None }
+    }
+
+    /// This TEXT column limited to `n` characters per value (see [`Column::max_chars`]).
+    pub fn with_max_chars(self, n: u32) -> Self {
+        Column { max_chars: Some(n), ..self }
     }
 }
 
@@ -143,6 +164,9 @@ impl Schema {
             }
             if columns[..i].iter().any(|o| o.name == c.name) {
                 return Err(Error::InvalidArgument(format!("duplicate column name `{}`", c.name)));
+            }
+            if c.max_chars.is_some() && c.ty != ColumnType::Text {
+                return Err(Error::InvalidArgument(format!("column `{}`: only TEXT takes a length limit", c.name)));
             }
         }
         if primary_key.is_empty() {
@@ -213,8 +237,13 @@ impl Schema {
         put_varint(out, self.columns.len() as u64);
         for c in &self.columns {
             put_bytes(out, c.name.as_bytes());
-            out.push(c.ty.code());
+            // A length limit sets the type code's high bit and follows the nullable flag: older
+            // builds refuse the code instead of dropping the limit.
+            out.push(c.ty.code() | if c.max_chars.is_some() { LIMITED } else { 0 });
             out.push(u8::from(c.nullable));
+            if let Some(n) = c.max_chars {
+                put_varint(out, u64::from(n));
+            }
         }
         put_varint(out, self.primary_key.len() as u64);
         for &k in &self.primary_key {
@@ -227,9 +256,18 @@ impl Schema {
         let mut columns = Vec::with_capacity(n);
         for _ in 0..n {
             let name = r.string()?;
-            let ty = ColumnType::from_code(r.u8()?)?;
+            let code = r.u8()?;
+            let ty = ColumnType::from_code(code & !LIMITED)?;
             let nullable = r.u8()? != 0;
-            columns.push(Column { name, ty, nullable });
+            let max_chars = if code & LIMITED != 0 {
+                if ty != ColumnType::Text {
+                    return Err(DecodeError::new("a length limit on a column that is not TEXT"));
+                }
+                Some(u32::try_from(r.varint()?).map_err(|_| DecodeError::new("length limit out of range"))?)
+            } else {
+                None
+            };
+            columns.push(Column { name, ty, nullable, max_chars });
         }
         let nk = r.len(n)?;
         let mut pk = Vec::with_capacity(nk);
@@ -270,12 +308,13 @@ mod tests {
                 Column::new("a", ColumnType::Int),
                 Column::new("b", ColumnType::Text),
                 Column::new("c", ColumnType::Double),
+                Column::new("d", ColumnType::Text).with_max_chars(20),
             ],
             &["c", "a"],
         )
         .unwrap();
         assert!(!s.columns()[0].nullable && !s.columns()[2].nullable);
-        assert_eq!(s.value_columns(), &[1]);
+        assert_eq!(s.value_columns(), &[1, 3]);
         assert_eq!(s.value_index(1), Some(0));
         let mut buf = Vec::new();
         s.encode(&mut buf);

@@ -28,6 +28,10 @@ pub enum Value {
     Bytea(Vec<u8>),
     /// DATE: days since 1970-01-01.
     Date(i32),
+    /// TIMESTAMP: microseconds since 1970-01-01 00:00:00 (no time zone).
+    Timestamp(i64),
+    /// TIMESTAMPTZ: microseconds since 1970-01-01 00:00:00 UTC.
+    TimestampTz(i64),
 }
 
 impl PartialEq for Value {
@@ -45,6 +49,7 @@ impl PartialEq for Value {
             (Text(a), Text(b)) => a == b,
             (Bytea(a), Bytea(b)) => a == b,
             (Date(a), Date(b)) => a == b,
+            (Timestamp(a), Timestamp(b)) | (TimestampTz(a), TimestampTz(b)) => a == b,
             _ => false,
         }
     }
@@ -70,6 +75,8 @@ impl Value {
                 | (Value::Text(_), ColumnType::Text)
                 | (Value::Bytea(_), ColumnType::Bytea)
                 | (Value::Date(_), ColumnType::Date)
+                | (Value::Timestamp(_), ColumnType::Timestamp)
+                | (Value::TimestampTz(_), ColumnType::TimestampTz)
         )
     }
 
@@ -87,13 +94,15 @@ impl Value {
             Value::Text(_) => "TEXT",
             Value::Bytea(_) => "BYTEA",
             Value::Date(_) => "DATE",
+            Value::Timestamp(_) => "TIMESTAMP",
+            Value::TimestampTz(_) => "TIMESTAMPTZ",
         }
     }
 
     /// Appends the little-endian bytes of a fixed-width value (nothing for NULL or var-width).
     pub(crate) fn put_fixed(&self, out: &mut Vec<u8>) {
         match self {
-            Value::BigInt(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::BigInt(v) | Value::Timestamp(v) | Value::TimestampTz(v) => out.extend_from_slice(&v.to_le_bytes()),
             Value::Int(v) | Value::Date(v) => out.extend_from_slice(&v.to_le_bytes()),
             Value::SmallInt(v) => out.extend_from_slice(&v.to_le_bytes()),
             Value::TinyInt(v) => out.extend_from_slice(&v.to_le_bytes()),
@@ -121,6 +130,8 @@ impl Value {
             ColumnType::Real => Value::Real(f32::from_le_bytes(arr(b))),
             ColumnType::Boolean => Value::Boolean(b[0] != 0),
             ColumnType::Date => Value::Date(i32::from_le_bytes(arr(b))),
+            ColumnType::Timestamp => Value::Timestamp(i64::from_le_bytes(arr(b))),
+            ColumnType::TimestampTz => Value::TimestampTz(i64::from_le_bytes(arr(b))),
             ColumnType::Text | ColumnType::Bytea => Value::Null,
         }
     }
@@ -190,6 +201,62 @@ pub fn parse_date(text: &str) -> Option<i32> {
     i32::try_from(d.signed_duration_since(epoch()).num_days()).ok()
 }
 
+/// The TIMESTAMP microseconds of an ISO date and time (`2026-11-25 13:45:00`, `T` or a space
+/// between them, up to six fractional digits, or a date alone for midnight); `None` if it is not
+/// one. A time zone suffix is not accepted here (see [`parse_timestamptz`]).
+pub fn parse_timestamp(text: &str) -> Option<i64> {
+    let t = text.trim();
+    let dt = ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M"]
+        .iter()
+        .find_map(|f| chrono::NaiveDateTime::parse_from_str(t, f).ok())
+        .or_else(|| chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d").ok()?.and_hms_opt(0, 0, 0))?;
+    micros_of(dt)
+}
+
+/// The TIMESTAMPTZ microseconds (UTC) of an ISO date and time with an offset (`+02`, `+05:30`,
+/// `Z`), read as UTC when it has none; `None` if it is not one.
+pub fn parse_timestamptz(text: &str) -> Option<i64> {
+    let t = text.trim();
+    let with_offset =
+        ["%Y-%m-%d %H:%M:%S%.f%#z", "%Y-%m-%dT%H:%M:%S%.f%#z", "%Y-%m-%d %H:%M:%S%.fZ", "%Y-%m-%dT%H:%M:%S%.fZ"]
+            .iter()
+            .find_map(|f| {
+                if f.ends_with('Z') {
+                    chrono::NaiveDateTime::parse_from_str(t, f).ok().and_then(micros_of)
+                } else {
+                    chrono::DateTime::parse_from_str(t, f).ok().map(|d| d.timestamp_micros())
+                }
+            });
+    with_offset.or_else(|| parse_timestamp(t))
+}
+
+fn micros_of(dt: chrono::NaiveDateTime) -> Option<i64> {
+    let d = dt.signed_duration_since(chrono::NaiveDateTime::default());
+    d.num_microseconds()
+}
+
+/// A TIMESTAMP as PostgreSQL prints it (`2026-11-25 13:45:00`, `.123456` with the fraction's
+/// trailing zeros dropped); microseconds beyond the calendar's range print as a count.
+pub fn format_timestamp(micros: i64) -> String {
+    match chrono::DateTime::from_timestamp_micros(micros) {
+        Some(d) => {
+            let d = d.naive_utc();
+            let mut s = d.format("%Y-%m-%d %H:%M:%S").to_string();
+            let frac = micros.rem_euclid(1_000_000);
+            if frac != 0 {
+                s.push_str(format!(".{frac:06}").trim_end_matches('0'));
+            }
+            s
+        }
+        None => format!("{micros} microseconds"),
+    }
+}
+
+/// A TIMESTAMPTZ as PostgreSQL prints it in time zone UTC (`2026-11-25 13:45:00+00`).
+pub fn format_timestamptz(micros: i64) -> String {
+    format!("{}+00", format_timestamp(micros))
+}
+
 /// The ISO calendar date (`2026-11-25`) of DATE days; days beyond the calendar's range (about
 /// ±262,000 years) print as a day count.
 pub fn format_date(days: i32) -> String {
@@ -218,5 +285,29 @@ mod tests {
         }
         assert_eq!(format_date(10_591), "1998-12-31");
         assert_eq!(format_date(i32::MAX), format!("{} days", i32::MAX));
+    }
+
+    #[test]
+    fn timestamps_parse_and_print_as_microseconds_since_1970() {
+        assert_eq!(parse_timestamp("1970-01-01 00:00:00"), Some(0));
+        assert_eq!(parse_timestamp("1970-01-01"), Some(0));
+        assert_eq!(parse_timestamp("1969-12-31 23:59:59.999999"), Some(-1));
+        assert_eq!(parse_timestamp("2026-11-25T13:45:00.5"), Some(1_795_614_300_500_000));
+        assert_eq!(parse_timestamp("2026-11-25 13:45"), Some(1_795_614_300_000_000));
+        for bad in ["2026-11-25 25:00:00", "2026-11-25 13:45:00+02", "", "now"] {
+            assert_eq!(parse_timestamp(bad), None, "{bad}");
+        }
+        assert_eq!(parse_timestamptz("2026-11-25 15:45:00+02"), Some(1_795_614_300_000_000));
+        assert_eq!(parse_timestamptz("2026-11-25 13:45:00Z"), Some(1_795_614_300_000_000));
+        assert_eq!(parse_timestamptz("2026-11-25 08:15:00-05:30"), Some(1_795_614_300_000_000));
+        assert_eq!(parse_timestamptz("2026-11-25 13:45:00"), Some(1_795_614_300_000_000));
+        for micros in [i64::from(i32::MIN) * 1_000_000, -1, 0, 1, 1_795_614_300_500_000, 253_402_300_799_999_999] {
+            let text = format_timestamp(micros);
+            assert_eq!(parse_timestamp(&text), Some(micros), "{text}");
+            assert_eq!(parse_timestamptz(&format_timestamptz(micros)), Some(micros), "{text}");
+        }
+        assert_eq!(format_timestamp(1_795_614_300_500_000), "2026-11-25 13:45:00.5");
+        assert_eq!(format_timestamptz(0), "1970-01-01 00:00:00+00");
+        assert_eq!(format_timestamp(i64::MAX), format!("{} microseconds", i64::MAX));
     }
 }

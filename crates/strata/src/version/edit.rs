@@ -106,6 +106,24 @@ pub enum EditRecord {
         /// Every file written under an earlier layout is numbered below this.
         before: u64,
     },
+    /// A table took the name of another, dropped in the same edit (see
+    /// [`crate::Db::replace_table`]).
+    RenameTable {
+        /// Table id.
+        table: u32,
+        /// The new name.
+        name: String,
+    },
+    /// A table's named sequence (see [`crate::Table::sequence`]) may have handed out every value
+    /// below `high`; none of them is handed out again.
+    Sequence {
+        /// Table id.
+        table: u32,
+        /// The sequence's name.
+        name: String,
+        /// The first value never handed out.
+        high: i64,
+    },
 }
 
 /// A group of records applied together.
@@ -133,6 +151,8 @@ const ADD_ON_TIER: u8 = 15;
 const DEFERRED_MARKS: u8 = 16;
 const BATCHES: u8 = 17;
 const SET_LAYOUT: u8 = 18;
+const SEQUENCE: u8 = 19;
+const RENAME_TABLE: u8 = 20;
 
 fn u32_of(v: u64) -> DecodeResult<u32> {
     u32::try_from(v).map_err(|_| DecodeError::new("value out of range"))
@@ -252,6 +272,17 @@ impl VersionEdit {
                         None => out.push(0),
                     }
                     put_varint(&mut out, *before);
+                }
+                EditRecord::RenameTable { table, name } => {
+                    out.push(RENAME_TABLE);
+                    put_varint(&mut out, u64::from(*table));
+                    put_bytes(&mut out, name.as_bytes());
+                }
+                EditRecord::Sequence { table, name, high } => {
+                    out.push(SEQUENCE);
+                    put_varint(&mut out, u64::from(*table));
+                    put_bytes(&mut out, name.as_bytes());
+                    put_varint(&mut out, *high as u64);
                 }
                 EditRecord::DeferredMarks { table, number } => {
                     out.push(DEFERRED_MARKS);
@@ -387,6 +418,15 @@ impl VersionEdit {
                     };
                     EditRecord::SetLayout { table, layout, before: r.varint()? }
                 }
+                RENAME_TABLE => {
+                    let table = u32_of(r.varint()?)?;
+                    EditRecord::RenameTable { table, name: r.string()? }
+                }
+                SEQUENCE => {
+                    let table = u32_of(r.varint()?)?;
+                    let name = r.string()?;
+                    EditRecord::Sequence { table, name, high: r.varint()? as i64 }
+                }
                 t => return Err(DecodeError::new(format!("unknown edit record type {t}"))),
             };
             records.push(rec);
@@ -474,6 +514,16 @@ mod tests {
         e.push(EditRecord::SetLayout { table: 1, layout: Some("L1-: column".into()), before: 40 });
         e.push(EditRecord::SetLayout { table: 1, layout: None, before: 30 });
         assert_eq!(VersionEdit::decode(&e.encode(), 7).unwrap(), e);
+        let mut s = VersionEdit::default();
+        s.push(EditRecord::Sequence { table: 1, name: "rowid".into(), high: 1 << 40 });
+        s.push(EditRecord::Sequence { table: 1, name: "rowid".into(), high: 64 });
+        s.push(EditRecord::Sequence { table: 1, name: "n".into(), high: -5 });
+        s.push(EditRecord::RenameTable { table: 1, name: "renamed".into() });
+        assert_eq!(VersionEdit::decode(&s.encode(), 7).unwrap(), s);
+        let with_seq = super::super::Version::new(7).apply(&VersionEdit { records: e.records[..1].to_vec() }).apply(&s);
+        let seqs = &with_seq.tables[&1].sequences;
+        assert_eq!((seqs["rowid"], seqs["n"]), (1 << 40, -5), "a lower high lowered a sequence");
+        assert_eq!(with_seq.tables[&1].info.name, "renamed");
         let v = super::super::Version::new(7).apply(&VersionEdit { records: e.records[..2].to_vec() });
         let t = &v.tables[&1];
         assert_eq!(t.info.layout().groups(2), [vec![0], vec![1]]);

@@ -118,6 +118,9 @@ pub struct TableVersion {
     /// Files of Level-1 and below numbered under this may hold a layout other than the
     /// table's (see [`EditRecord::SetLayout`]); 0 while the layout never changed.
     pub relayout_below: u64,
+    /// The table's sequences: for each, the first value never handed out (see
+    /// [`EditRecord::Sequence`]).
+    pub sequences: BTreeMap<String, i64>,
 }
 
 impl TableVersion {
@@ -194,6 +197,7 @@ impl Version {
                             marks: BTreeMap::new(),
                             deferred: BTreeSet::new(),
                             relayout_below: 0,
+                            sequences: BTreeMap::new(),
                         }),
                     );
                 }
@@ -244,6 +248,21 @@ impl Version {
                             t.info = Arc::new(info);
                         }
                         t.relayout_below = t.relayout_below.max(*before);
+                    }
+                }
+                EditRecord::RenameTable { table, name } => {
+                    if let Some(t) = tables.get_mut(table) {
+                        let t = Arc::make_mut(t);
+                        let mut info = (*t.info).clone();
+                        info.name = name.clone();
+                        t.info = Arc::new(info);
+                    }
+                }
+                EditRecord::Sequence { table, name, high } => {
+                    if let Some(t) = tables.get_mut(table) {
+                        let t = Arc::make_mut(t);
+                        let h = t.sequences.entry(name.clone()).or_insert(*high);
+                        *h = (*h).max(*high);
                     }
                 }
                 EditRecord::LogNumber(_)

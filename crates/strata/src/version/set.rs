@@ -89,6 +89,8 @@ fn apply_counters(edit: &VersionEdit, c: &mut Counters) {
             | EditRecord::DeleteFile { .. }
             | EditRecord::Marks { .. }
             | EditRecord::DeferredMarks { .. }
+            | EditRecord::Sequence { .. }
+            | EditRecord::RenameTable { .. }
             | EditRecord::Tiers(_) => {}
         }
     }
@@ -147,6 +149,9 @@ fn snapshot_edit(v: &Version, c: &Counters, clock: &Clock, batches: &Batches, ti
         }
         for &number in &t.deferred {
             e.push(EditRecord::DeferredMarks { table: t.info.id, number });
+        }
+        for (name, &high) in &t.sequences {
+            e.push(EditRecord::Sequence { table: t.info.id, name: name.clone(), high });
         }
     }
     e.push(EditRecord::LogNumber(c.log_number));

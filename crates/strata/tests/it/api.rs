@@ -1193,3 +1193,74 @@ fn flush_marking_and_compaction_read_around_the_block_cache() {
     assert_eq!(got, Some(vec![Value::BigInt(7), Value::Int(5), Value::Text("value 7 of round 5".into())]));
     assert!(db.stats().block_cache_bytes > 0, "a point read caches the block it read");
 }
+
+/// A TEXT column's length limit refuses longer values (counted in characters, not bytes) in
+/// every write, key columns included, and survives reopening, as do the table's annotations.
+#[test]
+fn text_length_limits_and_annotations_persist_and_are_enforced() {
+    let fs = FaultFs::new();
+    let dir = Path::new("/limits");
+    let s = Schema::new(
+        vec![
+            Column::new("code", ColumnType::Text).with_max_chars(3),
+            Column::new("note", ColumnType::Text).with_max_chars(5),
+            Column::new("free", ColumnType::Text),
+        ],
+        &["code"],
+    )
+    .unwrap();
+    assert!(Schema::new(vec![Column::new("n", ColumnType::Int).with_max_chars(3)], &["n"]).is_err());
+    let options = TableOptions::default().annotate("sql.type.note", "character varying(5)");
+    {
+        let db = Db::open(dir, tiny_options(Arc::new(fs.clone()))).unwrap();
+        db.create_table("t", s.clone(), options.clone()).unwrap();
+        db.close().unwrap();
+    }
+    let db = Db::open(dir, tiny_options(Arc::new(fs))).unwrap();
+    let t = db.table("t").unwrap();
+    assert_eq!(t.schema(), &s);
+    assert_eq!(t.options().annotations, options.annotations);
+    // Five two-byte characters fit a limit of five; six characters do not.
+    t.insert(&["abc".into(), "ééééé".into(), "x".repeat(1000).into()]).unwrap();
+    let too_long = t.insert(&["abd".into(), "éééééé".into(), Value::Null]).unwrap_err();
+    assert!(matches!(&too_long, Error::TypeMismatch { column, .. } if column == "note"), "{too_long}");
+    let key_too_long = t.insert(&["abcd".into(), Value::Null, Value::Null]).unwrap_err();
+    assert!(matches!(&key_too_long, Error::TypeMismatch { column, .. } if column == "code"), "{key_too_long}");
+    let update = t.update(&["abc".into()], &[("note", "123456".into())]).unwrap_err();
+    assert!(matches!(&update, Error::TypeMismatch { column, .. } if column == "note"), "{update}");
+    assert_eq!(all(&t), vec![vec![Value::from("abc"), "ééééé".into(), "x".repeat(1000).into()]]);
+}
+
+/// `Db::replace_table` swaps a table for another in one durable step, and refuses (changing
+/// nothing) when the replaced table was written after the point the caller copied it at.
+#[test]
+fn replace_table_swaps_durably_and_refuses_after_a_newer_write() {
+    let fs = FaultFs::new();
+    let dir = Path::new("/replace");
+    let db = Db::open(dir, tiny_options(Arc::new(fs.clone()))).unwrap();
+    let old = db.create_table("t", schema(), TableOptions::default()).unwrap();
+    old.insert(&[Value::BigInt(1), Value::Int(1), "old".into()]).unwrap();
+    db.flush().unwrap();
+    old.insert(&[Value::BigInt(2), Value::Int(2), "old".into()]).unwrap();
+    let copied_at = db.snapshot().seq();
+    let new = db.create_table("t_new", schema(), TableOptions::default()).unwrap();
+    new.insert(&[Value::BigInt(9), Value::Int(9), "new".into()]).unwrap();
+    // A write to the old table after the copy point, in a memtable, then in a file.
+    old.insert(&[Value::BigInt(3), Value::Int(3), "late".into()]).unwrap();
+    let e = db.replace_table("t", "t_new", Some(copied_at)).unwrap_err();
+    assert!(matches!(e, Error::TableChanged { .. }) && e.is_retryable(), "{e}");
+    db.flush().unwrap();
+    let e = db.replace_table("t", "t_new", Some(copied_at)).unwrap_err();
+    assert!(matches!(e, Error::TableChanged { .. }), "{e}");
+    assert_eq!(all(&db.table("t").unwrap()).len(), 3, "a refused replace changed the table");
+    assert!(db.replace_table("t", "t", None).is_err());
+    assert!(db.replace_table("t", "missing", None).is_err());
+    db.replace_table("t", "t_new", Some(db.snapshot().seq())).unwrap();
+    assert_eq!(db.table_names(), vec!["t".to_string()]);
+    let rows = vec![vec![Value::BigInt(9), Value::Int(9), "new".into()]];
+    assert_eq!(all(&db.table("t").unwrap()), rows);
+    db.close().unwrap();
+    let db = Db::open(dir, tiny_options(Arc::new(fs))).unwrap();
+    assert_eq!(db.table_names(), vec!["t".to_string()]);
+    assert_eq!(all(&db.table("t").unwrap()), rows);
+}

@@ -34,6 +34,8 @@ fn schema() -> Schema {
             Column::new("blob", ColumnType::Bytea),
             Column::new("big", ColumnType::BigInt),
             Column::new("day", ColumnType::Date),
+            Column::new("at", ColumnType::TimestampTz),
+            Column::new("ts", ColumnType::Timestamp),
         ],
         &["id"],
     )
@@ -67,6 +69,10 @@ fn value(rng: &mut StdRng, c: &Column) -> Value {
         ColumnType::BigInt => Value::BigInt(rng.gen_range(-1000..1000)),
         ColumnType::TinyInt => Value::TinyInt(rng.gen()),
         ColumnType::Date => Value::Date([i32::MIN, i32::MAX, 0][rng.gen_range(0..3)].max(rng.gen_range(8000..8040))),
+        ColumnType::Timestamp => {
+            Value::Timestamp([i64::MIN, i64::MAX, -1][rng.gen_range(0..3)].max(rng.gen_range(-50..50)))
+        }
+        ColumnType::TimestampTz => Value::TimestampTz(rng.gen_range(-1_000_000..1_000_000) * 86_400),
     }
 }
 
@@ -154,6 +160,7 @@ fn cmp_lit(ty: ColumnType, v: &Value, lit: &Value) -> Option<Ordering> {
             (Value::Bytea(a), Value::Bytea(b)) => a.cmp(b),
             (Value::Boolean(a), Value::Boolean(b)) => a.cmp(b),
             (Value::Date(a), Value::Date(b)) => a.cmp(b),
+            (Value::Timestamp(a), Value::Timestamp(b)) | (Value::TimestampTz(a), Value::TimestampTz(b)) => a.cmp(b),
             _ => return None,
         }),
     }
@@ -195,6 +202,7 @@ fn total(a: &Value, b: &Value) -> Ordering {
         (Value::Real(x), Value::Real(y)) => x.total_cmp(y),
         (Value::Text(x), Value::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
         (Value::Date(x), Value::Date(y)) => x.cmp(y),
+        (Value::Timestamp(x), Value::Timestamp(y)) | (Value::TimestampTz(x), Value::TimestampTz(y)) => x.cmp(y),
         _ => {
             cmp_lit(ColumnType::BigInt, a, b).or_else(|| cmp_lit(ColumnType::Boolean, a, b)).unwrap_or(Ordering::Equal)
         }
@@ -1411,8 +1419,9 @@ fn composite_key_columns_read_from_bulk_blocks() {
                     Column::new("k4", ColumnType::Text),
                     Column::new("k5", ColumnType::TinyInt),
                     Column::new("v", ColumnType::Int),
+                    Column::new("k6", ColumnType::TimestampTz),
                 ],
-                &["k1", "k2", "k3", "k4", "k5"],
+                &["k1", "k2", "k3", "k6", "k4", "k5"],
             )
             .unwrap();
             let t = db.create_table("c", s, TableOptions::with_layout("L1-: column")).unwrap();
@@ -1425,18 +1434,19 @@ fn composite_key_columns_read_from_bulk_blocks() {
                     Value::Text(STRINGS[rng.gen_range(0..STRINGS.len())].to_string()),
                     Value::TinyInt(rng.gen_range(-128..=127)),
                     Value::Int(rng.gen_range(-100..100)),
+                    Value::TimestampTz(rng.gen_range(-3..3) * 1_000_000_007),
                 ];
                 t.insert(&row).unwrap();
                 // The model orders rows by their key values, as the engine's encoding does.
-                let key = format!("{:?}", &row[..5]);
+                let key = format!("{:?}", [&row[..5], &row[6..]].concat());
                 model.insert(key.into_bytes(), row);
             }
             db.compact_range("c", &KeyRange::all()).unwrap();
             let mut want: Vec<Vec<Value>> = model.into_values().collect();
             want.sort_by(|a, b| {
-                a[..5].iter().zip(&b[..5]).map(|(x, y)| total(x, y)).find(|o| o.is_ne()).unwrap_or(Ordering::Equal)
+                [0, 1, 2, 6, 3, 4].iter().map(|&i| total(&a[i], &b[i])).find(|o| o.is_ne()).unwrap_or(Ordering::Equal)
             });
-            let cols = ["k1", "k2", "k3", "k4", "k5", "v"];
+            let cols = ["k1", "k2", "k3", "k4", "k5", "v", "k6"];
             for filter in [None, Some(Expr::cmp("v", CmpOp::Lt, Value::Int(-80)))] {
                 let mut req = ScanRequest::new().with_columns(&cols);
                 if let Some(f) = &filter {

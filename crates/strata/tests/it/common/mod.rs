@@ -73,6 +73,7 @@ pub fn schemas() -> Vec<(&'static str, Schema)> {
             Column::new("flag", ColumnType::Boolean),
             Column::new("blob", ColumnType::Bytea),
             Column::new("day", ColumnType::Date),
+            Column::new("at", ColumnType::Timestamp),
         ],
         &["id"],
     )
@@ -83,6 +84,7 @@ pub fn schemas() -> Vec<(&'static str, Schema)> {
             Column::new("name", ColumnType::Text),
             Column::new("n", ColumnType::Int),
             Column::new("w", ColumnType::Text),
+            Column::new("since", ColumnType::TimestampTz),
         ],
         &["name", "n"],
     )
@@ -110,6 +112,8 @@ pub fn random_value(rng: &mut StdRng, c: &Column) -> Value {
         }
         ColumnType::Bytea => Value::Bytea((0..rng.gen_range(0..16)).map(|_| rng.gen()).collect()),
         ColumnType::Date => Value::Date(rng.gen_range(-100_000..100_000)),
+        ColumnType::Timestamp => Value::Timestamp(rng.gen()),
+        ColumnType::TimestampTz => Value::TimestampTz(rng.gen_range(-1 << 50..1 << 50)),
     }
 }
 
