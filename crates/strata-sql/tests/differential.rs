@@ -1,7 +1,8 @@
 //! Randomized differential test: the same generated SQL (DML and queries) runs on strata-sql and
 //! on SQLite, and every statement must give the same answer, the same row count, or fail on
-//! both. Three tables cover the engines and layouts (LSM rows, LSM column groups, lineage); the
-//! database is flushed and compacted now and then so reads cross levels.
+//! both. Four tables cover the engines and layouts (LSM rows, LSM column groups, lineage) and a
+//! table without a primary key (keyed by strata's hidden row id, by SQLite's rowid: its ids
+//! repeat); the database is flushed and compacted now and then so reads cross levels.
 //!
 //! `STRATA_SEED=<n>` replays one seed; `STRATA_DIFF_STATEMENTS=<n>` sets the statements per seed.
 
@@ -11,10 +12,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata_sql::{Output, SqlEngine};
 
-const TABLES: [(&str, &str); 3] = [
+const TABLES: [(&str, &str); 4] = [
     ("t_rows", ""),
     ("t_cols", " WITH (layout = 'L0: row; L1: (a,b) (c); L2-: column')"),
     ("t_lin", " WITH (engine = 'lineage')"),
+    ("t_heap", ""),
 ];
 
 struct Gen {
@@ -221,7 +223,8 @@ fn run_seed(seed: u64, statements: usize) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let lite = rusqlite::Connection::open_in_memory().unwrap();
     for (t, with) in TABLES {
-        let ddl = format!("CREATE TABLE {t} (id INT PRIMARY KEY, a INT, b INT, c TEXT)");
+        let key = if t == "t_heap" { "" } else { " PRIMARY KEY" };
+        let ddl = format!("CREATE TABLE {t} (id INT{key}, a INT, b INT, c TEXT)");
         rt.block_on(engine.execute(&format!("{ddl}{with}"))).unwrap();
         lite.execute(&ddl, []).unwrap();
     }
@@ -246,6 +249,7 @@ fn run_seed(seed: u64, statements: usize) {
                 db.flush().unwrap();
                 db.compact_range("t_cols", &strata::KeyRange::all()).unwrap();
                 db.compact_range("t_rows", &strata::KeyRange::all()).unwrap();
+                db.compact_range("t_heap", &strata::KeyRange::all()).unwrap();
             }
             _ => {}
         }
