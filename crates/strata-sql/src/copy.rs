@@ -282,12 +282,15 @@ fn fields(copy: &CopyIn, data: &[u8]) -> Result<Vec<Vec<Option<String>>>, SqlErr
         return Ok(out);
     }
     let text = std::str::from_utf8(data).map_err(|_| bad(1, "not UTF-8".into()))?;
+    // Every line ends with a newline; the last may lack it. (An empty line is a row: one
+    // empty field.)
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    if text.is_empty() {
+        return Ok(out);
+    }
     for (i, line) in text.split('\n').enumerate() {
         let line = line.strip_suffix('\r').unwrap_or(line);
         if line == "\\." {
-            break;
-        }
-        if line.is_empty() && i + 1 == text.split('\n').count() {
             break;
         }
         let mut row = Vec::new();
