@@ -352,8 +352,7 @@ fn unescape(raw: &str) -> Result<String, String> {
 }
 
 /// The rows of `data` as values of the copy's columns (in the copy's column order).
-pub(crate) fn rows(db: &Db, copy: &CopyIn, data: &[u8]) -> Result<Vec<Vec<Value>>, SqlError> {
-    let table = db.table(&copy.table)?;
+pub(crate) fn rows(table: &strata::Table, copy: &CopyIn, data: &[u8]) -> Result<Vec<Vec<Value>>, SqlError> {
     let lines = fields(copy, data)?;
     let n = copy.columns.len();
     if let Some((i, l)) = lines.iter().enumerate().find(|(_, l)| l.len() != n) {

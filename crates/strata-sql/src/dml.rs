@@ -115,7 +115,7 @@ pub(crate) async fn execute(
     tx: &TxnCell,
 ) -> Result<Done, SqlError> {
     let table = db.table(dml.table_name.table())?;
-    let target = Target { kinds: meta::text_kinds(&table), visible: meta::visible_columns(&table), table };
+    let target = Target::new(table);
     match &dml.op {
         WriteOp::Insert(op @ (InsertOp::Append | InsertOp::Replace)) => {
             insert(state, &target, dml, *op == InsertOp::Replace, tx).await
@@ -147,6 +147,10 @@ struct Target {
 }
 
 impl Target {
+    fn new(table: Table) -> Target {
+        Target { kinds: meta::text_kinds(&table), visible: meta::visible_columns(&table), table }
+    }
+
     /// `v` as schema column `col` stores it (see [`meta::fit_text`]).
     fn fit(&self, col: usize, v: Value) -> Result<Value, SqlError> {
         match self.kinds.get(col).copied().flatten() {
@@ -199,8 +203,8 @@ async fn insert(
 /// Runs a `COPY ... FROM STDIN` of `data` into its table, through `tx`.
 pub(crate) fn copy(db: &Arc<Db>, copy: &crate::copy::CopyIn, data: &[u8], tx: &TxnCell) -> Result<Done, SqlError> {
     let table = db.table(&copy.table)?;
-    let target = Target { kinds: meta::text_kinds(&table), visible: meta::visible_columns(&table), table };
-    let rows = crate::copy::rows(db, copy, data)?;
+    let target = Target::new(table);
+    let rows = crate::copy::rows(&target.table, copy, data)?;
     let done = insert_rows(&target, &copy.columns, rows.into_iter(), false, tx)?;
     Ok(Done { tag: "COPY", rows: done.rows })
 }
