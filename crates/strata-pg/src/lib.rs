@@ -22,10 +22,13 @@
 
 mod types;
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use async_trait::async_trait;
 use futures::sink::{Sink, SinkExt};
@@ -41,15 +44,21 @@ use pgwire::api::query::{
 };
 use pgwire::api::results::{CopyResponse, FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::stmt::QueryParser;
-use pgwire::api::store::PortalStore;
-use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionHandle, PgWireConnectionState, PgWireServerHandlers, Type};
+use pgwire::api::store::{Entry, PortalStore};
+use pgwire::api::{
+    ClientInfo, ClientPortalStore, ConnectionHandle, PgWireConnectionState, PgWireServerHandlers, SessionExtensions,
+    Type, DEFAULT_NAME,
+};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
-use pgwire::messages::extendedquery::Execute;
+use pgwire::messages::extendedquery::{Bind, BindComplete, Describe, Execute};
 use pgwire::messages::response::{EmptyQueryResponse, TransactionStatus};
 use pgwire::messages::simplequery::Query;
-use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use pgwire::messages::startup::SecretKey;
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage, ProtocolVersion};
+use pgwire::tokio::tokio_rustls::rustls::pki_types::CertificateDer;
 use strata_sql::datafusion::arrow::datatypes::Schema;
+use strata_sql::datafusion::common::ParamValues;
 use strata_sql::{CopyIn, Output, Prepared, SqlEngine, SqlError, TxnStatus};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -443,6 +452,20 @@ async fn detached<T: Send + 'static>(
     tokio::spawn(f).await.map_err(|e| SqlError::new(strata_sql::ErrorKind::Internal, format!("statement task: {e}")))?
 }
 
+/// Runs a planned statement in `session`: a point read in place, anything else [`detached`],
+/// so that a write runs to its end even if its client goes away.
+async fn run(
+    session: &strata_sql::Session,
+    prepared: Arc<Prepared>,
+    params: Option<ParamValues>,
+) -> Result<Output, SqlError> {
+    if prepared.is_point_read() {
+        return session.execute_prepared(&prepared, params).await;
+    }
+    let sql = session.clone();
+    detached(async move { sql.execute_prepared(&prepared, params).await }).await
+}
+
 #[async_trait]
 impl SimpleQueryHandler for Session {
     /// pgwire's own handling, except that ReadyForQuery reports the session's status: pgwire
@@ -536,11 +559,11 @@ impl SimpleQueryHandler for Session {
                 }
                 break;
             }
-            let sql = self.sql.clone();
-            match detached(async move { sql.run(&stmt).await })
-                .await
-                .and_then(|o| response(o, &Format::UnifiedText, None))
-            {
+            let result = match self.sql.plan(&stmt).await {
+                Ok(prepared) => run(&self.sql, Arc::new(prepared), None).await,
+                Err(e) => Err(e),
+            };
+            match result.and_then(|o| response(o, &Format::UnifiedText, None)) {
                 Ok(r) => out.push(r),
                 Err(e) => {
                     // Later statements of the query are not run, as in PostgreSQL.
@@ -553,6 +576,102 @@ impl SimpleQueryHandler for Session {
             out.push(Response::EmptyQuery);
         }
         Ok(out)
+    }
+}
+
+/// A connection's outgoing messages held until the client asks for them: the extended
+/// protocol's replies (BindComplete, rows, CommandComplete) go out together at the Sync (or
+/// Flush) that ends the client's batch, in one write, as PostgreSQL sends them, instead of one
+/// write each. Large results still stream: the buffer is written out whenever it fills.
+struct Held<'a, C>(&'a mut C);
+
+impl<C: Sink<PgWireBackendMessage> + Unpin> Sink<PgWireBackendMessage> for Held<'_, C> {
+    type Error = C::Error;
+
+    fn poll_ready(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Pin::new(&mut *self.0).poll_ready(cx)
+    }
+
+    fn start_send(mut self: Pin<&mut Self>, item: PgWireBackendMessage) -> Result<(), Self::Error> {
+        Pin::new(&mut *self.0).start_send(item)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Pin::new(&mut *self.0).poll_close(cx)
+    }
+}
+
+impl<C: ClientPortalStore> ClientPortalStore for Held<'_, C> {
+    type PortalStore = C::PortalStore;
+
+    fn portal_store(&self) -> &Self::PortalStore {
+        self.0.portal_store()
+    }
+}
+
+impl<C: ClientInfo> ClientInfo for Held<'_, C> {
+    fn socket_addr(&self) -> SocketAddr {
+        self.0.socket_addr()
+    }
+
+    fn is_secure(&self) -> bool {
+        self.0.is_secure()
+    }
+
+    fn protocol_version(&self) -> ProtocolVersion {
+        self.0.protocol_version()
+    }
+
+    fn set_protocol_version(&mut self, version: ProtocolVersion) {
+        self.0.set_protocol_version(version);
+    }
+
+    fn pid_and_secret_key(&self) -> (i32, SecretKey) {
+        self.0.pid_and_secret_key()
+    }
+
+    fn set_pid_and_secret_key(&mut self, pid: i32, secret_key: SecretKey) {
+        self.0.set_pid_and_secret_key(pid, secret_key);
+    }
+
+    fn state(&self) -> PgWireConnectionState {
+        self.0.state()
+    }
+
+    fn set_state(&mut self, new_state: PgWireConnectionState) {
+        self.0.set_state(new_state);
+    }
+
+    fn transaction_status(&self) -> TransactionStatus {
+        self.0.transaction_status()
+    }
+
+    fn set_transaction_status(&mut self, new_status: TransactionStatus) {
+        self.0.set_transaction_status(new_status);
+    }
+
+    fn metadata(&self) -> &HashMap<String, String> {
+        self.0.metadata()
+    }
+
+    fn metadata_mut(&mut self) -> &mut HashMap<String, String> {
+        self.0.metadata_mut()
+    }
+
+    fn session_extensions(&self) -> &SessionExtensions {
+        self.0.session_extensions()
+    }
+
+    fn sni_server_name(&self) -> Option<&str> {
+        self.0.sni_server_name()
+    }
+
+    fn client_certificates<'a>(&self) -> Option<&[CertificateDer<'a>]> {
+        self.0.client_certificates()
     }
 }
 
@@ -611,8 +730,53 @@ impl ExtendedQueryHandler for Session {
         self.parser.clone()
     }
 
-    /// pgwire's own handling, then the session's status as the connection's: ReadyForQuery at
-    /// the next Sync reports it (a failed COMMIT leaves the session idle, not failed).
+    /// pgwire's own handling, its reply held for the next Sync (see [`Held`]).
+    async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        self._on_describe(&mut Held(client), message).await
+    }
+
+    /// pgwire's own handling, with BindComplete held for the next Sync (see [`Held`]).
+    async fn on_bind<C>(&self, client: &mut C, message: Bind) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message.statement_name.as_deref().unwrap_or(DEFAULT_NAME);
+        match client.portal_store().get_statement(name) {
+            Some(Entry::Value(statement)) => {
+                let portal = Portal::try_new(&message, statement)?;
+                client.portal_store().put_portal(Arc::new(portal));
+            }
+            Some(Entry::Empty) => {
+                if !message.parameters.is_empty() {
+                    return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                        "ERROR".into(),
+                        "08P01".into(),
+                        format!(
+                            "bind message supplies {} parameters, but prepared statement \"{name}\" requires 0",
+                            message.parameters.len()
+                        ),
+                    ))));
+                }
+                client.portal_store().put_empty_portal(message.portal_name.as_deref().unwrap_or(DEFAULT_NAME));
+            }
+            None => return Err(PgWireError::StatementNotFound(name.to_owned())),
+        }
+        client.feed(PgWireBackendMessage::BindComplete(BindComplete::new())).await?;
+        Ok(())
+    }
+
+    /// pgwire's own handling, its messages held for the next Sync (see [`Held`]), then the
+    /// session's status as the connection's: ReadyForQuery at the next Sync reports it (a
+    /// failed COMMIT leaves the session idle, not failed).
     async fn on_execute<C>(&self, client: &mut C, message: Execute) -> PgWireResult<()>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -621,9 +785,14 @@ impl ExtendedQueryHandler for Session {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         self.note_client_failure(client);
-        let result = self._on_execute(client, message).await;
+        let result = self._on_execute(&mut Held(client), message).await;
         if matches!(result, Err(PgWireError::QueryCanceled)) {
             self.sql.fail_block();
+        }
+        if matches!(client.state(), PgWireConnectionState::CopyInProgress(_)) {
+            // The client waits for CopyInResponse before it sends rows (a Sync it sent
+            // meanwhile is ignored during the copy, and flushes nothing).
+            client.flush().await?;
         }
         client.set_transaction_status(wire_status(self.sql.status()));
         result
@@ -654,9 +823,8 @@ impl ExtendedQueryHandler for Session {
             let expected = prepared.parameter_types().map_err(user_error)?;
             Some(types::parameters(portal, &expected).map_err(user_error)?)
         };
-        let sql = self.sql.clone();
         let described = prepared.output_schema();
-        let out = detached(async move { sql.execute_prepared(&prepared, params).await }).await.map_err(user_error)?;
+        let out = run(&self.sql, prepared, params).await.map_err(user_error)?;
         response(out, &portal.result_column_format, described.as_deref()).map_err(user_error)
     }
 }

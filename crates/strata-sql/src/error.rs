@@ -1,6 +1,7 @@
 //! Errors of SQL statements, each with the class a client needs to react to it (the PostgreSQL
 //! wire server sends it as the SQLSTATE code).
 
+use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
 
 /// What went wrong, coarsely: enough to pick a SQLSTATE code and an exit status.
@@ -29,6 +30,8 @@ pub enum ErrorKind {
     BadCopyData,
     /// Division by zero.
     DivisionByZero,
+    /// A number outside its type's range (22003).
+    NumericOutOfRange,
     /// SQL that parses but strata or DataFusion does not support.
     FeatureNotSupported,
     /// A statement that is wrong for another reason (ambiguous names, bad options, ...).
@@ -68,6 +71,7 @@ impl ErrorKind {
             ErrorKind::InvalidText => "22P02",
             ErrorKind::BadCopyData => "22P04",
             ErrorKind::DivisionByZero => "22012",
+            ErrorKind::NumericOutOfRange => "22003",
             ErrorKind::FeatureNotSupported => "0A000",
             ErrorKind::InvalidStatement => "42000",
             ErrorKind::InvalidTableDefinition => "42P16",
@@ -161,6 +165,13 @@ impl From<DataFusionError> for SqlError {
             DataFusionError::NotImplemented(_) => ErrorKind::FeatureNotSupported,
             DataFusionError::ResourcesExhausted(_) => ErrorKind::OutOfMemory,
             DataFusionError::ArrowError(a, _) if a.to_string().contains("Divide by zero") => ErrorKind::DivisionByZero,
+            // An integer cast that does not fit (an assignment out of the column's range).
+            DataFusionError::ArrowError(a, _) if matches!(a.as_ref(), ArrowError::CastError(m) if m.starts_with("Can't cast value")) => {
+                ErrorKind::NumericOutOfRange
+            }
+            DataFusionError::ArrowError(a, _) if matches!(a.as_ref(), ArrowError::ArithmeticOverflow(_)) => {
+                ErrorKind::NumericOutOfRange
+            }
             DataFusionError::ArrowError(..) | DataFusionError::Execution(_) => ErrorKind::DataException,
             DataFusionError::SchemaError(s, _) => match s.as_ref() {
                 datafusion::common::SchemaError::FieldNotFound { .. } => ErrorKind::UndefinedColumn,

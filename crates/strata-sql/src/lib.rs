@@ -32,6 +32,7 @@ mod dml;
 mod error;
 mod filter;
 mod meta;
+mod point;
 mod rewrite;
 mod session;
 mod stats;
@@ -207,6 +208,9 @@ impl SqlEngine {
         describe: bool,
     ) -> Result<Prepared, SqlError> {
         if let Statement::Statement(ast) = stmt {
+            if let Some(p) = point::plan(&self.shared.db, ast, declared) {
+                return Ok(Prepared::Point(Arc::new(p)));
+            }
             match ast.as_ref() {
                 AstStatement::CreateTable(_)
                 | AstStatement::AlterTable(_)
@@ -415,6 +419,9 @@ pub enum Prepared {
     /// `COPY table FROM STDIN`: it runs when the client has sent its rows
     /// ([`Session::copy_in`]), or at once with the rows a script gave after it.
     CopyIn(Box<CopyIn>),
+    /// A statement naming one row by its primary key, planned by strata itself (see
+    /// `point.rs`): `SELECT cols FROM t WHERE k = $1`, `UPDATE t SET n = n + $2 WHERE k = $1`.
+    Point(Arc<point::Point>),
     /// A query or DML statement as DataFusion planned it.
     Plan {
         /// The plan, with its parameters as placeholders.
@@ -435,6 +442,7 @@ impl Prepared {
             | Prepared::Nothing(_)
             | Prepared::CopyIn(_)
             | Prepared::Writes { .. } => Ok(Vec::new()),
+            Prepared::Point(p) => Ok(p.parameter_types().to_vec()),
             Prepared::Plan { plan, .. } => {
                 let types = plan.get_parameter_types()?;
                 let mut named: Vec<(usize, Option<DataType>)> = types
@@ -454,6 +462,13 @@ impl Prepared {
         }
     }
 
+    /// Whether it reads one row by its primary key and nothing else: it runs in a few
+    /// microseconds, without awaiting anything but the session, and changes nothing, so a
+    /// server may run it in place rather than as a task of its own.
+    pub fn is_point_read(&self) -> bool {
+        matches!(self, Prepared::Point(p) if !p.writes())
+    }
+
     /// The columns a query returns (none for a command), with the types running it produces:
     /// a client is told these before it runs the statement, and the values sent must be of
     /// these types.
@@ -465,6 +480,7 @@ impl Prepared {
             | Prepared::Nothing(_)
             | Prepared::CopyIn(_)
             | Prepared::Writes { .. } => None,
+            Prepared::Point(p) => p.output_schema(),
             Prepared::Plan { schema, .. } => schema.clone(),
         }
     }

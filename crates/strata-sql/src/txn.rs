@@ -289,10 +289,17 @@ impl Session {
 
     /// Runs one parsed statement.
     pub async fn run(&self, stmt: &datafusion::sql::parser::Statement) -> Result<Output, SqlError> {
-        let prepared = match self.engine.prepare_inner(stmt, &[], false).await {
-            Ok(p) => p,
+        let prepared = self.plan(stmt).await?;
+        self.execute_prepared(&prepared, None).await
+    }
+
+    /// Plans one parsed statement to run once, at once ([`Session::execute_prepared`] without
+    /// parameters): what [`Session::run`] does first. A statement that does not plan fails the
+    /// block it was sent in.
+    pub async fn plan(&self, stmt: &datafusion::sql::parser::Statement) -> Result<Prepared, SqlError> {
+        match self.engine.prepare_inner(stmt, &[], false).await {
+            Ok(p) => Ok(p),
             Err(e) => {
-                // A statement that does not plan fails its block too.
                 let mut state = self.state.lock().await;
                 if matches!(*state, State::Failed) {
                     return Err(in_failed_block());
@@ -300,10 +307,9 @@ impl Session {
                 if matches!(*state, State::Block { .. }) {
                     self.set(&mut state, State::Failed);
                 }
-                return Err(e);
+                Err(e)
             }
-        };
-        self.execute_prepared(&prepared, None).await
+        }
     }
 
     /// Runs a prepared statement (see [`SqlEngine::prepare`]) in this session.
@@ -421,6 +427,7 @@ impl Session {
                 ))
             }
             Prepared::Plan { plan, .. } => Work::Plan(bind(plan, params)?),
+            Prepared::Point(p) => Work::Point(p, params),
             Prepared::CopyIn(copy) => Work::Copy(copy, copy_data(copy)?),
             Prepared::Writes { plans, tag } => Work::Plans(plans, tag),
         };
@@ -457,6 +464,9 @@ impl Session {
             Prepared::Nothing(tag) => return Ok(Output::Command { tag, rows: 0 }),
             Prepared::Ddl(ast) => return self.engine.run_ddl(ast),
             Prepared::Plan { plan, .. } => Work::Plan(bind(plan, params)?),
+            // A point query reads the newest data: one row read is a snapshot by itself.
+            Prepared::Point(p) if !p.writes() => return p.run(self.engine.db(), params.as_ref(), None),
+            Prepared::Point(p) => Work::Point(p, params),
             Prepared::CopyIn(copy) => Work::Copy(copy, copy_data(copy)?),
             Prepared::Writes { plans, tag } => Work::Plans(plans, tag),
         };
@@ -489,6 +499,7 @@ impl Session {
 /// What a statement does once bound: run a plan, or copy rows in.
 enum Work<'a> {
     Plan(LogicalPlan),
+    Point(&'a crate::point::Point, Option<ParamValues>),
     Plans(&'a [LogicalPlan], &'static str),
     Copy(&'a CopyIn, &'a [u8]),
 }
@@ -499,6 +510,7 @@ impl Work<'_> {
         match self {
             Work::Plan(LogicalPlan::Dml(dml)) => Some(dml.op.to_string()),
             Work::Plan(_) => None,
+            Work::Point(p, _) => p.writes().then(|| "UPDATE".into()),
             Work::Plans(_, tag) => Some((*tag).into()),
             Work::Copy(..) => Some("COPY".into()),
         }
@@ -507,6 +519,7 @@ impl Work<'_> {
     async fn run(&self, engine: &SqlEngine, reads: Reads) -> Result<Output, SqlError> {
         match (self, reads) {
             (Work::Plan(plan), reads) => engine.run_plan(plan, reads).await,
+            (Work::Point(p, params), reads) => p.run(engine.db(), params.as_ref(), Some(&reads)),
             (Work::Plans(plans, tag), Reads::Txn(cell)) => {
                 for plan in plans.iter() {
                     engine.run_plan(plan, Reads::Txn(cell.clone())).await?;

@@ -101,7 +101,7 @@ impl Gen {
 
     fn statement(&mut self) -> String {
         let t = self.table();
-        match self.rng.gen_range(0..14) {
+        match self.rng.gen_range(0..17) {
             0..=2 => {
                 let n = self.rng.gen_range(1..5);
                 let rows: Vec<String> = (0..n)
@@ -132,10 +132,19 @@ impl Gen {
                 let u = self.table();
                 format!("SELECT x.id, y.id, x.c FROM {t} x JOIN {u} y ON x.a = y.b WHERE {}", self.pred("x", 1))
             }
-            _ => format!(
+            13 => format!(
                 "SELECT id, c FROM {t} WHERE {} ORDER BY id LIMIT {}",
                 self.pred("", 2),
                 self.rng.gen_range(0..5)
+            ),
+            // Statements naming one row by its key (strata runs them without DataFusion).
+            14 => format!("SELECT c, a AS x, id FROM {t} WHERE id = {}", self.rng.gen_range(-2..42)),
+            15 => format!("SELECT * FROM {t} AS r WHERE {} = r.id", self.rng.gen_range(-2..42)),
+            _ => format!(
+                "UPDATE {t} SET a = a + {}, b = {} WHERE id = {}",
+                self.rng.gen_range(-3..4),
+                self.int(),
+                self.rng.gen_range(-2..42)
             ),
         }
     }
