@@ -538,6 +538,13 @@ impl SimpleQueryHandler for Session {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        if let Some((prepared, params)) = self.sql.engine().point_from_text(query) {
+            let out = run(&self.sql, prepared, Some(params)).await;
+            return Ok(vec![match out.and_then(|o| response(o, &Format::UnifiedText, None)) {
+                Ok(r) => r,
+                Err(e) => Response::Error(Box::new(error_info(&e))),
+            }]);
+        }
         let statements = match self.sql.engine().parse(query) {
             Ok(s) => s,
             Err(e) => {

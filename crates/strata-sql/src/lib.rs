@@ -31,6 +31,7 @@ mod ddl;
 mod dml;
 mod error;
 mod filter;
+mod literals;
 mod meta;
 mod point;
 mod rewrite;
@@ -108,6 +109,9 @@ pub struct SqlEngine {
 
 struct Shared {
     db: Arc<Db>,
+    /// Point statements planned from templates (see [`SqlEngine::point_from_text`]), by
+    /// template; `None` for a template that is not a point statement.
+    templates: parking_lot::Mutex<std::collections::HashMap<String, Option<Arc<Prepared>>>>,
     /// DataFusion's state with the strata catalog; each statement runs on a copy carrying its
     /// snapshot.
     base: SessionState,
@@ -142,7 +146,8 @@ impl SqlEngine {
         let catalog = MemoryCatalogProvider::new();
         catalog.register_schema(SCHEMA, Arc::new(catalog::StrataSchema::new(db.clone())))?;
         ctx.register_catalog(CATALOG, Arc::new(catalog));
-        Ok(SqlEngine { shared: Arc::new(Shared { db, base: ctx.state() }) })
+        let templates = parking_lot::Mutex::new(std::collections::HashMap::new());
+        Ok(SqlEngine { shared: Arc::new(Shared { db, templates, base: ctx.state() }) })
     }
 
     /// The database.
@@ -170,6 +175,49 @@ impl SqlEngine {
                 },
             },
         }
+    }
+
+    /// `sql` as a point statement ([`Prepared::Point`]) with its values as parameters, if it
+    /// is one: its literals are taken out (`WHERE aid = 40213` becomes `WHERE aid = $1`), and
+    /// the template is planned once and kept (up to [`TEMPLATES`] of them), so statements that
+    /// differ only in their values are not parsed again. `None` for other statements, and for
+    /// values the template's parameters do not take as written (an integer for a TEXT key, an
+    /// integer out of the column's range): those are planned from their text as they are.
+    pub fn point_from_text(&self, sql: &str) -> Option<(Arc<Prepared>, ParamValues)> {
+        let (template, literals) = literals::template(sql)?;
+        let cached = self.shared.templates.lock().get(&template).cloned();
+        let prepared = match cached {
+            Some(None) => return None,
+            Some(Some(p)) if p.is_current(&self.shared.db) => p,
+            _ => {
+                let planned = self.plan_template(&template, literals.len());
+                let mut templates = self.shared.templates.lock();
+                if templates.len() >= TEMPLATES {
+                    templates.clear();
+                }
+                templates.insert(template, planned.clone());
+                planned?
+            }
+        };
+        let types = prepared.parameter_types().ok()?;
+        let mut values = Vec::with_capacity(literals.len());
+        for (literal, ty) in literals.into_iter().zip(types) {
+            values.push(literals::bind(literal, ty.as_ref()?)?.into());
+        }
+        Some((prepared, ParamValues::List(values)))
+    }
+
+    /// A template (from [`literals::template`], `n` parameters) planned as a point statement
+    /// taking every parameter, if it is one.
+    fn plan_template(&self, template: &str, n: usize) -> Option<Arc<Prepared>> {
+        let mut statements = DFParser::parse_sql_with_dialect(template, &PostgreSqlDialect {}).ok()?;
+        if statements.len() != 1 {
+            return None;
+        }
+        let Statement::Statement(ast) = statements.pop_front()? else { return None };
+        let point = point::plan(&self.shared.db, &ast, &[])?;
+        let types = point.parameter_types();
+        (types.len() == n && types.iter().all(Option::is_some)).then(|| Arc::new(Prepared::Point(Arc::new(point))))
     }
 
     /// Runs every statement of `sql` in order, in a session of its own, and returns their
@@ -379,6 +427,10 @@ impl SqlEngine {
     }
 }
 
+/// How many statement templates [`SqlEngine::point_from_text`] keeps planned (all are dropped
+/// when there are more).
+pub const TEMPLATES: usize = 4096;
+
 /// `config` with the planner settings that suit strata's scans.
 pub(crate) fn tuned(mut config: SessionConfig) -> SessionConfig {
     // Scans come cut into key ranges (`table::properties`): an aggregate or join on columns
@@ -459,6 +511,15 @@ impl Prepared {
                 }
                 Ok(out)
             }
+        }
+    }
+
+    /// Whether it was planned for the tables as they are now (a point statement whose table
+    /// was dropped or replaced since is not; other statements always are).
+    fn is_current(&self, db: &Db) -> bool {
+        match self {
+            Prepared::Point(p) => p.is_current(db),
+            _ => true,
         }
     }
 

@@ -546,6 +546,11 @@ fn source(scope: &Scope, read: &mut Vec<usize>, e: &Expr) -> Option<usize> {
 }
 
 impl Point {
+    /// Whether it was planned for its table as it is now (not dropped or replaced since).
+    pub(crate) fn is_current(&self, db: &Db) -> bool {
+        db.table(self.table.name()).is_ok_and(|t| std::ptr::eq(t.info(), self.table.info()))
+    }
+
     /// The types of the parameters `$1`, `$2`, ...
     pub(crate) fn parameter_types(&self) -> &[Option<DataType>] {
         &self.params
@@ -826,5 +831,37 @@ mod tests {
         run("CREATE TABLE t (id INT PRIMARY KEY, n TEXT); INSERT INTO t VALUES (1, 'x')");
         let e = read(&prepared).unwrap_err();
         assert_eq!(e.kind.sqlstate(), "0A000", "{e}");
+    }
+
+    /// Statements that differ only in their values are planned once, as one template.
+    #[test]
+    fn statements_differing_in_values_share_one_planned_template() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(
+            engine.execute("CREATE TABLE t (id INT PRIMARY KEY, n INT); INSERT INTO t VALUES (1, 10), (-2, 20)"),
+        )
+        .unwrap();
+        let templates = || engine.shared.templates.lock().len();
+        for (sql, n) in [("SELECT n FROM t WHERE id = 1", 10), ("SELECT n FROM t WHERE id = -2;", 20)] {
+            let (prepared, params) = engine.point_from_text(sql).unwrap();
+            assert!(prepared.is_point_read());
+            match rt.block_on(engine.execute_prepared(&prepared, Some(params))).unwrap() {
+                Output::Rows { batches, .. } => {
+                    assert_eq!(strata::scan::batch_rows(&batches[0]), vec![vec![Value::Int(n)]], "{sql}")
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(templates(), 2, "one template with `;`, one without");
+        assert!(engine.point_from_text("SELECT n FROM t WHERE id = 7").is_some());
+        assert_eq!(templates(), 2);
+        // Out of INT's range: planned from the text (no row), the template stays.
+        assert!(engine.point_from_text("SELECT n FROM t WHERE id = 99999999999").is_none());
+        // Not a point statement: remembered as such.
+        assert!(engine.point_from_text("SELECT 5 FROM t WHERE id = 1").is_none());
+        assert!(engine.point_from_text("SELECT 6 FROM t WHERE id = 1").is_none());
+        assert_eq!(templates(), 3);
     }
 }

@@ -280,6 +280,9 @@ impl Session {
     /// Runs every statement of `sql` in order and returns their outputs, stopping at the first
     /// that fails (see [`SqlEngine::execute`]).
     pub async fn execute(&self, sql: &str) -> Result<Vec<Output>, SqlError> {
+        if let Some((prepared, params)) = self.engine.point_from_text(sql) {
+            return Ok(vec![self.execute_prepared(&prepared, Some(params)).await?]);
+        }
         let mut out = Vec::new();
         for stmt in self.engine.parse(sql)? {
             out.push(self.run(&stmt).await?);
