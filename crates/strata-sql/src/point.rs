@@ -864,4 +864,31 @@ mod tests {
         assert!(engine.point_from_text("SELECT 6 FROM t WHERE id = 1").is_none());
         assert_eq!(templates(), 3);
     }
+
+    /// A NULL parameter for a NOT NULL column is refused as the planned path refuses it, and
+    /// writes nothing.
+    #[test]
+    fn a_null_for_a_not_null_column_is_refused() {
+        use datafusion::common::ScalarValue;
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(
+            engine.execute("CREATE TABLE t (id INT PRIMARY KEY, n INT NOT NULL); INSERT INTO t VALUES (1, 10)"),
+        )
+        .unwrap();
+        let stmt = engine.parse("UPDATE t SET n = $2 WHERE id = $1").unwrap().remove(0);
+        let prepared = rt.block_on(engine.prepare(&stmt)).unwrap();
+        assert!(matches!(prepared, crate::Prepared::Point(_)));
+        let params = ParamValues::List(vec![ScalarValue::Int32(Some(1)).into(), ScalarValue::Int32(None).into()]);
+        let e = rt.block_on(engine.execute_prepared(&prepared, Some(params))).unwrap_err();
+        assert_eq!(e.kind.sqlstate(), "23502", "{e}");
+        let out = rt.block_on(engine.execute("SELECT n FROM t WHERE id = 1")).unwrap();
+        match &out[0] {
+            Output::Rows { batches, .. } => {
+                assert_eq!(strata::scan::batch_rows(&batches[0]), vec![vec![Value::Int(10)]])
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
