@@ -38,6 +38,7 @@ mod rewrite;
 mod session;
 mod stats;
 mod table;
+mod to_char;
 mod txn;
 
 use std::sync::Arc;
@@ -302,6 +303,7 @@ impl SqlEngine {
         let mut stmt = stmt.clone();
         if let Statement::Statement(ast) = &mut stmt {
             rewrite::in_lists_without_nulls(ast);
+            to_char::translate(ast)?;
         }
         let plan = self.plan_with_parameter_types(&stmt, declared).await?;
         match &plan {
