@@ -303,6 +303,7 @@ impl SqlEngine {
         let mut stmt = stmt.clone();
         if let Statement::Statement(ast) = &mut stmt {
             rewrite::in_lists_without_nulls(ast);
+            rewrite::function_columns(ast);
             to_char::translate(ast)?;
         }
         let plan = self.plan_with_parameter_types(&stmt, declared).await?;

@@ -13,7 +13,8 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, BinaryOperator, CastKind, DataType, Expr, Statement, Value, ValueWithSpan,
+    visit_expressions_mut, BinaryOperator, CastKind, DataType, Expr, Ident, ObjectNamePart, Statement, TableAlias,
+    TableAliasColumnDef, TableFactor, Value, ValueWithSpan, VisitMut, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -138,6 +139,38 @@ pub(crate) fn in_lists_without_nulls(stmt: &mut Statement) {
         }
         ControlFlow::<()>::Continue(())
     });
+}
+
+/// Names the column of `generate_series(...)` in FROM as PostgreSQL does: after the function's
+/// alias (`FROM generate_series(1, 10) AS aid` has a column `aid`, as pgbench's server-side data
+/// generation reads it), or `generate_series` without one. (DataFusion calls it `value`.)
+pub(crate) fn function_columns(stmt: &mut Statement) {
+    struct Columns;
+    impl VisitorMut for Columns {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+            if let TableFactor::Table { name, alias, args: Some(_), .. } = factor {
+                let is_series = matches!(name.0.as_slice(),
+                    [ObjectNamePart::Identifier(n)] if n.value.eq_ignore_ascii_case("generate_series"));
+                match alias {
+                    Some(a) if is_series && a.columns.is_empty() => {
+                        a.columns = vec![TableAliasColumnDef::from_name(a.name.value.clone())];
+                    }
+                    None if is_series => {
+                        *alias = Some(TableAlias {
+                            explicit: true,
+                            name: Ident::new("generate_series"),
+                            columns: vec![TableAliasColumnDef::from_name("generate_series")],
+                            at: None,
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = stmt.visit(&mut Columns);
 }
 
 #[cfg(test)]
