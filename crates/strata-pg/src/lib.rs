@@ -165,10 +165,11 @@ impl Server {
                         Startup::Reject("53300", format!("too many connections (at most {})", config.max_connections))
                     }
                 };
+                let sql = engine.session();
                 let handlers = Connection {
                     session: Arc::new(Session {
-                        parser: Arc::new(Parser { engine: engine.clone() }),
-                        sql: engine.session(),
+                        parser: Arc::new(Parser { session: sql.clone() }),
+                        sql,
                         copy: std::sync::Mutex::new(None),
                     }),
                     startup: Arc::new(startup),
@@ -682,9 +683,10 @@ impl<C: ClientInfo> ClientInfo for Held<'_, C> {
     }
 }
 
-/// Plans statements of the extended protocol (Parse) with DataFusion.
+/// Plans statements of the extended protocol (Parse), in the connection's session (which
+/// resolves SQL's `EXECUTE` of a statement it prepared).
 struct Parser {
-    engine: SqlEngine,
+    session: strata_sql::Session,
 }
 
 #[async_trait]
@@ -695,7 +697,7 @@ impl QueryParser for Parser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        let mut statements = self.engine.parse(sql).map_err(user_error)?;
+        let mut statements = self.session.engine().parse(sql).map_err(user_error)?;
         let stmt = match statements.len() {
             0 => return Ok(None),
             1 => statements.remove(0),
@@ -709,7 +711,7 @@ impl QueryParser for Parser {
         // Parameters the client declared a type for are of that type (`SELECT $1` sent as
         // int8 returns int8), as in PostgreSQL.
         let declared: Vec<_> = types.iter().map(|t| types::declared_arrow_type(t.as_ref())).collect();
-        Ok(Some(Arc::new(self.engine.prepare_typed(&stmt, &declared).await.map_err(user_error)?)))
+        Ok(Some(Arc::new(self.session.prepare_typed(&stmt, &declared).await.map_err(user_error)?)))
     }
 
     fn get_parameter_types(&self, stmt: &Arc<Prepared>) -> PgWireResult<Vec<Type>> {

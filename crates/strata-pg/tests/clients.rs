@@ -354,7 +354,7 @@ fn a_client_killed_mid_statement_leaves_it_whole_or_not_applied() {
     client
         .batch_execute(&format!(
             "CREATE TABLE src (id BIGINT PRIMARY KEY, v BIGINT); CREATE TABLE dst (id BIGINT PRIMARY KEY, v BIGINT);
-             INSERT INTO src SELECT value, value * 2 FROM generate_series(1, {n})"
+             INSERT INTO src SELECT g, g * 2 FROM generate_series(1, {n}) AS g"
         ))
         .unwrap();
     let Some(mut child) = Command::new("psql")

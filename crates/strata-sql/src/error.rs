@@ -32,6 +32,10 @@ pub enum ErrorKind {
     DivisionByZero,
     /// A number outside its type's range (22003).
     NumericOutOfRange,
+    /// `PREPARE` of a name already prepared in the session (42P05).
+    DuplicatePreparedStatement,
+    /// `EXECUTE` or `DEALLOCATE` of a name not prepared in the session (26000).
+    UndefinedPreparedStatement,
     /// SQL that parses but strata or DataFusion does not support.
     FeatureNotSupported,
     /// A statement that is wrong for another reason (ambiguous names, bad options, ...).
@@ -72,6 +76,8 @@ impl ErrorKind {
             ErrorKind::BadCopyData => "22P04",
             ErrorKind::DivisionByZero => "22012",
             ErrorKind::NumericOutOfRange => "22003",
+            ErrorKind::DuplicatePreparedStatement => "42P05",
+            ErrorKind::UndefinedPreparedStatement => "26000",
             ErrorKind::FeatureNotSupported => "0A000",
             ErrorKind::InvalidStatement => "42000",
             ErrorKind::InvalidTableDefinition => "42P16",

@@ -56,7 +56,7 @@ use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::parser::{DFParser, Statement};
 use datafusion::sql::sqlparser::ast::{
-    DataType as SqlDataType, ExactNumberInfo, Ident, ObjectType, Statement as AstStatement,
+    DataType as SqlDataType, ExactNumberInfo, Ident, ObjectNamePart, ObjectType, Statement as AstStatement,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use strata::{Db, Value};
@@ -282,6 +282,37 @@ impl SqlEngine {
                 // PostgreSQL's upkeep: strata compacts and keeps statistics by itself.
                 AstStatement::Vacuum(_) => return Ok(Prepared::Nothing("VACUUM")),
                 AstStatement::Analyze(_) => return Ok(Prepared::Nothing("ANALYZE")),
+                AstStatement::Prepare { name, data_types, statement } => {
+                    let declared: Vec<Option<DataType>> = data_types.iter().map(arrow_type_of_sql).collect();
+                    let inner = Statement::Statement(statement.clone());
+                    let planned = Box::pin(self.prepare_inner(&inner, &declared, true)).await?;
+                    if matches!(planned, Prepared::Named(_) | Prepared::Control(_) | Prepared::Bound(_)) {
+                        return Err(SqlError::unsupported(format!("PREPARE of {}", first_words_of(statement))));
+                    }
+                    return Ok(Prepared::Named(Named::Prepare {
+                        name: name.value.clone(),
+                        statement: Arc::new(planned),
+                    }));
+                }
+                AstStatement::Execute {
+                    name: Some(name),
+                    parameters,
+                    immediate: false,
+                    into,
+                    using,
+                    output: false,
+                    default: false,
+                    ..
+                } if into.is_empty() && using.is_empty() => {
+                    let [ObjectNamePart::Identifier(name)] = name.0.as_slice() else {
+                        return Err(SqlError::unsupported(format!("EXECUTE {name}")));
+                    };
+                    return Ok(Prepared::Named(Named::Execute { name: name.value.clone(), args: parameters.clone() }));
+                }
+                AstStatement::Deallocate { name, .. } => {
+                    let all = name.quote_style.is_none() && name.value.eq_ignore_ascii_case("all");
+                    return Ok(Prepared::Named(Named::Deallocate { name: (!all).then(|| name.value.clone()) }));
+                }
                 AstStatement::Copy { .. } => {
                     return Ok(Prepared::CopyIn(Box::new(copy::prepare(&self.shared.db, ast)?)));
                 }
@@ -477,6 +508,11 @@ pub enum Prepared {
     /// A statement naming one row by its primary key, planned by strata itself (see
     /// `point.rs`): `SELECT cols FROM t WHERE k = $1`, `UPDATE t SET n = n + $2 WHERE k = $1`.
     Point(Arc<point::Point>),
+    /// SQL's `PREPARE`, `EXECUTE` or `DEALLOCATE`: see [`Named`].
+    Named(Named),
+    /// A named statement with the arguments an `EXECUTE` gave it, ready to run: what a
+    /// [`Session`] makes of `EXECUTE name (args)`.
+    Bound(Box<Bound>),
     /// A query or DML statement as DataFusion planned it.
     Plan {
         /// The plan, with its parameters as placeholders.
@@ -496,6 +532,8 @@ impl Prepared {
             | Prepared::Set
             | Prepared::Nothing(_)
             | Prepared::CopyIn(_)
+            | Prepared::Named(_)
+            | Prepared::Bound(_)
             | Prepared::Writes { .. } => Ok(Vec::new()),
             Prepared::Point(p) => Ok(p.parameter_types().to_vec()),
             Prepared::Plan { plan, .. } => {
@@ -543,11 +581,99 @@ impl Prepared {
             | Prepared::Set
             | Prepared::Nothing(_)
             | Prepared::CopyIn(_)
+            | Prepared::Named(_)
             | Prepared::Writes { .. } => None,
+            Prepared::Bound(b) => b.statement.output_schema(),
             Prepared::Point(p) => p.output_schema(),
             Prepared::Plan { schema, .. } => schema.clone(),
         }
     }
+}
+
+/// SQL's statements on named prepared statements, which a [`Session`] keeps.
+#[derive(Debug, Clone)]
+pub enum Named {
+    /// `PREPARE name [(types)] AS statement`: the statement, planned.
+    Prepare {
+        /// The name it is kept under.
+        name: String,
+        /// The statement.
+        statement: Arc<Prepared>,
+    },
+    /// `EXECUTE name [(args)]`, before the session looks the name up.
+    Execute {
+        /// The name.
+        name: String,
+        /// The arguments, constant expressions.
+        args: Vec<datafusion::sql::sqlparser::ast::Expr>,
+    },
+    /// `DEALLOCATE [PREPARE] name` (`None`: `ALL`).
+    Deallocate {
+        /// The name, `None` for all.
+        name: Option<String>,
+    },
+}
+
+/// A named prepared statement and the values an `EXECUTE` gave its parameters.
+#[derive(Debug, Clone)]
+pub struct Bound {
+    statement: Arc<Prepared>,
+    params: ParamValues,
+}
+
+impl SqlEngine {
+    /// The values of an `EXECUTE`'s arguments as `statement`'s parameters take them: each a
+    /// constant expression, folded and cast to the parameter's type.
+    fn bind_arguments(
+        &self,
+        name: &str,
+        statement: Arc<Prepared>,
+        args: &[datafusion::sql::sqlparser::ast::Expr],
+    ) -> Result<Prepared, SqlError> {
+        let types = statement.parameter_types()?;
+        if types.len() != args.len() {
+            return Err(SqlError::new(
+                ErrorKind::InvalidStatement,
+                format!(
+                    "wrong number of parameters for prepared statement \"{name}\": expected {}, got {}",
+                    types.len(),
+                    args.len()
+                ),
+            ));
+        }
+        let empty = Arc::new(DFSchema::empty());
+        let simplifier = ExprSimplifier::new(SimplifyContext::builder().with_schema(empty.clone()).build());
+        let mut values = Vec::with_capacity(args.len());
+        for (arg, ty) in args.iter().zip(&types) {
+            let expr = self.shared.base.create_logical_expr(&arg.to_string(), &empty)?;
+            let folded = simplifier.simplify(simplifier.coerce(expr, &empty)?)?;
+            let datafusion::logical_expr::Expr::Literal(v, _) = folded else {
+                return Err(SqlError::unsupported(format!("EXECUTE argument {arg}: strata takes constant arguments")));
+            };
+            let v = match ty {
+                Some(t) if v.data_type() != *t => v.cast_to(t)?,
+                _ => v,
+            };
+            values.push(v.into());
+        }
+        Ok(Prepared::Bound(Box::new(Bound { statement, params: ParamValues::List(values) })))
+    }
+}
+
+/// The Arrow type a parameter declared as SQL type `t` (`PREPARE p (INT) AS ...`) takes; `None`
+/// for text and types left to inference.
+fn arrow_type_of_sql(t: &SqlDataType) -> Option<DataType> {
+    Some(match t {
+        SqlDataType::Boolean | SqlDataType::Bool => DataType::Boolean,
+        SqlDataType::SmallInt(_) | SqlDataType::Int2(_) => DataType::Int16,
+        SqlDataType::Int(_) | SqlDataType::Integer(_) | SqlDataType::Int4(_) => DataType::Int32,
+        SqlDataType::BigInt(_) | SqlDataType::Int8(_) => DataType::Int64,
+        SqlDataType::Real | SqlDataType::Float4 => DataType::Float32,
+        SqlDataType::Double(_) | SqlDataType::DoublePrecision | SqlDataType::Float8 => DataType::Float64,
+        SqlDataType::Date => DataType::Date32,
+        SqlDataType::Bytea => DataType::Binary,
+        _ => return None,
+    })
 }
 
 /// The SQL type naming an Arrow type a parameter can be declared as; `None` for text (left to

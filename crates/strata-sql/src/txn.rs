@@ -15,6 +15,7 @@
 //! never waits: the write fails at once with 40001 when the row was committed after the block's
 //! snapshot, and of two blocks still open the first to commit wins.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
@@ -26,7 +27,7 @@ use datafusion::sql::sqlparser::ast::{
 use strata::{Transaction, TxnOptions, WriteOptions};
 
 use crate::error::{ErrorKind, SqlError};
-use crate::{CopyIn, Output, Prepared, SqlEngine};
+use crate::{CopyIn, Named, Output, Prepared, SqlEngine};
 
 /// Where a session stands, as PostgreSQL reports it in ReadyForQuery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,12 +211,18 @@ pub struct Session {
     /// Blocks and autocommit writes are read-only (`SET SESSION CHARACTERISTICS AS TRANSACTION
     /// READ ONLY`).
     default_read_only: Arc<AtomicBool>,
+    /// The statements SQL's `PREPARE` named, by name.
+    named: Arc<parking_lot::Mutex<HashMap<String, Arc<Prepared>>>>,
 }
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session").field("status", &self.status()).finish_non_exhaustive()
     }
+}
+
+fn no_such_statement(name: &str) -> SqlError {
+    SqlError::new(ErrorKind::UndefinedPreparedStatement, format!("prepared statement \"{name}\" does not exist"))
 }
 
 fn in_failed_block() -> SqlError {
@@ -236,6 +243,7 @@ impl Session {
             state: Arc::new(tokio::sync::Mutex::new(State::Idle)),
             mirror: Arc::new(Mirror::default()),
             default_read_only: Arc::new(AtomicBool::new(false)),
+            named: Arc::default(),
         }
     }
 
@@ -300,7 +308,7 @@ impl Session {
     /// parameters): what [`Session::run`] does first. A statement that does not plan fails the
     /// block it was sent in.
     pub async fn plan(&self, stmt: &datafusion::sql::parser::Statement) -> Result<Prepared, SqlError> {
-        match self.engine.prepare_inner(stmt, &[], false).await {
+        match self.engine.prepare_inner(stmt, &[], false).await.and_then(|p| self.resolve(p)) {
             Ok(p) => Ok(p),
             Err(e) => {
                 let mut state = self.state.lock().await;
@@ -315,14 +323,49 @@ impl Session {
         }
     }
 
+    /// [`SqlEngine::prepare_typed`] in this session: an `EXECUTE` of a statement the session
+    /// prepared with SQL's `PREPARE` becomes that statement with its arguments bound.
+    pub async fn prepare_typed(
+        &self,
+        stmt: &datafusion::sql::parser::Statement,
+        declared: &[Option<datafusion::arrow::datatypes::DataType>],
+    ) -> Result<Prepared, SqlError> {
+        self.resolve(self.engine.prepare_typed(stmt, declared).await?)
+    }
+
+    /// `prepared`, an `EXECUTE name (args)` made the named statement with its arguments bound.
+    fn resolve(&self, prepared: Prepared) -> Result<Prepared, SqlError> {
+        let Prepared::Named(Named::Execute { name, args }) = &prepared else { return Ok(prepared) };
+        let statement = self.named.lock().get(name).cloned().ok_or_else(|| no_such_statement(name))?;
+        self.engine.bind_arguments(name, statement, args)
+    }
+
     /// Runs a prepared statement (see [`SqlEngine::prepare`]) in this session.
     pub async fn execute_prepared(&self, prepared: &Prepared, params: Option<ParamValues>) -> Result<Output, SqlError> {
+        let resolved;
+        let (prepared, params) = match prepared {
+            Prepared::Named(Named::Execute { .. }) => {
+                resolved = self.resolve(prepared.clone())?;
+                match &resolved {
+                    Prepared::Bound(b) => (b.statement.as_ref(), Some(b.params.clone())),
+                    other => (other, params),
+                }
+            }
+            Prepared::Bound(b) => (b.statement.as_ref(), Some(b.params.clone())),
+            other => (other, params),
+        };
         let mut state = self.state.lock().await;
         if self.mirror.fail.swap(false, Ordering::AcqRel) && matches!(*state, State::Block { .. }) {
             self.set(&mut state, State::Failed);
         }
         if let Prepared::Control(c) = prepared {
             return self.control(&mut state, c).await;
+        }
+        if let Prepared::Named(named) = prepared {
+            if matches!(*state, State::Failed) {
+                return Err(in_failed_block());
+            }
+            return self.name(named);
         }
         match &*state {
             State::Failed => Err(in_failed_block()),
@@ -334,6 +377,33 @@ impl Session {
                 }
                 out
             }
+        }
+    }
+
+    /// `PREPARE` and `DEALLOCATE`: the session's named statements. (Like PostgreSQL's, they are
+    /// not part of a transaction block: a rollback keeps them.)
+    fn name(&self, named: &Named) -> Result<Output, SqlError> {
+        let mut statements = self.named.lock();
+        match named {
+            Named::Prepare { name, statement } => {
+                if statements.contains_key(name) {
+                    return Err(SqlError::new(
+                        ErrorKind::DuplicatePreparedStatement,
+                        format!("prepared statement \"{name}\" already exists"),
+                    ));
+                }
+                statements.insert(name.clone(), statement.clone());
+                Ok(Output::Command { tag: "PREPARE", rows: 0 })
+            }
+            Named::Deallocate { name: Some(name) } => {
+                statements.remove(name).ok_or_else(|| no_such_statement(name))?;
+                Ok(Output::Command { tag: "DEALLOCATE", rows: 0 })
+            }
+            Named::Deallocate { name: None } => {
+                statements.clear();
+                Ok(Output::Command { tag: "DEALLOCATE ALL", rows: 0 })
+            }
+            Named::Execute { name, .. } => Err(no_such_statement(name)),
         }
     }
 
@@ -417,7 +487,9 @@ impl Session {
             return Err(SqlError::new(ErrorKind::Internal, "not in a transaction block"));
         };
         let plan = match prepared {
-            Prepared::Control(_) => return Err(SqlError::new(ErrorKind::Internal, "control statement as a plan")),
+            Prepared::Control(_) | Prepared::Named(_) | Prepared::Bound(_) => {
+                return Err(SqlError::new(ErrorKind::Internal, "a session statement as a plan"))
+            }
             Prepared::Set => return Ok(Output::Command { tag: "SET", rows: 0 }),
             Prepared::Nothing(tag) => return Ok(Output::Command { tag, rows: 0 }),
             Prepared::Ddl(ast) => {
@@ -462,7 +534,9 @@ impl Session {
     /// A statement outside a block: its own transaction.
     async fn autocommit(&self, prepared: &Prepared, params: Option<ParamValues>) -> Result<Output, SqlError> {
         let plan = match prepared {
-            Prepared::Control(_) => return Err(SqlError::new(ErrorKind::Internal, "control statement as a plan")),
+            Prepared::Control(_) | Prepared::Named(_) | Prepared::Bound(_) => {
+                return Err(SqlError::new(ErrorKind::Internal, "a session statement as a plan"))
+            }
             Prepared::Set => return Ok(Output::Command { tag: "SET", rows: 0 }),
             Prepared::Nothing(tag) => return Ok(Output::Command { tag, rows: 0 }),
             Prepared::Ddl(ast) => return self.engine.run_ddl(ast),
