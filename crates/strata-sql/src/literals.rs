@@ -12,6 +12,9 @@
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 
+/// The longest text [`template`] takes apart, in bytes.
+pub(crate) const MAX_LEN: usize = 1024;
+
 /// A literal taken out of a statement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Literal {
@@ -25,6 +28,11 @@ pub(crate) enum Literal {
 /// order; `None` if the text holds something the scan does not follow (see the module
 /// documentation) or no literal at all.
 pub(crate) fn template(sql: &str) -> Option<(String, Vec<Literal>)> {
+    // A point statement is short; a long text (a many-row INSERT) is not templated, so the
+    // engine never keeps large templates.
+    if sql.len() > MAX_LEN {
+        return None;
+    }
     let b = sql.as_bytes();
     let mut out = String::with_capacity(sql.len() + 8);
     let mut literals = Vec::new();
@@ -195,6 +203,7 @@ mod tests {
         );
         assert_eq!(t("SELECT 'é', 5"), Some(("SELECT $1, $2".into(), vec![text("é"), int("5")])));
         // Left alone: nothing to take out, or text the scan does not follow.
+        let long = format!("INSERT INTO t VALUES {}", vec!["(1, 'a')"; 200].join(", "));
         for sql in [
             "SELECT a FROM t",
             "SELECT a FROM t WHERE k = $1 AND n = 2",
@@ -211,6 +220,7 @@ mod tests {
             "SELECT 'unterminated",
             "SELECT \"unterminated",
             "SELECT 0x1F",
+            long.as_str(),
         ] {
             assert_eq!(t(sql), None, "{sql}");
         }

@@ -342,6 +342,11 @@ pub(crate) fn plan(db: &Db, stmt: &Statement, declared: &[Option<DataType>]) -> 
         Statement::Update(u) => update(db, u, declared)?,
         _ => return None,
     };
+    // Every parameter must be one the statement uses (a declared one it does not, or a gap in
+    // the numbering, is DataFusion's to type).
+    if declared.len() > params.len() || params.iter().any(Option::is_none) {
+        return None;
+    }
     Some(Point { table, stmt: Box::new(stmt.clone()), declared: declared.to_vec(), key, params, kind })
 }
 
@@ -803,6 +808,9 @@ mod tests {
         assert_eq!(schema.field(0).name(), "v");
         assert!(planned(&engine, "SELECT v FROM p WHERE n = $1 AND k = 'a'", &[Some(DataType::Float64)]).is_none());
         assert!(planned(&engine, "SELECT v FROM p WHERE n = $1 AND k = $1", &[]).is_none());
+        assert!(planned(&engine, "SELECT v FROM p WHERE n = $2 AND k = 'a'", &[]).is_none());
+        let two = [Some(DataType::Int64), Some(DataType::Int64)];
+        assert!(planned(&engine, "SELECT v FROM p WHERE n = $1 AND k = 'a'", &two).is_none());
     }
 
     /// A prepared point statement follows its table through DROP and CREATE (as PostgreSQL
