@@ -331,6 +331,9 @@ impl SqlEngine {
         if matches!(stmt, Statement::CreateExternalTable(_) | Statement::CopyTo(_)) {
             return Err(SqlError::unsupported("CREATE EXTERNAL TABLE and COPY"));
         }
+        // A statement prepared to run later keeps what it was planned from, to be planned
+        // again if a table it reads is replaced meanwhile.
+        let source = describe.then(|| Arc::new(Source { stmt: stmt.clone(), declared: declared.to_vec() }));
         let mut stmt = stmt.clone();
         if let Statement::Statement(ast) = &mut stmt {
             rewrite::in_lists_without_nulls(ast);
@@ -342,13 +345,33 @@ impl SqlEngine {
             LogicalPlan::Ddl(_) | LogicalPlan::Copy(_) | LogicalPlan::Statement(_) => {
                 Err(SqlError::unsupported(format!("statement {}", first_words(&stmt))))
             }
-            LogicalPlan::Dml(_) => Ok(Prepared::Plan { plan, schema: None }),
-            _ if !describe => Ok(Prepared::Plan { plan, schema: None }),
+            LogicalPlan::Dml(_) => Ok(Prepared::Plan { plan, schema: None, source }),
+            _ if !describe => Ok(Prepared::Plan { plan, schema: None, source }),
             _ => {
                 let schema = Some(self.result_schema(&plan));
-                Ok(Prepared::Plan { plan, schema })
+                Ok(Prepared::Plan { plan, schema, source })
             }
         }
+    }
+
+    /// `prepared` as it must run now: planned again if a table it reads was dropped and
+    /// created again (or rebuilt) since it was planned, as PostgreSQL plans a prepared
+    /// statement again. A statement whose parameter or result types that changes is refused
+    /// (0A000); one whose table is gone fails as a statement naming a missing table does.
+    pub(crate) async fn current(&self, prepared: &Prepared) -> Result<Option<Prepared>, SqlError> {
+        let Prepared::Plan { plan, schema, source: Some(source) } = prepared else { return Ok(None) };
+        if table::plan_is_current(plan, &self.shared.db) {
+            return Ok(None);
+        }
+        let fresh = Box::pin(self.prepare_inner(&source.stmt, &source.declared, true)).await?;
+        let same_parameters = fresh.parameter_types()? == prepared.parameter_types()?;
+        let same_result = schema.is_none() || fresh.output_schema() == *schema;
+        if !same_parameters || !same_result {
+            return Err(SqlError::unsupported(
+                "cached plan must not change result type (a table it reads was replaced)",
+            ));
+        }
+        Ok(Some(fresh))
     }
 
     /// Plans `stmt` with the leading run of `declared` parameter types that SQL can name, as
@@ -520,7 +543,17 @@ pub enum Prepared {
         /// The columns a query returns (see [`Prepared::output_schema`]); `None` for DML and for
         /// a statement [`SqlEngine::run`] plans to run at once.
         schema: Option<SchemaRef>,
+        /// What it was planned from, for a statement prepared to run later (see
+        /// [`SqlEngine::prepare`]); `None` for one planned to run at once.
+        source: Option<Arc<Source>>,
     },
+}
+
+/// The statement a prepared plan was planned from, and its declared parameter types.
+#[derive(Debug)]
+pub struct Source {
+    stmt: Statement,
+    declared: Vec<Option<DataType>>,
 }
 
 impl Prepared {

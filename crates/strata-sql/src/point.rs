@@ -899,4 +899,34 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
+
+    /// A prepared statement DataFusion planned (not a point statement) is planned again once
+    /// a table it reads is replaced, as a point statement is.
+    #[test]
+    fn a_prepared_planned_statement_follows_its_tables_through_ddl() {
+        use datafusion::common::ScalarValue;
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let run = |sql: &str| rt.block_on(engine.execute(sql)).unwrap();
+        run("CREATE TABLE t (id INT PRIMARY KEY, n INT); INSERT INTO t VALUES (1, 10), (2, 20)");
+        let stmt = engine.parse("SELECT count(*) FROM t WHERE n > $1 AND id IN (SELECT id FROM t)").unwrap().remove(0);
+        let prepared = rt.block_on(engine.prepare(&stmt)).unwrap();
+        assert!(matches!(prepared, crate::Prepared::Plan { .. }));
+        let count = || {
+            let params = ParamValues::List(vec![ScalarValue::Int32(Some(5)).into()]);
+            rt.block_on(engine.execute_prepared(&prepared, Some(params))).map(|out| match out {
+                Output::Rows { batches, .. } => strata::scan::batch_rows(&batches[0]).remove(0).remove(0),
+                other => panic!("{other:?}"),
+            })
+        };
+        assert_eq!(count().unwrap(), Value::BigInt(2));
+        run("DROP TABLE t; CREATE TABLE t (id INT PRIMARY KEY, n INT); INSERT INTO t VALUES (1, 10), (2, 20), (3, 30)");
+        assert_eq!(count().unwrap(), Value::BigInt(3));
+        run("DROP TABLE t");
+        assert_eq!(count().unwrap_err().kind.sqlstate(), "42P01");
+        run("CREATE TABLE t (id INT PRIMARY KEY, n BIGINT); INSERT INTO t VALUES (1, 10)");
+        let e = count().unwrap_err();
+        assert_eq!(e.kind.sqlstate(), "0A000", "{e}");
+    }
 }

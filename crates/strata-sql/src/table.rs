@@ -103,6 +103,29 @@ impl StrataTable {
     }
 }
 
+/// Whether every strata table `plan` reads (subqueries included) is still the one it was
+/// planned with: not dropped, nor dropped and created again, nor rebuilt.
+pub(crate) fn plan_is_current(plan: &datafusion::logical_expr::LogicalPlan, db: &strata::Db) -> bool {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    use datafusion::datasource::DefaultTableSource;
+    use datafusion::logical_expr::LogicalPlan;
+    let mut current = true;
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            let provider = scan.source.as_ref().downcast_ref::<DefaultTableSource>();
+            if let Some(t) = provider.and_then(|p| p.table_provider.as_ref().downcast_ref::<StrataTable>()) {
+                let now = db.table(t.table.name());
+                if !now.is_ok_and(|now| std::ptr::eq(now.info(), t.table.info())) {
+                    current = false;
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    current
+}
+
 /// Whether `e` is an equality on a primary-key column (what a point read settles by itself).
 fn is_key_equality(e: &SExpr, schema: &strata::Schema) -> bool {
     matches!(e, SExpr::Cmp { column, op: strata::scan::CmpOp::Eq, .. }

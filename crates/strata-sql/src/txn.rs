@@ -354,6 +354,8 @@ impl Session {
             Prepared::Bound(b) => (b.statement.as_ref(), Some(b.params.clone())),
             other => (other, params),
         };
+        let replanned = self.engine.current(prepared).await?;
+        let prepared = replanned.as_ref().unwrap_or(prepared);
         let mut state = self.state.lock().await;
         if self.mirror.fail.swap(false, Ordering::AcqRel) && matches!(*state, State::Block { .. }) {
             self.set(&mut state, State::Failed);
