@@ -310,17 +310,22 @@ impl Session {
     pub async fn plan(&self, stmt: &datafusion::sql::parser::Statement) -> Result<Prepared, SqlError> {
         match self.engine.prepare_inner(stmt, &[], false).await.and_then(|p| self.resolve(p)) {
             Ok(p) => Ok(p),
-            Err(e) => {
-                let mut state = self.state.lock().await;
-                if matches!(*state, State::Failed) {
-                    return Err(in_failed_block());
-                }
-                if matches!(*state, State::Block { .. }) {
-                    self.set(&mut state, State::Failed);
-                }
-                Err(e)
-            }
+            Err(e) => Err(self.failed_before_running(e).await),
         }
+    }
+
+    /// The error to report for a statement that failed before it ran (it did not plan, named
+    /// no prepared statement, or could not be planned again): it fails the block it was sent
+    /// in, and in a block already failed the block's failure is what is reported.
+    async fn failed_before_running(&self, e: SqlError) -> SqlError {
+        let mut state = self.state.lock().await;
+        if matches!(*state, State::Failed) {
+            return in_failed_block();
+        }
+        if matches!(*state, State::Block { .. }) {
+            self.set(&mut state, State::Failed);
+        }
+        e
     }
 
     /// [`SqlEngine::prepare_typed`] in this session: an `EXECUTE` of a statement the session
@@ -345,7 +350,10 @@ impl Session {
         let resolved;
         let (prepared, params) = match prepared {
             Prepared::Named(Named::Execute { .. }) => {
-                resolved = self.resolve(prepared.clone())?;
+                resolved = match self.resolve(prepared.clone()) {
+                    Ok(r) => r,
+                    Err(e) => return Err(self.failed_before_running(e).await),
+                };
                 match &resolved {
                     Prepared::Bound(b) => (b.statement.as_ref(), Some(b.params.clone())),
                     other => (other, params),
@@ -354,7 +362,10 @@ impl Session {
             Prepared::Bound(b) => (b.statement.as_ref(), Some(b.params.clone())),
             other => (other, params),
         };
-        let replanned = self.engine.current(prepared).await?;
+        let replanned = match self.engine.current(prepared).await {
+            Ok(r) => r,
+            Err(e) => return Err(self.failed_before_running(e).await),
+        };
         let prepared = replanned.as_ref().unwrap_or(prepared);
         let mut state = self.state.lock().await;
         if self.mirror.fail.swap(false, Ordering::AcqRel) && matches!(*state, State::Block { .. }) {
