@@ -33,6 +33,12 @@ pub(crate) fn visible_columns(table: &Table) -> Vec<usize> {
     (0..table.schema().columns().len()).filter(|c| !hidden.contains(c)).collect()
 }
 
+/// Whether `table`, a handle taken when a statement was planned, is still the table of its
+/// name: not dropped, nor dropped and created again, nor rebuilt by `ALTER TABLE` since.
+pub(crate) fn is_current(db: &strata::Db, table: &Table) -> bool {
+    db.table(table.name()).is_ok_and(|now| std::ptr::eq(now.info(), table.info()))
+}
+
 /// How a TEXT column with a declared length takes values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TextKind {

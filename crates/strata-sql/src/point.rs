@@ -553,7 +553,7 @@ fn source(scope: &Scope, read: &mut Vec<usize>, e: &Expr) -> Option<usize> {
 impl Point {
     /// Whether it was planned for its table as it is now (not dropped or replaced since).
     pub(crate) fn is_current(&self, db: &Db) -> bool {
-        db.table(self.table.name()).is_ok_and(|t| std::ptr::eq(t.info(), self.table.info()))
+        crate::meta::is_current(db, &self.table)
     }
 
     /// The types of the parameters `$1`, `$2`, ...
@@ -624,10 +624,11 @@ impl Point {
     /// is planned again for the new table, and refused if that changes its parameters or its
     /// result columns, or is no longer a point statement.
     pub(crate) fn run(&self, db: &Db, params: Option<&ParamValues>, reads: Option<&Reads>) -> Result<Output, SqlError> {
-        let now = db.table(self.table.name())?;
-        if std::ptr::eq(now.info(), self.table.info()) {
+        if self.is_current(db) {
             return self.run_current(params, reads);
         }
+        // A table gone fails as a statement naming a missing table does.
+        db.table(self.table.name())?;
         match plan(db, &self.stmt, &self.declared) {
             Some(p) if p.params == self.params && p.output_schema() == self.output_schema() => {
                 p.run_current(params, reads)

@@ -114,8 +114,7 @@ pub(crate) fn plan_is_current(plan: &datafusion::logical_expr::LogicalPlan, db: 
         if let LogicalPlan::TableScan(scan) = node {
             let provider = scan.source.as_ref().downcast_ref::<DefaultTableSource>();
             if let Some(t) = provider.and_then(|p| p.table_provider.as_ref().downcast_ref::<StrataTable>()) {
-                let now = db.table(t.table.name());
-                if !now.is_ok_and(|now| std::ptr::eq(now.info(), t.table.info())) {
+                if !crate::meta::is_current(db, &t.table) {
                     current = false;
                     return Ok(TreeNodeRecursion::Stop);
                 }
