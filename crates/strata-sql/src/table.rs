@@ -83,11 +83,29 @@ impl StrataTable {
         StrataTable { db, table, visible, schema }
     }
 
-    /// The translated filters and what they say about the key.
+    /// The translated filters and what they say about the key. Each filter strata can apply is
+    /// taken as long as all taken together still can be (their conjunctive normal form has a
+    /// bounded number of clauses); the others are left to DataFusion.
     fn conditions(&self, filters: &[&Expr]) -> (Vec<Option<SExpr>>, KeyBounds) {
         let schema = self.table.schema();
-        let translated: Vec<Option<SExpr>> = filters.iter().map(|f| exact(self.table.name(), f, schema)).collect();
-        let pushed: Vec<SExpr> = translated.iter().flatten().cloned().collect();
+        let mut pushed: Vec<SExpr> = Vec::new();
+        let mut translated: Vec<Option<SExpr>> = Vec::with_capacity(filters.len());
+        for f in filters {
+            let mut t = exact(self.table.name(), f, schema);
+            if let Some(e) = &t {
+                if !pushed.is_empty() {
+                    let mut together = pushed.clone();
+                    together.push(e.clone());
+                    if strata::scan::Filter::new(self.table.name(), schema, &SExpr::And(together)).is_err() {
+                        t = None;
+                    }
+                }
+            }
+            if let Some(e) = &t {
+                pushed.push(e.clone());
+            }
+            translated.push(t);
+        }
         let bounds = KeyBounds::of(&pushed, schema);
         (translated, bounds)
     }
