@@ -10,13 +10,20 @@ use datafusion::common::{exec_err, Result as DfResult};
 use datafusion::datasource::TableProvider;
 use strata::Db;
 
-use crate::ddl::REBUILD_PREFIX;
 use crate::table::StrataTable;
 
 /// The catalog and schema names tables resolve in (`strata.public.t`, or plain `t`).
 pub const CATALOG: &str = "strata";
 /// See [`CATALOG`].
 pub const SCHEMA: &str = "public";
+
+/// The prefix of strata-sql's own tables (tables being rebuilt, the views' definitions), which
+/// SQL never shows.
+pub(crate) const OWN_PREFIX: &str = "__strata_";
+
+fn is_own(name: &str) -> bool {
+    name.starts_with(OWN_PREFIX)
+}
 
 pub(crate) struct StrataSchema {
     db: Arc<Db>,
@@ -37,11 +44,11 @@ impl StrataSchema {
 #[async_trait]
 impl SchemaProvider for StrataSchema {
     fn table_names(&self) -> Vec<String> {
-        self.db.table_names().into_iter().filter(|n| !n.starts_with(REBUILD_PREFIX)).collect()
+        self.db.table_names().into_iter().filter(|n| !is_own(n)).collect()
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        if name.starts_with(REBUILD_PREFIX) {
+        if is_own(name) {
             return Ok(None);
         }
         match self.db.table(name) {
@@ -60,6 +67,6 @@ impl SchemaProvider for StrataSchema {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        !name.starts_with(REBUILD_PREFIX) && self.db.table(name).is_ok()
+        !is_own(name) && self.db.table(name).is_ok()
     }
 }

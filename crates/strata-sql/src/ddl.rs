@@ -13,7 +13,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use strata::{Column, ColumnType, Db, Engine, Schema, TableOptions, Value};
 
-use crate::catalog::{CATALOG, SCHEMA};
+use crate::catalog::{CATALOG, OWN_PREFIX, SCHEMA};
 use crate::error::{ErrorKind, SqlError};
 use crate::meta::{TextKind, HIDDEN, ROWID, TYPE_PREFIX};
 
@@ -144,11 +144,14 @@ pub(crate) fn create_table(db: &Db, ct: &CreateTable) -> Result<bool, SqlError> 
         ));
     }
     let name = table_name(&ct.name)?;
-    if name.starts_with(REBUILD_PREFIX) {
-        return Err(SqlError::invalid(format!("table names starting with {REBUILD_PREFIX} are strata's own")));
-    }
     if ct.if_not_exists && db.table(&name).is_ok() {
         return Ok(false);
+    }
+    if name.starts_with(OWN_PREFIX) {
+        return Err(SqlError::invalid(format!("table names starting with {OWN_PREFIX} are strata's own")));
+    }
+    if crate::views::exists(db, &name)? {
+        return Err(SqlError::new(ErrorKind::DuplicateTable, format!("relation {name} already exists (a view)")));
     }
     let mut columns = Vec::with_capacity(ct.columns.len() + 1);
     let mut key: Vec<String> = Vec::new();
@@ -261,6 +264,12 @@ pub(crate) fn drop_tables(db: &Db, names: &[ObjectName], if_exists: bool) -> Res
     // Check every name first, so that a statement naming a missing table drops nothing.
     if !if_exists {
         if let Some(missing) = names.iter().find(|n| db.table(n).is_err()) {
+            if crate::views::exists(db, missing)? {
+                return Err(SqlError::new(
+                    ErrorKind::WrongObjectType,
+                    format!("{missing} is not a table (it is a view)"),
+                ));
+            }
             return Err(SqlError::new(ErrorKind::UndefinedTable, format!("table {missing} does not exist")));
         }
     }

@@ -42,6 +42,8 @@ pub enum ErrorKind {
     InvalidStatement,
     /// A table definition that cannot be (a second primary key).
     InvalidTableDefinition,
+    /// 42809: the object is of another kind than the statement names (`DROP VIEW` of a table).
+    WrongObjectType,
     /// A memory budget was exhausted.
     OutOfMemory,
     /// A transaction lost to a concurrent one (or was open too long to be checked): running it
@@ -81,6 +83,7 @@ impl ErrorKind {
             ErrorKind::FeatureNotSupported => "0A000",
             ErrorKind::InvalidStatement => "42000",
             ErrorKind::InvalidTableDefinition => "42P16",
+            ErrorKind::WrongObjectType => "42809",
             ErrorKind::OutOfMemory => "53200",
             ErrorKind::SerializationFailure => "40001",
             ErrorKind::InFailedTransaction => "25P02",

@@ -33,6 +33,7 @@ mod error;
 mod filter;
 mod literals;
 mod meta;
+mod names;
 mod point;
 mod rewrite;
 mod session;
@@ -40,6 +41,7 @@ mod stats;
 mod table;
 mod to_char;
 mod txn;
+mod views;
 
 use std::sync::Arc;
 
@@ -263,7 +265,14 @@ impl SqlEngine {
             match ast.as_ref() {
                 AstStatement::CreateTable(_)
                 | AstStatement::AlterTable(_)
-                | AstStatement::Drop { object_type: ObjectType::Table, .. } => {
+                | AstStatement::Drop { object_type: ObjectType::Table | ObjectType::View, .. } => {
+                    return Ok(Prepared::Ddl(ast.clone()));
+                }
+                AstStatement::CreateView(cv) => {
+                    // The query must plan now, as PostgreSQL checks a view's query at CREATE.
+                    let mut query = AstStatement::Query(cv.query.clone());
+                    views::expand(&self.shared.db, &mut query)?;
+                    self.plan_with_parameter_types(&Statement::Statement(Box::new(query)), &[]).await?;
                     return Ok(Prepared::Ddl(ast.clone()));
                 }
                 AstStatement::Truncate(t) if t.table_names.len() > 1 => {
@@ -335,21 +344,25 @@ impl SqlEngine {
         // again if a table it reads is replaced meanwhile.
         let source = describe.then(|| Arc::new(Source { stmt: stmt.clone(), declared: declared.to_vec() }));
         let mut stmt = stmt.clone();
+        let mut names = None;
         if let Statement::Statement(ast) = &mut stmt {
             rewrite::in_lists_without_nulls(ast);
             rewrite::function_columns(ast);
             to_char::translate(ast)?;
+            views::expand(&self.shared.db, ast)?;
+            names = names::dedupe(ast).map(Arc::new);
         }
         let plan = self.plan_with_parameter_types(&stmt, declared).await?;
         match &plan {
             LogicalPlan::Ddl(_) | LogicalPlan::Copy(_) | LogicalPlan::Statement(_) => {
                 Err(SqlError::unsupported(format!("statement {}", first_words(&stmt))))
             }
-            LogicalPlan::Dml(_) => Ok(Prepared::Plan { plan, schema: None, source }),
-            _ if !describe => Ok(Prepared::Plan { plan, schema: None, source }),
+            LogicalPlan::Dml(_) => Ok(Prepared::Plan { plan, schema: None, source, names: None }),
+            _ if !describe => Ok(Prepared::Plan { plan, schema: None, source, names }),
             _ => {
-                let schema = Some(self.result_schema(&plan));
-                Ok(Prepared::Plan { plan, schema, source })
+                let schema = self.result_schema(&plan);
+                let schema = Some(names.as_ref().map_or(schema.clone(), |n| n.apply(&schema)));
+                Ok(Prepared::Plan { plan, schema, source, names })
             }
         }
     }
@@ -359,7 +372,7 @@ impl SqlEngine {
     /// statement again. A statement whose parameter or result types that changes is refused
     /// (0A000); one whose table is gone fails as a statement naming a missing table does.
     pub(crate) async fn current(&self, prepared: &Prepared) -> Result<Option<Prepared>, SqlError> {
-        let Prepared::Plan { plan, schema, source: Some(source) } = prepared else { return Ok(None) };
+        let Prepared::Plan { plan, schema, source: Some(source), .. } = prepared else { return Ok(None) };
         if table::plan_is_current(plan, &self.shared.db) {
             return Ok(None);
         }
@@ -439,7 +452,7 @@ impl SqlEngine {
         self.session().execute_prepared(prepared, params).await
     }
 
-    /// Runs CREATE TABLE or DROP TABLE.
+    /// Runs CREATE TABLE, ALTER TABLE, DROP TABLE, CREATE VIEW or DROP VIEW.
     fn run_ddl(&self, ast: &AstStatement) -> Result<Output, SqlError> {
         let db = &self.shared.db;
         match ast {
@@ -447,9 +460,17 @@ impl SqlEngine {
                 ddl::create_table(db, ct)?;
                 Ok(Output::Command { tag: "CREATE TABLE", rows: 0 })
             }
+            AstStatement::Drop { object_type: ObjectType::View, names, if_exists, .. } => {
+                views::drop_views(db, names, *if_exists)?;
+                Ok(Output::Command { tag: "DROP VIEW", rows: 0 })
+            }
             AstStatement::Drop { names, if_exists, .. } => {
                 ddl::drop_tables(db, names, *if_exists)?;
                 Ok(Output::Command { tag: "DROP TABLE", rows: 0 })
+            }
+            AstStatement::CreateView(cv) => {
+                views::create_view(db, cv)?;
+                Ok(Output::Command { tag: "CREATE VIEW", rows: 0 })
             }
             AstStatement::AlterTable(at) => {
                 ddl::alter_table(db, at)?;
@@ -461,7 +482,12 @@ impl SqlEngine {
 
     /// Runs a bound plan, its scans reading at `reads`; a DML statement writes into the
     /// transaction `reads` holds (the caller commits it).
-    async fn run_plan(&self, plan: &LogicalPlan, reads: Reads) -> Result<Output, SqlError> {
+    async fn run_plan(
+        &self,
+        plan: &LogicalPlan,
+        names: Option<&names::Renames>,
+        reads: Reads,
+    ) -> Result<Output, SqlError> {
         let mut state = self.shared.base.clone();
         let txn = match &reads {
             Reads::Txn(cell) => Some(cell.clone()),
@@ -476,8 +502,14 @@ impl SqlEngine {
             (LogicalPlan::Dml(_), None) => Err(SqlError::new(ErrorKind::Internal, "a write outside a transaction")),
             _ => {
                 let physical = state.create_physical_plan(plan).await?;
-                let schema = physical.schema();
-                let batches = datafusion::physical_plan::collect(physical, state.task_ctx()).await?;
+                let batches = datafusion::physical_plan::collect(physical.clone(), state.task_ctx()).await?;
+                let Some(names) = names else { return Ok(Output::Rows { schema: physical.schema(), batches }) };
+                let schema = names.apply(&physical.schema());
+                let batches = batches
+                    .into_iter()
+                    .map(|b| RecordBatch::try_new(schema.clone(), b.columns().to_vec()))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| SqlError::new(ErrorKind::Internal, e.to_string()))?;
                 Ok(Output::Rows { schema, batches })
             }
         }
@@ -546,6 +578,9 @@ pub enum Prepared {
         /// What it was planned from, for a statement prepared to run later (see
         /// [`SqlEngine::prepare`]); `None` for one planned to run at once.
         source: Option<Arc<Source>>,
+        /// The names its result columns are sent under where they differ from the plan's
+        /// (columns that share a name, which the plan cannot have: see `names.rs`).
+        names: Option<Arc<names::Renames>>,
     },
 }
 

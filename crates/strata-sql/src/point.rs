@@ -161,7 +161,7 @@ impl Scope {
             return None;
         }
         let name = single(name)?;
-        if name.starts_with(crate::ddl::REBUILD_PREFIX) {
+        if name.starts_with(crate::catalog::OWN_PREFIX) {
             return None;
         }
         let qualifier = match alias {

@@ -14,7 +14,7 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, BinaryOperator, CastKind, DataType, Expr, Ident, ObjectNamePart, Statement, TableAlias,
-    TableAliasColumnDef, TableFactor, Value, ValueWithSpan, VisitMut, VisitorMut,
+    TableAliasColumnDef, TableFactor, UnaryOperator, Value, ValueWithSpan, VisitMut, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -117,9 +117,21 @@ fn null_boolean() -> Expr {
     }
 }
 
-/// Takes NULL literals out of IN lists (see the module comment).
+/// `+x` as `x`, whatever the type of `x`: DataFusion takes unary plus on numbers only, and
+/// SQLite (whose sqllogictest corpus writes `+ col` for any column) on anything. PostgreSQL
+/// refuses it on text; strata reads it as the identity everywhere.
+fn plus_is_identity(e: &mut Expr) {
+    if let Expr::UnaryOp { op: UnaryOperator::Plus, expr } = e {
+        let inner = std::mem::replace(expr.as_mut(), Expr::Value(Value::Null.into()));
+        *e = Expr::Nested(Box::new(inner));
+    }
+}
+
+/// Takes NULL literals out of IN lists (see the module comment), and unary plus signs off
+/// their operands (see [`plus_is_identity`]).
 pub(crate) fn in_lists_without_nulls(stmt: &mut Statement) {
     let _ = visit_expressions_mut(stmt, |e| {
+        plus_is_identity(e);
         if let Expr::InList { expr, list, negated } = e {
             if list.iter().any(is_null) {
                 let rest: Vec<Expr> = list.iter().filter(|x| !is_null(x)).cloned().collect();

@@ -514,7 +514,7 @@ impl Session {
                     ),
                 ))
             }
-            Prepared::Plan { plan, .. } => Work::Plan(bind(plan, params)?),
+            Prepared::Plan { plan, names, .. } => Work::Plan(bind(plan, params)?, names.as_deref()),
             Prepared::Point(p) => Work::Point(p, params),
             Prepared::CopyIn(copy) => Work::Copy(copy, copy_data(copy)?),
             Prepared::Writes { plans, tag } => Work::Plans(plans, tag),
@@ -553,7 +553,7 @@ impl Session {
             Prepared::Set => return Ok(Output::Command { tag: "SET", rows: 0 }),
             Prepared::Nothing(tag) => return Ok(Output::Command { tag, rows: 0 }),
             Prepared::Ddl(ast) => return self.engine.run_ddl(ast),
-            Prepared::Plan { plan, .. } => Work::Plan(bind(plan, params)?),
+            Prepared::Plan { plan, names, .. } => Work::Plan(bind(plan, params)?, names.as_deref()),
             // A point query reads the newest data: one row read is a snapshot by itself.
             Prepared::Point(p) if !p.writes() => return p.run(self.engine.db(), params.as_ref(), None),
             Prepared::Point(p) => Work::Point(p, params),
@@ -588,7 +588,7 @@ impl Session {
 
 /// What a statement does once bound: run a plan, or copy rows in.
 enum Work<'a> {
-    Plan(LogicalPlan),
+    Plan(LogicalPlan, Option<&'a crate::names::Renames>),
     Point(&'a crate::point::Point, Option<ParamValues>),
     Plans(&'a [LogicalPlan], &'static str),
     Copy(&'a CopyIn, &'a [u8]),
@@ -598,8 +598,8 @@ impl Work<'_> {
     /// The kind of write it is (for a read-only refusal), `None` for a query.
     fn write(&self) -> Option<String> {
         match self {
-            Work::Plan(LogicalPlan::Dml(dml)) => Some(dml.op.to_string()),
-            Work::Plan(_) => None,
+            Work::Plan(LogicalPlan::Dml(dml), _) => Some(dml.op.to_string()),
+            Work::Plan(..) => None,
             Work::Point(p, _) => p.writes().then(|| "UPDATE".into()),
             Work::Plans(_, tag) => Some((*tag).into()),
             Work::Copy(..) => Some("COPY".into()),
@@ -608,11 +608,11 @@ impl Work<'_> {
 
     async fn run(&self, engine: &SqlEngine, reads: Reads) -> Result<Output, SqlError> {
         match (self, reads) {
-            (Work::Plan(plan), reads) => engine.run_plan(plan, reads).await,
+            (Work::Plan(plan, names), reads) => engine.run_plan(plan, *names, reads).await,
             (Work::Point(p, params), reads) => p.run(engine.db(), params.as_ref(), Some(&reads)),
             (Work::Plans(plans, tag), Reads::Txn(cell)) => {
                 for plan in plans.iter() {
-                    engine.run_plan(plan, Reads::Txn(cell.clone())).await?;
+                    engine.run_plan(plan, None, Reads::Txn(cell.clone())).await?;
                 }
                 Ok(Output::Command { tag, rows: 0 })
             }
