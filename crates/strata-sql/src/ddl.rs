@@ -275,6 +275,9 @@ pub(crate) fn drop_tables(db: &Db, names: &[ObjectName], if_exists: bool) -> Res
     }
     let mut dropped = 0;
     for n in &names {
+        // Its indexes first: a power loss in between leaves the table without them, never
+        // indexes listed for a table that is gone (or for another of its name created later).
+        crate::indexes::drop_of_table(db, n)?;
         match db.drop_table(n) {
             Ok(()) => dropped += 1,
             Err(strata::Error::UnknownTable(_)) if if_exists => {}
@@ -319,6 +322,11 @@ pub(crate) fn alter_table(db: &Db, at: &AlterTable) -> Result<(), SqlError> {
 /// written meanwhile (see [`Db::replace_table`]).
 fn add_primary_key(db: &Db, table: &strata::Table, key: &[String]) -> Result<(), SqlError> {
     let name = table.name().to_owned();
+    if crate::indexes::any(db, &name)? {
+        return Err(SqlError::unsupported(format!(
+            "ADD PRIMARY KEY on table {name}, which has indexes: drop them first, then create them again"
+        )));
+    }
     if crate::meta::hidden_columns(table).is_empty() {
         return Err(SqlError::new(
             ErrorKind::InvalidTableDefinition,

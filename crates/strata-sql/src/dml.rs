@@ -28,6 +28,7 @@ use strata::scan::value_at;
 use strata::{Db, Table, Value, WriteBatch};
 
 use crate::error::{ErrorKind, SqlError};
+use crate::indexes::{Maintainer, RowChange};
 use crate::meta::{self, TextKind};
 use crate::table::StrataTable;
 use crate::txn::TxnCell;
@@ -77,7 +78,7 @@ impl<'a> Exists<'a> {
 }
 
 /// One row change of a statement.
-enum Change<'a> {
+pub(crate) enum Change<'a> {
     Insert(&'a [Value]),
     Update(&'a [Value], Vec<(&'a str, Value)>),
     Delete(&'a [Value]),
@@ -86,9 +87,30 @@ enum Change<'a> {
 /// Writes a statement's changes into its transaction, in order and all together
 /// ([`strata::Transaction::write_batch`]: one conflict check for the whole statement, and a
 /// refused statement leaves nothing of it in the transaction).
-fn apply(tx: &TxnCell, table: &Table, changes: Vec<Change<'_>>) -> Result<(), SqlError> {
+///
+/// The entries of the table's indexes go into the same batch (see `indexes.rs`).
+pub(crate) fn apply(db: &Db, tx: &TxnCell, table: &Table, changes: Vec<Change<'_>>) -> Result<(), SqlError> {
     let mut batch = WriteBatch::new();
+    let mut indexes = Maintainer::of(db, table)?;
+    let schema = table.schema();
     for c in changes {
+        if let Some(m) = indexes.as_mut() {
+            match &c {
+                Change::Insert(row) => m.change(tx, &mut batch, RowChange::Insert(row))?,
+                Change::Delete(key) => m.change(tx, &mut batch, RowChange::Delete(key))?,
+                Change::Update(key, set) => {
+                    let set: Vec<(usize, Value)> = set
+                        .iter()
+                        .map(|(n, v)| {
+                            schema.column_index(n).map(|c| (c, v.clone())).ok_or_else(|| {
+                                SqlError::new(ErrorKind::UndefinedColumn, format!("column {n} does not exist"))
+                            })
+                        })
+                        .collect::<Result<_, _>>()?;
+                    m.change(tx, &mut batch, RowChange::Update(key, &set))?;
+                }
+            }
+        }
         match c {
             Change::Insert(row) => batch.insert(table, row)?,
             Change::Update(key, set) => batch.update(table, key, &set)?,
@@ -115,7 +137,7 @@ pub(crate) async fn execute(
     tx: &TxnCell,
 ) -> Result<Done, SqlError> {
     let table = db.table(dml.table_name.table())?;
-    let target = Target::new(table);
+    let target = Target::new(db, table);
     match &dml.op {
         WriteOp::Insert(op @ (InsertOp::Append | InsertOp::Replace)) => {
             insert(state, &target, dml, *op == InsertOp::Replace, tx).await
@@ -123,13 +145,13 @@ pub(crate) async fn execute(
         WriteOp::Insert(InsertOp::Overwrite) => Err(SqlError::unsupported("INSERT OVERWRITE")),
         WriteOp::Delete => {
             let input = with_hidden_scans(db, &target.table, dml.input.as_ref().clone())?;
-            let n = delete(state, &target.table, dml, input, tx).await?;
+            let n = delete(db, state, &target.table, dml, input, tx).await?;
             Ok(Done { tag: "DELETE", rows: n })
         }
         WriteOp::Truncate => {
             let source = provider_as_source(Arc::new(StrataTable::with_hidden(db.clone(), target.table.clone())));
             let all = LogicalPlanBuilder::scan(dml.table_name.clone(), source, None)?.build()?;
-            let n = delete(state, &target.table, dml, all, tx).await?;
+            let n = delete(db, state, &target.table, dml, all, tx).await?;
             Ok(Done { tag: "TRUNCATE TABLE", rows: n })
         }
         WriteOp::Update => update(db, state, &target, dml, tx).await,
@@ -139,6 +161,7 @@ pub(crate) async fn execute(
 
 /// The table a statement changes, with what SQL keeps about it.
 struct Target {
+    db: Arc<Db>,
     table: Table,
     /// The columns SQL sees, as schema indices (the statement's rows hold these, in order).
     visible: Vec<usize>,
@@ -147,8 +170,8 @@ struct Target {
 }
 
 impl Target {
-    fn new(table: Table) -> Target {
-        Target { kinds: meta::text_kinds(&table), visible: meta::visible_columns(&table), table }
+    fn new(db: &Arc<Db>, table: Table) -> Target {
+        Target { db: db.clone(), kinds: meta::text_kinds(&table), visible: meta::visible_columns(&table), table }
     }
 
     /// `v` as schema column `col` stores it (see [`meta::fit_text`]).
@@ -203,7 +226,7 @@ async fn insert(
 /// Runs a `COPY ... FROM STDIN` of `data` into its table, through `tx`.
 pub(crate) fn copy(db: &Arc<Db>, copy: &crate::copy::CopyIn, data: &[u8], tx: &TxnCell) -> Result<Done, SqlError> {
     let table = db.table(&copy.table)?;
-    let target = Target::new(table);
+    let target = Target::new(db, table);
     let rows = crate::copy::rows(&target.table, copy, data)?;
     let done = insert_rows(&target, &copy.columns, rows.into_iter(), false, tx)?;
     Ok(Done { tag: "COPY", rows: done.rows })
@@ -237,7 +260,7 @@ fn insert_rows(
                 row[rowid] = Value::BigInt(first + i as i64);
             }
         }
-        apply(tx, table, all.iter().map(|r| Change::Insert(r)).collect())?;
+        apply(&target.db, tx, table, all.iter().map(|r| Change::Insert(r)).collect())?;
         return Ok(Done { tag: "INSERT", rows: all.len() as u64 });
     }
     let mut seen = HashSet::new();
@@ -250,12 +273,13 @@ fn insert_rows(
             }
         }
     }
-    apply(tx, table, all.iter().map(|r| Change::Insert(r)).collect())?;
+    apply(&target.db, tx, table, all.iter().map(|r| Change::Insert(r)).collect())?;
     Ok(Done { tag: "INSERT", rows: all.len() as u64 })
 }
 
 /// Deletes the rows `input` produces (rows of the target table, possibly narrowed by joins).
 async fn delete(
+    db: &Db,
     state: &SessionState,
     table: &Table,
     dml: &DmlStatement,
@@ -274,7 +298,7 @@ async fn delete(
     let mut seen = HashSet::new();
     let changes: Vec<Change> = keys.iter().filter(|k| seen.insert(key_id(k))).map(|k| Change::Delete(k)).collect();
     let n = changes.len() as u64;
-    apply(tx, table, changes)?;
+    apply(db, tx, table, changes)?;
     Ok(n)
 }
 
@@ -385,6 +409,6 @@ async fn update(
             out.push(Change::Update(old, set));
         }
     }
-    apply(tx, table, out)?;
+    apply(db, tx, table, out)?;
     Ok(Done { tag: "UPDATE", rows: changes.len() as u64 })
 }

@@ -31,6 +31,7 @@ mod ddl;
 mod dml;
 mod error;
 mod filter;
+pub mod indexes;
 mod literals;
 mod meta;
 mod names;
@@ -265,7 +266,10 @@ impl SqlEngine {
             match ast.as_ref() {
                 AstStatement::CreateTable(_)
                 | AstStatement::AlterTable(_)
-                | AstStatement::Drop { object_type: ObjectType::Table | ObjectType::View, .. } => {
+                | AstStatement::CreateIndex(_)
+                | AstStatement::Drop {
+                    object_type: ObjectType::Table | ObjectType::View | ObjectType::Index, ..
+                } => {
                     return Ok(Prepared::Ddl(ast.clone()));
                 }
                 AstStatement::CreateView(cv) => {
@@ -464,9 +468,17 @@ impl SqlEngine {
                 views::drop_views(db, names, *if_exists)?;
                 Ok(Output::Command { tag: "DROP VIEW", rows: 0 })
             }
+            AstStatement::Drop { object_type: ObjectType::Index, names, if_exists, .. } => {
+                indexes::drop_indexes(db, names, *if_exists)?;
+                Ok(Output::Command { tag: "DROP INDEX", rows: 0 })
+            }
             AstStatement::Drop { names, if_exists, .. } => {
                 ddl::drop_tables(db, names, *if_exists)?;
                 Ok(Output::Command { tag: "DROP TABLE", rows: 0 })
+            }
+            AstStatement::CreateIndex(ci) => {
+                indexes::create_index(db, ci)?;
+                Ok(Output::Command { tag: "CREATE INDEX", rows: 0 })
             }
             AstStatement::CreateView(cv) => {
                 views::create_view(db, cv)?;

@@ -625,13 +625,13 @@ impl Point {
     /// result columns, or is no longer a point statement.
     pub(crate) fn run(&self, db: &Db, params: Option<&ParamValues>, reads: Option<&Reads>) -> Result<Output, SqlError> {
         if self.is_current(db) {
-            return self.run_current(params, reads);
+            return self.run_current(db, params, reads);
         }
         // A table gone fails as a statement naming a missing table does.
         db.table(self.table.name())?;
         match plan(db, &self.stmt, &self.declared) {
             Some(p) if p.params == self.params && p.output_schema() == self.output_schema() => {
-                p.run_current(params, reads)
+                p.run_current(db, params, reads)
             }
             _ => Err(SqlError::new(
                 ErrorKind::FeatureNotSupported,
@@ -644,7 +644,7 @@ impl Point {
         }
     }
 
-    fn run_current(&self, params: Option<&ParamValues>, reads: Option<&Reads>) -> Result<Output, SqlError> {
+    fn run_current(&self, db: &Db, params: Option<&ParamValues>, reads: Option<&Reads>) -> Result<Output, SqlError> {
         let key = self.bound_key(params)?;
         match &self.kind {
             Kind::Select { cols, projection, schema } => {
@@ -702,7 +702,7 @@ impl Point {
                     };
                     values.push((columns[s.col].name.as_str(), v));
                 }
-                cell.write(|tx| tx.update(&self.table, &key, &values))?;
+                crate::dml::apply(db, cell, &self.table, vec![crate::dml::Change::Update(&key, values)])?;
                 Ok(Output::Command { tag: "UPDATE", rows: 1 })
             }
         }

@@ -112,7 +112,10 @@ pub(crate) fn create_view(db: &Db, cv: &CreateView) -> Result<(), SqlError> {
         }
     };
     let columns: Vec<String> = cv.columns.iter().map(|c| normalize(&c.name)).collect();
-    views.insert(&[Value::Text(name), Value::Text(columns.join("\n")), Value::Text(cv.query.to_string())])?;
+    // Synced: DDL is durable once done.
+    let sync = strata::WriteOptions { sync: true };
+    views
+        .insert_with(&[Value::Text(name), Value::Text(columns.join("\n")), Value::Text(cv.query.to_string())], &sync)?;
     Ok(())
 }
 
@@ -138,7 +141,7 @@ pub(crate) fn drop_views(db: &Db, names: &[ObjectName], if_exists: bool) -> Resu
     }
     if let Some(views) = views {
         for n in &present {
-            views.delete(&[Value::Text((*n).clone())])?;
+            views.delete_with(&[Value::Text((*n).clone())], &strata::WriteOptions { sync: true })?;
         }
     }
     Ok(present.len())

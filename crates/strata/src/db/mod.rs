@@ -655,6 +655,17 @@ impl Db {
         self.inner.set_layout(name, spec)
     }
 
+    /// Whether table `name` holds a version written after sequence number `seq` (a snapshot's
+    /// [`Snapshot::seq`]): what a copy of the table made at that snapshot would lack.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTable`].
+    pub fn written_after(&self, name: &str, seq: u64) -> Result<bool> {
+        let current = self.inner.versions.lock().current().clone();
+        let t = current.table_by_name(name).ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
+        Ok(self.inner.written_after(t, seq))
+    }
+
     /// A handle to an existing table.
     pub fn table(&self, name: &str) -> Result<Table> {
         let view = self.inner.view.load();

@@ -14,8 +14,9 @@ use super::{ColumnType, Value};
 use crate::codec::{DecodeError, DecodeResult};
 
 /// Appends the memcomparable encoding of a non-null value of type `ty`. The caller has checked
-/// the type; a mismatched value is encoded as if it were the zero of `ty`.
-pub(crate) fn encode_value(out: &mut Vec<u8>, ty: ColumnType, v: &Value) {
+/// the type; a mismatched value is encoded as if it were the zero of `ty`. (Public so that
+/// layers above can build order-preserving keys of their own, such as SQL's index entries.)
+pub fn encode_value(out: &mut Vec<u8>, ty: ColumnType, v: &Value) {
     match (ty, v) {
         (ColumnType::BigInt, Value::BigInt(x))
         | (ColumnType::Timestamp, Value::Timestamp(x))
