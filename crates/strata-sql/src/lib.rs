@@ -28,6 +28,7 @@
 mod catalog;
 mod copy;
 mod ddl;
+mod decorrelate;
 mod dml;
 mod error;
 mod filter;
@@ -354,6 +355,7 @@ impl SqlEngine {
             rewrite::function_columns(ast);
             to_char::translate(ast)?;
             views::expand(&self.shared.db, ast)?;
+            decorrelate::rewrite(ast);
             names = names::dedupe(ast).map(Arc::new);
         }
         let plan = self.plan_with_parameter_types(&stmt, declared).await?;

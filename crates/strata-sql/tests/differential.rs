@@ -101,7 +101,7 @@ impl Gen {
 
     fn statement(&mut self) -> String {
         let t = self.table();
-        match self.rng.gen_range(0..17) {
+        match self.rng.gen_range(0..18) {
             0..=2 => {
                 let n = self.rng.gen_range(1..5);
                 let rows: Vec<String> = (0..n)
@@ -140,6 +140,17 @@ impl Gen {
             // Statements naming one row by its key (strata runs them without DataFusion).
             14 => format!("SELECT c, a AS x, id FROM {t} WHERE id = {}", self.rng.gen_range(-2..42)),
             15 => format!("SELECT * FROM {t} AS r WHERE {} = r.id", self.rng.gen_range(-2..42)),
+            // Correlated scalar subqueries on other conditions than equality (rewritten into
+            // joins by strata-sql: decorrelate.rs).
+            16 => {
+                let u = self.table();
+                let op = ["<", "<=", ">", "<>"][self.rng.gen_range(0..4)];
+                format!(
+                    "SELECT id, (SELECT count(*) FROM {u} AS x WHERE x.a {op} {t}.a), \
+                     (SELECT max(x.b) FROM {u} AS x WHERE x.b {op} {t}.b AND x.id <> {t}.id) FROM {t} WHERE {}",
+                    self.pred("", 1)
+                )
+            }
             _ => format!(
                 "UPDATE {t} SET a = a + {}, b = {} WHERE id = {}",
                 self.rng.gen_range(-3..4),
