@@ -521,3 +521,97 @@ pub fn check(db: &Db, table: &Table, snapshot: &strata::Snapshot) -> Result<Opti
     }
     Ok(None)
 }
+
+/// The smallest byte string greater than every string that starts with `prefix` (`None`: there
+/// is none, the prefix being all `FF`).
+fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut s = prefix.to_vec();
+    while let Some(last) = s.pop() {
+        if last < 0xFF {
+            s.push(last + 1);
+            return Some(s);
+        }
+    }
+    None
+}
+
+/// A read of rows through an index: the entries in `range` name the rows' keys.
+#[derive(Clone)]
+pub(crate) struct Lookup {
+    pub(crate) index: String,
+    pub(crate) data: Table,
+    pub(crate) range: strata::KeyRange,
+    /// The entry table's primary-key columns (`k0`, `k1`, ...).
+    pub(crate) key_columns: Vec<String>,
+}
+
+impl std::fmt::Debug for Lookup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lookup").field("index", &self.index).field("range", &self.range).finish_non_exhaustive()
+    }
+}
+
+/// An index of `table` that answers some of `conjuncts` (conditions a scan applies exactly):
+/// an equality on its first column, or else bounds on it (`ranges`: only when the caller
+/// expects them to keep few rows). The rows it names are a superset of those the conditions
+/// keep; the caller applies them all. Columns of floating-point types are not looked up
+/// (`-0.0 = 0.0` though their entries differ).
+pub(crate) fn lookup(db: &Db, table: &Table, conjuncts: &[strata::scan::Expr], ranges: bool) -> Option<Lookup> {
+    use std::ops::Bound;
+    use strata::scan::{CmpOp, Expr as SExpr};
+    let schema = table.schema();
+    let indexes = of_table(db, table).ok()?;
+    for index in indexes {
+        let first = index.columns[0];
+        let column = &schema.columns()[first];
+        if matches!(column.ty, ColumnType::Double | ColumnType::Real) {
+            continue;
+        }
+        let encoded = |v: &Value| -> Option<Vec<u8>> {
+            let v = crate::filter::coerce(v, column.ty)?;
+            let mut out = vec![1];
+            encode_value(&mut out, column.ty, &v);
+            Some(out)
+        };
+        let mut lower: Option<Bound<Vec<u8>>> = None;
+        let mut upper: Option<Bound<Vec<u8>>> = None;
+        let mut equal = None;
+        for c in conjuncts {
+            let SExpr::Cmp { column: name, op, value } = c else { continue };
+            if *name != column.name || value.is_null() {
+                continue;
+            }
+            let Some(p) = encoded(value) else { continue };
+            match op {
+                CmpOp::Eq => equal = Some(p),
+                CmpOp::Gt => lower = successor(&p).map(Bound::Included),
+                CmpOp::GtEq => lower = Some(Bound::Included(p)),
+                CmpOp::Lt => upper = Some(Bound::Excluded(p)),
+                CmpOp::LtEq => upper = successor(&p).map(Bound::Excluded),
+                _ => {}
+            }
+        }
+        let (start, end) = match equal {
+            Some(p) => (Bound::Included(p.clone()), successor(&p).map_or(Bound::Unbounded, Bound::Excluded)),
+            None if ranges && (lower.is_some() || upper.is_some()) => (
+                // Non-NULL entries start with 01; NULL ones (00) never satisfy a comparison.
+                lower.unwrap_or(Bound::Included(vec![1])),
+                upper.unwrap_or(Bound::Excluded(vec![2])),
+            ),
+            None => continue,
+        };
+        let bytes = |b: Bound<Vec<u8>>| match b {
+            Bound::Included(v) => Bound::Included(vec![Value::Bytea(v)]),
+            Bound::Excluded(v) => Bound::Excluded(vec![Value::Bytea(v)]),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let key_columns = (0..schema.primary_key().len()).map(|i| format!("k{i}")).collect();
+        return Some(Lookup {
+            index: index.name.clone(),
+            data: index.data.clone(),
+            range: strata::KeyRange { start: bytes(start), end: bytes(end) },
+            key_columns,
+        });
+    }
+    None
+}

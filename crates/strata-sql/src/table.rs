@@ -187,10 +187,27 @@ impl TableProvider for StrataTable {
         let refs: Vec<&Expr> = filters.iter().collect();
         let (translated, bounds) = self.conditions(&refs);
         let schema = self.table.schema();
+        // With no condition on the key, an index may name the rows: an equality on its first
+        // column, or bounds expected to keep under a quarter of the rows.
+        let unbounded = bounds.point().is_none() && {
+            let r = bounds.range();
+            matches!((&r.start, &r.end), (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded))
+        };
+        let lookup = if unbounded && !translated.iter().all(Option::is_none) {
+            let conjuncts: Vec<SExpr> = translated.iter().flatten().cloned().collect();
+            let rows = self.table.estimated_rows().unwrap_or(0);
+            let kept: f64 = conjuncts.iter().map(|e| crate::stats::selectivity(e, schema, rows)).product();
+            crate::indexes::lookup(&self.db, &self.table, &conjuncts, kept < 0.25)
+        } else {
+            None
+        };
         // Filters strata cannot apply, should DataFusion pass any (an optimizer rule may rewrite
-        // a filter after it was accepted), are applied above the scan, never dropped.
-        let residual: Vec<Expr> =
-            filters.iter().zip(&translated).filter(|(_, t)| t.is_none()).map(|(f, _)| f.clone()).collect();
+        // a filter after it was accepted), are applied above the scan, never dropped; so are all
+        // of them over rows an index names.
+        let residual: Vec<Expr> = match lookup {
+            Some(_) => filters.to_vec(),
+            None => filters.iter().zip(&translated).filter(|(_, t)| t.is_none()).map(|(f, _)| f.clone()).collect(),
+        };
         let wanted = cols.len();
         for f in &residual {
             for c in f.column_refs() {
@@ -225,9 +242,12 @@ impl TableProvider for StrataTable {
             None => Some(Arc::new(self.db.snapshot())),
         };
         let mut cuts = Vec::new();
-        let mode = match point {
-            Some(key) => Mode::Point { key, projection: self.table.projection(&names).map_err(external)? },
-            None => {
+        let mode = match (point, lookup) {
+            (Some(key), _) => Mode::Point { key, projection: self.table.projection(&names).map_err(external)? },
+            (None, Some(lookup)) => {
+                Mode::Index { lookup, projection: self.table.projection(&names).map_err(external)? }
+            }
+            (None, None) => {
                 // A table of a batch or less (TPC-H's nation and region) is not worth a thread
                 // per partition.
                 let small = table_rows <= config.batch_size() as u64;
@@ -253,9 +273,10 @@ impl TableProvider for StrataTable {
                 Mode::Scan(reqs)
             }
         };
-        let props = Arc::new(properties(schema, &cols, &out_schema, &cuts, mode.partitions()));
+        let ordered = !matches!(mode, Mode::Index { .. });
+        let props = Arc::new(properties(schema, &cols, &out_schema, &cuts, mode.partitions(), ordered));
         let columns = match &mode {
-            Mode::Point { .. } => Vec::new(),
+            Mode::Point { .. } | Mode::Index { .. } => Vec::new(),
             Mode::Scan(_) => {
                 let bounds = self.table.column_bounds().map_err(external)?;
                 cols.iter()
@@ -326,7 +347,16 @@ fn properties(
     out_schema: &SchemaRef,
     cuts: &[Value],
     partitions: usize,
+    ordered: bool,
 ) -> PlanProperties {
+    if !ordered {
+        return PlanProperties::new(
+            EquivalenceProperties::new(out_schema.clone()),
+            Partitioning::UnknownPartitioning(partitions),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+    }
     let asc = SortOptions { descending: false, nulls_first: false };
     let sort_keys: Vec<PhysicalSortExpr> = schema
         .primary_key()
@@ -375,16 +405,22 @@ enum Mode {
     Point { key: Vec<Value>, projection: strata::Projection },
     /// `Table::scan_batches`, one request per partition.
     Scan(Vec<ScanRequest>),
+    /// The keys an index's entries in a range name, each read with `Table::get` (one
+    /// partition; rows in entry order, not key order).
+    Index { lookup: crate::indexes::Lookup, projection: strata::Projection },
 }
 
 impl Mode {
     fn partitions(&self) -> usize {
         match self {
-            Mode::Point { .. } => 1,
+            Mode::Point { .. } | Mode::Index { .. } => 1,
             Mode::Scan(reqs) => reqs.len(),
         }
     }
 }
+
+/// Rows read through an index go out in batches of this many.
+const INDEX_BATCH_ROWS: usize = 1024;
 
 /// The leaf of a plan reading one strata table.
 pub(crate) struct ScanExec {
@@ -410,6 +446,13 @@ impl DisplayAs for ScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         match &self.mode {
             Mode::Point { key, .. } => write!(f, "StrataPointRead: table={} key={key:?}", self.table.name()),
+            Mode::Index { lookup, .. } => write!(
+                f,
+                "StrataIndexRead: table={} index={} range={:?}",
+                self.table.name(),
+                lookup.index,
+                lookup.range
+            ),
             Mode::Scan(reqs) => {
                 write!(f, "StrataScan: table={}", self.table.name())?;
                 if reqs.len() > 1 {
@@ -505,6 +548,41 @@ impl ExecutionPlan for ScanExec {
                     let rows: Vec<Vec<Value>> = row.into_iter().collect();
                     let batch = strata::scan::rows_batch(table.schema(), &read_cols, &rows).map_err(external)?;
                     let _ = tx.blocking_send(shape(batch));
+                }
+                Mode::Index { lookup, projection } => {
+                    let names: Vec<&str> = lookup.key_columns.iter().map(String::as_str).collect();
+                    let req = ScanRequest::new().with_columns(&names).with_range(lookup.range.clone());
+                    let entries = match txn {
+                        Some(cell) => cell.read(|tx| tx.scan_batches(&lookup.data, &req)),
+                        None => lookup.data.scan_batches(&req, &ropts),
+                    }
+                    .map_err(external)?;
+                    let mut rows: Vec<Vec<Value>> = Vec::new();
+                    let send = |rows: &[Vec<Value>]| -> bool {
+                        let batch = strata::scan::rows_batch(table.schema(), &read_cols, rows).map_err(external);
+                        let b = batch.and_then(&shape);
+                        let failed = b.is_err();
+                        tx.blocking_send(b).is_err() || failed
+                    };
+                    for entries in entries {
+                        for key in strata::scan::batch_rows(&entries.map_err(external)?) {
+                            let row = match txn {
+                                Some(cell) => cell.read(|tx| tx.get(&table, &key, &projection)),
+                                None => table.get(&key, &projection, &ropts),
+                            }
+                            .map_err(external)?;
+                            rows.extend(row);
+                            if rows.len() >= INDEX_BATCH_ROWS {
+                                if send(&rows) {
+                                    return Ok(());
+                                }
+                                rows.clear();
+                            }
+                        }
+                    }
+                    if !rows.is_empty() {
+                        send(&rows);
+                    }
                 }
                 Mode::Scan(reqs) => {
                     let Some(req) = reqs.first() else { return Ok(()) };
