@@ -199,4 +199,32 @@ mod tests {
         assert_eq!(abort_as_rollback("select abort from t"), "select abort from t");
         assert_eq!(abort_as_rollback("select 'é'; abort"), "select 'é'; ROLLBACK");
     }
+
+    /// Statements nesting up to `PARSER_DEPTH` deep plan and run on a thread with the stack size a
+    /// server's runtime threads have (2 MiB); deeper ones are refused, never overflow the stack.
+    #[test]
+    #[allow(clippy::unwrap_used, clippy::panic)]
+    fn deep_nesting_runs_or_is_refused_on_a_small_stack() {
+        let handle = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(|| {
+                let dir = tempfile::tempdir().unwrap();
+                let db = std::sync::Arc::new(strata::Db::open(dir.path(), strata::Options::default()).unwrap());
+                let engine = crate::SqlEngine::new(db).unwrap();
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                rt.block_on(engine.execute("CREATE TABLE t (k INT PRIMARY KEY, a INT); INSERT INTO t VALUES (1, 5)"))
+                    .unwrap();
+                for depth in [60, 120, 180] {
+                    let cond = format!("{}a = 5{}", "(".repeat(depth), ")".repeat(depth));
+                    let sql = format!("SELECT k FROM t WHERE {cond} AND {}", cond.replace("a = 5", "a > 1"));
+                    let out = rt.block_on(engine.execute(&sql)).unwrap_or_else(|e| panic!("depth {depth}: {e}"));
+                    assert_eq!(out.last().and_then(crate::Output::rows), Some(1), "depth {depth}");
+                }
+                let deep = format!("SELECT {}1{}", "(".repeat(5000), ")".repeat(5000));
+                let e = rt.block_on(engine.execute(&deep)).unwrap_err();
+                assert_eq!(e.kind.sqlstate(), "42601", "{e}");
+            })
+            .unwrap();
+        handle.join().unwrap();
+    }
 }
