@@ -9,7 +9,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
-use datafusion::sql::sqlparser::ast::{Expr, Ident, Select, SelectItem, SetExpr, Statement};
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions_mut, Expr, Ident, Select, SelectItem, SetExpr, Statement, Value,
+};
 
 use crate::ddl::normalize;
 
@@ -32,10 +36,22 @@ pub struct Renames(Vec<(usize, Wanted)>);
 fn item_name(item: &SelectItem) -> Option<Result<String, ()>> {
     match item {
         SelectItem::ExprWithAlias { alias, .. } => Some(Ok(normalize(alias))),
-        SelectItem::UnnamedExpr(Expr::Identifier(id)) => Some(Ok(normalize(id))),
-        SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().map(|id| Ok(normalize(id))),
-        SelectItem::UnnamedExpr(Expr::Subquery(_)) => Some(Err(())),
-        SelectItem::UnnamedExpr(e) => Some(Ok(format!("\u{0}{e}"))),
+        SelectItem::UnnamedExpr(e) => {
+            // DataFusion names `(a)` and `- (a)` as it names `a` and `- a`.
+            let mut e = e.clone();
+            let _ = visit_expressions_mut(&mut e, |x| {
+                if let Expr::Nested(inner) = x {
+                    *x = std::mem::replace(inner.as_mut(), Expr::Value(Value::Null.into()));
+                }
+                ControlFlow::<()>::Continue(())
+            });
+            match e {
+                Expr::Identifier(id) => Some(Ok(normalize(&id))),
+                Expr::CompoundIdentifier(parts) => parts.last().map(|id| Ok(normalize(id))),
+                Expr::Subquery(_) => Some(Err(())),
+                e => Some(Ok(format!("\u{0}{e}"))),
+            }
+        }
         SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) | SelectItem::ExprWithAliases { .. } => None,
     }
 }
@@ -171,6 +187,10 @@ mod tests {
             ("SELECT 52 AS col0, 13 AS col0", &["col0", "col0"]),
             ("SELECT a, a, k FROM t", &["a", "a", "k"]),
             ("SELECT a, a + 1 AS a FROM t AS cor0", &["a", "a"]),
+            // Unary plus is taken off (`(a)`), and parentheses do not change a name.
+            ("SELECT + a, a AS a FROM t", &["a", "a"]),
+            ("SELECT - + a, - a FROM t", &["(- t.a)", "(- t.a)"]),
+            ("SELECT count(*), + count(*) FROM t", &["count(*)", "count(*)"]),
             ("SELECT t.a, cor1.a FROM t, t AS cor1", &["a", "a"]),
             ("SELECT a AS x, k AS x FROM t UNION ALL SELECT 1 AS y, 2 AS y", &["x", "x"]),
         ];
