@@ -473,6 +473,7 @@ impl Session {
 
     fn add_write(&self, b: &mut WriteBatch, op: &str, req: &Map<String, Json>) -> Res<()> {
         let t = self.db.table(str_field(req, "table")?)?;
+        strata_sql::indexes::refuse_writes_outside_sql(&self.db, &t).map_err(crate::sql::cli_error)?;
         let mismatch = |m: String| CliError::new("type_mismatch", m);
         match op {
             "insert" => {

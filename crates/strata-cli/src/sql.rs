@@ -13,7 +13,7 @@ use strata_sql::{Output, SqlEngine, SqlError, TxnStatus};
 use crate::exec::CliError;
 use crate::Format;
 
-fn cli_error(e: SqlError) -> CliError {
+pub(crate) fn cli_error(e: SqlError) -> CliError {
     CliError::new("sql_error", format!("{} (SQLSTATE {})", e.message, e.kind.sqlstate()))
 }
 

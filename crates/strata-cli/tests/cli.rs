@@ -120,6 +120,29 @@ fn exec_transactions_commit_roll_back_and_conflict_by_name() {
     assert_eq!(r[1]["row"], json!(null));
 }
 
+/// A table with SQL indexes takes writes through SQL only: `exec` and `load` refuse it (the
+/// index would miss the rows), and take it again once the index is dropped.
+#[test]
+fn writes_outside_sql_to_a_table_with_indexes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (ok_sql, _, err) =
+        run_cli(&db, &["sql", "-c", "CREATE TABLE t (id BIGINT PRIMARY KEY, a INT); CREATE INDEX t_a ON t (a)"]);
+    assert!(ok_sql, "{err}");
+    let r = exec(&db, &[json!({"op":"insert","table":"t","row":{"id":1,"a":1}})]);
+    assert_eq!(err_kind(&r[0]), "sql_error", "{}", r[0]);
+    assert!(r[0]["error"]["message"].as_str().unwrap_or_default().contains("t_a"), "{}", r[0]);
+    let csv = dir.path().join("t.csv");
+    std::fs::write(&csv, "id,a\n2,2\n").unwrap();
+    let (loaded, _, err) = run_cli(&db, &["load", "t", csv.to_str().unwrap()]);
+    assert!(!loaded && err.contains("t_a"), "{err}");
+    let (_, out, _) = run_cli(&db, &["sql", "-c", "SELECT count(*) FROM t"]);
+    assert!(out.contains('0'), "{out}");
+    let (dropped, _, err) = run_cli(&db, &["sql", "-c", "DROP INDEX t_a"]);
+    assert!(dropped, "{err}");
+    ok(&exec(&db, &[json!({"op":"insert","table":"t","row":{"id":1,"a":1}})])[0]);
+}
+
 #[test]
 fn exec_refuses_fields_an_op_does_not_take_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -42,6 +42,12 @@ impl Table {
         Ok(self.db.bind(py).get().handles()?.0)
     }
 
+    /// Refuses writes outside SQL to a table with SQL indexes (only SQL's writes keep them).
+    pub(crate) fn writable(&self, py: Python<'_>) -> PyResult<()> {
+        let db = self.db(py)?;
+        strata_sql::indexes::refuse_writes_outside_sql(&db, &self.table).map_err(errors::sql)
+    }
+
     /// The engine's table.
     pub(crate) fn inner(&self) -> &strata::Table {
         &self.table
@@ -257,7 +263,7 @@ impl Table {
     /// Writes a row (a dict by column name, absent columns NULL, or a sequence in column
     /// order), replacing any row with the same key.
     fn insert(&self, py: Python<'_>, row: &Bound<'_, PyAny>) -> PyResult<()> {
-        let _db = self.db(py)?;
+        self.writable(py)?;
         insert_row(py, &self.table, row, None)
     }
 
@@ -271,13 +277,13 @@ impl Table {
         values: Option<&Bound<'_, PyDict>>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let _db = self.db(py)?;
+        self.writable(py)?;
         update_row(py, &self.table, key, [values, kwargs], None)
     }
 
     /// Deletes the row with key `key` (nothing happens if there is none).
     fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        let _db = self.db(py)?;
+        self.writable(py)?;
         delete_row(py, &self.table, key, None)
     }
 
@@ -308,6 +314,7 @@ impl Table {
     /// of the lineage engine take atomic write batches of 65,536 rows instead. Returns the
     /// number of rows written.
     fn insert_arrow(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u64> {
+        self.writable(py)?;
         let data = as_stream(py, data)?;
         let reader = arrow_array::ffi_stream::ArrowArrayStreamReader::from_pyarrow_bound(&data)?;
         let plan = LoadPlan::new(&self.table, &reader.schema())?;

@@ -72,6 +72,7 @@ impl Transaction {
 
     /// Writes a row (as `Table.insert`) when the transaction commits.
     fn insert(&self, py: Python<'_>, table: &Bound<'_, Table>, row: &Bound<'_, PyAny>) -> PyResult<()> {
+        table.get().writable(py)?;
         table::insert_row(py, self.table(py, table)?, row, Some(&self.cell))
     }
 
@@ -85,11 +86,13 @@ impl Transaction {
         values: Option<&Bound<'_, PyDict>>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
+        table.get().writable(py)?;
         table::update_row(py, self.table(py, table)?, key, [values, kwargs], Some(&self.cell))
     }
 
     /// Deletes a row (as `Table.delete`) when the transaction commits.
     fn delete(&self, py: Python<'_>, table: &Bound<'_, Table>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        table.get().writable(py)?;
         table::delete_row(py, self.table(py, table)?, key, Some(&self.cell))
     }
 

@@ -76,6 +76,24 @@ def test_sql_results_row_counts_and_ddl(db):
     assert db.tables() == []
 
 
+def test_tables_with_sql_indexes_are_written_through_sql_only(db):
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, g TEXT); CREATE INDEX t_g ON t (g)")
+    t = db.table("t")
+    with pytest.raises(strata.Error) as e:
+        t.insert({"id": 1, "g": "a"})
+    assert "t_g" in str(e.value)
+    with pytest.raises(strata.Error):
+        t.insert_arrow(pa.table({"id": pa.array([2], pa.int32()), "g": ["b"]}))
+    with db.transaction() as tx:
+        with pytest.raises(strata.Error):
+            tx.insert(t, {"id": 3, "g": "c"})
+    assert db.sql("INSERT INTO t VALUES (4, 'd')") == 1
+    assert db.sql("SELECT id FROM t WHERE g = 'd'").to_pylist() == [{"id": 4}]
+    db.sql("DROP INDEX t_g")
+    t.insert({"id": 5, "g": "e"})
+    assert db.sql("SELECT count(*) AS n FROM t").to_pylist() == [{"n": 2}]
+
+
 def test_sql_parameters_are_typed_to_the_statement(db):
     db.sql("CREATE TABLE t (id SMALLINT PRIMARY KEY, name TEXT, w REAL)")
     for i in range(5):

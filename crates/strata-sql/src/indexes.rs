@@ -615,3 +615,23 @@ pub(crate) fn lookup(db: &Db, table: &Table, conjuncts: &[strata::scan::Expr], r
     }
     None
 }
+
+/// Refuses a write to `table` that would not go through SQL (the Rust API's callers: the CLI's
+/// `load` and `exec`, Python's table methods) when the table has indexes, which only SQL's
+/// writes keep: written otherwise, an index would miss rows and queries reading through it
+/// would miss them too.
+pub fn refuse_writes_outside_sql(db: &Db, table: &Table) -> Result<(), SqlError> {
+    let names: Vec<String> = listed(db)?
+        .into_iter()
+        .filter(|l| l.table == table.name() && l.table_id == table.info().id)
+        .map(|l| l.name)
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    Err(SqlError::unsupported(format!(
+        "table {} has indexes ({}), which only SQL's writes keep: write it with SQL (INSERT, UPDATE, DELETE, COPY)",
+        table.name(),
+        names.join(", ")
+    )))
+}
