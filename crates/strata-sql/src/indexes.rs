@@ -265,7 +265,14 @@ impl<'a> Maintainer<'a> {
         match change {
             RowChange::Insert(row) => {
                 let key = key_of(row);
+                // A row it replaces (`INSERT OR REPLACE`) takes its entries with it.
+                let old = self.old_row(tx, &key)?;
                 for i in 0..self.indexes.len() {
+                    if let Some(old) = &old {
+                        let values: Vec<Value> = self.indexes[i].columns.iter().map(|&c| old[c].clone()).collect();
+                        let entry = self.indexes[i].entry(&schema, &values, &key);
+                        self.remove(i, batch, entry)?;
+                    }
                     self.add(i, tx, batch, row, &key)?;
                 }
             }

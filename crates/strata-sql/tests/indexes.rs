@@ -47,7 +47,7 @@ fn text(rng: &mut StdRng) -> String {
 /// One random statement over `t` and `h`.
 fn statement(rng: &mut StdRng) -> String {
     let k = rng.gen_range(0..16);
-    match rng.gen_range(0..14) {
+    match rng.gen_range(0..15) {
         0..=2 => {
             let rows: Vec<String> = (0..rng.gen_range(1..4))
                 .map(|i| format!("({}, {}, {}, {})", k + i, int(rng), text(rng), int(rng)))
@@ -66,7 +66,8 @@ fn statement(rng: &mut StdRng) -> String {
         12 => ["CREATE INDEX IF NOT EXISTS t_a ON t (a)", "CREATE UNIQUE INDEX IF NOT EXISTS h_a ON h (a)"]
             [rng.gen_range(0..2)]
         .into(),
-        _ => format!("INSERT INTO t VALUES ({k}, {}, 'w', 1) ", int(rng)),
+        13 => format!("INSERT INTO t VALUES ({k}, {}, 'w', 1) ", int(rng)),
+        _ => format!("INSERT OR REPLACE INTO t VALUES ({k}, {}, {}, {})", int(rng), text(rng), int(rng)),
     }
 }
 
