@@ -281,7 +281,7 @@ impl SqlEngine {
                 AstStatement::CreateView(cv) => {
                     // The query must plan now, as PostgreSQL checks a view's query at CREATE.
                     let mut query = AstStatement::Query(cv.query.clone());
-                    views::expand(&self.shared.db, &mut query)?;
+                    self.rewrite_for_planning(&mut query)?;
                     self.plan_with_parameter_types(&Statement::Statement(Box::new(query)), &[]).await?;
                     return Ok(Prepared::Ddl(ast.clone()));
                 }
@@ -356,12 +356,7 @@ impl SqlEngine {
         let mut stmt = stmt.clone();
         let mut names = None;
         if let Statement::Statement(ast) = &mut stmt {
-            rewrite::in_lists_without_nulls(ast);
-            rewrite::function_columns(ast);
-            to_char::translate(ast)?;
-            views::expand(&self.shared.db, ast)?;
-            decorrelate::rewrite(ast);
-            names = names::dedupe(ast).map(Arc::new);
+            names = self.rewrite_for_planning(ast)?.map(Arc::new);
         }
         let plan = self.plan_with_parameter_types(&stmt, declared).await?;
         match &plan {
@@ -376,6 +371,18 @@ impl SqlEngine {
                 Ok(Prepared::Plan { plan, schema, source, names })
             }
         }
+    }
+
+    /// The statement as DataFusion is to plan it: views expanded first (so what follows applies
+    /// to their queries too), then the rewrites that keep DataFusion from failing or answering
+    /// wrongly; the names its result columns are to be sent under, where they repeat.
+    fn rewrite_for_planning(&self, ast: &mut AstStatement) -> Result<Option<names::Renames>, SqlError> {
+        views::expand(&self.shared.db, ast)?;
+        rewrite::in_lists_without_nulls(ast);
+        rewrite::function_columns(ast);
+        to_char::translate(ast)?;
+        decorrelate::rewrite(ast);
+        Ok(names::dedupe(ast))
     }
 
     /// `prepared` as it must run now: planned again if a table it reads was dropped and

@@ -184,12 +184,12 @@ pub(crate) fn expand(db: &Db, stmt: &mut Statement) -> Result<(), SqlError> {
             if alias.columns.is_empty() {
                 alias.columns = v.columns.iter().map(|c| TableAliasColumnDef::from_name(c.as_str())).collect();
             }
-            Ok(Some(TableFactor::Derived {
-                lateral: false,
-                subquery: Box::new(v.query),
-                alias: Some(alias),
-                sample: None,
-            }))
+            // Its correlated subqueries are taken apart as a statement's own are
+            // (decorrelate.rs looks at a statement's outermost query only).
+            let mut query = Statement::Query(Box::new(v.query));
+            crate::decorrelate::rewrite(&mut query);
+            let Statement::Query(query) = query else { return Ok(None) };
+            Ok(Some(TableFactor::Derived { lateral: false, subquery: query, alias: Some(alias), sample: None }))
         }
     }
     impl VisitorMut for Expand<'_> {
