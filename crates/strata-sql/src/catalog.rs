@@ -8,7 +8,9 @@ use async_trait::async_trait;
 use datafusion::catalog::SchemaProvider;
 use datafusion::common::{exec_err, Result as DfResult};
 use datafusion::datasource::TableProvider;
-use strata::Db;
+use strata::{Column, ColumnType, Db, Schema, Table, TableOptions};
+
+use crate::error::SqlError;
 
 use crate::table::StrataTable;
 
@@ -23,6 +25,30 @@ pub(crate) const OWN_PREFIX: &str = "__strata_";
 
 fn is_own(name: &str) -> bool {
     name.starts_with(OWN_PREFIX)
+}
+
+/// One of strata-sql's own tables (`__strata_views`, `__strata_indexes`), if it exists yet.
+pub(crate) fn own_table(db: &Db, name: &str) -> Result<Option<Table>, SqlError> {
+    match db.table(name) {
+        Ok(t) => Ok(Some(t)),
+        Err(strata::Error::UnknownTable(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// One of strata-sql's own tables, created on first use: NOT NULL `columns`, keyed by the
+/// first. Another session creating it meanwhile is no error.
+pub(crate) fn own_table_or_create(db: &Db, name: &str, columns: &[(&str, ColumnType)]) -> Result<Table, SqlError> {
+    if let Some(t) = own_table(db, name)? {
+        return Ok(t);
+    }
+    let key = columns.first().map(|(n, _)| *n).unwrap_or_default();
+    let schema = Schema::new(columns.iter().map(|&(n, ty)| Column::not_null(n, ty)).collect(), &[key])?;
+    match db.create_table(name, schema, TableOptions::default()) {
+        Ok(t) => Ok(t),
+        Err(strata::Error::TableExists(_)) => Ok(db.table(name)?),
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub(crate) struct StrataSchema {

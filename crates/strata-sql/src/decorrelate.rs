@@ -63,8 +63,7 @@ struct Correlated {
 
 /// The outer columns `e` reads (`outer.col`), in order of first appearance.
 fn outer_columns(e: &Expr, outer: &str, out: &mut Vec<String>) {
-    let mut e = e.clone();
-    let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(&mut e, |x| {
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(e, |x| {
         if let Expr::CompoundIdentifier(parts) = x {
             if parts.len() == 2 && normalize(&parts[0]) == outer {
                 let c = normalize(&parts[1]);

@@ -24,7 +24,7 @@ use datafusion::sql::sqlparser::ast::{CreateIndex, Expr as AstExpr, ObjectName};
 use strata::types::key::encode_value;
 use strata::{Column, ColumnType, Db, Projection, Schema, Table, TableOptions, Value, WriteBatch};
 
-use crate::catalog::OWN_PREFIX;
+use crate::catalog::{own_table, own_table_or_create, OWN_PREFIX};
 use crate::ddl::{normalize, table_name};
 use crate::error::{ErrorKind, SqlError};
 use crate::txn::TxnCell;
@@ -51,11 +51,7 @@ pub(crate) struct Index {
 }
 
 fn catalog(db: &Db) -> Result<Option<Table>, SqlError> {
-    match db.table(INDEXES) {
-        Ok(t) => Ok(Some(t)),
-        Err(strata::Error::UnknownTable(_)) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    own_table(db, INDEXES)
 }
 
 fn text(v: Option<&Value>) -> Option<&str> {
@@ -147,6 +143,16 @@ impl Index {
         out
     }
 
+    /// The indexed values of a row (schema-wide values).
+    fn values(&self, row: &[Value]) -> Vec<Value> {
+        self.columns.iter().map(|&c| row[c].clone()).collect()
+    }
+
+    /// The entry of a row (schema-wide values) with primary key `key`.
+    fn row_entry(&self, schema: &Schema, row: &[Value], key: &[Value]) -> Vec<u8> {
+        self.entry(schema, &self.values(row), key)
+    }
+
     fn duplicate(&self, table: &Table, values: &[Value]) -> SqlError {
         let names: Vec<&str> = self.columns.iter().map(|&c| table.schema().columns()[c].name.as_str()).collect();
         SqlError::new(
@@ -233,7 +239,7 @@ impl<'a> Maintainer<'a> {
     ) -> Result<(), SqlError> {
         let index = &self.indexes[i];
         let schema = self.table.schema();
-        let values: Vec<Value> = index.columns.iter().map(|&c| row[c].clone()).collect();
+        let values = index.values(row);
         let entry = index.entry(schema, &values, key);
         if index.unique {
             let taken = self.added[i].contains(&entry)
@@ -269,8 +275,7 @@ impl<'a> Maintainer<'a> {
                 let old = self.old_row(tx, &key)?;
                 for i in 0..self.indexes.len() {
                     if let Some(old) = &old {
-                        let values: Vec<Value> = self.indexes[i].columns.iter().map(|&c| old[c].clone()).collect();
-                        let entry = self.indexes[i].entry(&schema, &values, &key);
+                        let entry = self.indexes[i].row_entry(&schema, old, &key);
                         self.remove(i, batch, entry)?;
                     }
                     self.add(i, tx, batch, row, &key)?;
@@ -279,8 +284,7 @@ impl<'a> Maintainer<'a> {
             RowChange::Delete(key) => {
                 let Some(old) = self.old_row(tx, key)? else { return Ok(()) };
                 for i in 0..self.indexes.len() {
-                    let values: Vec<Value> = self.indexes[i].columns.iter().map(|&c| old[c].clone()).collect();
-                    let entry = self.indexes[i].entry(&schema, &values, key);
+                    let entry = self.indexes[i].row_entry(&schema, &old, key);
                     self.remove(i, batch, entry)?;
                 }
             }
@@ -295,8 +299,7 @@ impl<'a> Maintainer<'a> {
                     if cols.iter().all(|&c| old[c] == new[c]) {
                         continue;
                     }
-                    let values: Vec<Value> = cols.iter().map(|&c| old[c].clone()).collect();
-                    let entry = self.indexes[i].entry(&schema, &values, key);
+                    let entry = self.indexes[i].row_entry(&schema, &old, key);
                     self.remove(i, batch, entry)?;
                     self.add(i, tx, batch, &new, key)?;
                 }
@@ -385,7 +388,7 @@ fn fill(db: &Db, table: &Table, index: &Index) -> Result<(), SqlError> {
     for row in table.scan(&strata::KeyRange::all(), &Projection::All, &read)? {
         let row = row?;
         let key: Vec<Value> = schema.primary_key().iter().map(|&k| row[k].clone()).collect();
-        let values: Vec<Value> = index.columns.iter().map(|&c| row[c].clone()).collect();
+        let values = index.values(&row);
         let entry = index.entry(schema, &values, &key);
         if index.unique && !seen.insert(entry.clone()) {
             return Err(SqlError::new(
@@ -409,26 +412,17 @@ fn fill(db: &Db, table: &Table, index: &Index) -> Result<(), SqlError> {
         }
         db.write(batch, &Default::default())?;
     }
-    let cat = match catalog(db)? {
-        Some(c) => c,
-        None => {
-            let schema = Schema::new(
-                vec![
-                    Column::not_null("name", ColumnType::Text),
-                    Column::not_null("tbl", ColumnType::Text),
-                    Column::not_null("columns", ColumnType::Text),
-                    Column::not_null("is_unique", ColumnType::Boolean),
-                    Column::not_null("table_id", ColumnType::BigInt),
-                ],
-                &["name"],
-            )?;
-            match db.create_table(INDEXES, schema, TableOptions::default()) {
-                Ok(t) => t,
-                Err(strata::Error::TableExists(_)) => db.table(INDEXES)?,
-                Err(e) => return Err(e.into()),
-            }
-        }
-    };
+    let cat = own_table_or_create(
+        db,
+        INDEXES,
+        &[
+            ("name", ColumnType::Text),
+            ("tbl", ColumnType::Text),
+            ("columns", ColumnType::Text),
+            ("is_unique", ColumnType::Boolean),
+            ("table_id", ColumnType::BigInt),
+        ],
+    )?;
     let columns: Vec<&str> = index.columns.iter().map(|&c| schema.columns()[c].name.as_str()).collect();
     let listing = [
         Value::Text(index.name.clone()),
@@ -503,8 +497,7 @@ pub fn check(db: &Db, table: &Table, snapshot: &strata::Snapshot) -> Result<Opti
         for row in table.scan(&strata::KeyRange::all(), &Projection::All, &read)? {
             let row = row?;
             let key: Vec<Value> = schema.primary_key().iter().map(|&k| row[k].clone()).collect();
-            let values: Vec<Value> = index.columns.iter().map(|&c| row[c].clone()).collect();
-            want.push((index.entry(schema, &values, &key), key));
+            want.push((index.row_entry(schema, &row, &key), key));
         }
         want.sort_by(|a, b| a.0.cmp(&b.0));
         let mut have: Vec<(Vec<u8>, Vec<Value>)> = Vec::new();

@@ -88,23 +88,24 @@ impl StrataTable {
     /// bounded number of clauses); the others are left to DataFusion.
     fn conditions(&self, filters: &[&Expr]) -> (Vec<Option<SExpr>>, KeyBounds) {
         let schema = self.table.schema();
-        let mut pushed: Vec<SExpr> = Vec::new();
-        let mut translated: Vec<Option<SExpr>> = Vec::with_capacity(filters.len());
-        for f in filters {
-            let mut t = exact(self.table.name(), f, schema);
-            if let Some(e) = &t {
-                if !pushed.is_empty() {
-                    let mut together = pushed.clone();
-                    together.push(e.clone());
-                    if strata::scan::Filter::new(self.table.name(), schema, &SExpr::And(together)).is_err() {
-                        t = None;
+        let mut translated: Vec<Option<SExpr>> = filters.iter().map(|f| exact(self.table.name(), f, schema)).collect();
+        let fits = |pushed: &[SExpr]| {
+            strata::scan::Filter::new(self.table.name(), schema, &SExpr::And(pushed.to_vec())).is_ok()
+        };
+        let mut pushed: Vec<SExpr> = translated.iter().flatten().cloned().collect();
+        if pushed.len() > 1 && !fits(&pushed) {
+            // Together too large: taken one by one while they still fit.
+            pushed.clear();
+            for t in translated.iter_mut() {
+                if let Some(e) = t.take() {
+                    pushed.push(e.clone());
+                    if fits(&pushed) {
+                        *t = Some(e);
+                    } else {
+                        pushed.pop();
                     }
                 }
             }
-            if let Some(e) = &t {
-                pushed.push(e.clone());
-            }
-            translated.push(t);
         }
         let bounds = KeyBounds::of(&pushed, schema);
         (translated, bounds)

@@ -19,9 +19,9 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
-use strata::{Column, ColumnType, Db, Schema, Table, TableOptions, Value};
+use strata::{ColumnType, Db, Table, Value};
 
-use crate::catalog::OWN_PREFIX;
+use crate::catalog::{own_table, own_table_or_create, OWN_PREFIX};
 use crate::ddl::{normalize, table_name};
 use crate::error::{ErrorKind, SqlError};
 
@@ -34,11 +34,7 @@ pub(crate) const VIEWS: &str = "__strata_views";
 const MAX_EXPANSIONS: usize = 256;
 
 fn views_table(db: &Db) -> Result<Option<Table>, SqlError> {
-    match db.table(VIEWS) {
-        Ok(t) => Ok(Some(t)),
-        Err(strata::Error::UnknownTable(_)) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    own_table(db, VIEWS)
 }
 
 /// A view's declared column names and query.
@@ -92,25 +88,11 @@ pub(crate) fn create_view(db: &Db, cv: &CreateView) -> Result<(), SqlError> {
             return Err(SqlError::new(ErrorKind::DuplicateTable, format!("view {name} already exists")));
         }
     }
-    let views = match views_table(db)? {
-        Some(t) => t,
-        None => {
-            let schema = Schema::new(
-                vec![
-                    Column::not_null("name", ColumnType::Text),
-                    Column::not_null("columns", ColumnType::Text),
-                    Column::not_null("query", ColumnType::Text),
-                ],
-                &["name"],
-            )?;
-            match db.create_table(VIEWS, schema, TableOptions::default()) {
-                Ok(t) => t,
-                // Created meanwhile by another session.
-                Err(strata::Error::TableExists(_)) => db.table(VIEWS)?,
-                Err(e) => return Err(e.into()),
-            }
-        }
-    };
+    let views = own_table_or_create(
+        db,
+        VIEWS,
+        &[("name", ColumnType::Text), ("columns", ColumnType::Text), ("query", ColumnType::Text)],
+    )?;
     let columns: Vec<String> = cv.columns.iter().map(|c| normalize(&c.name)).collect();
     // Synced: DDL is durable once done.
     let sync = strata::WriteOptions { sync: true };
