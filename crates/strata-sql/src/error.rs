@@ -56,6 +56,10 @@ pub enum ErrorKind {
     ActiveTransaction,
     /// A write in a read-only transaction.
     ReadOnlyTransaction,
+    /// 25P01: a statement that needs a transaction block (`SAVEPOINT`) outside one.
+    NoActiveTransaction,
+    /// 3B001: `RELEASE` or `ROLLBACK TO` of a savepoint the block has not set.
+    UndefinedSavepoint,
     /// The database could not read or write its files.
     Io,
     /// A bug or corrupted data.
@@ -89,6 +93,8 @@ impl ErrorKind {
             ErrorKind::InFailedTransaction => "25P02",
             ErrorKind::ActiveTransaction => "25001",
             ErrorKind::ReadOnlyTransaction => "25006",
+            ErrorKind::NoActiveTransaction => "25P01",
+            ErrorKind::UndefinedSavepoint => "3B001",
             ErrorKind::Io => "58030",
             ErrorKind::Internal => "XX000",
         }

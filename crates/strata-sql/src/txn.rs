@@ -66,7 +66,7 @@ pub struct TxnControl {
     tag: &'static str,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum ControlKind {
     /// `BEGIN` / `START TRANSACTION`, with an access mode if one was given.
     Begin { read_only: Option<bool> },
@@ -77,6 +77,13 @@ enum ControlKind {
     /// `SET TRANSACTION` (this block) or `SET SESSION CHARACTERISTICS AS TRANSACTION` (later
     /// blocks and statements).
     Set { read_only: Option<bool>, isolation: bool, session: bool },
+    /// `SAVEPOINT name`: remembers the block's writes so far under `name`.
+    Savepoint(String),
+    /// `RELEASE [SAVEPOINT] name`: forgets `name` and the savepoints set after it.
+    Release(String),
+    /// `ROLLBACK TO [SAVEPOINT] name`: undoes the writes made since `name` was set (keeping
+    /// it), also in a failed block, which it makes a block again.
+    RollbackTo(String),
 }
 
 /// The transaction-control statement `ast` is, if it is one: `Ok(None)` for other statements.
@@ -101,10 +108,21 @@ pub(crate) fn control(ast: &AstStatement) -> Result<Option<TxnControl>, SqlError
             TxnControl { kind: ControlKind::Commit, tag: "COMMIT" }
         }
         AstStatement::Rollback { chain, savepoint } => {
-            if *chain || savepoint.is_some() {
-                return Err(SqlError::unsupported(format!("{ast}: strata has no savepoints")));
+            if *chain {
+                return Err(SqlError::unsupported(format!("{ast}")));
             }
-            TxnControl { kind: ControlKind::Rollback, tag: "ROLLBACK" }
+            match savepoint {
+                Some(name) => {
+                    TxnControl { kind: ControlKind::RollbackTo(crate::ddl::normalize(name)), tag: "ROLLBACK" }
+                }
+                None => TxnControl { kind: ControlKind::Rollback, tag: "ROLLBACK" },
+            }
+        }
+        AstStatement::Savepoint { name } => {
+            TxnControl { kind: ControlKind::Savepoint(crate::ddl::normalize(name)), tag: "SAVEPOINT" }
+        }
+        AstStatement::ReleaseSavepoint { name } => {
+            TxnControl { kind: ControlKind::Release(crate::ddl::normalize(name)), tag: "RELEASE" }
         }
         AstStatement::Set(Set::SetTransaction { modes, snapshot, session }) => {
             if snapshot.is_some() {
@@ -188,8 +206,12 @@ enum State {
     Block {
         read_only: bool,
         tx: Option<Arc<TxnCell>>,
+        /// Its savepoints, oldest first, with the writes held when each was set.
+        savepoints: Vec<(String, strata::Savepoint)>,
     },
-    Failed,
+    /// A block that a failed statement ended, with the block it was (kept for a `ROLLBACK TO`
+    /// a savepoint set before the failure).
+    Failed(Option<Box<State>>),
 }
 
 /// The session's status, readable while a statement runs, and a failure reported from outside
@@ -223,6 +245,14 @@ impl std::fmt::Debug for Session {
 
 fn no_such_statement(name: &str) -> SqlError {
     SqlError::new(ErrorKind::UndefinedPreparedStatement, format!("prepared statement \"{name}\" does not exist"))
+}
+
+fn outside_block(what: &str) -> SqlError {
+    SqlError::new(ErrorKind::NoActiveTransaction, format!("{what} can only be used in transaction blocks"))
+}
+
+fn no_savepoint(name: &str) -> SqlError {
+    SqlError::new(ErrorKind::UndefinedSavepoint, format!("savepoint \"{name}\" does not exist"))
 }
 
 fn in_failed_block() -> SqlError {
@@ -276,13 +306,23 @@ impl Session {
         let status = match &new {
             State::Idle => TxnStatus::Idle,
             State::Block { .. } => TxnStatus::InBlock,
-            State::Failed => TxnStatus::Failed,
+            State::Failed(_) => TxnStatus::Failed,
         };
         if status != TxnStatus::InBlock {
             self.mirror.fail.store(false, Ordering::Release);
         }
         self.mirror.status.store(status.code(), Ordering::Release);
         *state = new;
+    }
+
+    /// Fails the block `state` is (keeping it for `ROLLBACK TO`).
+    fn fail(&self, state: &mut State) {
+        let kept = match std::mem::replace(state, State::Idle) {
+            block @ State::Block { .. } => Some(Box::new(block)),
+            State::Failed(kept) => kept,
+            State::Idle => None,
+        };
+        self.set(state, State::Failed(kept));
     }
 
     /// Runs every statement of `sql` in order and returns their outputs, stopping at the first
@@ -319,11 +359,11 @@ impl Session {
     /// in, and in a block already failed the block's failure is what is reported.
     async fn failed_before_running(&self, e: SqlError) -> SqlError {
         let mut state = self.state.lock().await;
-        if matches!(*state, State::Failed) {
+        if matches!(*state, State::Failed(_)) {
             return in_failed_block();
         }
         if matches!(*state, State::Block { .. }) {
-            self.set(&mut state, State::Failed);
+            self.fail(&mut state);
         }
         e
     }
@@ -369,24 +409,24 @@ impl Session {
         let prepared = replanned.as_ref().unwrap_or(prepared);
         let mut state = self.state.lock().await;
         if self.mirror.fail.swap(false, Ordering::AcqRel) && matches!(*state, State::Block { .. }) {
-            self.set(&mut state, State::Failed);
+            self.fail(&mut state);
         }
         if let Prepared::Control(c) = prepared {
             return self.control(&mut state, c).await;
         }
         if let Prepared::Named(named) = prepared {
-            if matches!(*state, State::Failed) {
+            if matches!(*state, State::Failed(_)) {
                 return Err(in_failed_block());
             }
             return self.name(named);
         }
         match &*state {
-            State::Failed => Err(in_failed_block()),
+            State::Failed(_) => Err(in_failed_block()),
             State::Idle => self.autocommit(prepared, params).await,
             State::Block { .. } => {
                 let out = self.in_block(&mut state, prepared, params).await;
                 if out.is_err() {
-                    self.set(&mut state, State::Failed);
+                    self.fail(&mut state);
                 }
                 out
             }
@@ -422,14 +462,14 @@ impl Session {
 
     async fn control(&self, state: &mut State, c: &TxnControl) -> Result<Output, SqlError> {
         let done = |tag| Ok(Output::Command { tag, rows: 0 });
-        match c.kind {
+        match c.kind.clone() {
             ControlKind::Begin { read_only } => match state {
                 // PostgreSQL warns and goes on; the block stays as it is.
                 State::Block { .. } => done(c.tag),
-                State::Failed => Err(in_failed_block()),
+                State::Failed(_) => Err(in_failed_block()),
                 State::Idle => {
                     let read_only = read_only.unwrap_or(self.default_read_only.load(Ordering::Acquire));
-                    self.set(state, State::Block { read_only, tx: None });
+                    self.set(state, State::Block { read_only, tx: None, savepoints: Vec::new() });
                     done(c.tag)
                 }
             },
@@ -437,12 +477,62 @@ impl Session {
                 self.set(state, State::Idle);
                 done(c.tag)
             }
+            ControlKind::Savepoint(ref name) => match state {
+                State::Block { tx, savepoints, .. } => {
+                    let point = match tx {
+                        Some(cell) => cell.read(|t| Ok(t.savepoint()))?,
+                        None => strata::Savepoint::default(),
+                    };
+                    savepoints.push((name.clone(), point));
+                    done(c.tag)
+                }
+                State::Failed(_) => Err(in_failed_block()),
+                State::Idle => Err(outside_block("SAVEPOINT")),
+            },
+            ControlKind::Release(ref name) => match state {
+                State::Block { savepoints, .. } => match savepoints.iter().rposition(|(n, _)| n == name) {
+                    Some(i) => {
+                        savepoints.truncate(i);
+                        done(c.tag)
+                    }
+                    None => {
+                        self.fail(state);
+                        Err(no_savepoint(name))
+                    }
+                },
+                State::Failed(_) => Err(in_failed_block()),
+                State::Idle => Err(outside_block("RELEASE SAVEPOINT")),
+            },
+            ControlKind::RollbackTo(ref name) => {
+                let block = match std::mem::replace(state, State::Idle) {
+                    State::Failed(Some(block)) => *block,
+                    State::Idle => return Err(outside_block("ROLLBACK TO SAVEPOINT")),
+                    other => other,
+                };
+                let State::Block { read_only, tx, mut savepoints } = block else {
+                    self.set(state, State::Failed(None));
+                    return Err(no_savepoint(name));
+                };
+                let Some(i) = savepoints.iter().rposition(|(n, _)| n == name) else {
+                    self.set(state, State::Failed(Some(Box::new(State::Block { read_only, tx, savepoints }))));
+                    return Err(no_savepoint(name));
+                };
+                savepoints.truncate(i + 1);
+                if let Some(cell) = &tx {
+                    cell.write(|t| {
+                        t.rollback_to(&savepoints[i].1);
+                        Ok(())
+                    })?;
+                }
+                self.set(state, State::Block { read_only, tx, savepoints });
+                done(c.tag)
+            }
             ControlKind::Commit => {
                 let old = std::mem::replace(state, State::Idle);
                 self.set(state, State::Idle);
                 match old {
                     State::Idle => done(c.tag),
-                    State::Failed => done("ROLLBACK"),
+                    State::Failed(_) => done("ROLLBACK"),
                     State::Block { tx: None, .. } => done(c.tag),
                     State::Block { tx: Some(cell), .. } => {
                         let tx = cell.take().ok_or_else(|| SqlError::from(TxnCell::ended()))?;
@@ -462,14 +552,14 @@ impl Session {
             ControlKind::Set { read_only, isolation, session: false } => match state {
                 // Outside a block it has no effect (PostgreSQL warns).
                 State::Idle => done(c.tag),
-                State::Failed => Err(in_failed_block()),
-                State::Block { read_only: ro, tx } => {
+                State::Failed(_) => Err(in_failed_block()),
+                State::Block { read_only: ro, tx, .. } => {
                     if tx.is_some() && isolation {
                         let e = SqlError::new(
                             ErrorKind::ActiveTransaction,
                             "SET TRANSACTION ISOLATION LEVEL must be called before any query",
                         );
-                        self.set(state, State::Failed);
+                        self.fail(state);
                         return Err(e);
                     }
                     if let Some(r) = read_only {
@@ -478,7 +568,7 @@ impl Session {
                                 ErrorKind::ActiveTransaction,
                                 "transaction read-write mode must be set before any query",
                             );
-                            self.set(state, State::Failed);
+                            self.fail(state);
                             return Err(e);
                         }
                         *ro = r;
@@ -496,7 +586,7 @@ impl Session {
         prepared: &Prepared,
         params: Option<ParamValues>,
     ) -> Result<Output, SqlError> {
-        let State::Block { read_only, tx } = state else {
+        let State::Block { read_only, tx, .. } = state else {
             return Err(SqlError::new(ErrorKind::Internal, "not in a transaction block"));
         };
         let plan = match prepared {

@@ -36,9 +36,9 @@ mod write;
 
 pub use db::{
     Advice, AdviseOptions, AsOf, ColumnWorkload, Db, Engine, GroupStats, HeatBucket, History, IngestStats, KeyRange,
-    LevelAdvice, LevelStats, LineageStats, Options, Projection, ReadOptions, ScanIter, Stats, Table, TableInfo,
-    TableOptions, TableStats, TierStats, Transaction, TxnOptions, WorkloadStats, WriteOptions, MULTI_GET_PARALLEL,
-    TXN_RETRIES,
+    LevelAdvice, LevelStats, LineageStats, Options, Projection, ReadOptions, Savepoint, ScanIter, Stats, Table,
+    TableInfo, TableOptions, TableStats, TierStats, Transaction, TxnOptions, WorkloadStats, WriteOptions,
+    MULTI_GET_PARALLEL, TXN_RETRIES,
 };
 pub use error::{Error, Result};
 pub use mvcc::snapshot::Snapshot;

@@ -39,7 +39,7 @@ pub use table::Table;
 
 /// Keys from which a [`Table::multi_get`] splits its keys into ranges read in parallel.
 pub const MULTI_GET_PARALLEL: usize = 32;
-pub use txn::{Transaction, TxnOptions, TXN_RETRIES};
+pub use txn::{Savepoint, Transaction, TxnOptions, TXN_RETRIES};
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -35,6 +35,21 @@ pub struct TxnOptions {
     pub read_only: bool,
 }
 
+/// The writes of a [`Transaction`] at one moment ([`Transaction::savepoint`]).
+#[derive(Clone, Default)]
+pub struct Savepoint {
+    writes: BTreeMap<RowId, Vec<BatchOp>>,
+    tables: HashMap<u32, Table>,
+    bytes: usize,
+    lost: Option<Lost>,
+}
+
+impl std::fmt::Debug for Savepoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Savepoint").field("rows_written", &self.writes.len()).finish_non_exhaustive()
+    }
+}
+
 /// A transaction: see the [module](self) documentation. Dropping it without a commit rolls it
 /// back (nothing of it was written).
 ///
@@ -362,6 +377,28 @@ impl Transaction {
 
     /// Discards the transaction's writes (as dropping it does).
     pub fn rollback(self) {}
+
+    /// A point to return to with [`Transaction::rollback_to`]: the writes held now (SQL's
+    /// `SAVEPOINT`). It copies the writes held, so it costs what they take.
+    pub fn savepoint(&self) -> Savepoint {
+        Savepoint {
+            writes: self.writes.clone(),
+            tables: self.tables.clone(),
+            bytes: self.bytes,
+            lost: self.lost.clone(),
+        }
+    }
+
+    /// Discards the writes made since `point` was taken (SQL's `ROLLBACK TO SAVEPOINT`); the
+    /// snapshot stays. A write since then that lost a conflict is undone with the rest, so the
+    /// transaction may commit again (its row is no longer written). `Savepoint::default()` is
+    /// the point before any write.
+    pub fn rollback_to(&mut self, point: &Savepoint) {
+        self.writes = point.writes.clone();
+        self.tables = point.tables.clone();
+        self.bytes = point.bytes;
+        self.lost = point.lost.clone();
+    }
 }
 
 /// A row's value cells after `ops` (oldest first) were applied over `base`.

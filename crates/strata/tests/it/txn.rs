@@ -114,6 +114,41 @@ fn a_write_to_a_row_committed_after_the_snapshot_fails_at_once_and_the_transacti
     }
 }
 
+/// A savepoint puts the writes held when it was taken back: later writes (and a write that lost
+/// a conflict, with the loss) are undone, earlier ones and the snapshot stay, and the
+/// transaction commits what is left.
+#[test]
+fn rollback_to_a_savepoint_undoes_later_writes_and_a_lost_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, lsm, lin) = open(dir.path(), Options::default());
+    for t in [&lsm, &lin] {
+        t.insert(&row(1, 10, "one")).unwrap();
+        let mut tx = db.begin(&TxnOptions::default()).unwrap();
+        let empty = tx.savepoint();
+        tx.insert(t, &row(2, 2, "two")).unwrap();
+        let point = tx.savepoint();
+        tx.insert(t, &row(3, 3, "three")).unwrap();
+        tx.update(t, &[Value::BigInt(2)], &[("n", Value::BigInt(22))]).unwrap();
+        t.update(&[Value::BigInt(1)], &[("n", Value::BigInt(11))]).unwrap();
+        assert!(matches!(tx.delete(t, &[Value::BigInt(1)]), Err(Error::Conflict { .. })));
+        tx.rollback_to(&point);
+        assert_eq!(tx_get(&tx, t, 3), None);
+        assert_eq!(tx_get(&tx, t, 2), Some(row(2, 2, "two")));
+        assert_eq!(tx_get(&tx, t, 1), Some(row(1, 10, "one")), "the snapshot stays");
+        // The point stays usable, and the one before any write empties the transaction.
+        tx.insert(t, &row(4, 4, "four")).unwrap();
+        tx.rollback_to(&point);
+        assert_eq!(tx.rows_written(), 1);
+        tx.rollback_to(&empty);
+        assert_eq!(tx.rows_written(), 0);
+        tx.rollback_to(&point);
+        tx.commit(&W).unwrap();
+        assert_eq!(get(t, 2), Some(row(2, 2, "two")));
+        assert_eq!((get(t, 3), get(t, 4)), (None, None));
+        assert_eq!(get(t, 1), Some(row(1, 11, "one")));
+    }
+}
+
 fn scan(tx: &strata::Transaction, t: &Table, range: &KeyRange, projection: &Projection) -> Vec<Vec<Value>> {
     tx.scan(t, range, projection).unwrap().map(Result::unwrap).collect()
 }
