@@ -128,6 +128,8 @@ impl Server {
             ));
         }
         let listener = TcpListener::bind(config.listen).await?;
+        // The catalogs (`\d`, `pg_get_userbyid`) name the user the server admits as the owner.
+        engine.set_pg_names(strata_sql::DATABASE_NAME, &config.user);
         Ok(Server { listener, engine, config: Arc::new(config) })
     }
 

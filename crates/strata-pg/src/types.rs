@@ -34,7 +34,7 @@ use rust_decimal::Decimal;
 use strata_sql::datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use strata_sql::datafusion::arrow::compute::{cast_with_options, CastOptions};
 use strata_sql::datafusion::arrow::datatypes::{
-    DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type,
+    DataType, Date32Type, Decimal128Type, Field, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type,
     IntervalMonthDayNanoType, IntervalUnit, Schema, Time64MicrosecondType, TimeUnit, TimestampMicrosecondType,
 };
 use strata_sql::datafusion::arrow::record_batch::RecordBatch;
@@ -66,9 +66,49 @@ pub(crate) enum WireType {
     Timestamp,
     TimestampTz,
     Interval,
+    /// A one-dimensional array (an Arrow list) of one of these (the catalogs' `int2vector`,
+    /// `oid[]` and `text[]` columns, `array_agg`'s results).
+    Array(Element),
+    /// `int2vector` (of Int2) or `oidvector` (of Int8): an array PostgreSQL writes as `1 2` in
+    /// text, for columns whose field metadata names the type ([`strata_sql::PG_TYPE_METADATA`]).
+    Vector(Element),
+}
+
+/// The element types arrays are sent with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Element {
+    Bool,
+    Int2,
+    Int4,
+    Int8,
+    Float8,
+    Text,
+}
+
+impl Element {
+    fn wire(self) -> WireType {
+        match self {
+            Element::Bool => WireType::Bool,
+            Element::Int2 => WireType::Int2,
+            Element::Int4 => WireType::Int4,
+            Element::Int8 => WireType::Int8,
+            Element::Float8 => WireType::Float8,
+            Element::Text => WireType::Text,
+        }
+    }
 }
 
 impl WireType {
+    /// The wire type of field `f`: its metadata's type if it names one, else its Arrow type's.
+    pub(crate) fn of_field(f: &Field) -> Result<WireType, SqlError> {
+        let t = WireType::of(f.name(), f.data_type())?;
+        Ok(match (f.metadata().get(strata_sql::PG_TYPE_METADATA).map(String::as_str), t) {
+            (Some("int2vector"), WireType::Array(Element::Int2)) => WireType::Vector(Element::Int2),
+            (Some("oidvector"), WireType::Array(Element::Int8)) => WireType::Vector(Element::Int8),
+            _ => t,
+        })
+    }
+
     /// The wire type of values of Arrow type `t`, in a column named `name` (for the error);
     /// refused when PostgreSQL has no type that holds them faithfully.
     pub(crate) fn of(name: &str, t: &DataType) -> Result<WireType, SqlError> {
@@ -95,6 +135,27 @@ impl WireType {
             DataType::Timestamp(_, Some(_)) => WireType::TimestampTz,
             DataType::Interval(_) | DataType::Duration(_) => WireType::Interval,
             DataType::Dictionary(_, values) => WireType::of(name, values)?,
+            DataType::List(item) | DataType::LargeList(item) => {
+                let element = match WireType::of(name, item.data_type())? {
+                    WireType::Bool => Element::Bool,
+                    WireType::Int2 => Element::Int2,
+                    WireType::Int4 => Element::Int4,
+                    WireType::Int8 => Element::Int8,
+                    WireType::Float4 | WireType::Float8 => Element::Float8,
+                    WireType::Text => Element::Text,
+                    _ => {
+                        return Err(SqlError::new(
+                            ErrorKind::FeatureNotSupported,
+                            format!(
+                                "column \"{name}\" is a list of {}, which strata's PostgreSQL server cannot send; \
+                                 cast it to text",
+                                item.data_type()
+                            ),
+                        ))
+                    }
+                };
+                WireType::Array(element)
+            }
             other => {
                 return Err(SqlError::new(
                     ErrorKind::FeatureNotSupported,
@@ -124,6 +185,14 @@ impl WireType {
             WireType::Timestamp => Type::TIMESTAMP,
             WireType::TimestampTz => Type::TIMESTAMPTZ,
             WireType::Interval => Type::INTERVAL,
+            WireType::Array(Element::Bool) => Type::BOOL_ARRAY,
+            WireType::Array(Element::Int2) => Type::INT2_ARRAY,
+            WireType::Array(Element::Int4) => Type::INT4_ARRAY,
+            WireType::Array(Element::Int8) => Type::INT8_ARRAY,
+            WireType::Array(Element::Float8) => Type::FLOAT8_ARRAY,
+            WireType::Array(Element::Text) => Type::TEXT_ARRAY,
+            WireType::Vector(Element::Int2) => Type::INT2_VECTOR,
+            WireType::Vector(_) => Type::OID_VECTOR,
         }
     }
 
@@ -144,6 +213,9 @@ impl WireType {
             WireType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
             WireType::TimestampTz => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
             WireType::Interval => DataType::Interval(IntervalUnit::MonthDayNano),
+            WireType::Array(e) | WireType::Vector(e) => {
+                DataType::List(Arc::new(Field::new("item", e.wire().arrow_type(), true)))
+            }
         }
     }
 }
@@ -164,7 +236,7 @@ impl RowFormat {
         let mut types = Vec::with_capacity(schema.fields().len());
         let mut fields = Vec::with_capacity(schema.fields().len());
         for (i, f) in schema.fields().iter().enumerate() {
-            let t = WireType::of(f.name(), f.data_type())?;
+            let t = WireType::of_field(f)?;
             types.push(t);
             fields.push(FieldInfo::new(f.name().clone(), None, None, t.pg_type(), format.format_for(i)));
         }
@@ -195,7 +267,12 @@ impl RowFormat {
         }
         for (f, described) in produced.fields().iter().zip(&self.types) {
             // Only the PostgreSQL type matters (NUMERIC's scale travels with each value).
-            if WireType::of(f.name(), f.data_type())?.pg_type() != described.pg_type() {
+            // A vector's metadata may be lost on the way; its values are an array's.
+            let produced = match (WireType::of_field(f)?, described) {
+                (WireType::Array(e), WireType::Vector(d)) if e == *d => *described,
+                (p, _) => p,
+            };
+            if produced.pg_type() != described.pg_type() {
                 return Err(mismatch());
             }
         }
@@ -226,8 +303,11 @@ impl RowFormat {
         let mut encoder = DataRowEncoder::new(self.fields.clone());
         let mut rows = Vec::with_capacity(batch.num_rows());
         for row in 0..batch.num_rows() {
-            for (field, column) in self.fields.iter().zip(&columns) {
-                let cell = Cell::at(column, row)?;
+            for ((field, column), t) in self.fields.iter().zip(&columns).zip(&self.types) {
+                let cell = match (Cell::at(column, row)?, t) {
+                    (Cell::Array(values, e, _), WireType::Vector(_)) => Cell::Array(values, e, true),
+                    (cell, _) => cell,
+                };
                 encoder
                     .encode_field_with_type_and_format(&cell, field.datatype(), field.format(), &format)
                     .map_err(|e| data_error(format!("column \"{}\": {e}", field.name())))?;
@@ -263,6 +343,8 @@ enum Cell<'a> {
         days: i32,
         micros: i64,
     },
+    /// An array's elements (of its element type's Arrow type); `true` for a vector.
+    Array(ArrayRef, Element, bool),
 }
 
 impl<'a> Cell<'a> {
@@ -293,6 +375,20 @@ impl<'a> Cell<'a> {
                 let v = a.as_primitive::<IntervalMonthDayNanoType>().value(i);
                 Cell::Interval { months: v.months, days: v.days, micros: v.nanoseconds / 1000 }
             }
+            DataType::List(item) => {
+                let element = match WireType::of("", item.data_type())? {
+                    WireType::Array(_) => return Err(SqlError::new(ErrorKind::Internal, "nested array")),
+                    w => match w {
+                        WireType::Bool => Element::Bool,
+                        WireType::Int2 => Element::Int2,
+                        WireType::Int4 => Element::Int4,
+                        WireType::Int8 => Element::Int8,
+                        WireType::Text => Element::Text,
+                        _ => Element::Float8,
+                    },
+                };
+                Cell::Array(a.as_list::<i32>().value(i), element, false)
+            }
             // `RowFormat::encode` casts every column to a wire type's Arrow type first.
             other => return Err(SqlError::new(ErrorKind::Internal, format!("no wire encoding for {other}"))),
         })
@@ -316,6 +412,8 @@ impl<'a> Cell<'a> {
             Cell::Timestamp(_) => Type::TIMESTAMP,
             Cell::TimestampTz(_) => Type::TIMESTAMPTZ,
             Cell::Interval { .. } => Type::INTERVAL,
+            Cell::Array(_, e, false) => WireType::Array(*e).pg_type(),
+            Cell::Array(_, e, true) => WireType::Vector(*e).pg_type(),
         })
     }
 
@@ -352,6 +450,38 @@ impl ToSql for Cell<'_> {
                 out.put_i64(micros);
                 out.put_i32(days);
                 out.put_i32(months);
+            }
+            Cell::Array(ref values, e, vector) => {
+                // PostgreSQL's array_send: dimensions, a has-NULL flag, the element type, each
+                // dimension's length and lower bound, then each element as length and bytes.
+                let elem_type = if vector && e == Element::Int8 { Type::OID } else { e.wire().pg_type() };
+                let n = i32::try_from(values.len()).map_err(|_| "array too long")?;
+                out.put_i32(i32::from(n > 0));
+                out.put_i32(i32::from(values.null_count() > 0));
+                out.put_u32(elem_type.oid());
+                if n > 0 {
+                    out.put_i32(n);
+                    out.put_i32(1);
+                }
+                for j in 0..values.len() {
+                    let cell = Cell::at(values, j).map_err(|e| e.message)?;
+                    let mut buf = BytesMut::new();
+                    let written = match cell {
+                        // An oid is four bytes.
+                        Cell::Int8(v) if elem_type == Type::OID => {
+                            buf.put_u32(u32::try_from(v).map_err(|_| "oid out of range")?);
+                            IsNull::No
+                        }
+                        cell => cell.to_sql(&e.wire().pg_type(), &mut buf)?,
+                    };
+                    match written {
+                        IsNull::Yes => out.put_i32(-1),
+                        IsNull::No => {
+                            out.put_i32(i32::try_from(buf.len()).map_err(|_| "array element too long")?);
+                            out.put_slice(&buf);
+                        }
+                    }
+                }
             }
         }
         Ok(IsNull::No)
@@ -393,6 +523,50 @@ impl ToSqlText for Cell<'_> {
                 out.put_slice(b"+00");
             }
             Cell::Interval { months, days, micros } => out.put_slice(interval_text(months, days, micros).as_bytes()),
+            Cell::Array(ref values, e, true) => {
+                // int2vector_out / oidvector_out: the elements, blank-separated.
+                for j in 0..values.len() {
+                    if j > 0 {
+                        out.put_u8(b' ');
+                    }
+                    let cell = Cell::at(values, j).map_err(|e| e.message)?;
+                    cell.to_sql_text(&e.wire().pg_type(), out, &FormatOptions::default())?;
+                }
+            }
+            Cell::Array(ref values, e, false) => {
+                // PostgreSQL's array_out: `{a,b,NULL}`, an element quoted when it is empty, holds
+                // a delimiter, brace, quote, backslash or blank, or reads as NULL.
+                let elem_type = e.wire().pg_type();
+                out.put_u8(b'{');
+                for j in 0..values.len() {
+                    if j > 0 {
+                        out.put_u8(b',');
+                    }
+                    let cell = Cell::at(values, j).map_err(|e| e.message)?;
+                    let mut buf = BytesMut::new();
+                    if let IsNull::Yes = cell.to_sql_text(&elem_type, &mut buf, &FormatOptions::default())? {
+                        out.put_slice(b"NULL");
+                        continue;
+                    }
+                    let text = String::from_utf8_lossy(&buf);
+                    let quote = text.is_empty()
+                        || text.eq_ignore_ascii_case("null")
+                        || text.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace());
+                    if quote {
+                        out.put_u8(b'"');
+                        for c in text.chars() {
+                            if c == '"' || c == '\\' {
+                                out.put_u8(b'\\');
+                            }
+                            write!(out, "{c}")?;
+                        }
+                        out.put_u8(b'"');
+                    } else {
+                        out.put_slice(text.as_bytes());
+                    }
+                }
+                out.put_u8(b'}');
+            }
         }
         Ok(IsNull::No)
     }
@@ -697,13 +871,16 @@ mod tests {
     }
 
     #[test]
-    fn every_scalar_arrow_type_has_one_wire_type_and_nested_ones_are_refused() {
+    fn every_scalar_arrow_type_has_one_wire_type_lists_are_arrays_and_nested_ones_are_refused() {
         use strata_sql::datafusion::arrow::datatypes::Field;
         assert_eq!(WireType::of("c", &DataType::Int8).unwrap(), WireType::Int2);
         assert_eq!(WireType::of("c", &DataType::UInt32).unwrap(), WireType::Int8);
         assert_eq!(WireType::of("c", &DataType::Utf8View).unwrap(), WireType::Text);
         let list = DataType::List(Arc::new(Field::new("item", DataType::Int64, true)));
-        let e = WireType::of("xs", &list).unwrap_err();
+        assert_eq!(WireType::of("xs", &list).unwrap(), WireType::Array(Element::Int8));
+        assert_eq!(WireType::of("xs", &list).unwrap().pg_type(), Type::INT8_ARRAY);
+        let nested = DataType::List(Arc::new(Field::new("item", list, true)));
+        let e = WireType::of("xs", &nested).unwrap_err();
         assert_eq!(e.kind, ErrorKind::FeatureNotSupported);
         assert!(e.message.contains("\"xs\"") && e.message.contains("List"), "{}", e.message);
     }

@@ -5,6 +5,7 @@
 //! `slt_protocols` runs the project's .slt files through sqllogictest's PostgreSQL engines.
 
 mod elle_pg;
+mod psql_catalog;
 mod slt_protocols;
 mod txn_status;
 mod wire_types;
@@ -334,6 +335,16 @@ fn psycopg_runs_ddl_dml_prepared_statements_and_is_refused_a_wrong_password() {
     let Some(python) = client_env("STRATA_PSYCOPG_PYTHON") else { return };
     let mut cmd = Command::new(python);
     cmd.arg("tests/clients/psycopg_check.py");
+    client_check(cmd);
+}
+
+/// SQLAlchemy's inspector and `MetaData.reflect` over strata's pg_catalog, with the same
+/// interpreter (SQLAlchemy installed beside psycopg).
+#[test]
+fn sqlalchemy_reflects_tables_columns_keys_and_indexes() {
+    let Some(python) = client_env("STRATA_PSYCOPG_PYTHON") else { return };
+    let mut cmd = Command::new(python);
+    cmd.arg("tests/clients/sqlalchemy_check.py");
     client_check(cmd);
 }
 

@@ -103,6 +103,36 @@ fn listed(db: &Db) -> Result<Vec<Listed>, SqlError> {
     Ok(out)
 }
 
+/// An index as the PostgreSQL catalog shows it (`pg_catalog`): its name, its table, its
+/// columns by name, whether it is UNIQUE, and the id of the table holding its entries.
+pub(crate) struct Described {
+    pub(crate) name: String,
+    pub(crate) table: String,
+    pub(crate) columns: Vec<String>,
+    pub(crate) unique: bool,
+    pub(crate) data_id: u32,
+}
+
+/// Every index whose table is still the one it was made for, in name order.
+pub(crate) fn describe_all(db: &Db) -> Result<Vec<Described>, SqlError> {
+    let mut out = Vec::new();
+    for l in listed(db)? {
+        if !l.is_live(db) {
+            continue;
+        }
+        let Ok(data) = db.table(&format!("{DATA_PREFIX}{}", l.name)) else { continue };
+        out.push(Described {
+            data_id: data.info().id,
+            name: l.name,
+            table: l.table,
+            columns: l.columns,
+            unique: l.unique,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
 /// The indexes of `table`.
 pub(crate) fn of_table(db: &Db, table: &Table) -> Result<Vec<Index>, SqlError> {
     let mut out = Vec::new();

@@ -36,6 +36,7 @@ pub mod indexes;
 mod literals;
 mod meta;
 mod names;
+mod pg_catalog;
 mod point;
 mod rewrite;
 mod session;
@@ -120,7 +121,21 @@ struct Shared {
     /// DataFusion's state with the strata catalog; each statement runs on a copy carrying its
     /// snapshot.
     base: SessionState,
+    /// The database's and its owner's names as `pg_catalog` shows them.
+    pg_names: parking_lot::RwLock<(String, String)>,
 }
+
+/// The PostgreSQL version strata's catalogs and `version()` answer as (the catalogs, and what
+/// psql asks of them, are PostgreSQL 15's).
+pub const PG_SERVER_VERSION: &str = "15.0";
+
+/// The Arrow field metadata key naming the PostgreSQL type a column is sent as when its Arrow
+/// type alone does not say (`int2vector`, `oidvector`: lists sent as PostgreSQL sends these).
+pub const PG_TYPE_METADATA: &str = "strata.pg_type";
+
+/// The name the PostgreSQL catalogs give the database (`pg_database`, `current_database()`):
+/// the server accepts any database name a client asks for and serves this one.
+pub const DATABASE_NAME: &str = pg_catalog::DEFAULT_NAME;
 
 impl std::fmt::Debug for SqlEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -150,9 +165,37 @@ impl SqlEngine {
         let ctx = SessionContext::new_with_config(config);
         let catalog = MemoryCatalogProvider::new();
         catalog.register_schema(SCHEMA, Arc::new(catalog::StrataSchema::new(db.clone())))?;
+        let pg = Arc::new(pg_catalog::PgCatalog::new(db.clone()));
+        catalog.register_schema(pg_catalog::SCHEMA, pg.clone())?;
         ctx.register_catalog(CATALOG, Arc::new(catalog));
+        for f in pg_catalog::functions::all(&pg) {
+            ctx.register_udf(f);
+        }
         let templates = parking_lot::Mutex::new(std::collections::HashMap::new());
-        Ok(SqlEngine { shared: Arc::new(Shared { db, templates, base: ctx.state() }) })
+        let default = pg_catalog::DEFAULT_NAME.to_string();
+        let pg_names = parking_lot::RwLock::new((default.clone(), default));
+        let shared = Arc::new(Shared { db, templates, base: ctx.state(), pg_names });
+        let _ = pg.engine.set(Arc::downgrade(&shared));
+        Ok(SqlEngine { shared })
+    }
+
+    /// Names the database and its owner as the PostgreSQL catalogs show them (`pg_database`,
+    /// `pg_get_userbyid`, `current_database()`); both are `strata` unless set. The server sets
+    /// the owner to the user it admits.
+    pub fn set_pg_names(&self, database: &str, owner: &str) {
+        *self.shared.pg_names.write() = (database.to_string(), owner.to_string());
+    }
+
+    /// The database's and its owner's names (see [`SqlEngine::set_pg_names`]).
+    pub(crate) fn pg_names(&self) -> (String, String) {
+        self.shared.pg_names.read().clone()
+    }
+
+    /// The result columns of view `name`'s query, if it plans.
+    pub(crate) async fn view_schema(&self, name: &str) -> Option<SchemaRef> {
+        let sql = format!("SELECT * FROM \"{}\"", name.replace('"', "\"\""));
+        let stmt = self.parse(&sql).ok()?.into_iter().next()?;
+        Box::pin(self.prepare(&stmt)).await.ok()?.output_schema()
     }
 
     /// The database.
@@ -298,6 +341,15 @@ impl SqlEngine {
                     }
                     return Ok(Prepared::Writes { plans, tag: "TRUNCATE TABLE" });
                 }
+                AstStatement::ShowVariable { variable } => {
+                    if let Some((name, value)) = session::show(variable) {
+                        let sql = format!("SELECT '{}' AS \"{name}\"", value.replace('\'', "''"));
+                        let parsed = self.parse(&sql)?;
+                        if let Some(stmt) = parsed.first() {
+                            return Box::pin(self.prepare_inner(stmt, declared, describe)).await;
+                        }
+                    }
+                }
                 // PostgreSQL's upkeep: strata compacts and keeps statistics by itself.
                 AstStatement::Vacuum(_) => return Ok(Prepared::Nothing("VACUUM")),
                 AstStatement::Analyze(_) => return Ok(Prepared::Nothing("ANALYZE")),
@@ -377,6 +429,7 @@ impl SqlEngine {
     /// to their queries too), then the rewrites that keep DataFusion from failing or answering
     /// wrongly; the names its result columns are to be sent under, where they repeat.
     fn rewrite_for_planning(&self, ast: &mut AstStatement) -> Result<Option<names::Renames>, SqlError> {
+        pg_catalog::rewrite::rewrite(ast);
         views::expand(&self.shared.db, ast)?;
         rewrite::in_lists_without_nulls(ast);
         rewrite::function_columns(ast);

@@ -59,6 +59,18 @@ fn view(views: &Table, name: &str) -> Result<Option<View>, SqlError> {
     Ok(Some(View { columns, query: *query }))
 }
 
+/// Every view's name and query text, in name order.
+pub(crate) fn all(db: &Db) -> Result<Vec<(String, String)>, SqlError> {
+    let Some(views) = views_table(db)? else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    for row in views.scan(&strata::KeyRange::all(), &strata::Projection::All, &Default::default())? {
+        if let [Value::Text(name), _, Value::Text(query)] = row?.as_slice() {
+            out.push((name.clone(), query.clone()));
+        }
+    }
+    Ok(out)
+}
+
 /// Whether a view called `name` exists.
 pub(crate) fn exists(db: &Db, name: &str) -> Result<bool, SqlError> {
     match views_table(db)? {

@@ -534,15 +534,25 @@ fn a_type_with_no_postgresql_counterpart_is_refused_with_its_name() {
     let server = super::start(|_| {});
     let mut client = connect(server.addr, "strata", "").unwrap();
     client.batch_execute("CREATE TABLE l (id INT PRIMARY KEY, v INT); INSERT INTO l VALUES (1, 2)").unwrap();
-    for e in [client.query("SELECT array_agg(v) AS vs FROM l", &[]).unwrap_err(), {
-        client.simple_query("SELECT array_agg(v) AS vs FROM l").unwrap_err()
-    }] {
+    // A list of scalars is a PostgreSQL array, in binary and in text.
+    let vs: Vec<i32> = client.query_one("SELECT array_agg(v) AS vs FROM l", &[]).unwrap().get(0);
+    assert_eq!(vs, [2]);
+    let text = client.simple_query("SELECT make_array('a b', NULL, 'c') AS vs").unwrap();
+    let row = text.iter().find_map(|m| match m {
+        postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+        _ => None,
+    });
+    assert_eq!(row.as_deref(), Some("{\"a b\",NULL,c}"));
+    // A list of lists is not.
+    let nested = "SELECT make_array(array_agg(v)) AS vs FROM l";
+    for e in [client.query(nested, &[]).unwrap_err(), client.simple_query(nested).unwrap_err()] {
         assert_eq!(e.code().map(|c| c.code()), Some("0A000"), "{e}");
         let message = e.as_db_error().map(|d| d.message().to_string()).unwrap_or_default();
         assert!(message.contains("\"vs\"") && message.contains("List"), "{message}");
     }
     // In a multi-statement query the statements before it stay applied and answered.
-    let messages = client.simple_query("INSERT INTO l VALUES (2, 3); SELECT array_agg(v) FROM l").unwrap_err();
+    let messages =
+        client.simple_query("INSERT INTO l VALUES (2, 3); SELECT make_array(array_agg(v)) FROM l").unwrap_err();
     assert_eq!(messages.code().map(|c| c.code()), Some("0A000"), "{messages}");
     assert_eq!(client.query_one("SELECT count(*) FROM l", &[]).unwrap().get::<_, i64>(0), 2);
     // The connection stays usable.
