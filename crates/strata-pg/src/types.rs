@@ -81,17 +81,33 @@ pub(crate) enum Element {
     Int2,
     Int4,
     Int8,
+    Float4,
     Float8,
     Text,
 }
 
 impl Element {
+    /// The element type of arrays of `w`, if arrays of it are sent.
+    fn of(w: WireType) -> Option<Element> {
+        Some(match w {
+            WireType::Bool => Element::Bool,
+            WireType::Int2 => Element::Int2,
+            WireType::Int4 => Element::Int4,
+            WireType::Int8 => Element::Int8,
+            WireType::Float4 => Element::Float4,
+            WireType::Float8 => Element::Float8,
+            WireType::Text => Element::Text,
+            _ => return None,
+        })
+    }
+
     fn wire(self) -> WireType {
         match self {
             Element::Bool => WireType::Bool,
             Element::Int2 => WireType::Int2,
             Element::Int4 => WireType::Int4,
             Element::Int8 => WireType::Int8,
+            Element::Float4 => WireType::Float4,
             Element::Float8 => WireType::Float8,
             Element::Text => WireType::Text,
         }
@@ -136,23 +152,15 @@ impl WireType {
             DataType::Interval(_) | DataType::Duration(_) => WireType::Interval,
             DataType::Dictionary(_, values) => WireType::of(name, values)?,
             DataType::List(item) | DataType::LargeList(item) => {
-                let element = match WireType::of(name, item.data_type())? {
-                    WireType::Bool => Element::Bool,
-                    WireType::Int2 => Element::Int2,
-                    WireType::Int4 => Element::Int4,
-                    WireType::Int8 => Element::Int8,
-                    WireType::Float4 | WireType::Float8 => Element::Float8,
-                    WireType::Text => Element::Text,
-                    _ => {
-                        return Err(SqlError::new(
-                            ErrorKind::FeatureNotSupported,
-                            format!(
-                                "column \"{name}\" is a list of {}, which strata's PostgreSQL server cannot send; \
-                                 cast it to text",
-                                item.data_type()
-                            ),
-                        ))
-                    }
+                let Some(element) = Element::of(WireType::of(name, item.data_type())?) else {
+                    return Err(SqlError::new(
+                        ErrorKind::FeatureNotSupported,
+                        format!(
+                            "column \"{name}\" is a list of {}, which strata's PostgreSQL server cannot send; \
+                             cast it to text",
+                            item.data_type()
+                        ),
+                    ));
                 };
                 WireType::Array(element)
             }
@@ -189,6 +197,7 @@ impl WireType {
             WireType::Array(Element::Int2) => Type::INT2_ARRAY,
             WireType::Array(Element::Int4) => Type::INT4_ARRAY,
             WireType::Array(Element::Int8) => Type::INT8_ARRAY,
+            WireType::Array(Element::Float4) => Type::FLOAT4_ARRAY,
             WireType::Array(Element::Float8) => Type::FLOAT8_ARRAY,
             WireType::Array(Element::Text) => Type::TEXT_ARRAY,
             WireType::Vector(Element::Int2) => Type::INT2_VECTOR,
@@ -376,17 +385,8 @@ impl<'a> Cell<'a> {
                 Cell::Interval { months: v.months, days: v.days, micros: v.nanoseconds / 1000 }
             }
             DataType::List(item) => {
-                let element = match WireType::of("", item.data_type())? {
-                    WireType::Array(_) => return Err(SqlError::new(ErrorKind::Internal, "nested array")),
-                    w => match w {
-                        WireType::Bool => Element::Bool,
-                        WireType::Int2 => Element::Int2,
-                        WireType::Int4 => Element::Int4,
-                        WireType::Int8 => Element::Int8,
-                        WireType::Text => Element::Text,
-                        _ => Element::Float8,
-                    },
-                };
+                let element = Element::of(WireType::of("", item.data_type())?)
+                    .ok_or_else(|| SqlError::new(ErrorKind::Internal, format!("no wire encoding for {item}")))?;
                 Cell::Array(a.as_list::<i32>().value(i), element, false)
             }
             // `RowFormat::encode` casts every column to a wire type's Arrow type first.

@@ -543,6 +543,16 @@ fn a_type_with_no_postgresql_counterpart_is_refused_with_its_name() {
         _ => None,
     });
     assert_eq!(row.as_deref(), Some("{\"a b\",NULL,c}"));
+    // REAL elements stay REAL (0.1 is not widened to 0.10000000149011612).
+    let reals = "SELECT make_array(CAST(0.1 AS REAL), CAST(2.5 AS REAL)) AS fs";
+    let fs: Vec<f32> = client.query_one(reals, &[]).unwrap().get(0);
+    assert_eq!(fs, [0.1f32, 2.5]);
+    let text = client.simple_query(reals).unwrap();
+    let row = text.iter().find_map(|m| match m {
+        postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+        _ => None,
+    });
+    assert_eq!(row.as_deref(), Some("{0.1,2.5}"));
     // A list of lists is not.
     let nested = "SELECT make_array(array_agg(v)) AS vs FROM l";
     for e in [client.query(nested, &[]).unwrap_err(), client.simple_query(nested).unwrap_err()] {

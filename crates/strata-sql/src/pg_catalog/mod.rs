@@ -279,7 +279,11 @@ impl Model {
 
 /// An index's `pg_class` row; its columns are the indexed columns of the table.
 fn index_relation(oid: i64, name: String, table_columns: &[Attr], index: IndexOf) -> Relation {
-    let columns = index.keys.iter().filter_map(|&k| table_columns.get(k as usize - 1).cloned()).collect();
+    let columns = index
+        .keys
+        .iter()
+        .filter_map(|&k| usize::try_from(k).ok()?.checked_sub(1).and_then(|i| table_columns.get(i)).cloned())
+        .collect();
     Relation { oid, name, kind: RelKind::Index, columns, index: Some(index), has_index: false, view_query: None }
 }
 
