@@ -37,7 +37,7 @@ const SYNC: strata::WriteOptions = strata::WriteOptions { sync: true };
 /// Entries written per batch when an index is filled.
 const FILL_BATCH: usize = 8192;
 /// The prefix of an index's own table.
-const DATA_PREFIX: &str = "__strata_index_";
+pub(crate) const DATA_PREFIX: &str = "__strata_index_";
 
 /// One index of a table.
 #[derive(Clone)]

@@ -1,6 +1,6 @@
-//! psql's `\d`, `\dt`, `\di`, `\dv`, `\d TABLE` and `\l` against strata and against a real
-//! PostgreSQL 15 with the same schema: what psql prints must be the same, character for
-//! character (`\l` compares its columns and the row of the database both serve, since
+//! psql's `\d`, `\dt`, `\di`, `\dv`, `\d TABLE`, `\d+ TABLE`, `\dn`, `\du` and `\l` against strata
+//! and against a real PostgreSQL 15 with the same schema: what psql prints must be the same,
+//! character for character (`\l` compares its columns and the row of the database both serve, since
 //! PostgreSQL also lists its template databases). psql builds these from `pg_catalog` queries
 //! (`pg_class`, `pg_attribute`, `pg_index`, `pg_constraint`, policies, publications,
 //! inheritance, ...), so this checks strata's catalogs through the client that reads them most.
@@ -40,6 +40,10 @@ const COMMANDS: &[&str] = &[
     "\\d \"Mixed Case\"",
     "\\d big",
     "\\dt orders",
+    "\\d+ orders",
+    "\\d+ nokey",
+    "\\dn",
+    "\\du",
 ];
 
 /// psql's output for `args` against `url` (psql's own settings ignored, errors on stderr).

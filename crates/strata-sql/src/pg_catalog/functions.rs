@@ -228,6 +228,7 @@ fn pg_get_viewdef(call: &mut Call<'_>, args: &[ScalarValue]) -> DfResult<ScalarV
 fn pg_get_userbyid(call: &mut Call<'_>, args: &[ScalarValue]) -> DfResult<ScalarValue> {
     Ok(match int(args.first()) {
         Some(super::OWNER_OID) => text(call.catalog.names().1),
+        Some(super::DATABASE_OWNER_OID) => text("pg_database_owner"),
         Some(oid) => text(format!("unknown (OID={oid})")),
         None => NULL_TEXT,
     })
@@ -377,6 +378,80 @@ fn current_setting(_: &mut Call<'_>, args: &[ScalarValue]) -> DfResult<ScalarVal
     }
 }
 
+/// The bytes of strata table `name`'s files (0 for a table not found).
+fn table_bytes(stats: &strata::Stats, name: &str) -> i64 {
+    let t = stats.tables.iter().find(|t| t.name == name);
+    t.map_or(0, |t| t.levels.iter().map(|l| l.bytes).sum::<u64>()) as i64
+}
+
+/// The bytes a relation's files take: a table's own files (`pg_table_size`,
+/// `pg_relation_size`), with its secondary indexes' (`pg_total_relation_size`), or its
+/// indexes' alone (`pg_indexes_size`). A primary key's index is part of its table's files (0).
+fn relation_bytes(
+    call: &mut Call<'_>,
+    oid: Option<i64>,
+    with_table: bool,
+    with_indexes: bool,
+) -> DfResult<ScalarValue> {
+    let Some(oid) = oid else { return Ok(ScalarValue::Int64(None)) };
+    let stats = call.catalog.db.stats();
+    let model = call.model()?;
+    let Some(r) = model.relation(oid) else { return Ok(ScalarValue::Int64(None)) };
+    let own = |r: &super::Relation| match (&r.kind, &r.index) {
+        (super::RelKind::Table, _) => table_bytes(&stats, &r.name),
+        (super::RelKind::Index, Some(ix)) if !ix.primary => {
+            table_bytes(&stats, &format!("{}{}", crate::indexes::DATA_PREFIX, r.name))
+        }
+        _ => 0,
+    };
+    let mut bytes = if with_table { own(r) } else { 0 };
+    if with_indexes && r.kind == super::RelKind::Table {
+        bytes += model
+            .relations
+            .iter()
+            .filter(|i| i.index.as_ref().is_some_and(|ix| ix.table_oid == r.oid))
+            .map(own)
+            .sum::<i64>();
+    }
+    Ok(ScalarValue::Int64(Some(bytes)))
+}
+
+fn pg_relation_size(call: &mut Call<'_>, args: &[ScalarValue]) -> DfResult<ScalarValue> {
+    relation_bytes(call, int(args.first()), true, false)
+}
+
+fn pg_total_relation_size(call: &mut Call<'_>, args: &[ScalarValue]) -> DfResult<ScalarValue> {
+    relation_bytes(call, int(args.first()), true, true)
+}
+
+fn pg_indexes_size(call: &mut Call<'_>, args: &[ScalarValue]) -> DfResult<ScalarValue> {
+    relation_bytes(call, int(args.first()), false, true)
+}
+
+/// A byte count as PostgreSQL's `pg_size_pretty` writes it: bytes below 10 kB, then kB, MB, GB
+/// and TB, each rounded half away from zero, past 10,240 of the unit before.
+pub(crate) fn size_pretty(bytes: i64) -> String {
+    const LIMIT: i64 = 10 * 1024;
+    const LIMIT2: i64 = LIMIT * 2 - 1;
+    let half_rounded = |x: i64| (x + if x < 0 { -1 } else { 1 }) / 2;
+    if bytes.abs() < LIMIT {
+        return format!("{bytes} bytes");
+    }
+    // One extra bit is kept for rounding.
+    let mut size = bytes >> 9;
+    for unit in ["kB", "MB", "GB"] {
+        if size.abs() < LIMIT2 {
+            return format!("{} {unit}", half_rounded(size));
+        }
+        size >>= 10;
+    }
+    format!("{} TB", half_rounded(size))
+}
+
+fn pg_size_pretty(_: &mut Call<'_>, args: &[ScalarValue]) -> DfResult<ScalarValue> {
+    Ok(int(args.first()).map_or(NULL_TEXT, |b| text(size_pretty(b))))
+}
+
 fn version(_: &mut Call<'_>, _: &[ScalarValue]) -> DfResult<ScalarValue> {
     Ok(text(format!(
         "PostgreSQL {} (strata {}, DataFusion 55), compiled by rustc, 64-bit",
@@ -415,6 +490,11 @@ pub(crate) fn all(catalog: &Arc<PgCatalog>) -> Vec<ScalarUDF> {
         ("current_database", &[0], DataType::Utf8, database),
         ("version", &[0], DataType::Utf8, version),
         ("current_setting", &[1, 2], DataType::Utf8, current_setting),
+        ("pg_table_size", &[1], DataType::Int64, pg_relation_size),
+        ("pg_relation_size", &[1, 2], DataType::Int64, pg_relation_size),
+        ("pg_total_relation_size", &[1], DataType::Int64, pg_total_relation_size),
+        ("pg_indexes_size", &[1], DataType::Int64, pg_indexes_size),
+        ("pg_size_pretty", &[1], DataType::Utf8, pg_size_pretty),
         ("pg_strata_relname", &[1], DataType::Utf8, relname),
         ("pg_strata_relation_oid", &[1], DataType::Int64, relation_oid),
         ("pg_strata_type_oid", &[1], DataType::Int64, type_oid),
@@ -445,6 +525,18 @@ mod tests {
         assert_eq!(format_type(1700, Some((10 << 16 | 2) + 4)), "numeric(10,2)");
         assert_eq!(format_type(1007, None), "integer[]");
         assert_eq!(format_type(99_999, None), "???");
+    }
+
+    #[test]
+    fn sizes_are_written_as_pg_size_pretty_writes_them() {
+        assert_eq!(size_pretty(0), "0 bytes");
+        assert_eq!(size_pretty(10_239), "10239 bytes");
+        assert_eq!(size_pretty(10_240), "10 kB");
+        assert_eq!(size_pretty(16_384), "16 kB");
+        assert_eq!(size_pretty(1_000_000), "977 kB");
+        assert_eq!(size_pretty(20_971_520), "20 MB");
+        assert_eq!(size_pretty(10_737_418_240), "10 GB");
+        assert_eq!(size_pretty(-20_000), "-20 kB");
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub(crate) const NS_PUBLIC: i64 = 2200;
 const NS_INFORMATION_SCHEMA: i64 = 13_000;
 /// The oid of the owner of everything (PostgreSQL's bootstrap superuser).
 pub(crate) const OWNER_OID: i64 = 10;
+/// The oid of the role that owns schema `public`, as in PostgreSQL 15 (`pg_database_owner`:
+/// whoever owns the database).
+pub(crate) const DATABASE_OWNER_OID: i64 = 6171;
 /// The oid of the one database.
 const DATABASE_OID: i64 = 5;
 /// Access methods: tables are `heap`, indexes `btree`, as PostgreSQL's defaults.
@@ -484,22 +487,25 @@ impl PgCatalog {
             }
             "pg_roles" => {
                 let (_, owner) = self.names();
-                let t = true;
-                vec![vec![
-                    owner.into(),
-                    t.into(),
-                    t.into(),
-                    t.into(),
-                    t.into(),
-                    t.into(),
-                    t.into(),
-                    Cell::Int(-1),
-                    "********".into(),
-                    Cell::Null,
-                    t.into(),
-                    Cell::Null,
-                    OWNER_OID.into(),
-                ]]
+                let role = |name: String, oid: i64, powers: bool| {
+                    let p = Cell::Bool(powers);
+                    vec![
+                        name.into(),
+                        p.clone(),
+                        true.into(),
+                        p.clone(),
+                        p.clone(),
+                        p.clone(),
+                        p.clone(),
+                        Cell::Int(-1),
+                        "********".into(),
+                        Cell::Null,
+                        p,
+                        Cell::Null,
+                        oid.into(),
+                    ]
+                };
+                vec![role(owner, OWNER_OID, true), role("pg_database_owner".into(), DATABASE_OWNER_OID, false)]
             }
             "pg_user" => {
                 let (_, owner) = self.names();
@@ -547,10 +553,14 @@ impl SchemaProvider for PgCatalog {
 
 /// `pg_namespace`'s rows.
 fn namespaces() -> Vec<Vec<Cell>> {
-    [(NS_PG_CATALOG, "pg_catalog"), (NS_PUBLIC, "public"), (NS_INFORMATION_SCHEMA, "information_schema")]
-        .into_iter()
-        .map(|(oid, name)| vec![oid.into(), name.into(), OWNER_OID.into(), Cell::Null])
-        .collect()
+    [
+        (NS_PG_CATALOG, "pg_catalog", OWNER_OID),
+        (NS_PUBLIC, "public", DATABASE_OWNER_OID),
+        (NS_INFORMATION_SCHEMA, "information_schema", OWNER_OID),
+    ]
+    .into_iter()
+    .map(|(oid, name, owner)| vec![oid.into(), name.into(), owner.into(), Cell::Null])
+    .collect()
 }
 
 /// `pg_class`'s rows.

@@ -14,7 +14,9 @@
 //!   `SELECT NULL AS name, ... WHERE false` with the same column names, and a scalar subquery
 //!   over such a block is NULL, `EXISTS` of it false. psql's `\d` asks about policies,
 //!   publications and inheritance with array constructions DataFusion cannot plan; for strata
-//!   their answer is known without planning them.
+//!   their answer is known without planning them. `unnest` of a catalog column strata always
+//!   leaves NULL (`reloptions`, ...) is such a block too, and `ARRAY(subquery)` of one is an
+//!   empty array.
 
 use std::ops::ControlFlow;
 
@@ -112,6 +114,11 @@ impl VisitorMut for Catalogs {
             }
             Expr::Subquery(q) if is_known_empty(&q.body) => *expr = null(),
             Expr::Subquery(q) => one_row_of_catalogs(q),
+            Expr::Function(f) if last_name(&f.name).as_deref() == Some("array") => {
+                if matches!(&f.args, FunctionArguments::Subquery(q) if is_known_empty(&q.body)) {
+                    *expr = empty_text_array();
+                }
+            }
             Expr::Function(f) if last_name(&f.name).as_deref() == Some("generate_subscripts") => {
                 if let Some(replacement) = subscripts(f) {
                     *expr = replacement;
@@ -322,9 +329,39 @@ fn aggregates(select: &Select) -> bool {
     v.found
 }
 
+/// `ARRAY[]::TEXT[]`, what `ARRAY(subquery)` is over a subquery with no rows.
+fn empty_text_array() -> Expr {
+    Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(call("make_array", Vec::new())),
+        data_type: DataType::Array(ArrayElemTypeDef::SquareBracket(Box::new(DataType::Text), None)),
+        array: false,
+        format: None,
+    }
+}
+
+/// Catalog columns strata always leaves NULL (options and access lists): `unnest` of one has
+/// no rows.
+const NULL_COLUMNS: &[&str] = &["reloptions", "relacl", "attoptions", "attacl", "nspacl", "datacl", "spcoptions"];
+
+/// Whether `factor` is `unnest(c)` of a column in [`NULL_COLUMNS`].
+fn unnests_null(factor: &TableFactor) -> bool {
+    let TableFactor::Table { name, args: Some(args), .. } = factor else { return false };
+    if last_name(name).as_deref() != Some("unnest") {
+        return false;
+    }
+    let column = match args.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::CompoundIdentifier(parts)))] => parts.last(),
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Identifier(i)))] => Some(i),
+        _ => None,
+    };
+    column.is_some_and(|c| NULL_COLUMNS.contains(&c.value.to_lowercase().as_str()))
+}
+
 fn is_empty_factor(factor: &TableFactor) -> bool {
     match factor {
         TableFactor::Derived { subquery, .. } => is_known_empty(&subquery.body),
+        other if unnests_null(other) => true,
         other => catalog_of(other).is_some_and(|c| ALWAYS_EMPTY.contains(&c.as_str())),
     }
 }
