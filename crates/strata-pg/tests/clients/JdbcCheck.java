@@ -175,6 +175,42 @@ public class JdbcCheck {
         }
     }
 
+    /** DatabaseMetaData, which tools such as DBeaver browse a database by: pgjdbc reads it from pg_catalog. */
+    static void checkMetadata(Connection conn) throws SQLException {
+        try (Statement st = conn.createStatement()) {
+            st.execute("CREATE TABLE meta (a INT, b VARCHAR(12) NOT NULL, c DOUBLE PRECISION, PRIMARY KEY (a, b))");
+            st.execute("CREATE INDEX meta_c ON meta (c)");
+            st.execute("CREATE VIEW meta_view AS SELECT a, c FROM meta");
+        }
+        java.sql.DatabaseMetaData md = conn.getMetaData();
+        java.util.List<String> tables = new java.util.ArrayList<>();
+        try (ResultSet rs = md.getTables(null, "public", "meta%", new String[] {"TABLE", "VIEW"})) {
+            while (rs.next()) tables.add(rs.getString("TABLE_NAME") + ":" + rs.getString("TABLE_TYPE"));
+        }
+        check(tables.equals(java.util.List.of("meta:TABLE", "meta_view:VIEW")), "getTables " + tables);
+        java.util.List<String> columns = new java.util.ArrayList<>();
+        try (ResultSet rs = md.getColumns(null, "public", "meta", "%")) {
+            while (rs.next()) {
+                columns.add(rs.getString("COLUMN_NAME") + ":" + rs.getString("TYPE_NAME") + ":" + rs.getInt("COLUMN_SIZE")
+                        + ":" + rs.getString("IS_NULLABLE"));
+            }
+        }
+        check(columns.equals(java.util.List.of("a:int4:10:NO", "b:varchar:12:NO", "c:float8:17:YES")), "getColumns " + columns);
+        java.util.List<String> key = new java.util.ArrayList<>();
+        try (ResultSet rs = md.getPrimaryKeys(null, "public", "meta")) {
+            while (rs.next()) key.add(rs.getString("COLUMN_NAME") + ":" + rs.getInt("KEY_SEQ") + ":" + rs.getString("PK_NAME"));
+        }
+        check(key.equals(java.util.List.of("a:1:meta_pkey", "b:2:meta_pkey")), "getPrimaryKeys " + key);
+        java.util.List<String> indexes = new java.util.ArrayList<>();
+        try (ResultSet rs = md.getIndexInfo(null, "public", "meta", false, false)) {
+            while (rs.next()) {
+                indexes.add(rs.getString("INDEX_NAME") + ":" + rs.getString("COLUMN_NAME") + ":" + rs.getBoolean("NON_UNIQUE"));
+            }
+        }
+        java.util.Collections.sort(indexes);
+        check(indexes.equals(java.util.List.of("meta_c:c:true", "meta_pkey:a:false", "meta_pkey:b:false")), "getIndexInfo " + indexes);
+    }
+
     public static void main(String[] args) throws Exception {
         String url = "jdbc:postgresql://" + args[0] + ":" + args[1] + "/app";
         Properties props = new Properties();
@@ -242,6 +278,7 @@ public class JdbcCheck {
             }
             checkTransactions(conn, url, props);
             checkTypes(conn);
+            checkMetadata(conn);
         }
         props.setProperty("password", args[2] + "x");
         try (Connection conn = DriverManager.getConnection(url, props)) {

@@ -463,6 +463,6 @@ pub(crate) const ALWAYS_EMPTY: &[&str] = &[
 ];
 
 /// The columns of catalog `name`, if `pg_catalog` has it.
-pub(super) fn columns_of(name: &str) -> Option<Columns> {
+pub(crate) fn columns_of(name: &str) -> Option<Columns> {
     CATALOGS.iter().find(|(n, _)| *n == name).map(|(_, c)| *c)
 }

@@ -266,9 +266,11 @@ fn unqualified(name: &str) -> String {
 }
 
 /// The oid of a catalog (`'pg_catalog.pg_class'::regclass`), as PostgreSQL numbers the ones
-/// clients name (in `pg_description.classoid` conditions); other catalogs get 1.
+/// clients name (in `pg_description.classoid` conditions), with or without the schema; other
+/// catalogs get 1.
 fn catalog_oid(name: &str) -> Option<i64> {
-    let bare = name.strip_prefix("pg_catalog.")?;
+    let qualified = name.strip_prefix("pg_catalog.");
+    let bare = qualified.unwrap_or(name);
     Some(match bare {
         "pg_class" => 1259,
         "pg_attribute" => 1249,
@@ -279,7 +281,8 @@ fn catalog_oid(name: &str) -> Option<i64> {
         "pg_description" => 2609,
         "pg_proc" => 1255,
         "pg_database" => 1262,
-        _ => 1,
+        _ if qualified.is_some() || super::columns::columns_of(bare).is_some() => 1,
+        _ => return None,
     })
 }
 
@@ -362,6 +365,41 @@ fn public(_: &mut Call<'_>, _: &[ScalarValue]) -> DfResult<ScalarValue> {
 fn search_path(_: &mut Call<'_>, _: &[ScalarValue]) -> DfResult<ScalarValue> {
     let items = [text("pg_catalog"), text("public")];
     Ok(ScalarValue::List(ScalarValue::new_list_nullable(&items, &DataType::Utf8)))
+}
+
+/// The element type of `pg_strata_expandarray`'s result: an element and its 1-based position.
+fn expanded_element() -> DataType {
+    DataType::Struct(vec![Field::new("x", DataType::Int64, true), Field::new("n", DataType::Int64, true)].into())
+}
+
+/// `information_schema._pg_expandarray(a)` before its `unnest`: the list of (element,
+/// position) pairs of `a` (pgjdbc reads primary keys through it).
+fn expandarray(_: &mut Call<'_>, args: &[ScalarValue]) -> DfResult<ScalarValue> {
+    use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, StructArray};
+    let element = expanded_element();
+    let DataType::Struct(fields) = &element else { return exec_err!("expandarray's element is a struct") };
+    let values: Vec<Option<i64>> = match args.first() {
+        Some(ScalarValue::List(list)) if !list.is_null(0) => {
+            let items = datafusion::arrow::compute::cast(&list.value(0), &DataType::Int64)?;
+            let items = items.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+            (0..items.len()).map(|i| (!items.is_null(i)).then(|| items.value(i))).collect()
+        }
+        _ => return Ok(ScalarValue::try_from(DataType::List(Arc::new(Field::new("item", element, true))))?),
+    };
+    let items: Vec<ScalarValue> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let x: ArrayRef = Arc::new(Int64Array::from(vec![*v]));
+            let n: ArrayRef = Arc::new(Int64Array::from(vec![i as i64 + 1]));
+            ScalarValue::Struct(Arc::new(StructArray::new(fields.clone(), vec![x, n], None)))
+        })
+        .collect();
+    Ok(ScalarValue::List(ScalarValue::new_list_nullable(&items, &element)))
+}
+
+fn user(call: &mut Call<'_>, _: &[ScalarValue]) -> DfResult<ScalarValue> {
+    Ok(text(call.catalog.names().1))
 }
 
 fn database(call: &mut Call<'_>, _: &[ScalarValue]) -> DfResult<ScalarValue> {
@@ -488,6 +526,8 @@ pub(crate) fn all(catalog: &Arc<PgCatalog>) -> Vec<ScalarUDF> {
         ("current_schema", &[0], DataType::Utf8, public),
         ("current_schemas", &[1], list(DataType::Utf8), search_path),
         ("current_database", &[0], DataType::Utf8, database),
+        ("pg_strata_user", &[0], DataType::Utf8, user),
+        ("pg_strata_expandarray", &[1], list(expanded_element()), expandarray),
         ("version", &[0], DataType::Utf8, version),
         ("current_setting", &[1, 2], DataType::Utf8, current_setting),
         ("pg_table_size", &[1], DataType::Int64, pg_relation_size),

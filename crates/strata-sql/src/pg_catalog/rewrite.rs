@@ -9,6 +9,10 @@
 //!   `int4` and the like are their SQL types; `x::regclass` is the relation's name for an oid and
 //!   its oid for a quoted name (`pg_strata_relname`, `pg_strata_relation_oid`), and
 //!   `::regtype`/`::regnamespace`/`::regrole` likewise;
+//! - `current_catalog`, `current_schema`, `current_user`, `session_user` and `current_role`
+//!   without parentheses are the functions they name (the user is the server's one user);
+//!   `generate_subscripts(a, 1)`, `information_schema._pg_expandarray(a)` (pgjdbc) and
+//!   `(composite).field` are spelled as DataFusion has them;
 //! - a query block that joins (not outer-joins) a catalog strata keeps always empty
 //!   ([`ALWAYS_EMPTY`]) and aggregates nothing has no rows, whatever else it says: it becomes
 //!   `SELECT NULL AS name, ... WHERE false` with the same column names, and a scalar subquery
@@ -21,7 +25,7 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    ArrayElemTypeDef, BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg, FunctionArgExpr,
+    AccessExpr, ArrayElemTypeDef, BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg, FunctionArgExpr,
     FunctionArgumentList, FunctionArguments, GroupByExpr, Ident, JoinOperator, ObjectName, ObjectNamePart, Query,
     Select, SelectItem, SetExpr, SetOperator, Statement, TableFactor, Value, Visit, VisitMut, Visitor, VisitorMut,
 };
@@ -104,6 +108,24 @@ impl VisitorMut for Catalogs {
                     }
                 }
             }
+            // SQL's niladic functions, which PostgreSQL takes without parentheses.
+            Expr::Identifier(i) if i.quote_style.is_none() => {
+                if let Some(f) = niladic(&i.value) {
+                    *expr = call(f, Vec::new());
+                }
+            }
+            Expr::Function(f) if matches!(f.args, FunctionArguments::None) && f.name.0.len() == 1 => {
+                if let Some(name) = last_name(&f.name).as_deref().and_then(niladic) {
+                    *expr = call(name, Vec::new());
+                }
+            }
+            // `(composite).field`, which DataFusion takes as `get_field(composite, 'field')`.
+            Expr::CompoundFieldAccess { root, access_chain } if matches!(root.as_ref(), Expr::Nested(_)) => {
+                if let [AccessExpr::Dot(Expr::Identifier(field))] = access_chain.as_slice() {
+                    let name = Expr::Value(Value::SingleQuotedString(field.value.to_lowercase()).into());
+                    *expr = call("get_field", vec![std::mem::replace(root.as_mut(), null()), name]);
+                }
+            }
             Expr::Collate { expr: inner, .. } => {
                 *expr = std::mem::replace(inner.as_mut(), null());
             }
@@ -117,6 +139,13 @@ impl VisitorMut for Catalogs {
             Expr::Function(f) if last_name(&f.name).as_deref() == Some("array") => {
                 if matches!(&f.args, FunctionArguments::Subquery(q) if is_known_empty(&q.body)) {
                     *expr = empty_text_array();
+                }
+            }
+            Expr::Function(f) if last_name(&f.name).as_deref() == Some("_pg_expandarray") => {
+                if let FunctionArguments::List(list) = &f.args {
+                    if let [FunctionArg::Unnamed(FunctionArgExpr::Expr(array))] = list.args.as_slice() {
+                        *expr = call("unnest", vec![call("pg_strata_expandarray", vec![array.clone()])]);
+                    }
                 }
             }
             Expr::Function(f) if last_name(&f.name).as_deref() == Some("generate_subscripts") => {
@@ -134,6 +163,16 @@ impl VisitorMut for Catalogs {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// The function a niladic SQL function (`current_catalog`, `current_user`, ...) is.
+fn niladic(name: &str) -> Option<&'static str> {
+    Some(match name.to_ascii_lowercase().as_str() {
+        "current_catalog" => "current_database",
+        "current_schema" => "current_schema",
+        "current_user" | "session_user" | "current_role" | "user" => "pg_strata_user",
+        _ => return None,
+    })
 }
 
 fn operator(op: &str) -> Option<BinaryOperator> {
