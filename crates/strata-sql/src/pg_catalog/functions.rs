@@ -384,7 +384,7 @@ fn expandarray(_: &mut Call<'_>, args: &[ScalarValue]) -> DfResult<ScalarValue> 
             let items = items.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
             (0..items.len()).map(|i| (!items.is_null(i)).then(|| items.value(i))).collect()
         }
-        _ => return Ok(ScalarValue::try_from(DataType::List(Arc::new(Field::new("item", element, true))))?),
+        _ => return ScalarValue::try_from(DataType::List(Arc::new(Field::new("item", element, true)))),
     };
     let items: Vec<ScalarValue> = values
         .iter()
