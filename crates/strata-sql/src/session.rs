@@ -27,16 +27,14 @@ pub(crate) fn check(set: &Set) -> Result<(), SqlError> {
 
 /// What `SHOW variable` answers (the result column's name and the value), for the settings
 /// drivers ask about when they connect (SQLAlchemy asks for the isolation level and
-/// `standard_conforming_strings`); `None` for any other.
+/// `standard_conforming_strings`); `None` for any other. (Not the server's version, which
+/// pgwire announces at startup as its own, nor the read-only mode, which depends on the block.)
 pub(crate) fn show(variable: &[datafusion::sql::sqlparser::ast::Ident]) -> Option<(&'static str, String)> {
     let words: Vec<String> = variable.iter().map(|i| i.value.to_ascii_lowercase()).collect();
     Some(match words.join(" ").as_str() {
         "transaction isolation level" | "transaction_isolation" => ("transaction_isolation", "repeatable read".into()),
         "default_transaction_isolation" => ("default_transaction_isolation", "repeatable read".into()),
-        "transaction_read_only" => ("transaction_read_only", "off".into()),
         "standard_conforming_strings" => ("standard_conforming_strings", "on".into()),
-        "server_version" => ("server_version", crate::PG_SERVER_VERSION.into()),
-        "server_version_num" => ("server_version_num", "150000".into()),
         "server_encoding" => ("server_encoding", "UTF8".into()),
         "client_encoding" => ("client_encoding", "UTF8".into()),
         "datestyle" => ("DateStyle", "ISO, MDY".into()),
