@@ -518,14 +518,25 @@ impl Session {
                     return Err(no_savepoint(name));
                 };
                 savepoints.truncate(i + 1);
-                if let Some(cell) = &tx {
-                    cell.write(|t| {
+                let rolled = match &tx {
+                    Some(cell) => cell.write(|t| {
                         t.rollback_to(&savepoints[i].1);
                         Ok(())
-                    })?;
+                    }),
+                    None => Ok(()),
+                };
+                let block = State::Block { read_only, tx, savepoints };
+                match rolled {
+                    Ok(()) => {
+                        self.set(state, block);
+                        done(c.tag)
+                    }
+                    // The block is not lost with the error: it fails, as after any failed statement.
+                    Err(e) => {
+                        self.set(state, State::Failed(Some(Box::new(block))));
+                        Err(e.into())
+                    }
                 }
-                self.set(state, State::Block { read_only, tx, savepoints });
-                done(c.tag)
             }
             ControlKind::Commit => {
                 let old = std::mem::replace(state, State::Idle);

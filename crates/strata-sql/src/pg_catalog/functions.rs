@@ -19,11 +19,12 @@ use datafusion::logical_expr::{
 
 use super::{IndexOf, Model, PgCatalog, Relation, NS_PUBLIC, TYPES};
 
-/// What a function reads: the catalog, and the model of the database loaded on first use by
-/// one evaluation.
+/// What a function reads: the catalog, and the model of the database and its statistics, each
+/// loaded on first use by one evaluation (not once per row).
 struct Call<'a> {
     catalog: &'a PgCatalog,
     model: Option<Model>,
+    stats: Option<strata::Stats>,
 }
 
 impl Call<'_> {
@@ -32,6 +33,18 @@ impl Call<'_> {
             self.model = Some(Model::load(&self.catalog.db)?);
         }
         self.model.as_ref().map_or_else(|| exec_err!("pg_catalog model not loaded"), Ok)
+    }
+
+    /// The model and the database's statistics (for the size functions).
+    fn model_and_stats(&mut self) -> DfResult<(&Model, &strata::Stats)> {
+        self.model()?;
+        if self.stats.is_none() {
+            self.stats = Some(self.catalog.db.stats());
+        }
+        match (&self.model, &self.stats) {
+            (Some(m), Some(s)) => Ok((m, s)),
+            _ => exec_err!("pg_catalog statistics not loaded"),
+        }
     }
 }
 
@@ -78,7 +91,7 @@ impl ScalarUDFImpl for PgFunction {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let mut call = Call { catalog: &self.catalog, model: None };
+        let mut call = Call { catalog: &self.catalog, model: None, stats: None };
         let scalars = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
         let row = |i: usize| -> DfResult<Vec<ScalarValue>> {
             args.args
@@ -432,13 +445,12 @@ fn relation_bytes(
     with_indexes: bool,
 ) -> DfResult<ScalarValue> {
     let Some(oid) = oid else { return Ok(ScalarValue::Int64(None)) };
-    let stats = call.catalog.db.stats();
-    let model = call.model()?;
+    let (model, stats) = call.model_and_stats()?;
     let Some(r) = model.relation(oid) else { return Ok(ScalarValue::Int64(None)) };
     let own = |r: &super::Relation| match (&r.kind, &r.index) {
-        (super::RelKind::Table, _) => table_bytes(&stats, &r.name),
+        (super::RelKind::Table, _) => table_bytes(stats, &r.name),
         (super::RelKind::Index, Some(ix)) if !ix.primary => {
-            table_bytes(&stats, &format!("{}{}", crate::indexes::DATA_PREFIX, r.name))
+            table_bytes(stats, &format!("{}{}", crate::indexes::DATA_PREFIX, r.name))
         }
         _ => 0,
     };

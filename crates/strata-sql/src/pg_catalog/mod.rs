@@ -626,13 +626,21 @@ fn storage(type_oid: i64) -> (i64, bool, &'static str, &'static str) {
     }
 }
 
+/// The collation of values of type `type_oid`: text types have the default one (100).
+fn collation(type_oid: i64) -> i64 {
+    if matches!(type_oid, 19 | 25 | 1042 | 1043) {
+        100
+    } else {
+        0
+    }
+}
+
 /// `pg_attribute`'s rows: every relation's columns, numbered from 1.
 fn attributes(model: &Model) -> Vec<Vec<Cell>> {
     let mut rows = Vec::new();
     for r in &model.relations {
         for (i, a) in r.columns.iter().enumerate() {
             let (len, byval, align, storage) = storage(a.type_oid);
-            let collation = if matches!(a.type_oid, 25 | 1042 | 1043) { 100 } else { 0 };
             let f = false;
             rows.push(vec![
                 r.oid.into(),
@@ -656,7 +664,7 @@ fn attributes(model: &Model) -> Vec<Vec<Cell>> {
                 f.into(),
                 true.into(),
                 Cell::Int(0),
-                Cell::Int(collation),
+                Cell::Int(collation(a.type_oid)),
                 Cell::Null,
                 Cell::Null,
                 Cell::Null,
@@ -693,9 +701,7 @@ fn index_rows(model: &Model) -> Vec<Vec<Cell>> {
             t.into(),
             f.into(),
             Cell::Ints(keys),
-            Cell::Ints(
-                r.columns.iter().map(|a| if matches!(a.type_oid, 25 | 1042 | 1043) { 100 } else { 0 }).collect(),
-            ),
+            Cell::Ints(r.columns.iter().map(|a| collation(a.type_oid)).collect()),
             Cell::Ints(vec![0; ix.keys.len()]),
             Cell::Ints(vec![0; ix.keys.len()]),
             Cell::Null,
@@ -781,9 +787,8 @@ fn types() -> Vec<Vec<Cell>> {
             1186 => "T",
             _ => "U",
         };
-        let collation = if matches!(oid, 25 | 1042 | 1043 | 19) { 100 } else { 0 };
-        rows.push(type_row(oid, name, len, byval, "b", category, 0, array, align, storage, collation));
-        rows.push(type_row(array, &format!("_{name}"), -1, false, "b", "A", oid, 0, align, "x", collation));
+        rows.push(type_row(oid, name, len, byval, "b", category, 0, array, align, storage, collation(oid)));
+        rows.push(type_row(array, &format!("_{name}"), -1, false, "b", "A", oid, 0, align, "x", collation(oid)));
     }
     rows
 }
