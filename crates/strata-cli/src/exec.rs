@@ -265,7 +265,7 @@ impl Session {
                     Some(Json::Bool(b)) => *b,
                     Some(_) => return Err(CliError::bad("field `read_only` must be true or false")),
                 };
-                let tx = self.db.begin(&TxnOptions { read_only })?;
+                let tx = self.db.begin(&TxnOptions { read_only, ..Default::default() })?;
                 let seq = tx.snapshot_seq();
                 self.txns.insert(name.to_owned(), tx);
                 Ok(answer("seq", Json::from(seq)))

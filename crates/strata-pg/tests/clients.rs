@@ -6,6 +6,7 @@
 
 mod elle_pg;
 mod psql_catalog;
+mod row_locks;
 mod slt_protocols;
 mod txn_status;
 mod wire_types;
@@ -277,7 +278,8 @@ fn psql_runs_transaction_blocks_a_failed_block_and_a_conflict_retry() {
         "INSERT INTO t VALUES (1, 9)",
         "SELECT 1",
         "COMMIT",
-        "BEGIN",
+        // Under READ COMMITTED the other connection would wait for this block's row.
+        "BEGIN ISOLATION LEVEL REPEATABLE READ",
         "UPDATE t SET n = n + 10 WHERE id = 1",
         &other,
         "COMMIT",

@@ -176,7 +176,7 @@ impl Database {
     #[pyo3(signature = (*, read_only = false))]
     fn transaction(slf: &Bound<'_, Self>, read_only: bool) -> PyResult<crate::txn::Transaction> {
         let (db, _) = slf.get().handles()?;
-        let tx = db.begin(&strata::TxnOptions { read_only }).map_err(errors::engine)?;
+        let tx = db.begin(&strata::TxnOptions { read_only, ..Default::default() }).map_err(errors::engine)?;
         Ok(crate::txn::Transaction::new(tx, slf.clone().unbind()))
     }
 

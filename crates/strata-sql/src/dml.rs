@@ -13,6 +13,10 @@
 //! primary key constraint does (`INSERT OR REPLACE INTO` overwrites instead): present as the
 //! transaction sees the table. A key another transaction committed after the snapshot is not
 //! seen, but writing it conflicts (40001), so two concurrent inserts of one key never both land.
+//!
+//! Under READ COMMITTED an UPDATE or DELETE locks the rows its input plan yields before it
+//! writes them, and where another transaction committed one of them after the statement's
+//! snapshot it runs the plan again at a new snapshot ([`run_locked`]); see `txn.rs`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -42,6 +46,39 @@ pub(crate) struct Done {
 async fn run(state: &SessionState, plan: LogicalPlan) -> Result<Vec<RecordBatch>, SqlError> {
     let physical = state.create_physical_plan(&plan).await?;
     Ok(datafusion::physical_plan::collect(physical, state.task_ctx()).await?)
+}
+
+/// How many times an UPDATE or DELETE runs again at a new snapshot because rows it was to
+/// change were committed by others meanwhile (READ COMMITTED), before it fails with 40001.
+const RESTARTS: usize = 100;
+
+/// Runs `plan`, whose first columns are `table`'s key, and locks the rows it yields (see
+/// [`crate::txn::lock_rows`]). Where another transaction committed one of them after the
+/// statement's snapshot, the statement reads again at a new snapshot, still holding the locks,
+/// so that it changes the rows as they are now (READ COMMITTED), as PostgreSQL's re-check of
+/// an updated row does.
+async fn run_locked(
+    state: &SessionState,
+    plan: &LogicalPlan,
+    table: &Table,
+    tx: &Arc<TxnCell>,
+) -> Result<Vec<RecordBatch>, SqlError> {
+    let key_len = table.schema().primary_key().len();
+    for _ in 0..RESTARTS {
+        let batches = run(state, plan.clone()).await?;
+        let keys: Vec<Vec<Value>> = batches
+            .iter()
+            .flat_map(|b| (0..b.num_rows()).map(move |i| (0..key_len).map(|c| value_at(b.column(c), i)).collect()))
+            .collect();
+        if !crate::txn::lock_rows(tx, table, keys).await? {
+            return Ok(batches);
+        }
+        crate::txn::restart_statement(tx)?;
+    }
+    Err(SqlError::new(
+        ErrorKind::SerializationFailure,
+        format!("rows of {} kept changing under the statement: it read them again {RESTARTS} times", table.name()),
+    ))
 }
 
 fn rows(batches: &[RecordBatch]) -> impl Iterator<Item = Vec<Value>> + '_ {
@@ -134,7 +171,7 @@ pub(crate) async fn execute(
     db: &Arc<Db>,
     state: &SessionState,
     dml: &DmlStatement,
-    tx: &TxnCell,
+    tx: &Arc<TxnCell>,
 ) -> Result<Done, SqlError> {
     let table = db.table(dml.table_name.table())?;
     let target = Target::new(db, table);
@@ -284,7 +321,7 @@ async fn delete(
     table: &Table,
     dml: &DmlStatement,
     input: LogicalPlan,
-    tx: &TxnCell,
+    tx: &Arc<TxnCell>,
 ) -> Result<u64, SqlError> {
     let keys: Vec<Expr> = table
         .schema()
@@ -293,7 +330,7 @@ async fn delete(
         .map(|&k| Expr::Column(Column::new(Some(dml.table_name.clone()), &table.schema().columns()[k].name)))
         .collect();
     let plan = LogicalPlanBuilder::from(input).project(keys)?.build()?;
-    let batches = run(state, plan).await?;
+    let batches = run_locked(state, &plan, table, tx).await?;
     let keys: Vec<Vec<Value>> = rows(&batches).collect();
     let mut seen = HashSet::new();
     let changes: Vec<Change> = keys.iter().filter(|k| seen.insert(key_id(k))).map(|k| Change::Delete(k)).collect();
@@ -307,7 +344,7 @@ async fn update(
     state: &SessionState,
     target: &Target,
     dml: &DmlStatement,
-    tx: &TxnCell,
+    tx: &Arc<TxnCell>,
 ) -> Result<Done, SqlError> {
     let table = &target.table;
     // DataFusion plans an UPDATE as a projection with one expression per column: the column
@@ -355,7 +392,7 @@ async fn update(
     }
     let input = with_hidden_scans(db, table, p.input.as_ref().clone())?;
     let plan = LogicalPlanBuilder::from(input).project(exprs)?.build()?;
-    let batches = run(state, plan).await?;
+    let batches = run_locked(state, &plan, table, tx).await?;
 
     let mut targets = HashSet::new();
     let mut changes: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();

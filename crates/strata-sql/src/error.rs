@@ -49,6 +49,9 @@ pub enum ErrorKind {
     /// A transaction lost to a concurrent one (or was open too long to be checked): running it
     /// again may succeed.
     SerializationFailure,
+    /// 40P01: a row lock's wait would never end (its holder waits for the waiter): running the
+    /// transaction again may succeed.
+    DeadlockDetected,
     /// A statement in a transaction block that an earlier failed statement ended.
     InFailedTransaction,
     /// A statement that cannot run inside a transaction block (DDL), or a setting that must come
@@ -90,6 +93,7 @@ impl ErrorKind {
             ErrorKind::WrongObjectType => "42809",
             ErrorKind::OutOfMemory => "53200",
             ErrorKind::SerializationFailure => "40001",
+            ErrorKind::DeadlockDetected => "40P01",
             ErrorKind::InFailedTransaction => "25P02",
             ErrorKind::ActiveTransaction => "25001",
             ErrorKind::ReadOnlyTransaction => "25006",
@@ -151,6 +155,7 @@ impl SqlError {
             E::InvalidArgument(_) => ErrorKind::InvalidStatement,
             E::OutOfMemory(_) => ErrorKind::OutOfMemory,
             E::Conflict { .. } | E::TxnTooOld { .. } | E::TableChanged { .. } => ErrorKind::SerializationFailure,
+            E::Deadlock { .. } => ErrorKind::DeadlockDetected,
             E::Io { .. } => ErrorKind::Io,
             _ => ErrorKind::Internal,
         };

@@ -342,6 +342,9 @@ impl SqlEngine {
                     return Ok(Prepared::Writes { plans, tag: "TRUNCATE TABLE" });
                 }
                 AstStatement::ShowVariable { variable } => {
+                    if let Some(show) = session::show_of_session(variable) {
+                        return Ok(show);
+                    }
                     if let Some((name, value)) = session::show(variable) {
                         let sql = format!("SELECT '{}' AS \"{name}\"", value.replace('\'', "''"));
                         let parsed = self.parse(&sql)?;
@@ -634,6 +637,14 @@ pub enum Prepared {
     /// A statement strata takes and has nothing to do for (`VACUUM`, `ANALYZE`): it answers
     /// with this command tag.
     Nothing(&'static str),
+    /// `SHOW` of a setting the session answers (the isolation level): one text column of this
+    /// name.
+    Show {
+        /// The result column's name.
+        column: &'static str,
+        /// The session's default (`default_transaction_isolation`) rather than its block's.
+        default: bool,
+    },
     /// Several writes run as one statement, all or none (`TRUNCATE a, b`).
     Writes {
         /// The DML plans, run in order.
@@ -683,6 +694,7 @@ impl Prepared {
             | Prepared::Ddl(_)
             | Prepared::Set
             | Prepared::Nothing(_)
+            | Prepared::Show { .. }
             | Prepared::CopyIn(_)
             | Prepared::Named(_)
             | Prepared::Bound(_)
@@ -736,6 +748,7 @@ impl Prepared {
             | Prepared::Named(_)
             | Prepared::Writes { .. } => None,
             Prepared::Bound(b) => b.statement.output_schema(),
+            Prepared::Show { column, .. } => Some(session::show_schema(column)),
             Prepared::Point(p) => p.output_schema(),
             Prepared::Plan { schema, .. } => schema.clone(),
         }

@@ -616,6 +616,20 @@ impl Point {
         Ok(Some(key))
     }
 
+    /// The table it reads or writes.
+    pub(crate) fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// For an UPDATE, the key of the row it writes with `params` bound (`None` for a query, and
+    /// when no row can have the key).
+    pub(crate) fn update_key(&self, params: Option<&ParamValues>) -> Result<Option<Vec<Value>>, SqlError> {
+        match self.kind {
+            Kind::Update { .. } => self.bound_key(params),
+            Kind::Select { .. } => Ok(None),
+        }
+    }
+
     /// Runs the statement with `params` bound, reading at `reads` (`None`: the newest data,
     /// for a query outside a block). An UPDATE writes into the transaction `reads` holds.
     ///

@@ -25,6 +25,24 @@ pub(crate) fn check(set: &Set) -> Result<(), SqlError> {
     }
 }
 
+/// `SHOW` of a setting the session itself answers: the isolation level of its block, or its
+/// default (see [`crate::Session`]).
+pub(crate) fn show_of_session(variable: &[datafusion::sql::sqlparser::ast::Ident]) -> Option<crate::Prepared> {
+    let words: Vec<String> = variable.iter().map(|i| i.value.to_ascii_lowercase()).collect();
+    let (column, default) = match words.join(" ").as_str() {
+        "transaction isolation level" | "transaction_isolation" => ("transaction_isolation", false),
+        "default_transaction_isolation" => ("default_transaction_isolation", true),
+        _ => return None,
+    };
+    Some(crate::Prepared::Show { column, default })
+}
+
+/// The result of a session's `SHOW`: one text column.
+pub(crate) fn show_schema(column: &str) -> datafusion::arrow::datatypes::SchemaRef {
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    std::sync::Arc::new(Schema::new(vec![Field::new(column, DataType::Utf8, false)]))
+}
+
 /// What `SHOW variable` answers (the result column's name and the value), for the settings
 /// drivers ask about when they connect (SQLAlchemy asks for the isolation level and
 /// `standard_conforming_strings`); `None` for any other. (Not the server's version, which
@@ -32,8 +50,6 @@ pub(crate) fn check(set: &Set) -> Result<(), SqlError> {
 pub(crate) fn show(variable: &[datafusion::sql::sqlparser::ast::Ident]) -> Option<(&'static str, String)> {
     let words: Vec<String> = variable.iter().map(|i| i.value.to_ascii_lowercase()).collect();
     Some(match words.join(" ").as_str() {
-        "transaction isolation level" | "transaction_isolation" => ("transaction_isolation", "repeatable read".into()),
-        "default_transaction_isolation" => ("default_transaction_isolation", "repeatable read".into()),
         "standard_conforming_strings" => ("standard_conforming_strings", "on".into()),
         "server_encoding" => ("server_encoding", "UTF8".into()),
         "client_encoding" => ("client_encoding", "UTF8".into()),

@@ -9,11 +9,20 @@
 //! (SQLSTATE 40001). A statement that fails inside a block fails the block: later statements get
 //! 25P02 until `COMMIT` or `ROLLBACK` ends it (a `COMMIT` then rolls back, as PostgreSQL's does).
 //!
-//! REPEATABLE READ is strata's snapshot isolation, as it is PostgreSQL's; READ COMMITTED (and
-//! READ UNCOMMITTED) run as it, which is stronger than asked. SERIALIZABLE is refused rather than
-//! silently weakened. Where PostgreSQL makes a second writer of a row wait for the first, strata
-//! never waits: the write fails at once with 40001 when the row was committed after the block's
-//! snapshot, and of two blocks still open the first to commit wins.
+//! READ COMMITTED is the default, as in PostgreSQL: each statement of a block reads a new
+//! snapshot. REPEATABLE READ is strata's snapshot isolation, as it is PostgreSQL's: every
+//! statement reads the block's first snapshot. READ UNCOMMITTED runs as READ COMMITTED, as in
+//! PostgreSQL; SERIALIZABLE is refused rather than silently weakened.
+//!
+//! Under READ COMMITTED, UPDATE and DELETE lock the rows they change until the block ends
+//! ([`strata::Transaction::lock`]), so a second writer of a row waits for the first, as in
+//! PostgreSQL; when the first commits, the statement runs again at a new snapshot (keeping the
+//! locks it holds) and changes the row as committed, so no update is lost and none fails. A wait
+//! that would never end fails with 40P01. Under REPEATABLE READ strata never waits, where
+//! PostgreSQL waits and then fails if the holder committed: the write fails at once with 40001
+//! when the row was committed after the block's snapshot, and of two blocks still open the first
+//! to commit wins. INSERT takes no lock: of two blocks inserting one key, the second to commit
+//! fails with 40001 (PostgreSQL's would wait, then fail with 23505).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -24,7 +33,7 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::sqlparser::ast::{
     Set, Statement as AstStatement, TransactionAccessMode, TransactionIsolationLevel, TransactionMode,
 };
-use strata::{Transaction, TxnOptions, WriteOptions};
+use strata::{Isolation, Locked, Table, Transaction, TxnOptions, Value, WriteOptions};
 
 use crate::error::{ErrorKind, SqlError};
 use crate::{CopyIn, Named, Output, Prepared, SqlEngine};
@@ -68,15 +77,15 @@ pub struct TxnControl {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum ControlKind {
-    /// `BEGIN` / `START TRANSACTION`, with an access mode if one was given.
-    Begin { read_only: Option<bool> },
+    /// `BEGIN` / `START TRANSACTION`, with an access mode and an isolation level if given.
+    Begin { read_only: Option<bool>, isolation: Option<Isolation> },
     /// `COMMIT` / `END`.
     Commit,
     /// `ROLLBACK` / `ABORT`.
     Rollback,
     /// `SET TRANSACTION` (this block) or `SET SESSION CHARACTERISTICS AS TRANSACTION` (later
     /// blocks and statements).
-    Set { read_only: Option<bool>, isolation: bool, session: bool },
+    Set { read_only: Option<bool>, isolation: Option<Isolation>, session: bool },
     /// `SAVEPOINT name`: remembers the block's writes so far under `name`.
     Savepoint(String),
     /// `RELEASE [SAVEPOINT] name`: forgets `name` and the savepoints set after it.
@@ -95,9 +104,9 @@ pub(crate) fn control(ast: &AstStatement) -> Result<Option<TxnControl>, SqlError
                     "{ast}: strata takes BEGIN [ISOLATION LEVEL ...] [READ ONLY]"
                 )));
             }
-            let (read_only, _) = modes_of(modes)?;
+            let (read_only, isolation) = modes_of(modes)?;
             TxnControl {
-                kind: ControlKind::Begin { read_only },
+                kind: ControlKind::Begin { read_only, isolation },
                 tag: if *begin { "BEGIN" } else { "START TRANSACTION" },
             }
         }
@@ -136,11 +145,10 @@ pub(crate) fn control(ast: &AstStatement) -> Result<Option<TxnControl>, SqlError
     Ok(Some(c))
 }
 
-/// A mode list's access mode and whether it names an isolation level (one strata runs as
-/// snapshot isolation; SERIALIZABLE is refused).
-fn modes_of(modes: &[TransactionMode]) -> Result<(Option<bool>, bool), SqlError> {
+/// A mode list's access mode and isolation level (SERIALIZABLE is refused).
+fn modes_of(modes: &[TransactionMode]) -> Result<(Option<bool>, Option<Isolation>), SqlError> {
     let mut read_only = None;
-    let mut isolation = false;
+    let mut isolation = None;
     for m in modes {
         match m {
             TransactionMode::AccessMode(a) => read_only = Some(*a == TransactionAccessMode::ReadOnly),
@@ -150,7 +158,12 @@ fn modes_of(modes: &[TransactionMode]) -> Result<(Option<bool>, bool), SqlError>
                      allows write skew; it refuses SERIALIZABLE rather than run it weaker than asked",
                 ))
             }
-            TransactionMode::IsolationLevel(_) => isolation = true,
+            TransactionMode::IsolationLevel(
+                TransactionIsolationLevel::RepeatableRead | TransactionIsolationLevel::Snapshot,
+            ) => isolation = Some(Isolation::Snapshot),
+            TransactionMode::IsolationLevel(
+                TransactionIsolationLevel::ReadCommitted | TransactionIsolationLevel::ReadUncommitted,
+            ) => isolation = Some(Isolation::ReadCommitted),
         }
     }
     Ok((read_only, isolation))
@@ -205,6 +218,7 @@ enum State {
     /// A block; its transaction begins at its first statement.
     Block {
         read_only: bool,
+        isolation: Isolation,
         tx: Option<Arc<TxnCell>>,
         /// Its savepoints, oldest first, with the writes held when each was set.
         savepoints: Vec<(String, strata::Savepoint)>,
@@ -233,6 +247,9 @@ pub struct Session {
     /// Blocks and autocommit writes are read-only (`SET SESSION CHARACTERISTICS AS TRANSACTION
     /// READ ONLY`).
     default_read_only: Arc<AtomicBool>,
+    /// Blocks and autocommit writes run under REPEATABLE READ (`SET SESSION CHARACTERISTICS AS
+    /// TRANSACTION ISOLATION LEVEL REPEATABLE READ`) rather than READ COMMITTED.
+    default_repeatable_read: Arc<AtomicBool>,
     /// The statements SQL's `PREPARE` named, by name.
     named: Arc<parking_lot::Mutex<HashMap<String, Arc<Prepared>>>>,
 }
@@ -273,6 +290,7 @@ impl Session {
             state: Arc::new(tokio::sync::Mutex::new(State::Idle)),
             mirror: Arc::new(Mirror::default()),
             default_read_only: Arc::new(AtomicBool::new(false)),
+            default_repeatable_read: Arc::new(AtomicBool::new(false)),
             named: Arc::default(),
         }
     }
@@ -420,6 +438,16 @@ impl Session {
             }
             return self.name(named);
         }
+        if let Prepared::Show { column, default } = prepared {
+            if matches!(*state, State::Failed(_)) {
+                return Err(in_failed_block());
+            }
+            let schema = crate::session::show_schema(column);
+            let value = datafusion::arrow::array::StringArray::from(vec![self.isolation_shown(&state, *default)]);
+            let batch = datafusion::arrow::record_batch::RecordBatch::try_new(schema.clone(), vec![Arc::new(value)])
+                .map_err(|e| SqlError::new(ErrorKind::Internal, e.to_string()))?;
+            return Ok(Output::Rows { schema, batches: vec![batch] });
+        }
         match &*state {
             State::Failed(_) => Err(in_failed_block()),
             State::Idle => self.autocommit(prepared, params).await,
@@ -463,13 +491,14 @@ impl Session {
     async fn control(&self, state: &mut State, c: &TxnControl) -> Result<Output, SqlError> {
         let done = |tag| Ok(Output::Command { tag, rows: 0 });
         match c.kind.clone() {
-            ControlKind::Begin { read_only } => match state {
+            ControlKind::Begin { read_only, isolation } => match state {
                 // PostgreSQL warns and goes on; the block stays as it is.
                 State::Block { .. } => done(c.tag),
                 State::Failed(_) => Err(in_failed_block()),
                 State::Idle => {
                     let read_only = read_only.unwrap_or(self.default_read_only.load(Ordering::Acquire));
-                    self.set(state, State::Block { read_only, tx: None, savepoints: Vec::new() });
+                    let isolation = isolation.unwrap_or_else(|| self.default_isolation());
+                    self.set(state, State::Block { read_only, isolation, tx: None, savepoints: Vec::new() });
                     done(c.tag)
                 }
             },
@@ -509,12 +538,13 @@ impl Session {
                     State::Idle => return Err(outside_block("ROLLBACK TO SAVEPOINT")),
                     other => other,
                 };
-                let State::Block { read_only, tx, mut savepoints } = block else {
+                let State::Block { read_only, isolation, tx, mut savepoints } = block else {
                     self.set(state, State::Failed(None));
                     return Err(no_savepoint(name));
                 };
                 let Some(i) = savepoints.iter().rposition(|(n, _)| n == name) else {
-                    self.set(state, State::Failed(Some(Box::new(State::Block { read_only, tx, savepoints }))));
+                    let block = State::Block { read_only, isolation, tx, savepoints };
+                    self.set(state, State::Failed(Some(Box::new(block))));
                     return Err(no_savepoint(name));
                 };
                 savepoints.truncate(i + 1);
@@ -525,7 +555,7 @@ impl Session {
                     }),
                     None => Ok(()),
                 };
-                let block = State::Block { read_only, tx, savepoints };
+                let block = State::Block { read_only, isolation, tx, savepoints };
                 match rolled {
                     Ok(()) => {
                         self.set(state, block);
@@ -552,11 +582,12 @@ impl Session {
                     }
                 }
             }
-            // The isolation level was checked when planning: each one strata takes runs as
-            // snapshot isolation.
-            ControlKind::Set { read_only, session: true, .. } => {
+            ControlKind::Set { read_only, isolation, session: true } => {
                 if let Some(r) = read_only {
                     self.default_read_only.store(r, Ordering::Release);
+                }
+                if let Some(i) = isolation {
+                    self.default_repeatable_read.store(i == Isolation::Snapshot, Ordering::Release);
                 }
                 done(c.tag)
             }
@@ -564,8 +595,8 @@ impl Session {
                 // Outside a block it has no effect (PostgreSQL warns).
                 State::Idle => done(c.tag),
                 State::Failed(_) => Err(in_failed_block()),
-                State::Block { read_only: ro, tx, .. } => {
-                    if tx.is_some() && isolation {
+                State::Block { read_only: ro, isolation: level, tx, .. } => {
+                    if tx.is_some() && isolation.is_some() {
                         let e = SqlError::new(
                             ErrorKind::ActiveTransaction,
                             "SET TRANSACTION ISOLATION LEVEL must be called before any query",
@@ -584,6 +615,9 @@ impl Session {
                         }
                         *ro = r;
                     }
+                    if let Some(i) = isolation {
+                        *level = i;
+                    }
                     done(c.tag)
                 }
             },
@@ -597,11 +631,11 @@ impl Session {
         prepared: &Prepared,
         params: Option<ParamValues>,
     ) -> Result<Output, SqlError> {
-        let State::Block { read_only, tx, .. } = state else {
+        let State::Block { read_only, isolation, tx, .. } = state else {
             return Err(SqlError::new(ErrorKind::Internal, "not in a transaction block"));
         };
         let plan = match prepared {
-            Prepared::Control(_) | Prepared::Named(_) | Prepared::Bound(_) => {
+            Prepared::Control(_) | Prepared::Named(_) | Prepared::Bound(_) | Prepared::Show { .. } => {
                 return Err(SqlError::new(ErrorKind::Internal, "a session statement as a plan"))
             }
             Prepared::Set => return Ok(Output::Command { tag: "SET", rows: 0 }),
@@ -621,9 +655,16 @@ impl Session {
             Prepared::Writes { plans, tag } => Work::Plans(plans, tag),
         };
         let cell = match tx {
-            Some(cell) => cell.clone(),
+            Some(cell) => {
+                // READ COMMITTED: this statement sees every commit before it.
+                cell.write(|t| {
+                    t.new_statement();
+                    Ok(())
+                })?;
+                cell.clone()
+            }
             None => {
-                let opts = TxnOptions { read_only: *read_only };
+                let opts = TxnOptions { read_only: *read_only, isolation: *isolation };
                 let cell = TxnCell::new(self.engine.db().begin(&opts)?);
                 *tx = Some(cell.clone());
                 cell
@@ -645,10 +686,32 @@ impl Session {
         self.execute_prepared(&Prepared::CopyIn(Box::new(with_rows)), None).await
     }
 
+    /// The isolation level of blocks that name none, and of statements outside blocks.
+    fn default_isolation(&self) -> Isolation {
+        if self.default_repeatable_read.load(Ordering::Acquire) {
+            Isolation::Snapshot
+        } else {
+            Isolation::ReadCommitted
+        }
+    }
+
+    /// What `SHOW transaction_isolation` (or, with `default`, `default_transaction_isolation`)
+    /// answers now, as PostgreSQL names the levels.
+    fn isolation_shown(&self, state: &State, default: bool) -> &'static str {
+        let level = match state {
+            State::Block { isolation, .. } if !default => *isolation,
+            _ => self.default_isolation(),
+        };
+        match level {
+            Isolation::Snapshot => "repeatable read",
+            Isolation::ReadCommitted => "read committed",
+        }
+    }
+
     /// A statement outside a block: its own transaction.
     async fn autocommit(&self, prepared: &Prepared, params: Option<ParamValues>) -> Result<Output, SqlError> {
         let plan = match prepared {
-            Prepared::Control(_) | Prepared::Named(_) | Prepared::Bound(_) => {
+            Prepared::Control(_) | Prepared::Named(_) | Prepared::Bound(_) | Prepared::Show { .. } => {
                 return Err(SqlError::new(ErrorKind::Internal, "a session statement as a plan"))
             }
             Prepared::Set => return Ok(Output::Command { tag: "SET", rows: 0 }),
@@ -670,7 +733,8 @@ impl Session {
         // Nothing of the statement was seen before its commit: a conflict runs it again.
         let mut tries = 0;
         loop {
-            let cell = TxnCell::new(self.engine.db().begin(&TxnOptions::default())?);
+            let opts = TxnOptions { read_only: false, isolation: self.default_isolation() };
+            let cell = TxnCell::new(self.engine.db().begin(&opts)?);
             let out = match plan.run(&self.engine, Reads::Txn(cell.clone())).await {
                 Err(e) if e.kind == ErrorKind::SerializationFailure && tries < strata::TXN_RETRIES => {
                     tries += 1;
@@ -710,7 +774,15 @@ impl Work<'_> {
     async fn run(&self, engine: &SqlEngine, reads: Reads) -> Result<Output, SqlError> {
         match (self, reads) {
             (Work::Plan(plan, names), reads) => engine.run_plan(plan, *names, reads).await,
-            (Work::Point(p, params), reads) => p.run(engine.db(), params.as_ref(), Some(&reads)),
+            (Work::Point(p, params), reads) => {
+                // An UPDATE locks its row before it reads it.
+                if let (Reads::Txn(cell), Some(key)) = (&reads, p.update_key(params.as_ref())?) {
+                    if lock_rows(cell, p.table(), vec![key]).await? {
+                        restart_statement(cell)?;
+                    }
+                }
+                p.run(engine.db(), params.as_ref(), Some(&reads))
+            }
             (Work::Plans(plans, tag), Reads::Txn(cell)) => {
                 for plan in plans.iter() {
                     engine.run_plan(plan, None, Reads::Txn(cell.clone())).await?;
@@ -742,6 +814,40 @@ fn bind(plan: &LogicalPlan, params: Option<ParamValues>) -> Result<LogicalPlan, 
         None => plan.clone(),
         Some(params) => plan.clone().with_param_values(params)?,
     })
+}
+
+/// Under READ COMMITTED, locks the rows of `table` with `keys` for the statement's transaction
+/// (see [`strata::Transaction::lock`]), waiting for another holder off the async threads, and
+/// returns whether another transaction committed one of them after the statement's snapshot:
+/// the statement then reads again at a new snapshot. Under REPEATABLE READ it does nothing.
+pub(crate) async fn lock_rows(cell: &Arc<TxnCell>, table: &Table, keys: Vec<Vec<Value>>) -> Result<bool, SqlError> {
+    if cell.read(|tx| Ok(tx.isolation()))? != Isolation::ReadCommitted {
+        return Ok(false);
+    }
+    let mut changed = false;
+    for key in keys {
+        let locked = match cell.write(|tx| tx.try_lock(table, &key))? {
+            Some(locked) => locked,
+            None => {
+                let (cell, table) = (cell.clone(), table.clone());
+                tokio::task::spawn_blocking(move || cell.write(|tx| tx.lock(&table, &key)))
+                    .await
+                    .map_err(|e| SqlError::new(ErrorKind::Internal, format!("row lock task failed: {e}")))??
+            }
+        };
+        changed |= locked == Locked::Changed;
+    }
+    Ok(changed)
+}
+
+/// Moves the statement's transaction to a new snapshot (READ COMMITTED), to run the statement
+/// again after [`lock_rows`] found a row changed.
+pub(crate) fn restart_statement(cell: &TxnCell) -> Result<(), SqlError> {
+    cell.write(|tx| {
+        tx.new_statement();
+        Ok(())
+    })?;
+    Ok(())
 }
 
 /// Commits `tx` off the async threads (a commit may wait for a sync to disk).

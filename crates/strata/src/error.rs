@@ -83,6 +83,19 @@ pub enum Error {
         /// The row's key, as values.
         key: String,
     },
+    /// A transaction was to wait for a row lock ([`Transaction::lock`](crate::Transaction::lock))
+    /// whose holder waits, directly or through others, for a row it holds: the wait would never
+    /// end, so it was refused. Roll the transaction back (releasing its locks) and run it again.
+    #[error(
+        "deadlock: waiting for row {key} of table `{table}` would never end, as its holder waits for a row \
+         this transaction holds; roll the transaction back and retry it"
+    )]
+    Deadlock {
+        /// Table name.
+        table: String,
+        /// The row's key, as values.
+        key: String,
+    },
     /// A transaction stayed open so long that the commits after its snapshot no longer fit the
     /// memory kept for checking them ([`Options::txn_window_bytes`](crate::Options::txn_window_bytes)),
     /// so it cannot be checked; nothing of it was written.
@@ -144,17 +157,20 @@ impl Error {
             Error::OutOfMemory(_) => "out_of_memory",
             Error::Conflict { .. } => "conflict",
             Error::TxnTooOld { .. } => "txn_too_old",
+            Error::Deadlock { .. } => "deadlock",
             Error::IngestConflict { .. } => "ingest_conflict",
             Error::TableChanged { .. } => "table_changed",
         }
     }
 
     /// True when running the transaction (or ingest) again may succeed: [`Error::Conflict`],
-    /// [`Error::TxnTooOld`] and [`Error::IngestConflict`].
+    /// [`Error::Deadlock`], [`Error::TxnTooOld`], [`Error::IngestConflict`] and
+    /// [`Error::TableChanged`].
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
             Error::Conflict { .. }
+                | Error::Deadlock { .. }
                 | Error::TxnTooOld { .. }
                 | Error::IngestConflict { .. }
                 | Error::TableChanged { .. }

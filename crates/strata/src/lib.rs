@@ -35,9 +35,9 @@ pub mod vfs;
 mod write;
 
 pub use db::{
-    Advice, AdviseOptions, AsOf, ColumnWorkload, Db, Engine, GroupStats, HeatBucket, History, IngestStats, KeyRange,
-    LevelAdvice, LevelStats, LineageStats, Options, Projection, ReadOptions, Savepoint, ScanIter, Stats, Table,
-    TableInfo, TableOptions, TableStats, TierStats, Transaction, TxnOptions, WorkloadStats, WriteOptions,
+    Advice, AdviseOptions, AsOf, ColumnWorkload, Db, Engine, GroupStats, HeatBucket, History, IngestStats, Isolation,
+    KeyRange, LevelAdvice, LevelStats, LineageStats, Locked, Options, Projection, ReadOptions, Savepoint, ScanIter,
+    Stats, Table, TableInfo, TableOptions, TableStats, TierStats, Transaction, TxnOptions, WorkloadStats, WriteOptions,
     MULTI_GET_PARALLEL, TXN_RETRIES,
 };
 pub use error::{Error, Result};

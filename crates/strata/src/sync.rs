@@ -47,6 +47,7 @@ pub(crate) mod site {
     pub(crate) static COMMIT: Site = Site::new("commit queue");
     pub(crate) static WAL: Site = Site::new("WAL writer");
     pub(crate) static CONFLICTS: Site = Site::new("conflict window");
+    pub(crate) static ROW_LOCKS: Site = Site::new("row locks");
     pub(crate) static SNAPSHOTS: Site = Site::new("snapshot registry");
     pub(crate) static VERSIONS: Site = Site::new("version set");
     pub(crate) static VIEW: Site = Site::new("read view (writers)");
@@ -62,10 +63,11 @@ pub(crate) mod site {
     pub(crate) static SEQUENCES: Site = Site::new("sequences");
     pub(crate) static OTHER: Site = Site::new("other");
 
-    pub(super) static ALL: [&Site; 17] = [
+    pub(super) static ALL: [&Site; 18] = [
         &COMMIT,
         &WAL,
         &CONFLICTS,
+        &ROW_LOCKS,
         &SNAPSHOTS,
         &VERSIONS,
         &VIEW,

@@ -92,8 +92,11 @@ public class JdbcCheck {
         conn.rollback();
         check(balance(conn, 0) == a0 - 7, "the failed block's write was discarded");
         conn.commit();
-        // A conflict: the second committer gets 40001; run again, it commits.
+        // A conflict under REPEATABLE READ: the second committer gets 40001; run again, it
+        // commits. (Under READ COMMITTED, the default, the second writer would wait instead.)
+        conn.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
         try (Connection other = DriverManager.getConnection(url, props)) {
+            other.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
             other.setAutoCommit(false);
             add(conn, 2, 1);
             add(other, 2, 2);
@@ -107,6 +110,7 @@ public class JdbcCheck {
             add(other, 2, 2);
             other.commit();
         }
+        conn.setTransactionIsolation(Connection.TRANSACTION_READ_COMMITTED);
         conn.setAutoCommit(true);
     }
 

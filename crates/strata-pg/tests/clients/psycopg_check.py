@@ -7,6 +7,7 @@ failed check.
 import datetime
 import math
 import sys
+import threading
 from decimal import Decimal
 
 import psycopg
@@ -180,9 +181,39 @@ with psycopg.connect(**dsn) as conn:
         pass
     conn.rollback()
 
-# A conflict: two blocks write one row, the second to commit gets 40001 and is idle afterwards;
-# run again, it succeeds.
+# READ COMMITTED (the default): a second writer of a row waits for the first, then updates the
+# row as committed; nothing fails and no increment is lost.
 with psycopg.connect(**dsn) as a, psycopg.connect(**dsn) as b:
+    (before,) = a.execute("SELECT balance FROM acct WHERE id = 2").fetchone()
+    a.commit()
+    a.execute("UPDATE acct SET balance = balance + 1 WHERE id = 2")
+    waited = {}
+
+    def second():
+        try:
+            b.execute("UPDATE acct SET balance = balance + 2 WHERE id = 2")
+            b.commit()
+            waited["ok"] = True
+        except Exception as e:  # reported below
+            waited["error"] = e
+
+    t = threading.Thread(target=second)
+    t.start()
+    t.join(0.3)
+    assert t.is_alive(), f"the second writer did not wait: {waited}"
+    a.commit()
+    t.join(10)
+    assert not t.is_alive() and waited.get("ok"), waited
+    assert a.execute("SELECT balance FROM acct WHERE id = 2").fetchone() == (before + 3,)
+    a.commit()
+    a.execute("UPDATE acct SET balance = %s WHERE id = 2", (before,))
+    a.commit()
+
+# REPEATABLE READ: two blocks write one row, the second to commit gets 40001 and is idle
+# afterwards; run again, it succeeds.
+with psycopg.connect(**dsn) as a, psycopg.connect(**dsn) as b:
+    a.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    b.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
     a.execute("UPDATE acct SET balance = balance + 1 WHERE id = 2")
     b.execute("UPDATE acct SET balance = balance + 2 WHERE id = 2")
     a.commit()

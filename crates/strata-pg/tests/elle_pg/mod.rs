@@ -4,7 +4,7 @@
 //! 8 connections (the `postgres` crate: extended protocol, prepared statements) run 5,000
 //! transactions of 1 to 4 micro-operations over 12 hot keys, even keys in an LSM table and odd
 //! ones in a lineage table, on a database that flushes and compacts every few kilobytes:
-//! `BEGIN`; per append `SELECT` the list and `INSERT OR REPLACE` it with the value added, per
+//! `BEGIN ISOLATION LEVEL REPEATABLE READ`; per append `SELECT` the list and `INSERT OR REPLACE` it with the value added, per
 //! read `SELECT` it; `COMMIT`. SQLSTATE 40001 at any statement or at the commit is a `fail`.
 
 use std::collections::HashMap;
@@ -46,7 +46,7 @@ fn mop_json(m: &Mop) -> Json {
 /// Runs one transaction; `Ok(None)` when it lost a conflict (and was rolled back).
 fn run(c: &mut Client, mops: &[Mop]) -> Result<Option<Vec<Mop>>, postgres::Error> {
     let attempt = |c: &mut Client| -> Result<Vec<Mop>, postgres::Error> {
-        c.batch_execute("BEGIN")?;
+        c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ")?;
         let mut done = Vec::with_capacity(mops.len());
         for m in mops {
             let k = match m {

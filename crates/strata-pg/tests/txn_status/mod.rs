@@ -155,7 +155,8 @@ fn ready_for_query_reports_idle_in_block_and_failed_as_postgresql_does() {
         step(&mut w, "SELECT 1", "25P02", 'E');
         step(&mut w, "ABORT", "ROLLBACK", 'I');
         // A COMMIT that loses a conflict ends the block: idle, not failed.
-        step(&mut w, "BEGIN", "BEGIN", 'T');
+        // (Under REPEATABLE READ: under READ COMMITTED `other` would wait for `w`'s row.)
+        step(&mut w, "BEGIN ISOLATION LEVEL REPEATABLE READ", "BEGIN", 'T');
         step(&mut w, "UPDATE t SET n = n + 10 WHERE id = 2", "UPDATE 1", 'T');
         step(&mut other, "UPDATE t SET n = n + 1 WHERE id = 2", "UPDATE 1", 'I');
         step(&mut w, "COMMIT", "40001", 'I');

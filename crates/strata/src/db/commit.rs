@@ -86,10 +86,10 @@ impl Leader {
     }
 }
 
-/// What a transaction's commit is checked by: it read at `snapshot` and wrote `rows`.
+/// What a transaction's commit is checked by: the rows it wrote, each with the sequence number
+/// it knew the row at (no commit of the row after it may have happened).
 pub(crate) struct Validate {
-    pub snapshot: u64,
-    pub rows: Vec<RowId>,
+    pub rows: Vec<(RowId, u64)>,
 }
 
 /// How a request in a commit group ended, when not with success.
@@ -539,7 +539,10 @@ impl DbInner {
         let mut ahead: std::collections::HashSet<RowId> = std::collections::HashSet::new();
         let mut out = Vec::with_capacity(group.len());
         for r in group {
-            let lost = r.validate.as_ref().and_then(|v| window.check(v.snapshot, &v.rows, &ahead).err());
+            let lost = r
+                .validate
+                .as_ref()
+                .and_then(|v| window.check_each(v.rows.iter().map(|(r, base)| (r, *base)), &ahead).err());
             if lost.is_none() {
                 ahead.extend(r.batch.ops.iter().map(|op| (op.table_id, op.key.clone())));
             }

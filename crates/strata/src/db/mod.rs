@@ -39,7 +39,7 @@ pub use table::Table;
 
 /// Keys from which a [`Table::multi_get`] splits its keys into ranges read in parallel.
 pub const MULTI_GET_PARALLEL: usize = 32;
-pub use txn::{Savepoint, Transaction, TxnOptions, TXN_RETRIES};
+pub use txn::{Isolation, Locked, Savepoint, Transaction, TxnOptions, TXN_RETRIES};
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -140,6 +140,8 @@ pub(crate) struct DbInner {
     pub ingested: papaya::HashMap<u32, AtomicU64>,
     /// Rows committed while write transactions are open (see [`crate::mvcc::conflict`]).
     pub conflicts: Mutex<crate::mvcc::conflict::ConflictWindow>,
+    /// Rows locked by open transactions (see [`crate::mvcc::locks`]).
+    pub row_locks: crate::mvcc::locks::RowLocks,
     pub tables: Arc<TableCache>,
     pub bg: Mutex<BgState>,
     pub bg_cv: Condvar,
@@ -444,6 +446,7 @@ impl Db {
             parallel_inserts: opts.parallel_memtable_inserts.unwrap_or(many_cores),
             ingested: papaya::HashMap::new(),
             conflicts: Mutex::new(&site::CONFLICTS, crate::mvcc::conflict::ConflictWindow::new(opts.txn_window_bytes)),
+            row_locks: crate::mvcc::locks::RowLocks::default(),
             tables,
             bg: Mutex::new(&site::BACKGROUND, BgState::default()),
             bg_cv: Condvar::new(),

@@ -7,6 +7,14 @@
 //! another commit wrote after the snapshot fails at once with that conflict, and the transaction
 //! is lost: its later writes and its commit report it too (its reads go on at the snapshot).
 //! Tables of both engines can be written in one transaction.
+//!
+//! Under [`Isolation::ReadCommitted`] each statement ([`Transaction::new_statement`]) reads a
+//! new snapshot, and a row is checked against the snapshot it was last known at rather than the
+//! first: the *base* kept for every row written or locked. [`Transaction::lock`] holds a row
+//! until the transaction ends ([`crate::mvcc::locks`]), so a second writer of the row waits for
+//! the first to end and then reads the row again instead of losing: what PostgreSQL's
+//! READ COMMITTED does with `UPDATE t SET n = n + 1`. Writers that do not lock are still checked
+//! against every base, so a commit never overwrites a row version its writer did not know.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -33,6 +41,31 @@ pub const TXN_RETRIES: usize = 16;
 pub struct TxnOptions {
     /// Reads only: writes are refused, and the commit never loses (it is a snapshot).
     pub read_only: bool,
+    /// Which snapshots its reads see.
+    pub isolation: Isolation,
+}
+
+/// Which snapshots a transaction's reads see (see the [module](self) documentation).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Isolation {
+    /// Every read sees the snapshot taken when the transaction began (SQL's REPEATABLE READ).
+    #[default]
+    Snapshot,
+    /// Each statement reads a snapshot taken when it began ([`Transaction::new_statement`]), and
+    /// a row locked after another transaction changed it is read again rather than lost (SQL's
+    /// READ COMMITTED, as PostgreSQL runs it).
+    ReadCommitted,
+}
+
+/// What [`Transaction::lock`] found once it held the row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Locked {
+    /// The row is as the transaction's snapshot has it.
+    Current,
+    /// Another transaction committed the row after the snapshot (only under
+    /// [`Isolation::ReadCommitted`]; snapshot isolation loses instead): read it again after
+    /// [`Transaction::new_statement`] before writing it.
+    Changed,
 }
 
 /// The writes of a [`Transaction`] at one moment ([`Transaction::savepoint`]).
@@ -83,8 +116,19 @@ impl std::fmt::Debug for Savepoint {
 /// ```
 pub struct Transaction {
     db: Arc<DbInner>,
+    /// What reads see: the transaction's snapshot, or its statement's.
     snapshot: Snapshot,
+    /// The snapshot it began at, registered in the conflict window until it ends.
+    opened_at: u64,
+    isolation: Isolation,
     read_only: bool,
+    /// Its id in the row locks (0 when read-only: it takes none).
+    id: u64,
+    /// The rows it locked, released when it ends.
+    locked: Vec<RowId>,
+    /// Each row written or locked, with the sequence number it was known at: its commit loses
+    /// if another commit wrote the row after that.
+    bases: HashMap<RowId, u64>,
     /// Each written row's operations, oldest first.
     writes: BTreeMap<RowId, Vec<BatchOp>>,
     /// The tables written, for messages.
@@ -129,8 +173,13 @@ impl Db {
         };
         Ok(Transaction {
             db: self.inner.clone(),
+            opened_at: snapshot.seq(),
             snapshot,
+            isolation: opts.isolation,
             read_only: opts.read_only,
+            id: if opts.read_only { 0 } else { self.inner.row_locks.new_id() },
+            locked: Vec::new(),
+            bases: HashMap::new(),
             writes: BTreeMap::new(),
             tables: HashMap::new(),
             bytes: 0,
@@ -170,9 +219,92 @@ impl Db {
 }
 
 impl Transaction {
-    /// The sequence number the transaction reads at.
+    /// The sequence number the transaction reads at (under READ COMMITTED, its statement).
     pub fn snapshot_seq(&self) -> u64 {
         self.snapshot.seq()
+    }
+
+    /// How the transaction reads.
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+    }
+
+    /// A statement begins: under [`Isolation::ReadCommitted`] reads from now on see every
+    /// commit so far (with the transaction's own writes laid over them); under snapshot
+    /// isolation nothing changes.
+    pub fn new_statement(&mut self) {
+        if self.isolation == Isolation::ReadCommitted && !self.read_only {
+            self.snapshot = Snapshot::new(self.db.snapshots.clone());
+        }
+    }
+
+    /// Locks the row with `key` (present or not) until the transaction ends, waiting while
+    /// another transaction holds it, and says whether the row is still as the snapshot has it.
+    /// A caller that locks a row before it reads and writes it never loses that row to a
+    /// concurrent writer that locks it too: that writer waits.
+    ///
+    /// Under snapshot isolation a row committed by another transaction after the snapshot
+    /// loses, as a write of it would ([`Error::Conflict`], and the transaction is lost); under
+    /// READ COMMITTED it answers [`Locked::Changed`].
+    ///
+    /// # Errors
+    /// [`Error::Deadlock`] when the holder waits, directly or through others, for a row this
+    /// transaction holds (nothing is locked; the transaction should be rolled back); the
+    /// transaction's loss, if it lost a conflict before; [`Error::InvalidArgument`] for a
+    /// read-only transaction.
+    pub fn lock(&mut self, table: &Table, key: &[Value]) -> Result<Locked> {
+        let row = self.lockable(table, key)?;
+        let newly = match self.db.row_locks.lock(self.id, &row) {
+            Ok(newly) => newly,
+            Err(crate::mvcc::locks::Deadlock) => {
+                return Err(Error::Deadlock { table: table.name().to_owned(), key: format!("{key:?}") })
+            }
+        };
+        self.locked_now(row, newly)
+    }
+
+    /// As [`Transaction::lock`] without waiting: `Ok(None)` when another transaction holds the
+    /// row.
+    ///
+    /// # Errors
+    /// As [`Transaction::lock`], less the deadlock.
+    pub fn try_lock(&mut self, table: &Table, key: &[Value]) -> Result<Option<Locked>> {
+        let row = self.lockable(table, key)?;
+        match self.db.row_locks.try_lock(self.id, &row) {
+            Some(newly) => self.locked_now(row, newly).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn lockable(&self, table: &Table, key: &[Value]) -> Result<RowId> {
+        self.check_table(table)?;
+        if self.read_only {
+            return Err(Error::InvalidArgument("a read-only transaction cannot lock rows".into()));
+        }
+        if let Some(lost) = &self.lost {
+            return Err(self.error_of(lost.clone()));
+        }
+        Ok((table.info().id, table.encode_key(key)?))
+    }
+
+    /// The row is held: is it as the snapshot has it?
+    fn locked_now(&mut self, row: RowId, newly: bool) -> Result<Locked> {
+        if newly {
+            self.locked.push(row.clone());
+        }
+        let seq = self.snapshot.seq();
+        let checked = self.db.conflicts.lock().check_each([(&row, seq)], &std::collections::HashSet::new());
+        match checked {
+            Ok(()) => {
+                self.bases.entry(row).or_insert(seq);
+                Ok(Locked::Current)
+            }
+            Err(Lost::Row { .. }) if self.isolation == Isolation::ReadCommitted => Ok(Locked::Changed),
+            Err(lost) => {
+                self.lost = Some(lost.clone());
+                Err(self.error_of(lost))
+            }
+        }
     }
 
     /// Options that read at the transaction's snapshot, without its own writes.
@@ -299,15 +431,23 @@ impl Transaction {
         if let Some(lost) = &self.lost {
             return Err(self.error_of(lost.clone()));
         }
-        // A row already committed by someone else after the snapshot makes the commit lose: say
-        // so at this write, as PostgreSQL does, instead of at the commit.
+        // A row already committed by someone else after it was known (its base, or the
+        // snapshot) makes the commit lose: say so at this write, as PostgreSQL does, instead of
+        // at the commit.
         let rows: Vec<RowId> = ops.iter().map(|op| (op.table_id, op.key.clone())).collect();
-        let early = self.db.conflicts.lock().check(self.snapshot.seq(), &rows, &std::collections::HashSet::new());
+        let seq = self.snapshot.seq();
+        let early = self.db.conflicts.lock().check_each(
+            rows.iter().map(|r| (r, self.bases.get(r).copied().unwrap_or(seq))),
+            &std::collections::HashSet::new(),
+        );
         if let Err(lost) = early {
             self.lost = Some(lost.clone());
             return Err(self.error_of(lost));
         }
         self.bytes += n;
+        for row in &rows {
+            self.bases.entry(row.clone()).or_insert(seq);
+        }
         for (row, op) in rows.into_iter().zip(ops) {
             self.writes.entry(row).or_default().push(op);
         }
@@ -347,12 +487,14 @@ impl Transaction {
             return Ok(());
         }
         let writes = std::mem::take(&mut self.writes);
-        let rows: Vec<RowId> = writes.keys().cloned().collect();
+        let seq = self.snapshot.seq();
+        let rows: Vec<(RowId, u64)> =
+            writes.keys().map(|r| (r.clone(), self.bases.get(r).copied().unwrap_or(seq))).collect();
         let mut batch = WriteBatch::new();
         for op in writes.into_values().flatten() {
             batch.push(op);
         }
-        let validate = Validate { snapshot: self.snapshot.seq(), rows };
+        let validate = Validate { rows };
         self.db.commit_request(batch, opts, Some(validate))?.map_err(|lost| self.error_of(lost))
     }
 
@@ -390,7 +532,7 @@ impl Transaction {
     }
 
     /// Discards the writes made since `point` was taken (SQL's `ROLLBACK TO SAVEPOINT`); the
-    /// snapshot stays. A write since then that lost a conflict is undone with the rest, so the
+    /// snapshot and the rows locked stay. A write since then that lost a conflict is undone with the rest, so the
     /// transaction may commit again (its row is no longer written). `Savepoint::default()` is
     /// the point before any write.
     pub fn rollback_to(&mut self, point: &Savepoint) {
@@ -488,8 +630,10 @@ impl Overlay {
 impl Drop for Transaction {
     fn drop(&mut self) {
         if !self.read_only {
+            // After a commit: a waiter that takes a row next reads the committed version.
+            self.db.row_locks.release(self.id, &self.locked);
             let mut window = self.db.conflicts.lock();
-            window.close(self.snapshot.seq());
+            window.close(self.opened_at);
             self.db.conflicts_open.store(window.is_recording(), std::sync::atomic::Ordering::SeqCst);
         }
     }

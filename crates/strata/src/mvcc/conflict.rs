@@ -76,18 +76,30 @@ impl ConflictWindow {
     /// Whether a transaction reading at `snapshot` may commit writes to `rows`: no recorded
     /// commit of one of them is newer than the snapshot, and none in `group` (rows this commit
     /// group writes ahead of it, all newer than any snapshot).
+    #[cfg(test)]
     pub(crate) fn check<'a>(
         &self,
         snapshot: u64,
         rows: impl IntoIterator<Item = &'a RowId>,
         group: &HashSet<RowId>,
     ) -> Result<(), Lost> {
-        if snapshot < self.horizon {
-            return Err(Lost::TooOld { horizon: self.horizon });
-        }
-        for row in rows {
+        self.check_each(rows.into_iter().map(|r| (r, snapshot)), group)
+    }
+
+    /// As [`Self::check`], each row against its own base: the sequence number its writer last
+    /// knew it at (a READ COMMITTED transaction reads each row at the snapshot of the statement
+    /// that locked or wrote it, not at the transaction's first).
+    pub(crate) fn check_each<'a>(
+        &self,
+        rows: impl IntoIterator<Item = (&'a RowId, u64)>,
+        group: &HashSet<RowId>,
+    ) -> Result<(), Lost> {
+        for (row, base) in rows {
+            if base < self.horizon {
+                return Err(Lost::TooOld { horizon: self.horizon });
+            }
             let newer = match self.newest.get(row) {
-                Some(&seq) if seq > snapshot => Some(seq),
+                Some(&seq) if seq > base => Some(seq),
                 _ => group.contains(row).then_some(u64::MAX),
             };
             if let Some(seq) = newer {

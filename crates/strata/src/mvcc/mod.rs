@@ -6,6 +6,7 @@ pub(crate) mod batches;
 pub mod chain;
 pub(crate) mod clock;
 pub(crate) mod conflict;
+pub(crate) mod locks;
 pub mod snapshot;
 
 /// What a version of a row says.

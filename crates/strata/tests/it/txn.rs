@@ -10,8 +10,8 @@ use std::sync::Arc;
 use crate::common::tiny_options;
 use strata::vfs::OsFs;
 use strata::{
-    scan::ScanRequest, Column, ColumnType, Db, Engine, Error, KeyRange, Options, Projection, ReadOptions, Schema,
-    Table, TableOptions, TxnOptions, Value, WriteBatch, WriteOptions,
+    scan::ScanRequest, Column, ColumnType, Db, Engine, Error, Isolation, KeyRange, Locked, Options, Projection,
+    ReadOptions, Schema, Table, TableOptions, TxnOptions, Value, WriteBatch, WriteOptions,
 };
 
 fn schema() -> Schema {
@@ -335,7 +335,7 @@ fn rollback_writes_nothing_and_read_only_transactions_never_lose() {
     assert_eq!(get(&t, 2), None);
     assert_eq!(get(&t, 1), Some(row(1, 1, "")));
 
-    let mut ro = db.begin(&TxnOptions { read_only: true }).unwrap();
+    let mut ro = db.begin(&TxnOptions { read_only: true, ..Default::default() }).unwrap();
     t.update(&[Value::BigInt(1)], &[("n", Value::BigInt(5))]).unwrap();
     assert_eq!(n_of(tx_get(&ro, &t, 1)), 1);
     assert!(matches!(ro.insert(&t, &row(3, 3, "")), Err(Error::InvalidArgument(_))));
@@ -477,6 +477,161 @@ fn concurrent_increments_lose_no_update() {
         assert_eq!(total, THREADS as i64 * PER_THREAD, "seed {seed}: table {}", t.name());
     }
     println!("{} conflicts retried", conflicts.into_inner());
+}
+
+const RC: TxnOptions = TxnOptions { read_only: false, isolation: Isolation::ReadCommitted };
+
+#[test]
+fn a_second_locker_waits_for_the_first_and_under_read_committed_reads_its_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, lsm, lin) = open(dir.path(), Options::default());
+    let db = Arc::new(db);
+    for t in [&lsm, &lin] {
+        t.insert(&row(1, 10, "")).unwrap();
+        let key = [Value::BigInt(1)];
+        let mut a = db.begin(&RC).unwrap();
+        let mut b = db.begin(&RC).unwrap();
+        assert_eq!(a.lock(t, &key).unwrap(), Locked::Current);
+        a.update(t, &key, &[("n", Value::BigInt(11))]).unwrap();
+        assert_eq!(b.try_lock(t, &key).unwrap(), None, "{}: the row is held", t.name());
+        let waiter = {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                let locked = b.lock(&t, &[Value::BigInt(1)]).unwrap();
+                (b, locked)
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "{}: the second locker did not wait", t.name());
+        a.commit(&W).unwrap();
+        let (mut b, locked) = waiter.join().unwrap();
+        assert_eq!(locked, Locked::Changed, "{}", t.name());
+        // Still at its old snapshot until the next statement.
+        assert_eq!(n_of(tx_get(&b, t, 1)), 10);
+        b.new_statement();
+        assert_eq!(b.lock(t, &key).unwrap(), Locked::Current);
+        let n = n_of(tx_get(&b, t, 1));
+        assert_eq!(n, 11);
+        b.update(t, &key, &[("n", Value::BigInt(n + 1))]).unwrap();
+        b.commit(&W).unwrap();
+        assert_eq!(n_of(get(t, 1)), 12, "{}", t.name());
+    }
+}
+
+#[test]
+fn under_snapshot_isolation_a_row_locked_after_another_commit_loses() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, lsm, _) = open(dir.path(), Options::default());
+    lsm.insert(&row(1, 10, "")).unwrap();
+    let key = [Value::BigInt(1)];
+    let mut b = db.begin(&TxnOptions::default()).unwrap();
+    let mut a = db.begin(&TxnOptions::default()).unwrap();
+    a.lock(&lsm, &key).unwrap();
+    a.update(&lsm, &key, &[("n", Value::BigInt(11))]).unwrap();
+    a.commit(&W).unwrap();
+    assert!(matches!(b.lock(&lsm, &key), Err(Error::Conflict { .. })));
+    // The transaction is lost, as after a losing write.
+    assert!(matches!(b.update(&lsm, &[Value::BigInt(2)], &[("n", Value::BigInt(1))]), Err(Error::Conflict { .. })));
+    // Under snapshot isolation new_statement keeps the snapshot.
+    let mut c = db.begin(&TxnOptions::default()).unwrap();
+    lsm.insert(&row(1, 20, "")).unwrap();
+    c.new_statement();
+    assert_eq!(n_of(tx_get(&c, &lsm, 1)), 11);
+}
+
+#[test]
+fn a_lock_that_would_close_a_cycle_of_waits_is_refused_as_a_deadlock() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, lsm, _) = open(dir.path(), Options::default());
+    let db = Arc::new(db);
+    let (one, two) = ([Value::BigInt(1)], [Value::BigInt(2)]);
+    let mut a = db.begin(&RC).unwrap();
+    let mut b = db.begin(&RC).unwrap();
+    a.lock(&lsm, &one).unwrap();
+    b.lock(&lsm, &two).unwrap();
+    let waiter = {
+        let lsm = lsm.clone();
+        std::thread::spawn(move || {
+            let r = a.lock(&lsm, &[Value::BigInt(2)]);
+            (a, r)
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(matches!(b.lock(&lsm, &one), Err(Error::Deadlock { .. })));
+    // Rolling the refused transaction back releases its row: the waiter gets it.
+    b.rollback();
+    let (a, r) = waiter.join().unwrap();
+    assert_eq!(r.unwrap(), Locked::Current);
+    drop(a);
+    // Every lock went with its transaction.
+    let mut c = db.begin(&RC).unwrap();
+    assert_eq!(c.try_lock(&lsm, &one).unwrap(), Some(Locked::Current));
+    assert_eq!(c.try_lock(&lsm, &two).unwrap(), Some(Locked::Current));
+}
+
+#[test]
+fn a_read_committed_commit_still_loses_to_a_plain_write_after_the_row_was_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, lsm, _) = open(dir.path(), Options::default());
+    lsm.insert(&row(1, 10, "")).unwrap();
+    let key = [Value::BigInt(1)];
+    let mut a = db.begin(&RC).unwrap();
+    lsm.insert(&row(1, 20, "")).unwrap();
+    a.new_statement();
+    // Locked and read at the new statement's snapshot: current.
+    assert_eq!(a.lock(&lsm, &key).unwrap(), Locked::Current);
+    assert_eq!(n_of(tx_get(&a, &lsm, 1)), 20);
+    a.update(&lsm, &key, &[("n", Value::BigInt(21))]).unwrap();
+    // A plain write takes no lock; the commit finds it.
+    lsm.insert(&row(1, 30, "")).unwrap();
+    assert!(matches!(a.commit(&W), Err(Error::Conflict { .. })));
+    assert_eq!(n_of(get(&lsm, 1)), 30);
+}
+
+/// Increments under READ COMMITTED with row locks: every transaction commits the first time
+/// (the second writer of a counter waits, then reads it again), and no update is lost.
+#[test]
+fn read_committed_increments_under_locks_never_lose_and_never_retry() {
+    let seed: u64 = std::env::var("STRATA_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(11);
+    println!("seed {seed}");
+    let dir = tempfile::tempdir().unwrap();
+    let (db, lsm, lin) = open(dir.path(), tiny_options(Arc::new(OsFs)));
+    const COUNTERS: i64 = 3;
+    const THREADS: u64 = 4;
+    const PER_THREAD: i64 = 100;
+    for t in [&lsm, &lin] {
+        for c in 0..COUNTERS {
+            t.insert(&row(c, 0, "")).unwrap();
+        }
+    }
+    std::thread::scope(|s| {
+        for ti in 0..THREADS {
+            let (db, lsm, lin) = (&db, &lsm, &lin);
+            s.spawn(move || {
+                use rand::{Rng, SeedableRng};
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ (ti + 1));
+                for i in 0..PER_THREAD {
+                    // Counters in one order (by table, then key), so no cycle of waits forms.
+                    let c = rng.gen_range(0..COUNTERS);
+                    let mut tx = db.begin(&RC).unwrap();
+                    for t in [lsm, lin] {
+                        tx.new_statement();
+                        let key = [Value::BigInt(c)];
+                        if tx.lock(t, &key).unwrap() == Locked::Changed {
+                            tx.new_statement();
+                        }
+                        let n = n_of(tx.get(t, &key, &Projection::All).unwrap());
+                        tx.update(t, &key, &[("n", Value::BigInt(n + 1))]).unwrap();
+                    }
+                    tx.commit(&W).unwrap_or_else(|e| panic!("seed {seed}: thread {ti} increment {i}: {e}"));
+                }
+            });
+        }
+    });
+    for t in [&lsm, &lin] {
+        let total: i64 = (0..COUNTERS).map(|c| n_of(get(t, c))).sum();
+        assert_eq!(total, THREADS as i64 * PER_THREAD, "seed {seed}: table {}", t.name());
+    }
 }
 
 /// A transaction's reads (gets, full and ranged scans) against a model of its snapshot with its
