@@ -182,13 +182,15 @@ pub(crate) async fn execute(
         WriteOp::Insert(InsertOp::Overwrite) => Err(SqlError::unsupported("INSERT OVERWRITE")),
         WriteOp::Delete => {
             let input = with_hidden_scans(db, &target.table, dml.input.as_ref().clone())?;
-            let n = delete(db, state, &target.table, dml, input, tx).await?;
+            let n = delete(db, state, &target.table, dml, input, tx, true).await?;
             Ok(Done { tag: "DELETE", rows: n })
         }
         WriteOp::Truncate => {
             let source = provider_as_source(Arc::new(StrataTable::with_hidden(db.clone(), target.table.clone())));
             let all = LogicalPlanBuilder::scan(dml.table_name.clone(), source, None)?.build()?;
-            let n = delete(db, state, &target.table, dml, all, tx).await?;
+            // Every row, unlocked: a lock per row would cost memory for nothing the commit's
+            // check does not already give (a concurrent writer of a row makes one of them fail).
+            let n = delete(db, state, &target.table, dml, all, tx, false).await?;
             Ok(Done { tag: "TRUNCATE TABLE", rows: n })
         }
         WriteOp::Update => update(db, state, &target, dml, tx).await,
@@ -314,7 +316,8 @@ fn insert_rows(
     Ok(Done { tag: "INSERT", rows: all.len() as u64 })
 }
 
-/// Deletes the rows `input` produces (rows of the target table, possibly narrowed by joins).
+/// Deletes the rows `input` produces (rows of the target table, possibly narrowed by joins),
+/// locking them first when `lock` (see [`run_locked`]).
 async fn delete(
     db: &Db,
     state: &SessionState,
@@ -322,6 +325,7 @@ async fn delete(
     dml: &DmlStatement,
     input: LogicalPlan,
     tx: &Arc<TxnCell>,
+    lock: bool,
 ) -> Result<u64, SqlError> {
     let keys: Vec<Expr> = table
         .schema()
@@ -330,7 +334,7 @@ async fn delete(
         .map(|&k| Expr::Column(Column::new(Some(dml.table_name.clone()), &table.schema().columns()[k].name)))
         .collect();
     let plan = LogicalPlanBuilder::from(input).project(keys)?.build()?;
-    let batches = run_locked(state, &plan, table, tx).await?;
+    let batches = if lock { run_locked(state, &plan, table, tx).await? } else { run(state, plan).await? };
     let keys: Vec<Vec<Value>> = rows(&batches).collect();
     let mut seen = HashSet::new();
     let changes: Vec<Change> = keys.iter().filter(|k| seen.insert(key_id(k))).map(|k| Change::Delete(k)).collect();
