@@ -76,7 +76,10 @@ fn transfer(c: &mut Client, mark: i64, x: &mut u64) -> Result<bool, postgres::Er
     let tt = if fi == ti || next(2) == 0 { 1 - ft } else { ft };
     let amount = 1 + next(50);
     let attempt = |c: &mut Client| -> Result<(), postgres::Error> {
-        c.batch_execute("BEGIN")?;
+        // REPEATABLE READ: the new balances are computed here from values read by earlier
+        // statements, which READ COMMITTED (the default) would let a concurrent transfer
+        // overwrite (a lost update, as in PostgreSQL).
+        c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ")?;
         let from: i64 = c.query_one(&format!("SELECT balance FROM {} WHERE id = $1", tables[ft]), &[&fi])?.get(0);
         let to: i64 = c.query_one(&format!("SELECT balance FROM {} WHERE id = $1", tables[tt]), &[&ti])?.get(0);
         c.execute(&format!("UPDATE {} SET balance = $1 WHERE id = $2", tables[ft]), &[&(from - amount), &fi])?;
