@@ -335,7 +335,9 @@ fn check_finds_a_flipped_byte() {
 /// may or may not have happened).
 #[test]
 fn sigkill_loses_no_acknowledged_write() {
-    let seed: u64 = std::env::var("STRATA_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    let given = std::env::var("STRATA_SEEDS").ok().and_then(|s| s.split(',').next()?.trim().parse().ok());
+    let seed: u64 = given.unwrap_or_else(rand::random);
+    println!("seed {seed} (replay: STRATA_SEEDS={seed})");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");

@@ -5,7 +5,7 @@
 //! repeat); the database is flushed and compacted now and then so reads cross levels. Two of
 //! the tables have secondary indexes, which queries read where their conditions allow.
 //!
-//! `STRATA_SEED=<n>` replays one seed; `STRATA_DIFF_STATEMENTS=<n>` sets the statements per seed.
+//! `STRATA_SEEDS=<n>[,<n>...]` replays seeds; `STRATA_DIFF_STATEMENTS=<n>` sets the statements per seed.
 
 use std::sync::Arc;
 
@@ -281,21 +281,21 @@ fn run_seed(seed: u64, statements: usize) {
             _ => {}
         }
     }
-    assert_eq!(mismatches, 0, "strata and SQLite differ (seed {seed}; replay with STRATA_SEED={seed})");
+    assert_eq!(mismatches, 0, "strata and SQLite differ (seed {seed}; replay with STRATA_SEEDS={seed})");
 }
 
 #[test]
 fn generated_sql_matches_sqlite() {
     let statements = std::env::var("STRATA_DIFF_STATEMENTS").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
-    let seeds: Vec<u64> = match std::env::var("STRATA_SEED").ok().and_then(|s| s.parse().ok()) {
-        Some(s) => vec![s],
-        None => {
+    let seeds: Vec<u64> = match std::env::var("STRATA_SEEDS") {
+        Ok(s) => s.split(',').filter_map(|x| x.trim().parse().ok()).collect(),
+        Err(_) => {
             let base: u64 = rand::random::<u32>().into();
             vec![base, base + 1, base + 2]
         }
     };
     for seed in seeds {
-        println!("seed {seed}");
+        println!("seed {seed} (replay: STRATA_SEEDS={seed})");
         run_seed(seed, statements);
     }
 }

@@ -6,7 +6,7 @@
 //! (strata's in-memory `FaultFs`, torn writes included) at random points and requires the same
 //! of the recovered database.
 //!
-//! `STRATA_SEED=<n>` replays one seed; the seed is in every failure message.
+//! `STRATA_SEEDS=<n>[,<n>...]` replays seeds; the seed is in every failure message.
 
 use std::sync::Arc;
 
@@ -17,8 +17,8 @@ use strata::{Db, Options};
 use strata_sql::{Session, SqlEngine};
 
 fn seeds(n: usize) -> Vec<u64> {
-    match std::env::var("STRATA_SEED") {
-        Ok(s) => vec![s.parse().expect("STRATA_SEED must be a number")],
+    match std::env::var("STRATA_SEEDS") {
+        Ok(s) => s.split(',').map(|x| x.trim().parse().expect("STRATA_SEEDS must be numbers")).collect(),
         Err(_) => (0..n).map(|_| rand::random()).collect(),
     }
 }

@@ -28,6 +28,8 @@ mod read;
 pub mod scan;
 pub mod sst;
 pub mod sync;
+#[cfg(test)]
+mod test_seeds;
 pub mod tier;
 pub mod types;
 pub mod version;

@@ -143,9 +143,11 @@ mod tests {
         assert_eq!(atoms(&cols(&[0, 1, 2, 3]), &wl), vec![cols(&[0]), cols(&[1]), cols(&[2, 3])]);
     }
 
-    /// The seed (`STRATA_SEED`, else `default`) and a generator from it.
+    /// The seed (the first of `STRATA_SEEDS`, else `default`) and a generator from it.
     fn seeded(default: u64) -> (u64, StdRng) {
-        let seed = std::env::var("STRATA_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
+        let given = std::env::var("STRATA_SEEDS").ok().and_then(|s| s.split(',').next()?.trim().parse().ok());
+        let seed = given.unwrap_or(default);
+        println!("seed {seed} (replay: STRATA_SEEDS={seed})");
         (seed, StdRng::seed_from_u64(seed))
     }
 

@@ -582,7 +582,7 @@ mod tests {
     #[test]
     fn overlapping_finds_every_file_a_full_scan_finds() {
         use rand::{Rng, SeedableRng};
-        let seed: u64 = rand::random();
+        let seed = crate::test_seeds::seed();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let cols = ["k", "a", "b", "c", "d"].iter().map(|n| Column::new(*n, ColumnType::Int)).collect();
         let schema = Arc::new(Schema::new(cols, &["k"]).expect("schema"));

@@ -1153,7 +1153,7 @@ mod tests {
     /// and each group's page row counts follow from the key pages'.
     #[test]
     fn every_group_holds_every_row_at_its_ordinal() {
-        let seed: u64 = rand::random();
+        let seed = crate::test_seeds::seed();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let fs = FaultFs::new();
         let shape = Shape { granule_shift: 6, key_span: 1, spans: vec![0, 2, 1] };
@@ -1188,7 +1188,7 @@ mod tests {
     /// and unknown where a page spans several key pages.
     #[test]
     fn key_pages_assemble_into_whole_rows_with_nested_zone_maps() {
-        let seed: u64 = rand::random();
+        let seed = crate::test_seeds::seed();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let fs = FaultFs::new();
         // Group 0's pages (columns 0 and 1) are half a key page, group 1's (column 2) two key
@@ -1244,7 +1244,7 @@ mod tests {
     #[test]
     fn blocks_assembled_with_the_wanted_columns_encode_the_rows_whole_blocks_do() {
         use crate::sst::reader::{RowEncoder, SstReader};
-        let seed: u64 = rand::random();
+        let seed = crate::test_seeds::seed();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let fs = FaultFs::new();
         let path = Path::new("/rg/000011.sst");
@@ -1281,7 +1281,7 @@ mod tests {
     /// interrupted by rows added cell by cell) make the same file as rows added cell by cell.
     #[test]
     fn copied_rows_make_the_file_rows_added_cell_by_cell_make() {
-        let seed: u64 = rand::random();
+        let seed = crate::test_seeds::seed();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let fs = FaultFs::new();
         let shape = Shape { granule_shift: 6, key_span: 1, spans: vec![0, 2, 1] };
@@ -1403,7 +1403,7 @@ mod tests {
     /// file), hold what each group's page holds on its own; each is read once, then cached.
     #[test]
     fn a_rows_pages_read_together_hold_each_groups_cells() {
-        let seed: u64 = rand::random();
+        let seed = crate::test_seeds::seed();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let fs = FaultFs::new();
         let vs = versions(&mut rng, 1500);
@@ -1443,7 +1443,7 @@ mod tests {
     /// through the cache.
     #[test]
     fn held_pages_are_read_once_and_leave_the_cache_empty() {
-        let seed: u64 = rand::random();
+        let seed = crate::test_seeds::seed();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let fs = FaultFs::new();
         let vs = versions(&mut rng, 1000);

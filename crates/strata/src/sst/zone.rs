@@ -426,7 +426,7 @@ mod tests {
 
     #[test]
     fn bounds_match_a_naive_min_max_for_every_type() {
-        let seed: u64 = rand::random();
+        let seed = crate::test_seeds::seed();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         type Gen = Box<dyn Fn(&mut rand::rngs::StdRng) -> Value>;
         let gens: Vec<(ColumnType, Gen)> = vec![
@@ -465,7 +465,7 @@ mod tests {
 
     #[test]
     fn a_blocks_zone_maps_read_back_column_by_column_from_their_encoding() {
-        let seed: u64 = rand::random();
+        let seed = crate::test_seeds::seed();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let all = [ColumnType::Int, ColumnType::Text, ColumnType::Double, ColumnType::Bytea, ColumnType::Boolean];
         for round in 0..50 {

@@ -177,7 +177,7 @@ mod tests {
 
     #[test]
     fn composite_keys_sort_like_tuples_and_roundtrip() {
-        let seed: u64 = rand::random();
+        let seed = crate::test_seeds::seed();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let types = [ColumnType::Text, ColumnType::Int, ColumnType::Bytea];
         let mut keys = Vec::new();

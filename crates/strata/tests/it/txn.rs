@@ -431,8 +431,8 @@ fn a_table_of_another_database_is_refused() {
 /// flushes and compactions go on; no increment may be lost or applied twice.
 #[test]
 fn concurrent_increments_lose_no_update() {
-    let seed: u64 = std::env::var("STRATA_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
-    println!("seed {seed}");
+    let seed = common::seeds(&[7])[0];
+    println!("seed {seed} (replay: STRATA_SEEDS={seed})");
     let dir = tempfile::tempdir().unwrap();
     let (db, lsm, lin) = open(dir.path(), tiny_options(Arc::new(OsFs)));
     let db = Arc::new(db);
@@ -592,8 +592,8 @@ fn a_read_committed_commit_still_loses_to_a_plain_write_after_the_row_was_read()
 /// (the second writer of a counter waits, then reads it again), and no update is lost.
 #[test]
 fn read_committed_increments_under_locks_never_lose_and_never_retry() {
-    let seed: u64 = std::env::var("STRATA_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(11);
-    println!("seed {seed}");
+    let seed = common::seeds(&[11])[0];
+    println!("seed {seed} (replay: STRATA_SEEDS={seed})");
     let dir = tempfile::tempdir().unwrap();
     let (db, lsm, lin) = open(dir.path(), tiny_options(Arc::new(OsFs)));
     const COUNTERS: i64 = 3;
