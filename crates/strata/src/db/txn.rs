@@ -532,9 +532,9 @@ impl Transaction {
     }
 
     /// Discards the writes made since `point` was taken (SQL's `ROLLBACK TO SAVEPOINT`); the
-    /// snapshot and the rows locked stay. A write since then that lost a conflict is undone with the rest, so the
-    /// transaction may commit again (its row is no longer written). `Savepoint::default()` is
-    /// the point before any write.
+    /// snapshot and the rows locked stay. A write since then that lost a conflict is undone with
+    /// the rest, so the transaction may commit again (its row is no longer written).
+    /// `Savepoint::default()` is the point before any write.
     pub fn rollback_to(&mut self, point: &Savepoint) {
         self.writes = point.writes.clone();
         self.tables = point.tables.clone();
