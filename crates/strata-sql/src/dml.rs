@@ -73,7 +73,7 @@ async fn run_locked(
         if !crate::txn::lock_rows(tx, table, keys).await? {
             return Ok(batches);
         }
-        crate::txn::restart_statement(tx)?;
+        crate::txn::new_statement(tx)?;
     }
     Err(SqlError::new(
         ErrorKind::SerializationFailure,

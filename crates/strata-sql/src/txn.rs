@@ -657,10 +657,7 @@ impl Session {
         let cell = match tx {
             Some(cell) => {
                 // READ COMMITTED: this statement sees every commit before it.
-                cell.write(|t| {
-                    t.new_statement();
-                    Ok(())
-                })?;
+                new_statement(cell)?;
                 cell.clone()
             }
             None => {
@@ -778,7 +775,7 @@ impl Work<'_> {
                 // An UPDATE locks its row before it reads it.
                 if let (Reads::Txn(cell), Some(key)) = (&reads, p.update_key(params.as_ref())?) {
                     if lock_rows(cell, p.table(), vec![key]).await? {
-                        restart_statement(cell)?;
+                        new_statement(cell)?;
                     }
                 }
                 p.run(engine.db(), params.as_ref(), Some(&reads))
@@ -840,9 +837,9 @@ pub(crate) async fn lock_rows(cell: &Arc<TxnCell>, table: &Table, keys: Vec<Vec<
     Ok(changed)
 }
 
-/// Moves the statement's transaction to a new snapshot (READ COMMITTED), to run the statement
-/// again after [`lock_rows`] found a row changed.
-pub(crate) fn restart_statement(cell: &TxnCell) -> Result<(), SqlError> {
+/// Moves the transaction to a new snapshot (READ COMMITTED): before each statement of a block
+/// after its first, and to run a statement again after [`lock_rows`] found a row changed.
+pub(crate) fn new_statement(cell: &TxnCell) -> Result<(), SqlError> {
     cell.write(|tx| {
         tx.new_statement();
         Ok(())

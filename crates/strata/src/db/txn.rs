@@ -126,8 +126,9 @@ pub struct Transaction {
     id: u64,
     /// The rows it locked, released when it ends.
     locked: Vec<RowId>,
-    /// Each row written or locked, with the sequence number it was known at: its commit loses
-    /// if another commit wrote the row after that.
+    /// Under READ COMMITTED, each row written or locked, with the sequence number it was known
+    /// at: its commit loses if another commit wrote the row after that (a row missing here was
+    /// known at the snapshot).
     bases: HashMap<RowId, u64>,
     /// Each written row's operations, oldest first.
     writes: BTreeMap<RowId, Vec<BatchOp>>,
@@ -287,6 +288,14 @@ impl Transaction {
         Ok((table.info().id, table.encode_key(key)?))
     }
 
+    /// Keeps the first sequence number `row` was known at. Only READ COMMITTED needs it: under
+    /// snapshot isolation every row's base is the one snapshot, which a missing entry means.
+    fn note_base(&mut self, row: RowId, seq: u64) {
+        if self.isolation == Isolation::ReadCommitted {
+            self.bases.entry(row).or_insert(seq);
+        }
+    }
+
     /// The row is held: is it as the snapshot has it?
     fn locked_now(&mut self, row: RowId, newly: bool) -> Result<Locked> {
         if newly {
@@ -296,7 +305,7 @@ impl Transaction {
         let checked = self.db.conflicts.lock().check_each([(&row, seq)], &std::collections::HashSet::new());
         match checked {
             Ok(()) => {
-                self.bases.entry(row).or_insert(seq);
+                self.note_base(row, seq);
                 Ok(Locked::Current)
             }
             Err(Lost::Row { .. }) if self.isolation == Isolation::ReadCommitted => Ok(Locked::Changed),
@@ -445,8 +454,10 @@ impl Transaction {
             return Err(self.error_of(lost));
         }
         self.bytes += n;
-        for row in &rows {
-            self.bases.entry(row.clone()).or_insert(seq);
+        if self.isolation == Isolation::ReadCommitted {
+            for row in &rows {
+                self.bases.entry(row.clone()).or_insert(seq);
+            }
         }
         for (row, op) in rows.into_iter().zip(ops) {
             self.writes.entry(row).or_default().push(op);
