@@ -53,6 +53,11 @@ impl From<strata::Error> for CliError {
     }
 }
 
+/// The answer to an error of the SQL layer.
+pub fn sql_error(e: strata_sql::SqlError) -> CliError {
+    CliError::new("sql_error", format!("{} (SQLSTATE {})", e.message, e.kind.sqlstate()))
+}
+
 type Res<T> = Result<T, CliError>;
 
 /// Where a read reads ([`Session::read_at`]).
@@ -73,7 +78,7 @@ impl ReadAt<'_> {
 }
 
 /// A past point to read at: a sequence number (digits) or an RFC 3339 time.
-pub(crate) fn parse_as_of(s: &str) -> Result<AsOf, String> {
+pub fn parse_as_of(s: &str) -> Result<AsOf, String> {
     let s = s.trim();
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
         return s.parse().map(AsOf::Seq).map_err(|e| format!("sequence number `{s}`: {e}"));
@@ -84,7 +89,7 @@ pub(crate) fn parse_as_of(s: &str) -> Result<AsOf, String> {
 }
 
 /// A duration such as `500ms`, `90s`, `15m`, `12h` or `7d` (`0` alone is zero).
-pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();
     if s == "0" {
         return Ok(std::time::Duration::ZERO);
@@ -473,7 +478,7 @@ impl Session {
 
     fn add_write(&self, b: &mut WriteBatch, op: &str, req: &Map<String, Json>) -> Res<()> {
         let t = self.db.table(str_field(req, "table")?)?;
-        strata_sql::indexes::refuse_writes_outside_sql(&self.db, &t).map_err(crate::sql::cli_error)?;
+        strata_sql::indexes::refuse_writes_outside_sql(&self.db, &t).map_err(sql_error)?;
         let mismatch = |m: String| CliError::new("type_mismatch", m);
         match op {
             "insert" => {

@@ -318,7 +318,7 @@ fn parquet_rows<'a>(t: &'a Table, path: &'a Path) -> Result<RowStream<'a>, CliEr
 /// (batches of [`BATCH`] for lineage-engine tables). Returns rows written.
 pub fn load_file(db: &Db, table: &str, path: &Path) -> Result<u64, CliError> {
     let t = db.table(table)?;
-    strata_sql::indexes::refuse_writes_outside_sql(db, &t).map_err(crate::sql::cli_error)?;
+    strata_sql::indexes::refuse_writes_outside_sql(db, &t).map_err(crate::exec::sql_error)?;
     let parquet = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
     let open = || if parquet { parquet_rows(&t, path) } else { csv_rows(&t, path) };
     let check = bar(0, "checking");

@@ -1,11 +1,7 @@
 //! `strata`: command-line access to a strata database.
 
 mod demo;
-mod exec;
-mod expr;
-mod json;
 mod load;
-mod schema_sql;
 mod sql;
 
 use std::io::{BufRead, Write};
@@ -24,7 +20,8 @@ use strata::{
     WorkloadStats,
 };
 
-use exec::{projection, scan, CliError, ScanArgs, ScanOut, Session};
+use strata_cli::exec::{self, projection, scan, CliError, ScanArgs, ScanOut, Session};
+use strata_cli::{json, schema_sql};
 
 #[derive(Parser)]
 #[command(name = "strata", version, about = "Command-line tool for the strata storage engine")]

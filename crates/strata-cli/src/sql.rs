@@ -10,12 +10,8 @@ use strata_sql::datafusion::arrow::record_batch::RecordBatch;
 use strata_sql::datafusion::arrow::util::pretty::pretty_format_batches;
 use strata_sql::{Output, SqlEngine, SqlError, TxnStatus};
 
-use crate::exec::CliError;
+use crate::exec::{sql_error as cli_error, CliError};
 use crate::Format;
-
-pub(crate) fn cli_error(e: SqlError) -> CliError {
-    CliError::new("sql_error", format!("{} (SQLSTATE {})", e.message, e.kind.sqlstate()))
-}
 
 fn print_error(e: &SqlError) {
     eprintln!("ERROR: {} (SQLSTATE {})", e.message, e.kind.sqlstate());

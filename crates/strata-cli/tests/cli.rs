@@ -8,6 +8,12 @@ use std::process::{Command, Stdio};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value as Json};
 
+mod fuzz;
+
+/// The allocator notes each thread's largest allocation, which the fuzz replays check.
+#[global_allocator]
+static ALLOC: strata::fuzz::TrackingAlloc = strata::fuzz::TrackingAlloc;
+
 fn strata(db: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
     c.arg("--db").arg(db);

@@ -20,6 +20,8 @@
 //!   and binary format alike ([`types`]); a type that has no faithful PostgreSQL counterpart is
 //!   refused with an error naming it.
 
+#[doc(hidden)]
+pub mod fuzz;
 mod types;
 
 use std::collections::HashMap;
@@ -401,6 +403,18 @@ impl CopyHandler for Session {
 }
 
 /// The status ReadyForQuery reports for `status`.
+/// The most rows one Execute returns before the portal is suspended (the client asks again for
+/// the rest, as for any limit it set).
+const MAX_FETCH: i32 = 1 << 16;
+
+/// The row limit an Execute runs with: no limit where the client asked for none (0, or a
+/// negative number, as PostgreSQL reads it), else the client's, held to [`MAX_FETCH`]: pgwire
+/// sets aside room for as many rows as asked, so a limit of two billion made the server try to
+/// allocate tens of gigabytes and abort (found by the `pg_messages` fuzz target).
+fn fetch_limit(max_rows: i32) -> i32 {
+    max_rows.clamp(0, MAX_FETCH)
+}
+
 fn wire_status(status: TxnStatus) -> TransactionStatus {
     match status {
         TxnStatus::Idle => TransactionStatus::Idle,
@@ -796,6 +810,8 @@ impl ExtendedQueryHandler for Session {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         self.note_client_failure(client);
+        let mut message = message;
+        message.max_rows = fetch_limit(message.max_rows);
         let result = self._on_execute(&mut Held(client), message).await;
         if matches!(result, Err(PgWireError::QueryCanceled)) {
             self.sql.fail_block();

@@ -4,7 +4,12 @@
 //! every type of value in text and binary format against what `strata sql` computes, and
 //! `slt_protocols` runs the project's .slt files through sqllogictest's PostgreSQL engines.
 
+/// The allocator notes each thread's largest allocation, which the fuzz replays check.
+#[global_allocator]
+static ALLOC: strata::fuzz::TrackingAlloc = strata::fuzz::TrackingAlloc;
+
 mod elle_pg;
+mod fuzz;
 mod psql_catalog;
 mod row_locks;
 mod slt_protocols;

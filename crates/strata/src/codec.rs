@@ -28,6 +28,18 @@ impl DecodeError {
 
 pub(crate) type DecodeResult<T> = std::result::Result<T, DecodeError>;
 
+/// Whether `data`'s CRC-32C is `stored`. Every checksum of strata's files is checked here, so
+/// that fuzzing ([`crate::fuzz`]) can accept any checksum on its own thread and reach the decoders
+/// behind them with mutated input.
+pub(crate) fn checksum_ok(data: &[u8], stored: u32) -> bool {
+    crc32c::crc32c(data) == stored || UNCHECKED.with(std::cell::Cell::get)
+}
+
+thread_local! {
+    /// Set while a fuzz target runs on this thread ([`crate::fuzz::Unchecked`]).
+    pub(crate) static UNCHECKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// A cursor over a byte slice where every read is bounds-checked.
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],

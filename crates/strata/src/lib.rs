@@ -20,6 +20,8 @@ mod db;
 #[cfg(test)]
 mod decode_tests;
 mod error;
+#[doc(hidden)]
+pub mod fuzz;
 mod iter;
 mod lineage;
 mod memtable;

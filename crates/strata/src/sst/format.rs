@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::codec::{put_varint, DecodeResult, Reader};
+use crate::codec::{checksum_ok, put_varint, DecodeResult, Reader};
 use crate::error::{Error, Result};
 use crate::vfs::WritableFile;
 
@@ -55,6 +55,16 @@ impl BlockHandle {
     pub(crate) fn decode(r: &mut Reader<'_>) -> DecodeResult<Self> {
         Ok(BlockHandle { offset: r.varint()?, size: r.varint()? })
     }
+
+    /// The end of the framed block (body and trailer), unless that is past `u64::MAX`.
+    pub(crate) fn end(&self) -> Option<u64> {
+        self.offset.checked_add(self.size)?.checked_add(TRAILER_LEN as u64)
+    }
+
+    /// Whether the framed block lies within the first `len` bytes of its file.
+    pub(crate) fn within(&self, len: u64) -> bool {
+        self.end().is_some_and(|end| end <= len)
+    }
 }
 
 /// Frames `content` for disk: compresses (falling back to none if it does not shrink) and adds
@@ -102,7 +112,7 @@ fn check_frame<'a>(path: &Path, offset: u64, raw: &'a [u8]) -> Result<(&'a [u8],
     }
     let (body_code, crc) = raw.split_at(raw.len() - 4);
     let want = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
-    if crc32c::crc32c(body_code) != want {
+    if !checksum_ok(body_code, want) {
         return Err(bad("block checksum mismatch"));
     }
     let (body, code) = body_code.split_at(body_code.len() - 1);
@@ -114,15 +124,30 @@ fn decompress(path: &Path, offset: u64, body: &[u8], code: u8) -> Result<Vec<u8>
     let bad = |why: &str| Error::corruption(path, offset, why.to_owned());
     match code {
         1 => {
+            // The size in front is allocated at once, so it must be one the body can expand
+            // to: LZ4 expands a byte to at most 255.
             if body.len() >= 4 {
                 let n = u32::from_le_bytes([body[0], body[1], body[2], body[3]]) as usize;
-                if n > MAX_BLOCK {
+                if n > MAX_BLOCK || n > body.len() * 255 {
                     return Err(bad("block too large"));
                 }
             }
             lz4_flex::block::decompress_size_prepended(body).map_err(|e| bad(&format!("lz4: {e}")))
         }
-        2 => zstd::bulk::decompress(body, MAX_BLOCK).map_err(|e| bad(&format!("zstd: {e}"))),
+        2 => {
+            // strata writes single zstd frames that carry their content size; the buffer is
+            // allocated at that size (not at the largest a block may have).
+            let n = match zstd::zstd_safe::get_frame_content_size(body) {
+                Ok(Some(n)) if n <= MAX_BLOCK as u64 => n as usize,
+                Ok(Some(_)) => return Err(bad("block too large")),
+                _ => return Err(bad("zstd: no frame content size")),
+            };
+            let out = zstd::bulk::decompress(body, n).map_err(|e| bad(&format!("zstd: {e}")))?;
+            if out.len() != n {
+                return Err(bad("zstd: frame shorter than its content size"));
+            }
+            Ok(out)
+        }
         c => Err(bad(&format!("unknown compression {c}"))),
     }
 }
@@ -209,7 +234,7 @@ pub(crate) fn decode_footer(path: &Path, file_len: u64, b: &[u8]) -> Result<(Blo
         return Err(bad("file too short for a footer".into()));
     }
     let crc = u32::from_le_bytes([b[28], b[29], b[30], b[31]]);
-    if crc32c::crc32c(&b[..28]) != crc {
+    if !checksum_ok(&b[..28], crc) {
         return Err(bad("footer checksum mismatch".into()));
     }
     let mut r = Reader::new(b);
@@ -225,15 +250,42 @@ pub(crate) fn decode_footer(path: &Path, file_len: u64, b: &[u8]) -> Result<(Blo
             super::OLDEST_READABLE_FORMAT,
         )));
     }
-    if offset.checked_add(size).is_none_or(|end| end + (TRAILER_LEN + FOOTER_LEN) as u64 > file_len) {
+    let meta = BlockHandle { offset, size };
+    if !meta.within(file_len.saturating_sub(FOOTER_LEN as u64)) {
         return Err(bad("meta block handle out of range".into()));
     }
-    Ok((BlockHandle { offset, size }, version))
+    Ok((meta, version))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `row_group_file` fuzz target: a footer (with a valid checksum) whose meta
+    /// block handle ends past `u64::MAX` overflowed the range check instead of being corrupt.
+    #[test]
+    fn a_meta_handle_ending_past_u64_max_is_corruption() {
+        for (offset, size) in [(u64::MAX - 40, 33), (0, u64::MAX), (u64::MAX, 0), (10, 100)] {
+            let mut footer = Vec::new();
+            encode_footer(BlockHandle { offset, size }, super::super::FORMAT_VERSION, &mut footer);
+            let err = decode_footer(Path::new("f.sst"), 64, &footer).expect_err("out of range");
+            assert!(err.is_corruption() && err.to_string().contains("out of range"), "{err}");
+        }
+    }
+
+    /// Compressed sizes the body cannot reach are refused before anything is allocated: LZ4's
+    /// size in front beyond 255 times the body, a zstd frame without its content size.
+    #[test]
+    fn declared_sizes_out_of_proportion_are_corruption() {
+        let mut lz4 = (64u32 << 20).to_le_bytes().to_vec();
+        lz4.extend([0x1F, 0, 1, 0]);
+        let err = decompress(Path::new("f.sst"), 0, &lz4, 1).expect_err("too large");
+        assert!(err.to_string().contains("too large"), "{err}");
+        let zstd = zstd::bulk::compress(&[7u8; 1000], 3).expect("compress");
+        assert_eq!(decompress(Path::new("f.sst"), 0, &zstd, 2).expect("a valid frame"), vec![7u8; 1000]);
+        let err = decompress(Path::new("f.sst"), 0, &zstd[..3], 2).expect_err("no frame header");
+        assert!(err.to_string().contains("zstd"), "{err}");
+    }
 
     /// A block is stored compressed only when that saves an eighth of it: records of random
     /// letters (which LZ4 finds no repeats in) behind a few zero bytes each, as YCSB's fields

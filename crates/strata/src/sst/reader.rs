@@ -142,7 +142,7 @@ impl Fences {
 
 pub(crate) fn read_block_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
     let len = usize::try_from(h.size).map_err(|_| Error::corruption(path, h.offset, "block size out of range"))?;
-    if h.offset.checked_add(h.size + TRAILER_LEN as u64).is_none_or(|end| end > file.len()) {
+    if !h.within(file.len()) {
         return Err(Error::corruption(path, h.offset, "block handle past end of file"));
     }
     read_scratch(file, h.offset, len + TRAILER_LEN, |raw| unframe_slice(path, h.offset, raw))
@@ -228,6 +228,14 @@ impl SstReader {
         if index.iter().map(|e| e.rows).sum::<u64>() != meta.entries {
             return Err(Error::corruption(path, meta.index.offset, "index row counts disagree with meta"));
         }
+        // Blocks lie in the file in index order (read-ahead spans rely on it).
+        let mut end = 0;
+        for e in &index {
+            if e.handle.offset < end || !e.handle.within(len) {
+                return Err(Error::corruption(path, meta.index.offset, "block handle out of range or order"));
+            }
+            end = e.handle.offset + e.handle.size;
+        }
         Ok(Self::build((file, path, number, version), (meta, index, filter), cache, (tier, heat), None))
     }
 
@@ -267,6 +275,11 @@ impl SstReader {
             rows,
             column_zones: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The types of the file's group's columns (those of [`Self::columns`]).
+    pub(crate) fn group_types(&self) -> &[ColumnType] {
+        &self.meta.types
     }
 
     /// The row-group reader of a row-group file.
@@ -425,7 +438,7 @@ impl SstReader {
             }
             let raw = ahead.as_ref().and_then(|a| {
                 let from = usize::try_from(h.offset.checked_sub(a.offset)?).ok()?;
-                a.bytes.get(from..from.checked_add(h.size as usize + TRAILER_LEN)?)
+                a.bytes.get(from..from.checked_add(usize::try_from(h.size).ok()?.checked_add(TRAILER_LEN)?)?)
             });
             let raw =
                 raw.ok_or_else(|| Error::corruption(&self.path, h.offset, "block outside its read-ahead span"))?;

@@ -416,6 +416,12 @@ impl RowGroupBuilder {
                 self.finish_group_page(g)?;
             }
         }
+        // Every group holds every row, at its ordinal: as many pages as the shape gives its
+        // rows, as for the key pages (which readers derive from the row count alone).
+        debug_assert_eq!(self.key_pages.len(), Shape::pages(self.rows, self.shape.key_shift()), "key pages");
+        for (g, pages) in self.group_pages.iter().enumerate() {
+            debug_assert_eq!(pages.len(), Shape::pages(self.rows, self.shape.page_shift(g)), "pages of group {g}");
+        }
         let filter = bloom::build(&self.hashes, self.opts.bloom_bits_per_key);
         let filter = self.out.write_block(&filter, Compression::None)?;
         let mut idx = Vec::new();
@@ -628,6 +634,10 @@ impl RowGroupReader {
         let meta = RowGroupMeta::decode(&mut Reader::new(&meta_raw)).map_err(bad(meta_h.offset))?;
         let idx_raw = read_block_raw(file.as_ref(), path, meta.index)?;
         let (shape, key_pages, group_pages) = decode_index(&idx_raw, &meta, version).map_err(bad(meta.index.offset))?;
+        let handles = key_pages.iter().map(|e| e.handle).chain(group_pages.iter().flatten().map(|e| e.handle));
+        if handles.into_iter().any(|h| !h.within(len)) {
+            return Err(Error::corruption(path, meta.index.offset, "page handle past end of file"));
+        }
         let filter = read_block_raw(file.as_ref(), path, meta.filter)?;
         let mut place = vec![None; meta.groups.iter().flat_map(|g| g.columns.iter()).max().map_or(0, |&m| m + 1)];
         for (g, group) in meta.groups.iter().enumerate() {

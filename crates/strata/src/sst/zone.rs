@@ -282,7 +282,9 @@ impl ZoneMap {
             },
         };
         let bounded = min.is_some() && max.is_some();
-        ZoneMap { min, max, nulls: self.nulls + o.nulls, carried: self.carried + o.carried, bounded }
+        // Counts read from a damaged file may be anything: they add up without overflowing.
+        let (nulls, carried) = (self.nulls.saturating_add(o.nulls), self.carried.saturating_add(o.carried));
+        ZoneMap { min, max, nulls, carried, bounded }
     }
 
     /// The zone map of `rows` rows with no NULL whose values lie in `[min, max]`.
@@ -325,6 +327,9 @@ impl ZoneMap {
         let flags = r.u8()?;
         let nulls = r.varint()?;
         let carried = r.varint()?;
+        if nulls > carried {
+            return Err(DecodeError::new("zone map counts more NULLs than values"));
+        }
         let mut z = ZoneMap { nulls, carried, bounded: flags & 1 != 0, ..Default::default() };
         if flags & 1 != 0 {
             let mut read = || -> DecodeResult<Value> {
@@ -414,6 +419,21 @@ mod tests {
     use super::*;
     use crate::types::row::RawCell;
     use rand::{Rng, SeedableRng};
+
+    /// Found by the `zone_map` fuzz target: counts near `u64::MAX` in two zone maps overflowed
+    /// when merged. More NULLs than values is now corrupt, and merged counts saturate.
+    #[test]
+    fn zone_map_counts_from_a_damaged_index_neither_overflow_nor_pass() {
+        let mut enc = Vec::new();
+        ZoneMap { nulls: 5, carried: 4, ..Default::default() }.encode(ColumnType::Int, &mut enc);
+        assert!(ZoneMap::decode(ColumnType::Int, &mut Reader::new(&enc)).is_err());
+        let huge = ZoneMap { nulls: u64::MAX - 1, carried: u64::MAX, ..Default::default() };
+        let mut enc = Vec::new();
+        huge.encode(ColumnType::Int, &mut enc);
+        let z = ZoneMap::decode(ColumnType::Int, &mut Reader::new(&enc)).expect("ordered counts");
+        let merged = z.merge(&z);
+        assert_eq!((merged.nulls, merged.carried), (u64::MAX, u64::MAX));
+    }
 
     fn raw(v: &Value) -> Vec<u8> {
         let mut b = Vec::new();

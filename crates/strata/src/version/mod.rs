@@ -179,6 +179,86 @@ impl Version {
         used
     }
 
+    /// Checks the shape every version must have, naming the first thing found broken:
+    /// - each table has `num_levels` levels; a file appears once in the whole version;
+    /// - a file's key bounds and sequence bounds are ordered, and it holds versions;
+    /// - Level-0 has one file per run, newest first (by largest sequence number, then number);
+    /// - deeper levels have at most one run per column group, ordered by group, and each run's
+    ///   files are ordered by key and do not overlap;
+    /// - marks belong to files of their table, name rows inside their file and sequence
+    ///   numbers newer than the file's oldest version; deferred marking names Level-0 files.
+    ///
+    /// Runs after every version installed under debug assertions (see
+    /// [`set::VersionSet::log_and_apply`]) and on every recovery.
+    pub(crate) fn check_invariants(&self) -> std::result::Result<(), String> {
+        let mut seen = BTreeSet::new();
+        for (&id, t) in &self.tables {
+            let at =
+                |level: usize, f: &FileMeta| format!("table {id} ({}), level {level}, file {}", t.info.name, f.number);
+            if t.info.id != id {
+                return Err(format!("table {id} is filed under the id of table {}", t.info.id));
+            }
+            if t.levels.len() != self.num_levels {
+                return Err(format!("table {id} has {} levels, not {}", t.levels.len(), self.num_levels));
+            }
+            for (li, l) in t.levels.iter().enumerate() {
+                for f in l.files() {
+                    if !seen.insert(f.number) {
+                        return Err(format!("{}: the file appears twice", at(li, f)));
+                    }
+                    if f.smallest > f.largest || f.min_seq > f.max_seq || f.entries == 0 {
+                        return Err(format!("{}: bounds out of order or no versions: {f:?}", at(li, f)));
+                    }
+                }
+                if li == 0 {
+                    if let Some(r) = l.runs.iter().find(|r| r.files.len() != 1) {
+                        return Err(format!("table {id}: a Level-0 run of {} files", r.files.len()));
+                    }
+                    let newest_first = l.runs.windows(2).all(|w| {
+                        let (a, b) = (&w[0].files[0], &w[1].files[0]);
+                        (a.max_seq, a.number) >= (b.max_seq, b.number)
+                    });
+                    if !newest_first {
+                        return Err(format!("table {id}: Level-0 files are not newest first"));
+                    }
+                    continue;
+                }
+                for w in l.runs.windows(2) {
+                    if w[0].files[0].cg >= w[1].files[0].cg {
+                        return Err(format!("table {id}, level {li}: runs not one per group in group order"));
+                    }
+                }
+                for r in &l.runs {
+                    if let Some(f) = r.files.iter().find(|f| f.cg != r.files[0].cg) {
+                        return Err(format!("{}: group {} in a run of group {}", at(li, f), f.cg, r.files[0].cg));
+                    }
+                    if let Some(w) = r.files.windows(2).find(|w| w[0].largest >= w[1].smallest) {
+                        return Err(format!("{}: overlaps or precedes file {} in its run", at(li, &w[1]), w[0].number));
+                    }
+                }
+            }
+            let files: BTreeMap<u64, (usize, &Arc<FileMeta>)> =
+                t.levels.iter().enumerate().flat_map(|(li, l)| l.files().map(move |f| (f.number, (li, f)))).collect();
+            for (number, marks) in &t.marks {
+                let Some(&(li, f)) = files.get(number) else {
+                    return Err(format!("table {id}: marks of file {number}, which it does not hold"));
+                };
+                let merged = marks.merged();
+                if let Some(m) = merged.marks().iter().find(|m| u64::from(m.row) >= f.entries || m.seq <= f.min_seq) {
+                    return Err(format!(
+                        "{}: mark {m:?} outside the file's {} rows or sequence numbers",
+                        at(li, f),
+                        f.entries
+                    ));
+                }
+            }
+            if let Some(n) = t.deferred.iter().find(|n| !t.levels[0].files().any(|f| f.number == **n)) {
+                return Err(format!("table {id}: deferred marking of file {n}, not a Level-0 file"));
+            }
+        }
+        Ok(())
+    }
+
     /// Applies an edit, producing the next version. Records about tables that no longer exist
     /// are ignored (a compaction may finish after its table was dropped).
     pub(crate) fn apply(&self, edit: &VersionEdit) -> Version {

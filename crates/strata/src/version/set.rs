@@ -63,6 +63,19 @@ pub(crate) struct VersionSet {
     failed: bool,
 }
 
+/// [`Version::check_invariants`], and that the counters cover the version's files: their
+/// numbers were handed out and their versions' sequence numbers published.
+fn check(v: &Version, c: &Counters) -> std::result::Result<(), String> {
+    v.check_invariants()?;
+    match v.files().find(|f| f.number >= c.next_file || f.max_seq > c.last_sequence) {
+        Some(f) => Err(format!(
+            "file {} (sequence numbers up to {}) is past the next file number {} or the last sequence number {}",
+            f.number, f.max_seq, c.next_file, c.last_sequence
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Applies the counter records of `edit` to `c`.
 fn apply_counters(edit: &VersionEdit, c: &mut Counters) {
     for r in &edit.records {
@@ -238,6 +251,7 @@ impl VersionSet {
             // have been merged.
             c.history_floor = c.last_sequence;
         }
+        check(&v, &c).map_err(|e| Error::corruption(&path, 0, format!("the manifest describes a broken tree: {e}")))?;
         c.next_file = c.next_file.max(min_next_file);
         let number = c.next_file;
         c.next_file += 1;
@@ -284,6 +298,15 @@ impl VersionSet {
         counters.next_file = counters.next_file.max(next_file.load(Ordering::SeqCst));
         edit.push(EditRecord::NextFileNumber(counters.next_file));
         let next = Arc::new(self.current.apply(&edit));
+        if cfg!(debug_assertions) {
+            if let Err(e) = check(&next, &counters) {
+                // A bug, stopped where it happened (the tests run with debug assertions).
+                #[allow(clippy::panic)]
+                {
+                    panic!("a version edit broke the tree: {e}\nedit: {edit:?}");
+                }
+            }
+        }
         let written = match roll_number {
             Some(number) => (|| {
                 let mut clock = self.clock.clone();
@@ -318,5 +341,92 @@ impl VersionSet {
         }
         self.current = next.clone();
         Ok(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{TableInfo, TableOptions};
+    use crate::types::{Column, ColumnType, Schema};
+    use crate::version::FileMeta;
+    use crate::vfs::FaultFs;
+
+    fn table() -> EditRecord {
+        let schema =
+            Schema::new(vec![Column::new("k", ColumnType::BigInt), Column::new("v", ColumnType::Text)], &["k"])
+                .expect("valid schema");
+        let info = TableInfo::new(1, "t".into(), Arc::new(schema), TableOptions::default()).expect("valid table");
+        EditRecord::CreateTable(info)
+    }
+
+    fn file(number: u64, smallest: &[u8], largest: &[u8]) -> FileMeta {
+        FileMeta {
+            number,
+            size: 100,
+            entries: 10,
+            min_seq: 1,
+            max_seq: 5,
+            smallest: smallest.to_vec(),
+            largest: largest.to_vec(),
+            cg: 0,
+            tier: 0,
+        }
+    }
+
+    /// An edit putting two overlapping files in one run of Level-1.
+    fn overlapping() -> VersionEdit {
+        let mut e = VersionEdit::default();
+        e.push(EditRecord::AddFile { table: 1, level: 1, file: file(10, b"a", b"m") });
+        e.push(EditRecord::AddFile { table: 1, level: 1, file: file(11, b"k", b"z") });
+        e.push(EditRecord::LastSequence(5));
+        e
+    }
+
+    /// A planted violation: an edit that makes a run's files overlap is stopped when it is
+    /// installed (under debug assertions, as in the `ci` profile) and refused at recovery.
+    #[test]
+    fn an_edit_breaking_the_tree_panics_under_debug_assertions_and_fails_recovery() {
+        let fs = FaultFs::new();
+        let dir = Path::new("/v");
+        fs.create_dir_all(dir).expect("dir");
+        let mut set = VersionSet::create(&fs, dir, 4).expect("create");
+        let next = AtomicU64::new(20);
+        let mut create = VersionEdit::default();
+        create.push(table());
+        set.log_and_apply(&fs, create, &next).expect("a table");
+        let mut fine = VersionEdit::default();
+        fine.push(EditRecord::AddFile { table: 1, level: 1, file: file(10, b"a", b"m") });
+        fine.push(EditRecord::AddFile { table: 1, level: 1, file: file(11, b"n", b"z") });
+        fine.push(EditRecord::LastSequence(5));
+        set.log_and_apply(&fs, fine, &next).expect("two files side by side");
+        let installed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut bad = VersionEdit::default();
+            bad.push(EditRecord::AddFile { table: 1, level: 1, file: file(12, b"c", b"p") });
+            set.log_and_apply(&fs, bad, &next)
+        }));
+        let checked = cfg!(debug_assertions);
+        match installed {
+            Err(panic) => {
+                let msg = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+                assert!(checked && msg.contains("overlaps"), "only debug assertions check an installed edit: {msg}");
+            }
+            Ok(r) => {
+                assert!(!checked, "under debug assertions the edit must panic");
+                r.expect("logged without the check");
+            }
+        }
+
+        // Recovery checks always: a manifest holding the overlap is refused.
+        let mut snapshot = VersionEdit::default();
+        snapshot.push(table());
+        snapshot.push(EditRecord::NextFileNumber(20));
+        let dir = Path::new("/w");
+        fs.create_dir_all(dir).expect("dir");
+        let mut m = ManifestWriter::create(&fs, dir, 1, &snapshot.encode()).expect("manifest");
+        m.append(&overlapping().encode()).expect("edit");
+        set_current(&fs, dir, 1).expect("current");
+        let err = VersionSet::recover(&fs, dir, 4, 0).err().expect("recovery refuses the overlap");
+        assert!(err.is_corruption() && err.to_string().contains("overlaps"), "{err}");
     }
 }

@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::codec::checksum_ok;
 use crate::error::{Error, Result};
 use crate::vfs::{Fs, WritableFile};
 
@@ -107,7 +108,7 @@ pub(crate) fn read_log(fs: &dyn Fs, path: &Path, magic: [u8; 4]) -> Result<(Vec<
         let len_bytes = [h[0], h[1], h[2], h[3]];
         let hcrc = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
         let pcrc = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
-        if crc32c::crc32c(&len_bytes) != hcrc {
+        if !checksum_ok(&len_bytes, hcrc) {
             return Err(corrupt(pos, "record header checksum mismatch"));
         }
         let len = u32::from_le_bytes(len_bytes) as usize;
@@ -119,7 +120,7 @@ pub(crate) fn read_log(fs: &dyn Fs, path: &Path, magic: [u8; 4]) -> Result<(Vec<
             return Ok((out, Tail::Truncated(pos as u64)));
         }
         let payload = &data[start..start + len];
-        if crc32c::crc32c(payload) != pcrc {
+        if !checksum_ok(payload, pcrc) {
             return Err(corrupt(pos, "record checksum mismatch"));
         }
         out.push(payload.to_vec());

@@ -6,15 +6,21 @@
 
 mod common;
 
+/// The allocator notes each thread's largest allocation, which the fuzz replays check.
+#[global_allocator]
+static ALLOC: strata::fuzz::TrackingAlloc = strata::fuzz::TrackingAlloc;
+
 mod advise;
 mod api;
 mod concurrency;
 mod corruption;
 mod elle;
+mod fuzz;
 mod htap_io;
 mod ingest;
 mod layout;
 mod load;
+mod metamorphic;
 mod model;
 mod recovery;
 mod scan;

@@ -1,0 +1,31 @@
+//! The fuzz targets of strata's decoders (`strata::fuzz`) replayed on stable: each target's
+//! corpus in `fuzz/corpus/<target>/`, its generated seeds and `STRATA_FUZZ_INPUTS` (default
+//! 3000) inputs mutated from them, none of which may panic, hang or allocate out of proportion.
+//! The mutations come from a new seed each run, printed; `STRATA_SEEDS=<seed>` replays one.
+//! Long runs under libFuzzer: `fuzz/README.md`.
+
+fn replay(name: &str) {
+    strata::fuzz::replay_test(&strata::fuzz::targets(), name, env!("CARGO_MANIFEST_DIR"));
+}
+
+/// One test per target, so each shows by name.
+macro_rules! targets {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                replay(stringify!($name));
+            }
+        )*
+
+        #[test]
+        fn every_target_is_replayed() {
+            let tested = [$(stringify!($name)),*];
+            for t in strata::fuzz::targets() {
+                assert!(tested.contains(&t.name), "fuzz target {} has no replay test", t.name);
+            }
+        }
+    };
+}
+
+targets!(block, sst_file, row_group_file, bloom, zone_map, wal, manifest, checkpoint, marks, row);
