@@ -120,6 +120,10 @@ impl MarkChunk {
                     .filter(|&c| c != WHOLE)
                     .ok_or_else(|| DecodeError::new("mark column out of range"))?,
             };
+            // The last row number is none (a file's rows are numbered below 2^32 - 1).
+            if row == u32::MAX {
+                return Err(DecodeError::new("mark row out of range"));
+            }
             let m = Mark { row, col, seq: r.varint()? };
             if prev.is_some_and(|p| (p.row, p.col) >= (m.row, m.col)) {
                 return Err(DecodeError::new("marks out of order"));
@@ -198,12 +202,12 @@ impl Marks {
     /// From which sequence number on column `col` of row `row` is superseded (by a mark on the
     /// column or on the whole row), if it is.
     pub fn superseded_at(&self, row: u32, col: usize) -> Option<u64> {
-        self.in_rows(row..row + 1).filter(|m| m.covers(col)).map(|m| m.seq).min()
+        self.in_rows(row..row.saturating_add(1)).filter(|m| m.covers(col)).map(|m| m.seq).min()
     }
 
     /// From which sequence number on row `row` is superseded as a whole, if it is.
     pub fn whole_at(&self, row: u32) -> Option<u64> {
-        self.in_rows(row..row + 1).filter(|m| m.col == WHOLE).map(|m| m.seq).min()
+        self.in_rows(row..row.saturating_add(1)).filter(|m| m.col == WHOLE).map(|m| m.seq).min()
     }
 }
 
@@ -213,6 +217,18 @@ mod tests {
 
     fn m(row: u32, col: u16, seq: u64) -> Mark {
         Mark { row, col, seq }
+    }
+
+    /// Found by the `marks` fuzz target: a mark on row `u32::MAX` overflowed the row range the
+    /// queries look in. Such a row is refused when decoded, and queries on it answer none.
+    #[test]
+    fn a_mark_on_the_last_row_number_is_refused_and_asking_about_it_does_not_overflow() {
+        let mut enc = Vec::new();
+        MarkChunk::new(vec![m(u32::MAX, 0, 7)]).encode(&mut enc);
+        assert!(MarkChunk::decode(&mut Reader::new(&enc)).is_err());
+        let marks = Marks::default().with(Arc::new(MarkChunk::new(vec![m(u32::MAX - 1, WHOLE, 7)])));
+        assert_eq!(marks.whole_at(u32::MAX - 1), Some(7));
+        assert_eq!((marks.whole_at(u32::MAX), marks.superseded_at(u32::MAX, 0)), (None, None));
     }
 
     #[test]
