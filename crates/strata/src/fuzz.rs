@@ -654,22 +654,49 @@ unsafe impl GlobalAlloc for TrackingAlloc {
 }
 
 /// The repository's `fuzz/corpus` directory, from a crate directory of the workspace.
-pub fn corpus_root(manifest_dir: &str) -> PathBuf {
+fn corpus_root(manifest_dir: &str) -> PathBuf {
     Path::new(manifest_dir).join("../../fuzz/corpus")
 }
 
 /// Replays target `name` of `targets` as the test suites do (see [`replay`]): its corpus in the
 /// repository's `fuzz/corpus/<name>/` (`manifest_dir` is the calling crate's directory), and
 /// `STRATA_FUZZ_INPUTS` (default 3000) mutated inputs from the first seed of `STRATA_SEEDS`, or
-/// from a new seed, printed.
+/// from a new seed, printed. With `STRATA_FUZZ_WRITE_SEEDS=1` the target's generated seeds are
+/// first written into its corpus directory (a new target's first corpus, or fresh seeds after
+/// a format changed).
 pub fn replay_test(targets: &[Target], name: &str, manifest_dir: &str) {
     use std::hash::{BuildHasher, Hasher};
     let target = targets.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no fuzz target {name}"));
+    if std::env::var("STRATA_FUZZ_WRITE_SEEDS").is_ok_and(|v| v == "1") {
+        let root = corpus_root(manifest_dir);
+        if let Err(e) = write_seeds(std::slice::from_ref(target), &root) {
+            panic!("writing the seeds of {name} into {}: {e}", root.display());
+        }
+    }
     let given = std::env::var("STRATA_SEEDS").ok().and_then(|s| s.split(',').next()?.trim().parse().ok());
     let seed = given.unwrap_or_else(|| std::hash::RandomState::new().build_hasher().finish());
     println!("seed {seed} (replay: STRATA_SEEDS={seed})");
     let inputs = std::env::var("STRATA_FUZZ_INPUTS").ok().and_then(|n| n.parse().ok()).unwrap_or(3000);
     replay(target, &corpus_root(manifest_dir), 1, inputs, seed);
+}
+
+/// Runs target `name` on every input saved in the repository's `fuzz/regressions/<name>/`
+/// (inputs that once crashed it, named after what went wrong), or on the one named `only`;
+/// panics naming an input that still panics. Returns how many ran.
+pub fn regressions(targets: &[Target], name: &str, only: Option<&str>, manifest_dir: &str) -> usize {
+    let target = targets.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no fuzz target {name}"));
+    let inputs: Vec<Input> = corpus(&Path::new(manifest_dir).join("../../fuzz/regressions"), name)
+        .into_iter()
+        .filter(|i| only.is_none_or(|o| Path::new(&i.origin).file_name().is_some_and(|f| f == o)))
+        .collect();
+    for input in &inputs {
+        let outcome = std::panic::catch_unwind(|| {
+            let _unchecked = Unchecked::new();
+            (target.run)(&input.bytes);
+        });
+        assert!(outcome.is_ok(), "fuzz target {name} panics on {} again", input.origin);
+    }
+    inputs.len()
 }
 
 /// One input of a replay: where it came from and its bytes.
@@ -826,25 +853,9 @@ fn mutate(rng: &mut Rng, good: &[u8], other: &[u8]) -> Vec<u8> {
     b
 }
 
-/// The `fuzz_seeds` examples' main: writes `targets`' seeds into the corpus directory given as
-/// the first argument, by default the repository's `fuzz/corpus` (from the crate directory
-/// `manifest_dir`), and says how many inputs each target's directory holds.
-pub fn seed_corpus_main(targets: &[Target], manifest_dir: &str) -> std::io::Result<()> {
-    let root = match std::env::args_os().nth(1) {
-        Some(dir) => PathBuf::from(dir),
-        None => corpus_root(manifest_dir),
-    };
-    write_seeds(targets, &root)?;
-    for t in targets {
-        let n = std::fs::read_dir(root.join(t.name))?.count();
-        println!("{:16} {n} inputs in {}", t.name, root.join(t.name).display());
-    }
-    Ok(())
-}
-
 /// Writes each target's generated seeds into `root/<target>/` (file names are the inputs'
 /// hashes), for a first corpus.
-pub fn write_seeds(targets: &[Target], root: &Path) -> std::io::Result<()> {
+fn write_seeds(targets: &[Target], root: &Path) -> std::io::Result<()> {
     for t in targets {
         let dir = root.join(t.name);
         std::fs::create_dir_all(&dir)?;

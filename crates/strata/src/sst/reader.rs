@@ -140,6 +140,17 @@ impl Fences {
     }
 }
 
+/// Whether `handles` (ordered by offset) name framed blocks that lie inside a file of `len`
+/// bytes without overlapping.
+pub(crate) fn handles_apart(handles: &[BlockHandle], len: u64) -> bool {
+    let mut free_from = 0;
+    handles.iter().all(|h| {
+        let fits = h.offset >= free_from && h.within(len);
+        free_from = h.end().unwrap_or(u64::MAX);
+        fits
+    })
+}
+
 pub(crate) fn read_block_raw(file: &dyn ReadableFile, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
     let len = usize::try_from(h.size).map_err(|_| Error::corruption(path, h.offset, "block size out of range"))?;
     if !h.within(file.len()) {
@@ -228,13 +239,15 @@ impl SstReader {
         if index.iter().map(|e| e.rows).sum::<u64>() != meta.entries {
             return Err(Error::corruption(path, meta.index.offset, "index row counts disagree with meta"));
         }
-        // Blocks lie in the file in index order (read-ahead spans rely on it).
-        let mut end = 0;
-        for e in &index {
-            if e.handle.offset < end || !e.handle.within(len) {
-                return Err(Error::corruption(path, meta.index.offset, "block handle out of range or order"));
-            }
-            end = e.handle.offset + e.handle.size;
+        // Blocks lie in the file apart and in index order (read-ahead spans rely on the order,
+        // the block cache on distinct offsets).
+        let handles: Vec<BlockHandle> = index.iter().map(|e| e.handle).collect();
+        if !handles_apart(&handles, len) {
+            return Err(Error::corruption(
+                path,
+                meta.index.offset,
+                "block handles out of order or past the end of file",
+            ));
         }
         Ok(Self::build((file, path, number, version), (meta, index, filter), cache, (tier, heat), None))
     }

@@ -34,7 +34,7 @@ use super::bloom;
 use super::builder::{put_columns, IndexEntry, SstMeta, SstOptions};
 use super::cache::{BlockCache, BlockRef, CachePin};
 use super::format::{decode_footer, unframe_slice, BlockHandle, BlockWriter, Compression, FOOTER_LEN, TRAILER_LEN};
-use super::reader::{read_block_raw, read_columns, read_scratch, Fences, Lookup};
+use super::reader::{handles_apart, read_block_raw, read_columns, read_scratch, Fences, Lookup};
 use super::zone::{ZoneMap, Zones};
 use crate::codec::{put_bytes, put_varint, DecodeError, DecodeResult, Reader};
 use crate::error::{Error, Result};
@@ -634,9 +634,13 @@ impl RowGroupReader {
         let meta = RowGroupMeta::decode(&mut Reader::new(&meta_raw)).map_err(bad(meta_h.offset))?;
         let idx_raw = read_block_raw(file.as_ref(), path, meta.index)?;
         let (shape, key_pages, group_pages) = decode_index(&idx_raw, &meta, version).map_err(bad(meta.index.offset))?;
-        let handles = key_pages.iter().map(|e| e.handle).chain(group_pages.iter().flatten().map(|e| e.handle));
-        if handles.into_iter().any(|h| !h.within(len)) {
-            return Err(Error::corruption(path, meta.index.offset, "page handle past end of file"));
+        // Pages lie inside the file and apart: the block cache knows a page by its offset, so
+        // two index entries naming one page would take each other's cached pages.
+        let mut handles: Vec<BlockHandle> =
+            key_pages.iter().map(|e| e.handle).chain(group_pages.iter().flatten().map(|e| e.handle)).collect();
+        handles.sort_unstable_by_key(|h| h.offset);
+        if !handles_apart(&handles, len) {
+            return Err(Error::corruption(path, meta.index.offset, "page handles overlap or pass the end of file"));
         }
         let filter = read_block_raw(file.as_ref(), path, meta.filter)?;
         let mut place = vec![None; meta.groups.iter().flat_map(|g| g.columns.iter()).max().map_or(0, |&m| m + 1)];
