@@ -2,6 +2,11 @@
 //! valid startup message or in its place. The server must answer or close the connection,
 //! never hang on it, and go on serving the next client; the database it serves is in memory
 //! and lives as long as the process, so what one input creates the next may find.
+//!
+//! A panic on the server's threads ends only that connection ([`crate::Server::run`] catches
+//! it): pgwire's decoder panics on some malformed messages (a Parse whose parameter types run
+//! past its end). Such panics are printed and counted ([`contained_panics`]), not reported as
+//! crashes; the next input finds out whether the server still serves.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -27,8 +32,10 @@ fn server() -> SocketAddr {
     *ADDR.get_or_init(|| {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
+            contain_server_panics();
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
+                .thread_name(SERVER_THREAD)
                 .enable_all()
                 .build()
                 .expect("a runtime for the fuzzed server");
@@ -45,6 +52,30 @@ fn server() -> SocketAddr {
         });
         rx.recv().expect("the fuzzed server started")
     })
+}
+
+/// The name of the fuzzed server's threads.
+const SERVER_THREAD: &str = "fuzzed-pg-server";
+
+static CONTAINED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Panics on the fuzzed server's threads so far (each ended one connection).
+pub fn contained_panics() -> usize {
+    CONTAINED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Panics on the server's threads are counted and printed; the panic hook in place before
+/// (libFuzzer's aborts) handles every other.
+fn contain_server_panics() {
+    let before = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().name() == Some(SERVER_THREAD) {
+            CONTAINED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            eprintln!("contained on the server (the connection ends): {info}");
+        } else {
+            before(info);
+        }
+    }));
 }
 
 /// A startup message for protocol 3.0 naming `params`.

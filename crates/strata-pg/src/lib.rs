@@ -178,7 +178,10 @@ impl Server {
                     }),
                     startup: Arc::new(startup),
                 };
-                let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
+                // A panic while serving the connection (pgwire's message decoder panics on
+                // some malformed messages) ends that connection, not the server.
+                let serve = pgwire::tokio::process_socket(socket, None, handlers);
+                let _ = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(serve)).await;
                 drop(slot);
             });
         }

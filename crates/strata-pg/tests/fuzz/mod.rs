@@ -26,3 +26,19 @@ fn an_execute_asking_for_billions_of_rows_answers_and_the_server_stays_up() {
         assert!(text.contains("42") && text.contains("SELECT 1"), "max_rows {max_rows}: {text:?}");
     }
 }
+
+/// Found by the `pg_messages` target: pgwire's decoder panics on a Parse message whose parameter
+/// types run past its end. The panic ends that connection only; the server answers the next
+/// client.
+#[test]
+fn a_message_pgwire_panics_on_ends_its_connection_and_the_server_stays_up() {
+    let n = strata::fuzz::regressions(
+        &strata_pg::fuzz::targets(),
+        "pg_messages",
+        Some("parse-with-types-past-its-end"),
+        env!("CARGO_MANIFEST_DIR"),
+    );
+    assert_eq!(n, 1);
+    let answer = strata_pg::fuzz::exchange(&strata_pg::fuzz::client_bytes(&[(b'Q', b"SELECT 6 * 7\0"), (b'X', b"")]));
+    assert!(String::from_utf8_lossy(&answer).contains("42"), "{answer:?}");
+}
