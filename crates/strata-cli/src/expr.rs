@@ -117,7 +117,13 @@ struct Parser<'a> {
     t: Vec<Tok>,
     i: usize,
     schema: &'a Schema,
+    /// `NOT`s and parentheses open around the current token.
+    depth: usize,
 }
+
+/// The deepest a predicate may nest (`NOT` and parentheses): the parser recurses once per
+/// level, and thousands of levels overflowed its stack.
+const MAX_NESTING: usize = 200;
 
 impl Parser<'_> {
     fn peek_kw(&self, kw: &str) -> bool {
@@ -183,15 +189,26 @@ impl Parser<'_> {
         })
     }
 
+    /// Runs `f` one nesting level deeper, refusing a predicate nested past [`MAX_NESTING`].
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, String>) -> Result<T, String> {
+        if self.depth == MAX_NESTING {
+            return Err(format!("the predicate nests deeper than {MAX_NESTING} levels"));
+        }
+        self.depth += 1;
+        let out = f(self);
+        self.depth -= 1;
+        out
+    }
+
     fn unary(&mut self) -> Result<Expr, String> {
         if self.peek_kw("NOT") {
             self.i += 1;
-            return Ok(Expr::Not(Box::new(self.unary()?)));
+            return Ok(Expr::Not(Box::new(self.nested(Self::unary)?)));
         }
         match self.t.get(self.i).cloned() {
             Some(Tok::LParen) => {
                 self.i += 1;
-                let e = self.expr()?;
+                let e = self.nested(Self::expr)?;
                 if self.t.get(self.i) != Some(&Tok::RParen) {
                     return Err("expected `)`".into());
                 }
@@ -256,7 +273,7 @@ impl Parser<'_> {
 
 /// Parses a predicate against a schema.
 pub fn parse_where(text: &str, schema: &Schema) -> Result<Expr, String> {
-    let mut p = Parser { t: lex(text)?, i: 0, schema };
+    let mut p = Parser { t: lex(text)?, i: 0, schema, depth: 0 };
     let e = p.expr()?;
     if p.i != p.t.len() {
         return Err(format!("unexpected {:?} after the condition", p.t[p.i]));
@@ -299,6 +316,28 @@ pub fn parse_agg(text: &str, schema: &Schema) -> Result<(String, Aggregate), Str
 mod tests {
     use super::*;
     use crate::schema_sql::parse_schema;
+
+    /// Found by replaying the `where_clause` corpus: thousands of nested parentheses (or NOTs)
+    /// overflowed the parser's stack and aborted the process. Nesting is held to 200 levels,
+    /// refused with an error past them, on a thread with the default stack of spawned threads.
+    #[test]
+    fn deeply_nested_predicates_are_refused_not_a_stack_overflow() {
+        let schema = parse_schema("id BIGINT PRIMARY KEY, a INT").unwrap();
+        let parse = move |text: String| {
+            let schema = schema.clone();
+            std::thread::Builder::new()
+                .stack_size(2 << 20)
+                .spawn(move || parse_where(&text, &schema))
+                .unwrap()
+                .join()
+                .unwrap()
+        };
+        let deep = |n: usize| format!("{}a = 1{}", "(".repeat(n), ")".repeat(n));
+        assert!(parse(deep(MAX_NESTING)).is_ok());
+        let err = parse(deep(5000)).unwrap_err();
+        assert!(err.contains("nests deeper than 200"), "{err}");
+        assert!(parse(format!("{}a = 1", "NOT ".repeat(5000))).unwrap_err().contains("nests deeper"));
+    }
 
     #[test]
     fn predicates_parse_into_engine_expressions() {
