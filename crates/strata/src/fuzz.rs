@@ -666,7 +666,7 @@ fn corpus_root(manifest_dir: &str) -> PathBuf {
 /// a format changed).
 pub fn replay_test(targets: &[Target], name: &str, manifest_dir: &str) {
     use std::hash::{BuildHasher, Hasher};
-    let target = targets.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no fuzz target {name}"));
+    let target = find(targets, name);
     if std::env::var("STRATA_FUZZ_WRITE_SEEDS").is_ok_and(|v| v == "1") {
         let root = corpus_root(manifest_dir);
         if let Err(e) = write_seeds(std::slice::from_ref(target), &root) {
@@ -680,11 +680,16 @@ pub fn replay_test(targets: &[Target], name: &str, manifest_dir: &str) {
     replay(target, &corpus_root(manifest_dir), 1, inputs, seed);
 }
 
+/// Target `name` of `targets`.
+fn find<'t>(targets: &'t [Target], name: &str) -> &'t Target {
+    targets.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no fuzz target {name}"))
+}
+
 /// Runs target `name` on every input saved in the repository's `fuzz/regressions/<name>/`
 /// (inputs that once crashed it, named after what went wrong), or on the one named `only`;
 /// panics naming an input that still panics. Returns how many ran.
 pub fn regressions(targets: &[Target], name: &str, only: Option<&str>, manifest_dir: &str) -> usize {
-    let target = targets.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no fuzz target {name}"));
+    let target = find(targets, name);
     let inputs: Vec<Input> = corpus(&Path::new(manifest_dir).join("../../fuzz/regressions"), name)
         .into_iter()
         .filter(|i| only.is_none_or(|o| Path::new(&i.origin).file_name().is_some_and(|f| f == o)))
