@@ -501,11 +501,12 @@ mod tests {
                         _ => Value::Bytea(vec![r.gen(); r.gen_range(0..9)]),
                     };
                     let bounded = rng.gen_bool(0.7);
+                    let nulls = rng.gen_range(0..300);
                     ZoneMap {
                         min: bounded.then(|| v(&mut rng)),
                         max: bounded.then(|| v(&mut rng)),
-                        nulls: rng.gen_range(0..300),
-                        carried: rng.gen_range(0..300),
+                        nulls,
+                        carried: nulls + rng.gen_range(0..300),
                         bounded,
                     }
                 })
