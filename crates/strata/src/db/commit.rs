@@ -40,6 +40,8 @@ pub(crate) struct Slot {
     batch: WriteBatch,
     sync: bool,
     validate: Option<Validate>,
+    /// The commit time a replicated write carries (Unix ms), in place of the clock's.
+    at_ms: Option<u64>,
     /// Set by the leader when the writer is to insert its own batch into the memtable, from
     /// the given sequence number on (see [`Inserting`]).
     job: OnceLock<(u64, Arc<Inserting>)>,
@@ -132,15 +134,16 @@ const YIELDS: usize = 32;
 
 impl DbInner {
     pub(crate) fn write(&self, batch: WriteBatch, opts: &super::WriteOptions) -> Result<()> {
-        match self.commit_request(batch, opts, None)? {
+        match self.commit_request(batch, opts, None, None)? {
             Ok(()) => Ok(()),
             // Only a request with rows to check can lose.
             Err(lost) => Err(Error::InvalidArgument(format!("a plain write was refused as a transaction: {lost:?}"))),
         }
     }
 
-    /// Commits `batch` through the group commit, checked by `validate` when given: the outer
-    /// error is a failure of the write itself, the inner one a lost check (nothing written).
+    /// Commits `batch` through the group commit, checked by `validate` when given, at the
+    /// commit time `at_ms` when given (a replicated write): the outer error is a failure of the
+    /// write itself, the inner one a lost check (nothing written).
     ///
     /// The writer queues its request on a lock-free queue and tries the leader lock: the one
     /// that gets it leads, taking every queued request as one group; the others sleep until a
@@ -153,6 +156,7 @@ impl DbInner {
         batch: WriteBatch,
         opts: &super::WriteOptions,
         validate: Option<Validate>,
+        at_ms: Option<u64>,
     ) -> Result<std::result::Result<(), Lost>> {
         self.check_writable()?;
         if batch.is_empty() {
@@ -169,6 +173,7 @@ impl DbInner {
             batch,
             sync: opts.sync,
             validate,
+            at_ms,
             job: OnceLock::new(),
             outcome: OnceLock::new(),
             writer: std::thread::current(),
@@ -291,7 +296,13 @@ impl DbInner {
         let mut buf = Vec::with_capacity(bytes + 16 * group.len());
         let mut payload = Vec::with_capacity(won().map(|r| r.batch.bytes + 32).max().unwrap_or(0));
         let mut sync = false;
-        let now = unix_ms(SystemTime::now());
+        // A replicated write keeps the time its Raft entry carries, held to the newest time
+        // already committed so commit times never go back (on every replica alike: they apply
+        // the same entries in the same order).
+        let now = match group.iter().filter_map(|r| r.at_ms).max() {
+            Some(at) => at.max(leader.clock.0),
+            None => unix_ms(SystemTime::now()),
+        };
         for r in won() {
             payload.clear();
             r.batch.encode(seq + 1, now, &mut payload);

@@ -689,6 +689,27 @@ impl Db {
         self.inner.write(batch, opts)
     }
 
+    /// Applies `batch` as a replica applies what its leader logged: at the commit time
+    /// `commit_ms` the leader chose (Unix ms; held to the newest commit time here, so times never
+    /// go back), its operations numbered from the next sequence number here. Replicas that
+    /// start alike and apply the same batches in the same order (built by
+    /// [`WriteBatch::from_payload`] from the leader's [`WriteBatch::payload`], perhaps with rows
+    /// of their own added) hold the same versions under the same sequence numbers and times.
+    /// Returns the newest sequence number after the write: the write's last one while nothing
+    /// else writes to this database.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTable`] when the batch names a table id this database does not have, else
+    /// as [`Db::write`].
+    pub fn apply_replicated(&self, batch: WriteBatch, commit_ms: u64, opts: &WriteOptions) -> Result<u64> {
+        match self.inner.commit_request(batch, opts, None, Some(commit_ms))? {
+            Ok(()) => Ok(self.inner.snapshots.visible()),
+            Err(lost) => {
+                Err(Error::InvalidArgument(format!("a replicated write was refused as a transaction: {lost:?}")))
+            }
+        }
+    }
+
     /// Pins the current state for consistent reads until the snapshot is dropped.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot::new(self.inner.snapshots.clone())

@@ -506,7 +506,7 @@ impl Transaction {
             batch.push(op);
         }
         let validate = Validate { rows };
-        self.db.commit_request(batch, opts, Some(validate))?.map_err(|lost| self.error_of(lost))
+        self.db.commit_request(batch, opts, Some(validate), None)?.map_err(|lost| self.error_of(lost))
     }
 
     /// The error a lost check is reported as.

@@ -233,6 +233,28 @@ impl Schema {
         self.primary_key.iter().map(|&c| self.columns[c].ty).collect()
     }
 
+    /// The schema in the encoding the manifest keeps it in, for a process that sends it to
+    /// another ([`Schema::from_bytes`] reads it back).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode(&mut out);
+        out
+    }
+
+    /// A schema [`Schema::to_bytes`] wrote.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](Error::InvalidArgument) when the bytes are not one.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(bytes);
+        let schema =
+            Self::decode(&mut r).map_err(|e| Error::InvalidArgument(format!("a schema does not decode: {}", e.0)))?;
+        if !r.is_empty() {
+            return Err(Error::InvalidArgument("a schema does not decode: trailing bytes".into()));
+        }
+        Ok(schema)
+    }
+
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         put_varint(out, self.columns.len() as u64);
         for c in &self.columns {
@@ -319,5 +341,11 @@ mod tests {
         let mut buf = Vec::new();
         s.encode(&mut buf);
         assert_eq!(Schema::decode(&mut Reader::new(&buf)).unwrap(), s);
+        assert_eq!(Schema::from_bytes(&s.to_bytes()).unwrap(), s);
+        let mut longer = s.to_bytes();
+        longer.push(0);
+        for bad in [&longer[..], &buf[..buf.len() - 1]] {
+            assert!(matches!(Schema::from_bytes(bad), Err(Error::InvalidArgument(_))));
+        }
     }
 }

@@ -90,6 +90,30 @@ impl WriteBatch {
         Ok(())
     }
 
+    /// The batch as a WAL payload, for a replica to rebuild with [`WriteBatch::from_payload`] and
+    /// apply with [`Db::apply_replicated`](crate::Db::apply_replicated) (the sequence numbers and
+    /// commit time in it are left zero: the applying database gives them).
+    pub fn payload(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.bytes + 16);
+        self.encode(0, 0, &mut out);
+        out
+    }
+
+    /// The batch a [`WriteBatch::payload`] holds, for a database whose tables have the ids of the
+    /// one it was made on (a replica's: see [`Db::apply_replicated`](crate::Db::apply_replicated)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when the bytes do not decode.
+    pub fn from_payload(payload: &[u8]) -> Result<WriteBatch> {
+        let (_, _, ops) = Self::decode(payload)
+            .map_err(|e| crate::Error::InvalidArgument(format!("a replicated write batch does not decode: {}", e.0)))?;
+        let mut batch = WriteBatch::new();
+        for op in ops {
+            batch.push(op);
+        }
+        Ok(batch)
+    }
+
     /// Encodes the batch, committed at `commit_ms` (Unix milliseconds), as a WAL payload whose
     /// operations get `first_seq`, `first_seq + 1`, ….
     pub(crate) fn encode(&self, first_seq: u64, commit_ms: u64, out: &mut Vec<u8>) {
