@@ -155,7 +155,7 @@ impl Replica {
     }
 
     /// Stops the replica: it leaves `hosted` and its Raft task ends (its directory is kept).
-    pub async fn shutdown(self) -> Result<()> {
+    pub async fn shutdown(&self) -> Result<()> {
         self.hosted.remove(self.group);
         self.raft.shutdown().await.map_err(raft_error)
     }

@@ -14,6 +14,9 @@
 //! - [`net`]: the one TCP port of a node, carrying Raft's messages for every group it hosts,
 //!   and writes sent to a group's leader.
 //! - [`group`]: a replica of one group on one node, started from its directory.
+//! - [`node`]: a node: the metadata group (its membership the nodes, its database the shard
+//!   map), the shard replicas the map assigns it, and requests from clients routed to shard
+//!   leaders.
 //!
 //! Nodes, the shard map, distributed SQL and the operations commands come on top of these
 //! (docs/cluster.md says what works today).
@@ -26,10 +29,12 @@ pub mod group;
 pub mod log;
 pub mod machine;
 pub mod net;
+pub mod node;
 pub mod types;
 
 pub use group::{Replica, ReplicaOptions};
 pub use net::{Hosted, Server};
+pub use node::{Node, NodeOptions};
 pub use types::{Cfg, Command, GroupId, NodeId, Reply};
 
 /// An error of the cluster layer, with what it was doing.

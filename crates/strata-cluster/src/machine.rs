@@ -23,7 +23,7 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 use strata::{Column, ColumnType, Db, Engine, Options, Projection, ReadOptions, Schema, Table, TableOptions, Value};
 
-use crate::types::{Cfg, Command, NodeId, Reply};
+use crate::types::{Cfg, Command, MetaCommand, NodeId, Reply, ShardInfo, TableMap};
 
 /// The table holding the applied state.
 pub const RAFT_TABLE: &str = "__raft";
@@ -116,6 +116,11 @@ impl Machine {
                 };
                 (strata::WriteBatch::new(), 0, refused)
             }
+            EntryPayload::Normal(Command::Meta(m)) => match self.meta_batch(m) {
+                Ok(b) => (b, 0, None),
+                Err(e) if refused_alike(&e) => (strata::WriteBatch::new(), 0, Some(e.to_string())),
+                Err(e) => return Err(sm_error(e)),
+            },
             EntryPayload::Normal(Command::Write { payload, commit_ms }) => {
                 match strata::WriteBatch::from_payload(&payload) {
                     Ok(b) => (b, commit_ms, None),
@@ -154,6 +159,105 @@ impl Machine {
         let opts = layout.map_or_else(TableOptions::default, TableOptions::with_layout).with_engine(engine);
         self.db.create_table(name, schema, opts).map(|_| ())
     }
+}
+
+impl Machine {
+    /// The rows a change to the shard map writes into [`CLUSTER_TABLE`] (created by the first).
+    fn meta_batch(&self, m: MetaCommand) -> strata::Result<strata::WriteBatch> {
+        let t = match self.db.table(CLUSTER_TABLE) {
+            Ok(t) => t,
+            Err(strata::Error::UnknownTable(_)) => {
+                self.db.create_table(CLUSTER_TABLE, cluster_schema()?, TableOptions::default())?
+            }
+            Err(e) => return Err(e),
+        };
+        let mut batch = strata::WriteBatch::new();
+        match m {
+            MetaCommand::CreateTable { name, schema, splits, replicas } => {
+                let table_key = format!("table/{name}");
+                if t.get(&[Value::Text(table_key.clone())], &Projection::All, &ReadOptions::default())?.is_some() {
+                    return Err(strata::Error::TableExists(name));
+                }
+                Schema::from_bytes(&schema)?;
+                if replicas.len() != splits.len() + 1 || replicas.iter().any(Vec::is_empty) {
+                    return Err(strata::Error::InvalidArgument(format!(
+                        "{} split points make {} shards, but replicas were given for {}",
+                        splits.len(),
+                        splits.len() + 1,
+                        replicas.len()
+                    )));
+                }
+                if splits.windows(2).any(|w| w[0] >= w[1]) {
+                    return Err(strata::Error::InvalidArgument("split points must ascend".into()));
+                }
+                let next =
+                    match t.get(&[Value::Text("next".into())], &Projection::All, &ReadOptions::default())?.as_deref() {
+                        Some([_, Value::Bytea(b)]) => {
+                            b.as_slice().try_into().map(u64::from_le_bytes).map_err(|_| strata::Error::Corruption {
+                                path: CLUSTER_TABLE.into(),
+                                offset: 0,
+                                reason: "the next shard id is not 8 bytes".into(),
+                            })?
+                        }
+                        _ => 1,
+                    };
+                let mut shards = Vec::new();
+                for (i, nodes) in replicas.into_iter().enumerate() {
+                    let info = ShardInfo {
+                        id: next + i as u64,
+                        table: name.clone(),
+                        lo: i.checked_sub(1).map(|j| splits[j].clone()),
+                        hi: splits.get(i).cloned(),
+                        replicas: nodes,
+                    };
+                    batch.insert(&t, &[Value::Text(format!("shard/{:020}", info.id)), Value::Bytea(encode(&info)?)])?;
+                    shards.push(info.id);
+                }
+                let next = next + shards.len() as u64;
+                let map = TableMap { name, schema, shards };
+                batch.insert(&t, &[Value::Text(table_key), Value::Bytea(encode(&map)?)])?;
+                batch.insert(&t, &[Value::Text("next".into()), Value::Bytea(next.to_le_bytes().to_vec())])?;
+            }
+        }
+        Ok(batch)
+    }
+}
+
+/// A shard map record's bytes (postcard).
+fn encode<T: Serialize>(v: &T) -> strata::Result<Vec<u8>> {
+    postcard::to_stdvec(v)
+        .map_err(|e| strata::Error::InvalidArgument(format!("a shard map record does not encode: {e}")))
+}
+
+/// The table of the metadata group's database that holds the shard map: `(k TEXT, v BYTEA)`,
+/// with rows `table/NAME` ([`TableMap`]), `shard/ID` ([`ShardInfo`], the id zero-padded to 20
+/// digits) and `next` (the next shard id, u64 LE).
+pub const CLUSTER_TABLE: &str = "__cluster";
+
+fn cluster_schema() -> strata::Result<Schema> {
+    Schema::new(vec![Column::new("k", ColumnType::Text), Column::new("v", ColumnType::Bytea)], &["k"])
+}
+
+/// The shard map a metadata group's database holds: its tables and shards (in id order).
+pub fn cluster_map(db: &Db) -> strata::Result<(Vec<TableMap>, Vec<ShardInfo>)> {
+    let t = match db.table(CLUSTER_TABLE) {
+        Ok(t) => t,
+        Err(strata::Error::UnknownTable(_)) => return Ok((Vec::new(), Vec::new())),
+        Err(e) => return Err(e),
+    };
+    let (mut tables, mut shards) = (Vec::new(), Vec::new());
+    let bad =
+        |k: &str, e: postcard::Error| strata::Error::InvalidArgument(format!("shard map row {k} does not decode: {e}"));
+    for row in t.scan(&strata::KeyRange::all(), &Projection::All, &ReadOptions::default())? {
+        if let [Value::Text(k), Value::Bytea(v)] = row?.as_slice() {
+            if k.starts_with("table/") {
+                tables.push(postcard::from_bytes(v).map_err(|e| bad(k, e))?);
+            } else if k.starts_with("shard/") {
+                shards.push(postcard::from_bytes(v).map_err(|e| bad(k, e))?);
+            }
+        }
+    }
+    Ok((tables, shards))
 }
 
 /// Snapshots are not made yet: logs are kept whole (the groups run with

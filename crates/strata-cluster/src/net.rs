@@ -7,7 +7,9 @@
 //! unreachable (it backs off); one that breaks mid-call as a network error.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +26,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use crate::types::{Cfg, Command, GroupId, NodeId, Reply};
+use crate::types::{Cfg, Command, GroupId, NodeId, NodeRequest, NodeResponse, Reply};
 use crate::{Error, Result};
 
 /// The largest frame sent or taken.
@@ -40,6 +42,7 @@ enum Request {
     Vote(GroupId, VoteRequest<NodeId>),
     Snapshot(GroupId, InstallSnapshotRequest<Cfg>),
     Propose(GroupId, Command),
+    Node(NodeRequest),
 }
 
 /// A node's answer.
@@ -49,6 +52,7 @@ enum Response {
     Vote(VoteResponse<NodeId>),
     Snapshot(InstallSnapshotResponse<NodeId>),
     Proposed(Reply),
+    Node(NodeResponse),
     /// The node is not the group's leader: the leader it knows of (id, address), if any.
     NotLeader(Option<(NodeId, String)>),
     /// The node hosts no replica of the group.
@@ -56,10 +60,17 @@ enum Response {
     Failed(String),
 }
 
+/// What answers a node's [`NodeRequest`]s.
+pub trait Handler: Send + Sync + 'static {
+    /// The answer to `req`.
+    fn handle(&self, req: NodeRequest) -> Pin<Box<dyn Future<Output = NodeResponse> + Send + '_>>;
+}
+
 /// The groups a node hosts: where its server hands each message.
 #[derive(Clone, Default)]
 pub struct Hosted {
     groups: Arc<RwLock<HashMap<GroupId, Raft<Cfg>>>>,
+    handler: Arc<RwLock<Option<Arc<dyn Handler>>>>,
 }
 
 impl Hosted {
@@ -71,6 +82,16 @@ impl Hosted {
     /// Stops handing the group's messages on.
     pub fn remove(&self, group: GroupId) -> Option<Raft<Cfg>> {
         self.groups.write().remove(&group)
+    }
+
+    /// Hands [`NodeRequest`]s to `handler` from now on.
+    pub fn set_handler(&self, handler: Arc<dyn Handler>) {
+        *self.handler.write() = Some(handler);
+    }
+
+    /// Answers no more [`NodeRequest`]s (and lets the handler go).
+    pub fn clear_handler(&self) {
+        *self.handler.write() = None;
     }
 
     fn get(&self, group: GroupId) -> Option<Raft<Cfg>> {
@@ -99,7 +120,7 @@ async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<Vec<u8>>
 /// A node's server: it answers on its port until stopped or dropped.
 pub struct Server {
     addr: SocketAddr,
-    task: JoinHandle<()>,
+    task: Option<JoinHandle<()>>,
 }
 
 impl Server {
@@ -122,7 +143,7 @@ impl Server {
                 }
             }
         });
-        Ok(Server { addr, task })
+        Ok(Server { addr, task: Some(task) })
     }
 
     /// The address it listens on.
@@ -132,13 +153,23 @@ impl Server {
 
     /// Stops listening and drops every connection.
     pub fn stop(&self) {
-        self.task.abort();
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+    }
+
+    /// Stops listening, drops every connection, and returns once they are gone.
+    pub async fn shutdown(mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+            let _ = t.await;
+        }
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.task.abort();
+        self.stop();
     }
 }
 
@@ -158,6 +189,13 @@ async fn serve(mut stream: TcpStream, hosted: Hosted) {
 async fn answer(req: Request, hosted: &Hosted) -> Response {
     let group = match &req {
         Request::Append(g, _) | Request::Vote(g, _) | Request::Snapshot(g, _) | Request::Propose(g, _) => *g,
+        Request::Node(_) => {
+            let handler = hosted.handler.read().clone();
+            let (Request::Node(r), Some(h)) = (req, handler) else {
+                return Response::Failed("this server answers no node requests".into());
+            };
+            return Response::Node(h.handle(r).await);
+        }
     };
     let Some(raft) = hosted.get(group) else { return Response::NoGroup(group) };
     match req {
@@ -168,6 +206,7 @@ async fn answer(req: Request, hosted: &Hosted) -> Response {
         Request::Snapshot(_, rpc) => {
             raft.install_snapshot(rpc).await.map_or_else(|e| Response::Failed(e.to_string()), Response::Snapshot)
         }
+        Request::Node(_) => Response::Failed("unreachable".into()),
         Request::Propose(_, cmd) => match raft.client_write(cmd).await {
             Ok(r) => Response::Proposed(r.data),
             Err(RaftError::APIError(openraft::error::ClientWriteError::ForwardToLeader(f))) => {
@@ -327,6 +366,17 @@ pub async fn propose(addr: &str, group: GroupId, cmd: Command, ttl: Duration) ->
         Ok(Response::NoGroup(g)) => Err(Error::Raft(format!("{addr} holds no replica of group {g}"))),
         Ok(Response::Failed(m)) => Err(Error::Raft(format!("{addr}: {m}"))),
         Ok(other) => Err(Error::Network(format!("{addr} answered a proposal with {other:?}"))),
+        Err(CallError::Unreachable(e) | CallError::Broken(e)) => Err(Error::Network(format!("{addr}: {e}"))),
+    }
+}
+
+/// Sends `req` to the node at `addr`, waiting up to `ttl` for its answer.
+pub async fn call(addr: &str, req: NodeRequest, ttl: Duration) -> Result<NodeResponse> {
+    let mut conn = Connection { addr: addr.to_string(), stream: None };
+    match conn.call(&Request::Node(req), ttl).await {
+        Ok(Response::Node(r)) => Ok(r),
+        Ok(Response::Failed(m)) => Err(Error::Network(format!("{addr}: {m}"))),
+        Ok(other) => Err(Error::Network(format!("{addr} answered a node request with {other:?}"))),
         Err(CallError::Unreachable(e) | CallError::Broken(e)) => Err(Error::Network(format!("{addr}: {e}"))),
     }
 }

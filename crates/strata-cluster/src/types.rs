@@ -42,6 +42,8 @@ pub enum Command {
         /// The commit time (Unix ms): the leader's clock when it proposed the batch.
         commit_ms: u64,
     },
+    /// A change to the shard map (the metadata group only).
+    Meta(MetaCommand),
 }
 
 /// What applying an entry answered.
@@ -54,4 +56,223 @@ pub enum Reply {
     },
     /// Refused by the database, alike on every replica (nothing of it was written): the message.
     Refused(String),
+}
+
+/// A value as nodes send it to each other: [`strata::Value`] in serde's terms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub enum WireValue {
+    Null,
+    BigInt(i64),
+    Int(i32),
+    SmallInt(i16),
+    TinyInt(i8),
+    Double(f64),
+    Real(f32),
+    Boolean(bool),
+    Text(String),
+    Bytea(Vec<u8>),
+    Date(i32),
+    Timestamp(i64),
+    TimestampTz(i64),
+}
+
+impl From<&strata::Value> for WireValue {
+    fn from(v: &strata::Value) -> Self {
+        use strata::Value as V;
+        match v {
+            V::Null => WireValue::Null,
+            V::BigInt(x) => WireValue::BigInt(*x),
+            V::Int(x) => WireValue::Int(*x),
+            V::SmallInt(x) => WireValue::SmallInt(*x),
+            V::TinyInt(x) => WireValue::TinyInt(*x),
+            V::Double(x) => WireValue::Double(*x),
+            V::Real(x) => WireValue::Real(*x),
+            V::Boolean(x) => WireValue::Boolean(*x),
+            V::Text(x) => WireValue::Text(x.clone()),
+            V::Bytea(x) => WireValue::Bytea(x.clone()),
+            V::Date(x) => WireValue::Date(*x),
+            V::Timestamp(x) => WireValue::Timestamp(*x),
+            V::TimestampTz(x) => WireValue::TimestampTz(*x),
+        }
+    }
+}
+
+impl From<WireValue> for strata::Value {
+    fn from(v: WireValue) -> Self {
+        use strata::Value as V;
+        match v {
+            WireValue::Null => V::Null,
+            WireValue::BigInt(x) => V::BigInt(x),
+            WireValue::Int(x) => V::Int(x),
+            WireValue::SmallInt(x) => V::SmallInt(x),
+            WireValue::TinyInt(x) => V::TinyInt(x),
+            WireValue::Double(x) => V::Double(x),
+            WireValue::Real(x) => V::Real(x),
+            WireValue::Boolean(x) => V::Boolean(x),
+            WireValue::Text(x) => V::Text(x),
+            WireValue::Bytea(x) => V::Bytea(x),
+            WireValue::Date(x) => V::Date(x),
+            WireValue::Timestamp(x) => V::Timestamp(x),
+            WireValue::TimestampTz(x) => V::TimestampTz(x),
+        }
+    }
+}
+
+/// Values to send.
+pub fn to_wire(values: &[strata::Value]) -> Vec<WireValue> {
+    values.iter().map(WireValue::from).collect()
+}
+
+/// Values received.
+pub fn from_wire(values: Vec<WireValue>) -> Vec<strata::Value> {
+    values.into_iter().map(strata::Value::from).collect()
+}
+
+/// A command to the metadata group (group 0), which holds the shard map.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetaCommand {
+    /// Add a table split into shards at `splits` (encoded values of the first key column,
+    /// ascending): shard i holds the keys from split i-1 (inclusive) to split i (exclusive), on
+    /// the nodes `replicas[i]`, the first of which starts the shard's group.
+    CreateTable {
+        /// The table's name.
+        name: String,
+        /// [`strata::Schema::to_bytes`].
+        schema: Vec<u8>,
+        /// The split points.
+        splits: Vec<Vec<u8>>,
+        /// Each shard's replicas.
+        replicas: Vec<Vec<NodeId>>,
+    },
+}
+
+/// A sharded table in the shard map.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableMap {
+    /// The table's name.
+    pub name: String,
+    /// [`strata::Schema::to_bytes`].
+    pub schema: Vec<u8>,
+    /// Its shards, in key order.
+    pub shards: Vec<GroupId>,
+}
+
+/// One shard in the shard map: a key range of a table and the nodes holding it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardInfo {
+    /// The shard's Raft group.
+    pub id: GroupId,
+    /// Its table.
+    pub table: String,
+    /// The encoded first-key value it starts at (inclusive); `None`: from the first key.
+    pub lo: Option<Vec<u8>>,
+    /// The encoded first-key value it ends before; `None`: to the last key.
+    pub hi: Option<Vec<u8>>,
+    /// The nodes holding a replica.
+    pub replicas: Vec<NodeId>,
+}
+
+impl ShardInfo {
+    /// Whether the key whose first column encodes to `first` falls in this shard.
+    pub fn holds(&self, first: &[u8]) -> bool {
+        self.lo.as_deref().is_none_or(|lo| first >= lo) && self.hi.as_deref().is_none_or(|hi| first < hi)
+    }
+}
+
+/// A request to a node from a client or another node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum NodeRequest {
+    /// Create a table split into shards at `splits` (values of its first key column), each
+    /// replicated on `replicas` nodes.
+    CreateTable {
+        /// The table's name.
+        name: String,
+        /// [`strata::Schema::to_bytes`].
+        schema: Vec<u8>,
+        /// The split points.
+        splits: Vec<WireValue>,
+        /// Replicas per shard.
+        replicas: usize,
+    },
+    /// Insert rows, all in one shard, as one batch.
+    Insert {
+        /// The table.
+        table: String,
+        /// Whole rows.
+        rows: Vec<Vec<WireValue>>,
+    },
+    /// Read one row by key at its shard's leader.
+    Get {
+        /// The table.
+        table: String,
+        /// The primary key.
+        key: Vec<WireValue>,
+    },
+    /// [`NodeRequest::Insert`] at a shard's leader.
+    ShardInsert {
+        /// The shard.
+        group: GroupId,
+        /// The table.
+        table: String,
+        /// Whole rows.
+        rows: Vec<Vec<WireValue>>,
+    },
+    /// [`NodeRequest::Get`] at a shard's leader.
+    ShardGet {
+        /// The shard.
+        group: GroupId,
+        /// The table.
+        table: String,
+        /// The primary key.
+        key: Vec<WireValue>,
+    },
+    /// The nodes and shards, as this node sees them.
+    Status,
+}
+
+/// A node's answer to a [`NodeRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum NodeResponse {
+    /// Done.
+    Done,
+    /// Written: the shard's newest sequence number after the write.
+    Written {
+        /// The sequence number.
+        seq: u64,
+    },
+    /// A row read, if there is one.
+    Row(Option<Vec<WireValue>>),
+    /// Not the shard's leader: the leader known, if any.
+    NotLeader(Option<(NodeId, String)>),
+    /// The shard (or its table) is not started on this node yet: try again.
+    NotReady(String),
+    /// The cluster as the node sees it.
+    Status(ClusterStatus),
+    /// Refused or failed: why.
+    Failed(String),
+}
+
+/// The cluster as one node sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    /// The node answering.
+    pub node: NodeId,
+    /// The nodes (id, address), from the metadata group's membership.
+    pub nodes: Vec<(NodeId, String)>,
+    /// The metadata group's leader.
+    pub meta_leader: Option<NodeId>,
+    /// The shards.
+    pub shards: Vec<ShardStatus>,
+}
+
+/// One shard in [`ClusterStatus`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardStatus {
+    /// The shard.
+    pub info: ShardInfo,
+    /// Its leader, when the answering node holds a replica and knows it.
+    pub leader: Option<NodeId>,
+    /// The last entry the answering node's replica applied, when it holds one.
+    pub applied: Option<u64>,
 }

@@ -1,0 +1,453 @@
+//! A node: the metadata group's replica, the shard replicas the shard map gives it, and the
+//! answers to clients and other nodes on its one port.
+//!
+//! Directory layout: `DIR/meta` (the metadata group, group 0: its membership lists the nodes, its
+//! database the shard map) and `DIR/shards/ID` (one replica per shard held).
+//!
+//! Every 100 ms a node compares the shard map with the replicas it runs: it starts the ones
+//! assigned to it (the first node listed for a shard makes the group's membership), and where it
+//! leads a shard whose database lacks the shard's table it proposes creating it.
+//!
+//! Any node takes a client's writes and reads: it finds the shard by the first key column in
+//! the shard map and sends the request to the shard's leader, following "not the leader"
+//! answers and trying the replicas in turn until a deadline.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use openraft::error::{CheckIsLeaderError, RaftError};
+use strata::{Projection, ReadOptions, Schema, Value};
+use tokio::sync::RwLock;
+use tokio::task::JoinHandle;
+
+use crate::group::{Replica, ReplicaOptions};
+use crate::machine::cluster_map;
+use crate::net::{self, Handler, Hosted, Proposed, Server};
+use crate::types::{
+    from_wire, to_wire, ClusterStatus, Command, GroupId, MetaCommand, NodeId, NodeRequest, NodeResponse, Reply,
+    ShardInfo, ShardStatus, TableMap, WireValue,
+};
+use crate::{Error, Result};
+
+/// The metadata group's id.
+pub const META_GROUP: GroupId = 0;
+
+/// How long a request routed to a shard keeps trying (leaders move, shards start).
+const ROUTE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How long one call to another node may take.
+const CALL_TTL: Duration = Duration::from_secs(5);
+
+/// How a node runs.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    /// Its id, unique in the cluster.
+    pub id: NodeId,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// The address it listens on (`127.0.0.1:0` picks a port).
+    pub listen: String,
+    /// The cluster's first nodes (id → address, this one included): the one with the smallest
+    /// id makes the metadata group's membership. Empty for a node started again.
+    pub peers: BTreeMap<NodeId, String>,
+    /// How its replicas run.
+    pub replica: ReplicaOptions,
+}
+
+/// A running node.
+pub struct Node {
+    inner: Arc<Inner>,
+    server: Server,
+    watcher: JoinHandle<()>,
+}
+
+struct Inner {
+    id: NodeId,
+    dir: PathBuf,
+    opts: ReplicaOptions,
+    hosted: Hosted,
+    meta: Replica,
+    shards: RwLock<HashMap<GroupId, Arc<Replica>>>,
+}
+
+impl Node {
+    /// Starts a node: its server, its metadata replica, and the watcher that starts its shards.
+    pub async fn start(opts: NodeOptions) -> Result<Node> {
+        let hosted = Hosted::default();
+        let server = Server::start(&opts.listen, hosted.clone()).await?;
+        let meta = Replica::start(&opts.dir.join("meta"), META_GROUP, opts.id, &opts.replica, &hosted).await?;
+        if opts.peers.keys().next() == Some(&opts.id) {
+            meta.initialize(&opts.peers).await?;
+        }
+        let inner = Arc::new(Inner {
+            id: opts.id,
+            dir: opts.dir,
+            opts: opts.replica,
+            hosted: hosted.clone(),
+            meta,
+            shards: RwLock::new(HashMap::new()),
+        });
+        hosted.set_handler(inner.clone());
+        let watching = inner.clone();
+        let watcher = tokio::spawn(async move {
+            loop {
+                // A failure here (a shard that cannot start yet) is tried again next round.
+                let _ = watching.reconcile().await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        Ok(Node { inner, server, watcher })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> String {
+        self.server.addr().to_string()
+    }
+
+    /// Makes the metadata group's first membership, `peers` (id → address, this node
+    /// included), when no node has: what [`NodeOptions::peers`] does at start, for nodes whose
+    /// addresses were known only once they listened.
+    pub async fn initialize(&self, peers: &BTreeMap<NodeId, String>) -> Result<()> {
+        self.inner.meta.initialize(peers).await
+    }
+
+    /// Its id.
+    pub fn id(&self) -> NodeId {
+        self.inner.id
+    }
+
+    /// Answers `req` as if it had come over the network.
+    pub async fn request(&self, req: NodeRequest) -> NodeResponse {
+        self.inner.answer(req).await
+    }
+
+    /// Stops the node: its server, its watcher and every replica (its directory is kept).
+    /// Returns once its databases are closed, so the directory can be opened again.
+    pub async fn shutdown(self) -> Result<()> {
+        self.inner.hosted.clear_handler();
+        self.server.shutdown().await;
+        self.watcher.abort();
+        let _ = self.watcher.await;
+        let shards: Vec<Arc<Replica>> = self.inner.shards.write().await.drain().map(|(_, r)| r).collect();
+        for r in &shards {
+            r.shutdown().await?;
+        }
+        self.inner.meta.shutdown().await?;
+        drop(shards);
+        // Requests still in flight hold the node; its databases close when the last one ends.
+        let start = Instant::now();
+        while Arc::strong_count(&self.inner) > 1 && start.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(())
+    }
+}
+
+fn failed(e: impl std::fmt::Display) -> NodeResponse {
+    NodeResponse::Failed(e.to_string())
+}
+
+/// The encoded first key column of `key` (a key or a whole row's key columns).
+fn first_key(schema: &Schema, key_value: &Value) -> Vec<u8> {
+    let ty = schema.columns()[schema.primary_key()[0]].ty;
+    let mut out = Vec::new();
+    strata::types::key::encode_value(&mut out, ty, key_value);
+    out
+}
+
+impl Inner {
+    /// The nodes, from the metadata group's membership.
+    fn nodes(&self) -> BTreeMap<NodeId, String> {
+        let m = self.meta.raft().metrics().borrow().membership_config.clone();
+        m.membership().nodes().map(|(id, n)| (*id, n.addr.clone())).collect()
+    }
+
+    fn map(&self) -> Result<(Vec<TableMap>, Vec<ShardInfo>)> {
+        Ok(cluster_map(self.meta.db())?)
+    }
+
+    /// Starts the shards assigned here and creates their tables where this node leads.
+    async fn reconcile(&self) -> Result<()> {
+        let (tables, shards) = self.map()?;
+        let nodes = self.nodes();
+        for info in shards.iter().filter(|s| s.replicas.contains(&self.id)) {
+            let running = self.shards.read().await.get(&info.id).cloned();
+            let replica = match running {
+                Some(r) => r,
+                None => {
+                    let dir = self.dir.join("shards").join(info.id.to_string());
+                    let r = Arc::new(Replica::start(&dir, info.id, self.id, &self.opts, &self.hosted).await?);
+                    if info.replicas.first() == Some(&self.id) {
+                        let members: BTreeMap<NodeId, String> =
+                            info.replicas.iter().filter_map(|n| Some((*n, nodes.get(n)?.clone()))).collect();
+                        r.initialize(&members).await?;
+                    }
+                    self.shards.write().await.insert(info.id, r.clone());
+                    r
+                }
+            };
+            if replica.leader() == Some(self.id) && replica.db().table(&info.table).is_err() {
+                if let Some(t) = tables.iter().find(|t| t.name == info.table) {
+                    let create = Command::CreateTable {
+                        name: t.name.clone(),
+                        schema: t.schema.clone(),
+                        layout: None,
+                        lineage: false,
+                    };
+                    replica.propose(create).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn answer(&self, req: NodeRequest) -> NodeResponse {
+        match req {
+            NodeRequest::CreateTable { name, schema, splits, replicas } => {
+                self.create_table(name, schema, splits, replicas).await.unwrap_or_else(failed)
+            }
+            NodeRequest::Insert { table, rows } => self.route_insert(table, rows).await.unwrap_or_else(failed),
+            NodeRequest::Get { table, key } => self.route_get(table, key).await.unwrap_or_else(failed),
+            NodeRequest::ShardInsert { group, table, rows } => self.shard_insert(group, &table, rows).await,
+            NodeRequest::ShardGet { group, table, key } => self.shard_get(group, &table, key).await,
+            NodeRequest::Status => self.status().await,
+        }
+    }
+
+    async fn create_table(
+        &self,
+        name: String,
+        schema: Vec<u8>,
+        splits: Vec<WireValue>,
+        replicas: usize,
+    ) -> Result<NodeResponse> {
+        let parsed = Schema::from_bytes(&schema)?;
+        let nodes: Vec<NodeId> = self.nodes().into_keys().collect();
+        if replicas == 0 || replicas > nodes.len() {
+            return Ok(failed(format!("{replicas} replicas asked for, but the cluster has {} nodes", nodes.len())));
+        }
+        let key_ty = parsed.columns()[parsed.primary_key()[0]].ty;
+        let mut encoded = Vec::new();
+        for v in from_wire(splits) {
+            if v.is_null() || !v.has_type(key_ty) {
+                return Ok(failed(format!(
+                    "split point {v:?} is not a value of the first key column's type {key_ty:?}"
+                )));
+            }
+            encoded.push(first_key(&parsed, &v));
+        }
+        // Shard i on nodes i, i+1, … (round the ring), so leaders and load spread.
+        let assign =
+            (0..=encoded.len()).map(|i| (0..replicas).map(|j| nodes[(i + j) % nodes.len()]).collect()).collect();
+        let cmd = Command::Meta(MetaCommand::CreateTable { name, schema, splits: encoded, replicas: assign });
+        match self.meta.propose(cmd.clone()).await? {
+            Proposed::Done(Reply::Applied { .. }) => Ok(NodeResponse::Done),
+            Proposed::Done(Reply::Refused(m)) => Ok(NodeResponse::Failed(m)),
+            Proposed::NotLeader(Some((_, addr))) => match net::propose(&addr, META_GROUP, cmd, CALL_TTL).await? {
+                Proposed::Done(Reply::Applied { .. }) => Ok(NodeResponse::Done),
+                Proposed::Done(Reply::Refused(m)) => Ok(NodeResponse::Failed(m)),
+                Proposed::NotLeader(_) => Ok(failed("the metadata group's leader moved; try again")),
+            },
+            Proposed::NotLeader(None) => Ok(failed("the metadata group has no leader; try again")),
+        }
+    }
+
+    /// The schema and shards of `table`, waiting until `deadline` for the shard map to show it
+    /// (a table just created may not have reached this node's replica of the map yet).
+    async fn table(&self, table: &str, deadline: Instant) -> Result<(Schema, Vec<ShardInfo>)> {
+        loop {
+            let (tables, shards) = self.map()?;
+            if let Some(t) = tables.iter().find(|t| t.name == table) {
+                let shards = shards.into_iter().filter(|s| s.table == table).collect();
+                return Ok((Schema::from_bytes(&t.schema)?, shards));
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Strata(strata::Error::UnknownTable(table.to_string())));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The shard among `shards` holding the key whose first column is `first`.
+    fn shard_of<'a>(schema: &Schema, shards: &'a [ShardInfo], first: &Value) -> Result<&'a ShardInfo> {
+        let enc = first_key(schema, first);
+        shards.iter().find(|s| s.holds(&enc)).ok_or_else(|| Error::Raft("no shard holds the key".into()))
+    }
+
+    async fn route_insert(&self, table: String, rows: Vec<Vec<WireValue>>) -> Result<NodeResponse> {
+        let deadline = Instant::now() + ROUTE_DEADLINE;
+        let (schema, shards) = self.table(&table, deadline).await?;
+        let k = schema.primary_key()[0];
+        let mut shard: Option<&ShardInfo> = None;
+        for r in &rows {
+            // A row without its key column goes to any shard, whose leader refuses it.
+            let first = r.get(k).cloned().map_or(Value::Null, Value::from);
+            let s = Self::shard_of(&schema, &shards, &first)?;
+            match shard {
+                Some(prev) if prev.id != s.id => {
+                    return Ok(failed(format!(
+                        "the rows fall in shards {} and {} of {table}: a write spanning shards is refused until \
+                         cross-shard commit exists (send each shard's rows apart)",
+                        prev.id, s.id
+                    )));
+                }
+                _ => shard = Some(s),
+            }
+        }
+        let Some(shard) = shard else { return Ok(NodeResponse::Done) };
+        self.at_leader(shard, deadline, |group| NodeRequest::ShardInsert {
+            group,
+            table: table.clone(),
+            rows: rows.clone(),
+        })
+        .await
+    }
+
+    async fn route_get(&self, table: String, key: Vec<WireValue>) -> Result<NodeResponse> {
+        let deadline = Instant::now() + ROUTE_DEADLINE;
+        let (schema, shards) = self.table(&table, deadline).await?;
+        let first: Value = key.first().cloned().map_or(Value::Null, Value::from);
+        let shard = Self::shard_of(&schema, &shards, &first)?;
+        self.at_leader(shard, deadline, |group| NodeRequest::ShardGet { group, table: table.clone(), key: key.clone() })
+            .await
+    }
+
+    /// Sends the request `make` builds to `shard`'s leader: follows "not the leader" answers,
+    /// tries each replica in turn when none is known, until `deadline`.
+    async fn at_leader(
+        &self,
+        shard: &ShardInfo,
+        deadline: Instant,
+        make: impl Fn(GroupId) -> NodeRequest,
+    ) -> Result<NodeResponse> {
+        let mut next = 0usize;
+        let mut hint: Option<String> = None;
+        let mut last = String::from("no replica answered");
+        while Instant::now() < deadline {
+            let addr = match hint.take() {
+                Some(a) => a,
+                None => {
+                    let n = shard.replicas[next % shard.replicas.len()];
+                    next += 1;
+                    match self.nodes().get(&n) {
+                        Some(a) => a.clone(),
+                        None => {
+                            last = format!("node {n} is not in the membership this node knows: {:?}", self.nodes());
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            continue;
+                        }
+                    }
+                }
+            };
+            let answer = if addr == self.addr() {
+                Ok(self.answer_local(make(shard.id)).await)
+            } else {
+                net::call(&addr, make(shard.id), CALL_TTL).await
+            };
+            match answer {
+                Ok(NodeResponse::NotLeader(Some((_, a)))) => hint = Some(a),
+                Ok(NodeResponse::NotLeader(None)) => {
+                    last = format!("{addr} knows no leader of shard {}", shard.id);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Ok(NodeResponse::NotReady(m)) => {
+                    last = m;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Ok(r) => return Ok(r),
+                Err(e) => {
+                    last = e.to_string();
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+        Ok(failed(format!("shard {} answered nothing within {ROUTE_DEADLINE:?}: {last}", shard.id)))
+    }
+
+    fn addr(&self) -> String {
+        self.nodes().get(&self.id).cloned().unwrap_or_default()
+    }
+
+    fn answer_local(&self, req: NodeRequest) -> Pin<Box<dyn Future<Output = NodeResponse> + Send + '_>> {
+        Box::pin(self.answer(req))
+    }
+
+    async fn replica(&self, group: GroupId) -> Option<Arc<Replica>> {
+        self.shards.read().await.get(&group).cloned()
+    }
+
+    async fn shard_insert(&self, group: GroupId, table: &str, rows: Vec<Vec<WireValue>>) -> NodeResponse {
+        let Some(r) = self.replica(group).await else {
+            return NodeResponse::NotReady(format!("shard {group} is not started on node {}", self.id));
+        };
+        let rows: Vec<Vec<Value>> = rows.into_iter().map(from_wire).collect();
+        match r.insert(table, &rows).await {
+            Ok(Proposed::Done(Reply::Applied { seq })) => NodeResponse::Written { seq },
+            Ok(Proposed::Done(Reply::Refused(m))) => NodeResponse::Failed(m),
+            Ok(Proposed::NotLeader(l)) => NodeResponse::NotLeader(l),
+            Err(Error::Strata(strata::Error::UnknownTable(t))) => {
+                NodeResponse::NotReady(format!("shard {group} has no table {t} yet"))
+            }
+            Err(e) => failed(e),
+        }
+    }
+
+    async fn shard_get(&self, group: GroupId, table: &str, key: Vec<WireValue>) -> NodeResponse {
+        let Some(r) = self.replica(group).await else {
+            return NodeResponse::NotReady(format!("shard {group} is not started on node {}", self.id));
+        };
+        if r.leader() != Some(self.id) {
+            return NodeResponse::NotLeader(r.leader_hint());
+        }
+        // A read at the leader sees every write committed before it began.
+        match r.raft().ensure_linearizable().await {
+            Ok(_) => {}
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                return NodeResponse::NotLeader(f.leader_id.zip(f.leader_node.map(|n| n.addr)));
+            }
+            // No quorum confirmed it (a replica is down or an election is on): try again.
+            Err(e) => return NodeResponse::NotReady(format!("shard {group}: {e}")),
+        }
+        let t = match r.db().table(table) {
+            Ok(t) => t,
+            Err(strata::Error::UnknownTable(_)) => {
+                return NodeResponse::NotReady(format!("shard {group} has no table {table} yet"))
+            }
+            Err(e) => return failed(e),
+        };
+        match t.get(&from_wire(key), &Projection::All, &ReadOptions::default()) {
+            Ok(row) => NodeResponse::Row(row.map(|r| to_wire(&r))),
+            Err(e) => failed(e),
+        }
+    }
+
+    async fn status(&self) -> NodeResponse {
+        let (_, shards) = match self.map() {
+            Ok(m) => m,
+            Err(e) => return failed(e),
+        };
+        let mut out = Vec::new();
+        for info in shards {
+            let r = self.replica(info.id).await;
+            let leader = r.as_ref().and_then(|r| r.leader());
+            let applied = r.as_ref().and_then(|r| r.raft().metrics().borrow().last_applied.map(|l| l.index));
+            out.push(ShardStatus { info, leader, applied });
+        }
+        NodeResponse::Status(ClusterStatus {
+            node: self.id,
+            nodes: self.nodes().into_iter().collect(),
+            meta_leader: self.meta.leader(),
+            shards: out,
+        })
+    }
+}
+
+impl Handler for Inner {
+    fn handle(&self, req: NodeRequest) -> Pin<Box<dyn Future<Output = NodeResponse> + Send + '_>> {
+        Box::pin(self.answer(req))
+    }
+}
