@@ -1,5 +1,6 @@
 //! `strata`: command-line access to a strata database.
 
+mod cluster;
 mod demo;
 mod load;
 mod sql;
@@ -111,6 +112,28 @@ enum Cmd {
         /// Connections served at once; more are refused.
         #[arg(long, default_value_t = 64)]
         max_connections: usize,
+    },
+    /// Run one node of a cluster (docs/cluster.md) from the --db directory until interrupted:
+    /// it prints `node ID listening on ADDR` once it serves.
+    Node {
+        /// The node's id, unique in the cluster (the directory remembers it).
+        #[arg(long)]
+        id: u64,
+        /// Address to listen on for the cluster's messages and clients (port 0 picks one).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+        /// A node of a new cluster, ID=ADDR, this one included (repeat): the node with the
+        /// smallest id makes the cluster. Or leave them out and run `strata cluster init`.
+        #[arg(long = "peer", value_name = "ID=ADDR", value_parser = cluster::peer)]
+        peers: Vec<(u64, String)>,
+    },
+    /// Ask a node about its cluster, or change the cluster (see `strata cluster --help`).
+    Cluster {
+        /// Address of any node.
+        #[arg(long, value_name = "ADDR")]
+        node: String,
+        #[command(subcommand)]
+        cmd: cluster::ClusterCmd,
     },
     /// Drop a table and its data.
     DropTable {
@@ -377,6 +400,14 @@ fn run(cli: Cli) -> Result<(), CliError> {
         });
         return demo::run(&dir, rows);
     }
+    match cli.cmd {
+        Cmd::Node { id, listen, peers } => {
+            let dir = cli.db.unwrap_or_else(|| PathBuf::from("./strata-node"));
+            return cluster::run_node(&dir, id, &listen, peers);
+        }
+        Cmd::Cluster { node, cmd } => return cluster::run_cluster(&node, cmd),
+        _ => {}
+    }
     let opts = Options { history_retention: cli.history_retention, tiers: cli.tiers, ..Options::default() };
     let db = Db::open(cli.db.unwrap_or_else(|| PathBuf::from("./strata-data")), opts)?;
     match cli.cmd {
@@ -587,7 +618,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
             db.set_layout(&name, spec)?;
             relayout(&db, &name, &layout)?;
         }
-        Cmd::Demo { .. } => {}
+        // Run before the database opens.
+        Cmd::Demo { .. } | Cmd::Node { .. } | Cmd::Cluster { .. } => {}
         Cmd::Exec { sync } => {
             let mut session = Session::new(db, sync);
             let mut stdin = std::io::stdin().lock();

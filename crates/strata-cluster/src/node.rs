@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -77,6 +77,7 @@ struct Inner {
 impl Node {
     /// Starts a node: its server, its metadata replica, and the watcher that starts its shards.
     pub async fn start(opts: NodeOptions) -> Result<Node> {
+        check_id(&opts.dir, opts.id)?;
         let hosted = Hosted::default();
         let server = Server::start(&opts.listen, hosted.clone()).await?;
         let meta = Replica::start(&opts.dir.join("meta"), META_GROUP, opts.id, &opts.replica, &hosted).await?;
@@ -144,6 +145,22 @@ impl Node {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         Ok(())
+    }
+}
+
+/// Records the node's id in `DIR/node-id` at its first start and refuses another id later
+/// (its replicas' Raft state belongs to that id).
+fn check_id(dir: &Path, id: NodeId) -> Result<()> {
+    let path = dir.join("node-id");
+    let io = |e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
+    match std::fs::read_to_string(&path) {
+        Ok(s) if s.trim() == id.to_string() => Ok(()),
+        Ok(s) => Err(Error::Io(format!("{} belongs to node {}, not node {id}", dir.display(), s.trim()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir).map_err(io)?;
+            std::fs::write(&path, format!("{id}\n")).map_err(io)
+        }
+        Err(e) => Err(io(e)),
     }
 }
 
@@ -215,6 +232,15 @@ impl Inner {
             NodeRequest::ShardInsert { group, table, rows } => self.shard_insert(group, &table, rows).await,
             NodeRequest::ShardGet { group, table, key } => self.shard_get(group, &table, key).await,
             NodeRequest::Status => self.status().await,
+            NodeRequest::Initialize { peers } => {
+                if !peers.iter().any(|(id, _)| *id == self.id) {
+                    return failed(format!("node {} is not among the peers given", self.id));
+                }
+                match self.meta.initialize(&peers.into_iter().collect()).await {
+                    Ok(()) => NodeResponse::Done,
+                    Err(e) => failed(e),
+                }
+            }
         }
     }
 

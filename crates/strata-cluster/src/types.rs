@@ -229,6 +229,12 @@ pub enum NodeRequest {
     },
     /// The nodes and shards, as this node sees them.
     Status,
+    /// Make the metadata group's first membership: the cluster's first nodes (id, address),
+    /// the node asked among them. A cluster already made is left as it is.
+    Initialize {
+        /// The nodes.
+        peers: Vec<(NodeId, String)>,
+    },
 }
 
 /// A node's answer to a [`NodeRequest`].
