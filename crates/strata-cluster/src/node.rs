@@ -198,15 +198,17 @@ impl Inner {
                 None => {
                     let dir = self.dir.join("shards").join(info.id.to_string());
                     let r = Arc::new(Replica::start(&dir, info.id, self.id, &self.opts, &self.hosted).await?);
-                    if info.replicas.first() == Some(&self.id) {
-                        let members: BTreeMap<NodeId, String> =
-                            info.replicas.iter().filter_map(|n| Some((*n, nodes.get(n)?.clone()))).collect();
-                        r.initialize(&members).await?;
-                    }
                     self.shards.write().await.insert(info.id, r.clone());
                     r
                 }
             };
+            // The first replica listed makes the group (each round until it is made: a failed
+            // attempt is tried again).
+            if info.replicas.first() == Some(&self.id) && replica.leader().is_none() {
+                let members: BTreeMap<NodeId, String> =
+                    info.replicas.iter().filter_map(|n| Some((*n, nodes.get(n)?.clone()))).collect();
+                replica.initialize(&members).await?;
+            }
             if replica.leader() == Some(self.id) && replica.db().table(&info.table).is_err() {
                 if let Some(t) = tables.iter().find(|t| t.name == info.table) {
                     let create = Command::CreateTable {
