@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use clap::Subcommand;
 use serde_json::json;
+use strata::Schema;
 use strata_cli::exec::CliError;
-use strata_cli::schema_sql;
-use strata_cluster::types::{to_wire, NodeRequest, NodeResponse};
+use strata_cli::{json, schema_sql};
+use strata_cluster::types::{from_wire, to_wire, NodeRequest, NodeResponse};
 use strata_cluster::{Node, NodeOptions, ReplicaOptions};
 
 /// How long `strata cluster` waits for a node's answer.
@@ -40,6 +41,23 @@ pub enum ClusterCmd {
         /// Replicas per shard.
         #[arg(long, default_value_t = 3)]
         replicas: usize,
+    },
+    /// Insert rows, given as JSON objects by column name, as one write; all must fall in one
+    /// shard (a write spanning shards is refused).
+    Insert {
+        /// Table name.
+        table: String,
+        /// A row, e.g. '{"k": 1, "v": "a"}' (repeat for more).
+        #[arg(long = "row", value_name = "JSON", required = true)]
+        rows: Vec<String>,
+    },
+    /// Read one row by its key at its shard's leader; prints it as a JSON object, or nothing.
+    Get {
+        /// Table name.
+        table: String,
+        /// The key's values, in key order.
+        #[arg(required = true)]
+        key: Vec<String>,
     },
 }
 
@@ -94,6 +112,15 @@ pub fn run_node(dir: &Path, id: u64, listen: &str, peers: Vec<(u64, String)>) ->
 
 /// Sends one `strata cluster` command to the node at `addr` and prints its answer.
 pub fn run_cluster(addr: &str, cmd: ClusterCmd) -> Result<(), CliError> {
+    let rt = runtime()?;
+    let ask = |req| rt.block_on(strata_cluster::net::call(addr, req, TTL)).map_err(cluster_error);
+    let schema_of = |table: &str| match ask(NodeRequest::Schema { table: table.to_string() })? {
+        NodeResponse::Schema(b) => Schema::from_bytes(&b).map_err(CliError::from),
+        NodeResponse::Failed(m) => Err(CliError::new("cluster_error", m)),
+        other => Err(CliError::new("cluster_error", format!("unexpected answer {other:?}"))),
+    };
+    // The schema a row read is printed by.
+    let mut printed_row = None;
     let req = match cmd {
         ClusterCmd::Init { peers } => NodeRequest::Initialize { peers },
         ClusterCmd::Status => NodeRequest::Status,
@@ -108,10 +135,47 @@ pub fn run_cluster(addr: &str, cmd: ClusterCmd) -> Result<(), CliError> {
                 .collect::<Result<Vec<_>, _>>()?;
             NodeRequest::CreateTable { name, schema: schema.to_bytes(), splits: to_wire(&splits), replicas }
         }
+        ClusterCmd::Insert { table, rows } => {
+            let schema = schema_of(&table)?;
+            let mut out = Vec::new();
+            for text in rows {
+                let j: serde_json::Value = serde_json::from_str(&text)
+                    .map_err(|e| CliError::new("bad_request", format!("row `{text}`: {e}")))?;
+                let obj = j
+                    .as_object()
+                    .ok_or_else(|| CliError::new("bad_request", format!("row `{text}` is not a JSON object")))?;
+                let row = json::row_from_json(&schema, obj).map_err(|m| CliError::new("bad_request", m))?;
+                out.push(to_wire(&row));
+            }
+            NodeRequest::Insert { table, rows: out }
+        }
+        ClusterCmd::Get { table, key } => {
+            let schema = schema_of(&table)?;
+            let pk = schema.primary_key();
+            if key.len() != pk.len() {
+                return Err(CliError::new("bad_request", format!("table `{table}` has {} key column(s)", pk.len())));
+            }
+            let values = pk
+                .iter()
+                .zip(&key)
+                .map(|(&c, v)| {
+                    crate::parse_text(schema.columns()[c].ty, v).map_err(|m| CliError::new("type_mismatch", m))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            printed_row = Some(schema);
+            NodeRequest::Get { table, key: to_wire(&values) }
+        }
     };
-    let answer = runtime()?.block_on(strata_cluster::net::call(addr, req, TTL)).map_err(cluster_error)?;
+    let answer = ask(req)?;
     match answer {
         NodeResponse::Done => println!("ok"),
+        NodeResponse::Written { seq } => println!("ok (shard sequence number {seq})"),
+        NodeResponse::Row(row) => {
+            if let (Some(row), Some(schema)) = (row, printed_row) {
+                let names: Vec<&str> = schema.columns().iter().map(|c| c.name.as_str()).collect();
+                println!("{}", json::object(&names, &from_wire(row)));
+            }
+        }
         NodeResponse::Status(s) => {
             let shards: Vec<_> = s
                 .shards

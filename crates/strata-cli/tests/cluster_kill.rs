@@ -2,8 +2,9 @@
 //! every node while the process leading a shard is killed (SIGKILL): the shard elects a new
 //! leader, writes to it resume within a few election timeouts, every acknowledged write is read
 //! back through every surviving node, and the killed node, started again on its directory and
-//! address, catches up and serves the same rows. Every process is started here and killed by
-//! pid at the end (or when the test fails); every wait is bounded.
+//! address, catches up and serves the same rows; `strata cluster insert|get` write and read
+//! through it. Every process is started here and killed by pid at the end (or when the test
+//! fails); every wait is bounded.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -175,4 +176,34 @@ async fn killing_a_shard_leader_during_writes_loses_no_acknowledged_write() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     check(&addrs[&victim], &acked).await;
+
+    // The same through `strata cluster`: a row written and read back through two nodes, and a
+    // write spanning shards refused with a non-zero exit.
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_strata")).args(args).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, out, err) =
+        cli(&["cluster", "--node", &addrs[&victim], "insert", "t", "--row", r#"{"k": 2500, "v": "by the CLI"}"#]);
+    assert!(ok && out.starts_with("ok"), "{out}{err}");
+    let (ok, out, err) = cli(&["cluster", "--node", &addrs[other], "get", "t", "2500"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), r#"{"k":2500,"v":"by the CLI"}"#);
+    let spanning = [
+        "cluster",
+        "--node",
+        &addrs[other],
+        "insert",
+        "t",
+        "--row",
+        r#"{"k": 1, "v": "a"}"#,
+        "--row",
+        r#"{"k": 2501, "v": "b"}"#,
+    ];
+    let (ok, _, err) = cli(&spanning);
+    assert!(!ok && err.contains("spanning shards"), "{err}");
 }

@@ -234,6 +234,10 @@ impl Inner {
             NodeRequest::ShardInsert { group, table, rows } => self.shard_insert(group, &table, rows).await,
             NodeRequest::ShardGet { group, table, key } => self.shard_get(group, &table, key).await,
             NodeRequest::Status => self.status().await,
+            NodeRequest::Schema { table } => match self.table(&table, Instant::now()).await {
+                Ok((schema, _)) => NodeResponse::Schema(schema.to_bytes()),
+                Err(e) => failed(e),
+            },
             NodeRequest::Initialize { peers } => {
                 if !peers.iter().any(|(id, _)| *id == self.id) {
                     return failed(format!("node {} is not among the peers given", self.id));

@@ -229,6 +229,11 @@ pub enum NodeRequest {
     },
     /// The nodes and shards, as this node sees them.
     Status,
+    /// A sharded table's schema.
+    Schema {
+        /// The table.
+        table: String,
+    },
     /// Make the metadata group's first membership: the cluster's first nodes (id, address),
     /// the node asked among them. A cluster already made is left as it is.
     Initialize {
@@ -255,6 +260,8 @@ pub enum NodeResponse {
     NotReady(String),
     /// The cluster as the node sees it.
     Status(ClusterStatus),
+    /// A table's schema ([`strata::Schema::to_bytes`]).
+    Schema(Vec<u8>),
     /// Refused or failed: why.
     Failed(String),
 }
