@@ -135,7 +135,11 @@ impl Server {
             loop {
                 tokio::select! {
                     accepted = listener.accept() => {
-                        let Ok((stream, _)) = accepted else { continue };
+                        let Ok((stream, _)) = accepted else {
+                            // Out of descriptors, say: wait rather than spin.
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        };
                         let _ = stream.set_nodelay(true);
                         connections.spawn(serve(stream, hosted.clone()));
                     }

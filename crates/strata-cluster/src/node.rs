@@ -356,6 +356,9 @@ impl Inner {
         deadline: Instant,
         make: impl Fn(GroupId) -> NodeRequest,
     ) -> Result<NodeResponse> {
+        if shard.replicas.is_empty() {
+            return Ok(failed(format!("shard {} has no replicas in the shard map", shard.id)));
+        }
         let mut next = 0usize;
         let mut hint: Option<String> = None;
         let mut last = String::from("no replica answered");
