@@ -114,11 +114,13 @@ async fn a_sharded_table_survives_the_loss_of_a_shard_leader_and_loses_nothing_a
     let at = nodes.iter().position(|n| n.as_ref().is_some_and(|n| n.id() == victim)).unwrap();
     let addr = nodes[at].as_ref().unwrap().addr();
     nodes[at].take().unwrap().shutdown().await.unwrap();
+    // The stopped node led the first shard: its first write waits out the election (bounded
+    // here by a few election timeouts), then writes to every shard go on through the others.
     let t0 = Instant::now();
-    // Writes to every shard go on through the others (the first waits out the election).
-    acked.extend(write(&nodes, 0..300, 1).await);
+    acked.extend(write(&nodes, 0..1, 1).await);
     let took = t0.elapsed();
-    assert!(took < Duration::from_secs(8), "writes took {took:?} to resume and finish");
+    assert!(took < Duration::from_secs(5), "the first shard took {took:?} to take a write again");
+    acked.extend(write(&nodes, 1..300, 1).await);
     let live = (at + 1) % 3;
     let s = status(nodes[live].as_ref().unwrap()).await;
     assert!(s.shards[0].leader.is_some_and(|l| l != victim), "{s:?}");
