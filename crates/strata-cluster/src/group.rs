@@ -5,7 +5,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
 use strata::{Db, Value, WriteBatch};
 
@@ -120,13 +119,7 @@ impl Replica {
     /// Proposes `cmd` here: committed and applied when this replica leads the group; else the
     /// leader it knows of.
     pub async fn propose(&self, cmd: Command) -> Result<Proposed> {
-        match self.raft.client_write(cmd).await {
-            Ok(r) => Ok(Proposed::Done(r.data)),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                Ok(Proposed::NotLeader(f.leader_id.zip(f.leader_node.map(|n| n.addr))))
-            }
-            Err(e) => Err(raft_error(e)),
-        }
+        crate::net::propose_to(&self.raft, cmd).await
     }
 
     /// Proposes inserting `rows` into `table` as one batch, built against this replica's

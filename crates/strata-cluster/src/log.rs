@@ -45,8 +45,6 @@ struct Inner {
     entries: BTreeMap<u64, (Entry<Cfg>, u64)>,
     /// Where the next record goes.
     end: u64,
-    /// Bytes of `log` taken by purged entries.
-    purged_bytes: u64,
     state: State,
 }
 
@@ -156,14 +154,12 @@ impl LogStore {
                 .map_err(|e| io_error("cutting the torn tail of", &path, e))?;
         }
         let mut entries = BTreeMap::new();
-        let mut purged_bytes = 0;
         let purged = state.purged.map(|p| p.index);
         for (at, body) in recs {
             let entry: Entry<Cfg> =
                 postcard::from_bytes(&body).map_err(|e| corrupt(&path, at, &format!("entry does not decode: {e}")))?;
             let index = entry.get_log_id().index;
             if purged.is_some_and(|p| index <= p) {
-                purged_bytes = at + 12 + body.len() as u64;
                 continue;
             }
             if let Some((&last, _)) = entries.last_key_value() {
@@ -173,9 +169,7 @@ impl LogStore {
             }
             entries.insert(index, (entry, at));
         }
-        Ok(LogStore {
-            inner: Arc::new(Mutex::new(Inner { dir: dir.to_path_buf(), file, entries, end, purged_bytes, state })),
-        })
+        Ok(LogStore { inner: Arc::new(Mutex::new(Inner { dir: dir.to_path_buf(), file, entries, end, state })) })
     }
 
     /// The entries held, for tests: their indexes.
@@ -227,8 +221,9 @@ impl Inner {
         write_state(&self.dir, &self.state)?;
         let kept = self.entries.split_off(&(upto.index + 1));
         self.entries = kept;
-        self.purged_bytes = self.entries.first_key_value().map_or(self.end, |(_, (_, at))| *at);
-        if self.purged_bytes > self.end / 2 {
+        // The purged records are the bytes before the first entry held.
+        let purged_bytes = self.entries.first_key_value().map_or(self.end, |(_, (_, at))| *at);
+        if purged_bytes > self.end / 2 {
             self.rewrite()?;
         }
         Ok(())
@@ -253,7 +248,6 @@ impl Inner {
             OpenOptions::new().read(true).append(true).open(&path).map_err(|e| io_error("opening", &path, e))?;
         self.entries = entries;
         self.end = buf.len() as u64;
-        self.purged_bytes = 0;
         Ok(())
     }
 }

@@ -211,11 +211,9 @@ async fn answer(req: Request, hosted: &Hosted) -> Response {
             raft.install_snapshot(rpc).await.map_or_else(|e| Response::Failed(e.to_string()), Response::Snapshot)
         }
         Request::Node(_) => Response::Failed("unreachable".into()),
-        Request::Propose(_, cmd) => match raft.client_write(cmd).await {
-            Ok(r) => Response::Proposed(r.data),
-            Err(RaftError::APIError(openraft::error::ClientWriteError::ForwardToLeader(f))) => {
-                Response::NotLeader(f.leader_id.zip(f.leader_node.map(|n| n.addr)))
-            }
+        Request::Propose(_, cmd) => match propose_to(&raft, cmd).await {
+            Ok(Proposed::Done(r)) => Response::Proposed(r),
+            Ok(Proposed::NotLeader(l)) => Response::NotLeader(l),
             Err(e) => Response::Failed(e.to_string()),
         },
     }
@@ -359,6 +357,18 @@ pub enum Proposed {
     Done(Reply),
     /// The node is not the leader; the leader it knows of, if any (id, address).
     NotLeader(Option<(NodeId, String)>),
+}
+
+/// Proposes `cmd` to the group `raft` runs: committed and applied when it leads the group;
+/// else the leader it knows of.
+pub(crate) async fn propose_to(raft: &Raft<Cfg>, cmd: Command) -> Result<Proposed> {
+    match raft.client_write(cmd).await {
+        Ok(r) => Ok(Proposed::Done(r.data)),
+        Err(RaftError::APIError(openraft::error::ClientWriteError::ForwardToLeader(f))) => {
+            Ok(Proposed::NotLeader(f.leader_id.zip(f.leader_node.map(|n| n.addr))))
+        }
+        Err(e) => Err(Error::Raft(e.to_string())),
+    }
 }
 
 /// Sends `cmd` to group `group` on the node at `addr`, waiting up to `ttl` for it to commit.

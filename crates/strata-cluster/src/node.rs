@@ -379,7 +379,7 @@ impl Inner {
                 }
             };
             let answer = if addr == self.addr() {
-                Ok(self.answer_local(make(shard.id)).await)
+                Ok(self.handle(make(shard.id)).await)
             } else {
                 net::call(&addr, make(shard.id), CALL_TTL).await
             };
@@ -405,10 +405,6 @@ impl Inner {
 
     fn addr(&self) -> String {
         self.nodes().get(&self.id).cloned().unwrap_or_default()
-    }
-
-    fn answer_local(&self, req: NodeRequest) -> Pin<Box<dyn Future<Output = NodeResponse> + Send + '_>> {
-        Box::pin(self.answer(req))
     }
 
     async fn replica(&self, group: GroupId) -> Option<Arc<Replica>> {
