@@ -1,26 +1,33 @@
-//! Three `strata node` processes on 127.0.0.1, a table in 3 shards × 3 replicas, writes through
-//! every node while the process leading a shard is killed (SIGKILL): the shard elects a new
-//! leader, writes to it resume within a few election timeouts, every acknowledged write is read
-//! back through every surviving node, and the killed node, started again on its directory and
-//! address, catches up and serves the same rows; `strata cluster insert|get` write and read
-//! through it. Every process is started here and killed by pid at the end (or when the test
-//! fails); every wait is bounded.
+//! Three `strata node` processes on 127.0.0.1, a table in 3 shards × 3 replicas, list-append
+//! transactions (each in one shard) through every node while the process leading a shard is
+//! killed (SIGKILL): the shard elects a new leader and commits again within a few election
+//! timeouts, and the history, with final reads through every node, is snapshot isolated by the
+//! `adya` checker, so no acknowledged append is lost. The killed node, started again on its
+//! directory and address, catches up and serves the same rows; `strata cluster insert|get`
+//! write and read through it. Every process is started here and killed by pid at the end (or
+//! when the test fails); every loop and wait is bounded.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use adya::{check, History, Opts, Valid, Workload};
+use serde_json::{json, Value as Json};
 use strata::{Column, ColumnType, Schema, Value};
 use strata_cluster::net::call;
-use strata_cluster::types::{to_wire, ClusterStatus, NodeRequest, NodeResponse, WireValue};
+use strata_cluster::types::{to_wire, ClusterStatus, NodeRequest, NodeResponse, TxnId, TxnOp, WireValue};
 
 const TTL: Duration = Duration::from_secs(15);
-
-/// A write acknowledged: its key, its row, when the answer came.
-type Acked = (i64, Vec<WireValue>, Instant);
+/// Concurrent clients.
+const CLIENTS: usize = 6;
+/// Transactions tried in all.
+const TXNS: usize = 420;
+/// Hot keys per shard: shard s holds keys s*1000 .. s*1000 + KEYS.
+const KEYS: i64 = 4;
 
 /// The node processes, killed when dropped.
 struct Nodes {
@@ -64,23 +71,100 @@ async fn status(addr: &str) -> ClusterStatus {
     }
 }
 
-fn row(k: i64, round: i64) -> Vec<WireValue> {
-    to_wire(&[Value::BigInt(k), Value::Text(format!("v{k}-{round}"))])
+/// A micro-operation: a read of a key's list (what it read, once run) or an append to it.
+#[derive(Clone, Debug)]
+enum Mop {
+    Read(i64, Option<Vec<i64>>),
+    Append(i64, i64),
 }
 
-/// Reads every acknowledged row through the node at `addr`.
-async fn check(addr: &str, acked: &BTreeMap<i64, Vec<WireValue>>) {
-    for (k, want) in acked {
-        let req = NodeRequest::Get { table: "t".into(), key: to_wire(&[Value::BigInt(*k)]) };
-        match ask(addr, req).await {
-            NodeResponse::Row(Some(got)) => assert_eq!(&got, want, "key {k} through {addr}"),
-            other => panic!("acknowledged key {k} through {addr}: {other:?}"),
+fn mop_json(m: &Mop) -> Json {
+    match m {
+        Mop::Read(k, v) => json!(["r", k, v]),
+        Mop::Append(k, v) => json!(["append", k, v]),
+    }
+}
+
+/// How a transaction ended: committed (with what it read), lost (nothing written), or
+/// unknown (its commit got no answer).
+enum Outcome {
+    Ok(Vec<Mop>),
+    Fail,
+    Info,
+}
+
+fn list_of(answer: NodeResponse) -> Result<Vec<i64>, NodeResponse> {
+    match answer {
+        NodeResponse::Row(None) => Ok(Vec::new()),
+        NodeResponse::Row(Some(r)) => match r.get(1) {
+            Some(WireValue::Text(s)) => {
+                Ok(s.split(',').filter(|x| !x.is_empty()).map(|x| x.parse().unwrap()).collect())
+            }
+            other => panic!("a list row holds {other:?}"),
+        },
+        other => Err(other),
+    }
+}
+
+/// Runs `mops` (all in one shard) as one transaction through the node at `addr`.
+async fn run(addr: &str, mops: &[Mop]) -> Outcome {
+    let first = match mops[0] {
+        Mop::Read(k, _) | Mop::Append(k, _) => k,
+    };
+    let txn: TxnId =
+        match ask(addr, NodeRequest::Begin { table: "t".into(), key: to_wire(&[Value::BigInt(first)]) }).await {
+            NodeResponse::Begun(id) => id,
+            _ => return Outcome::Fail,
+        };
+    let step = |op: TxnOp| ask(addr, NodeRequest::Txn { txn, op });
+    let mut done = Vec::with_capacity(mops.len());
+    for m in mops {
+        let k = match m {
+            Mop::Read(k, _) | Mop::Append(k, _) => *k,
+        };
+        let Ok(mut list) = list_of(step(TxnOp::Get { key: to_wire(&[Value::BigInt(k)]) }).await) else {
+            step(TxnOp::Rollback).await;
+            return Outcome::Fail;
+        };
+        match m {
+            Mop::Read(..) => done.push(Mop::Read(k, Some(list))),
+            Mop::Append(_, v) => {
+                list.push(*v);
+                let text = list.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+                let row = to_wire(&[Value::BigInt(k), Value::Text(text)]);
+                if step(TxnOp::Insert { row }).await != NodeResponse::Done {
+                    step(TxnOp::Rollback).await;
+                    return Outcome::Fail;
+                }
+                done.push(m.clone());
+            }
         }
+    }
+    match step(TxnOp::Commit).await {
+        NodeResponse::Written { .. } => Outcome::Ok(done),
+        NodeResponse::Conflict(_) => Outcome::Fail,
+        _ => Outcome::Info,
+    }
+}
+
+/// The history in elle's JSON lines.
+struct Recorder {
+    lines: Mutex<Vec<Json>>,
+    start: Instant,
+}
+
+impl Recorder {
+    fn record(&self, process: usize, kind: &str, mops: &[Mop]) {
+        let mut l = self.lines.lock().unwrap();
+        let index = l.len();
+        let value: Vec<Json> = mops.iter().map(mop_json).collect();
+        let time = self.start.elapsed().as_nanos() as u64;
+        l.push(json!({"index": index, "type": kind, "f": "txn", "process": process, "time": time, "value": value}));
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killing_a_shard_leader_during_writes_loses_no_acknowledged_write() {
+async fn killing_a_shard_leader_during_transactions_loses_no_acknowledged_write() {
     let dir = tempfile::tempdir().unwrap();
     let mut nodes = Nodes { procs: BTreeMap::new() };
     for id in 1..=3 {
@@ -105,32 +189,76 @@ async fn killing_a_shard_leader_during_writes_loses_no_acknowledged_write() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // Every shard takes a transaction before the clients start.
+    for shard in 0..3i64 {
+        let t0 = Instant::now();
+        while !matches!(run(&addrs[&1], &[Mop::Read(shard * 1000, None)]).await, Outcome::Ok(_)) {
+            assert!(t0.elapsed() < Duration::from_secs(15), "shard {shard} takes no transaction");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 
-    // A writer cycles through the shards and the live nodes; what it is told is written, and
-    // when, is kept.
+    // Clients run transactions of 1 to 3 micro-operations over one shard's hot keys, through
+    // the live nodes in turn. Each commit acknowledged is kept with its shard and time.
     let live: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(addrs.values().cloned().collect()));
-    let acked: Arc<Mutex<Vec<Acked>>> = Arc::default();
-    let writer = {
-        let (live, acked) = (live.clone(), acked.clone());
-        tokio::spawn(async move {
-            for i in 0..600i64 {
-                let k = (i % 3) * 1000 + i / 3;
-                let addr = {
-                    let l = live.lock().unwrap();
-                    l[i as usize % l.len()].clone()
+    let recorder = Arc::new(Recorder { lines: Mutex::new(Vec::new()), start: Instant::now() });
+    let committed: Arc<Mutex<Vec<(i64, Instant)>>> = Arc::default();
+    let next_value = Arc::new(Mutex::new(BTreeMap::<i64, i64>::new()));
+    let tried = Arc::new(AtomicUsize::new(0));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let (live, recorder, committed, next_value, tried) =
+                (live.clone(), recorder.clone(), committed.clone(), next_value.clone(), tried.clone());
+            tokio::spawn(async move {
+                // A small deterministic generator per client; the schedule varies anyway.
+                let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (client as u64 + 1);
+                let mut next = move |n: u64| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x % n
                 };
-                let r = row(k, 0);
-                if let NodeResponse::Written { .. } =
-                    ask(&addr, NodeRequest::Insert { table: "t".into(), rows: vec![r.clone()] }).await
-                {
-                    acked.lock().unwrap().push((k, r, Instant::now()));
+                // A client whose commit got no answer goes on as a new process, as elle wants.
+                let mut process = client;
+                let deadline = Instant::now() + Duration::from_secs(120);
+                while tried.fetch_add(1, Ordering::SeqCst) < TXNS && Instant::now() < deadline {
+                    let shard = next(3) as i64;
+                    let mops: Vec<Mop> = (0..1 + next(3))
+                        .map(|_| {
+                            let k = shard * 1000 + next(KEYS as u64) as i64;
+                            if next(2) == 0 {
+                                let mut values = next_value.lock().unwrap();
+                                let v = values.entry(k).or_insert(0);
+                                *v += 1;
+                                Mop::Append(k, *v)
+                            } else {
+                                Mop::Read(k, None)
+                            }
+                        })
+                        .collect();
+                    let addr = {
+                        let l = live.lock().unwrap();
+                        l[(client + next(7) as usize) % l.len()].clone()
+                    };
+                    recorder.record(process, "invoke", &mops);
+                    match run(&addr, &mops).await {
+                        Outcome::Ok(done) => {
+                            recorder.record(process, "ok", &done);
+                            committed.lock().unwrap().push((shard, Instant::now()));
+                        }
+                        Outcome::Fail => recorder.record(process, "fail", &mops),
+                        Outcome::Info => {
+                            recorder.record(process, "info", &mops);
+                            process += CLIENTS;
+                        }
+                    }
                 }
-            }
+            })
         })
-    };
+        .collect();
     let t0 = Instant::now();
-    while acked.lock().unwrap().len() < 150 {
-        assert!(t0.elapsed() < Duration::from_secs(60), "the writer is stuck before the kill");
+    while committed.lock().unwrap().len() < 120 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "the clients are stuck before the kill");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Kill the process leading the first shard.
@@ -143,21 +271,17 @@ async fn killing_a_shard_leader_during_writes_loses_no_acknowledged_write() {
         child.kill().unwrap();
         child.wait().unwrap();
     }
-    writer.await.unwrap();
-    let acked: Vec<Acked> = std::mem::take(&mut *acked.lock().unwrap());
-    // Every shard took writes after the kill, the first one within a few election timeouts.
+    for c in clients {
+        c.await.unwrap();
+    }
+    let committed: Vec<(i64, Instant)> = std::mem::take(&mut *committed.lock().unwrap());
+    // Every shard committed after the kill, the first one within a few election timeouts.
     for shard in 0..3 {
-        let first = acked.iter().filter(|(k, _, at)| k / 1000 == shard && *at > killed_at).map(|(_, _, at)| *at).min();
-        let first = first.unwrap_or_else(|| panic!("shard {shard} took no write after node {victim} was killed"));
+        let first = committed.iter().filter(|(s, at)| *s == shard && *at > killed_at).map(|(_, at)| *at).min();
+        let first = first.unwrap_or_else(|| panic!("shard {shard} committed nothing after node {victim} was killed"));
         assert!(first - killed_at < Duration::from_secs(5), "shard {shard} resumed after {:?}", first - killed_at);
     }
-    assert!(acked.len() >= 500, "only {} of 600 writes acknowledged", acked.len());
-    let acked: BTreeMap<i64, Vec<WireValue>> = acked.into_iter().map(|(k, r, _)| (k, r)).collect();
-    for (id, addr) in &addrs {
-        if *id != victim {
-            check(addr, &acked).await;
-        }
-    }
+    assert!(committed.len() >= TXNS / 3, "only {} of {TXNS} transactions committed", committed.len());
 
     // The killed node starts again on its directory and address and catches up.
     let restarted = start(dir.path(), victim, &addrs[&victim]);
@@ -175,7 +299,42 @@ async fn killing_a_shard_leader_during_writes_loses_no_acknowledged_write() {
         assert!(t0.elapsed() < Duration::from_secs(20), "node {victim} did not catch up: {mine:?} vs {theirs:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    check(&addrs[&victim], &acked).await;
+    // Final reads of every key, a transaction per shard through every node, the restarted one
+    // too: they end the history, so an acknowledged append missing from them is an anomaly.
+    for (i, addr) in addrs.values().enumerate() {
+        for shard in 0..3i64 {
+            let mops: Vec<Mop> = (0..KEYS).map(|k| Mop::Read(shard * 1000 + k, None)).collect();
+            let process = 1000 + i * 3 + shard as usize;
+            recorder.record(process, "invoke", &mops);
+            let t0 = Instant::now();
+            let done = loop {
+                match run(addr, &mops).await {
+                    Outcome::Ok(done) => break done,
+                    _ => assert!(t0.elapsed() < Duration::from_secs(15), "final reads of shard {shard} via {addr}"),
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
+            recorder.record(process, "ok", &done);
+        }
+    }
+    let lines = recorder.lines.lock().unwrap();
+    let text = lines.iter().map(Json::to_string).collect::<Vec<_>>().join("\n");
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("elle");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("cluster-kill.json"), &text).unwrap();
+    let kinds = |kind: &str| lines.iter().filter(|l| l["type"] == kind).count();
+    println!(
+        "{} committed, {} lost, {} unknown; node {victim} killed; history in {}",
+        kinds("ok"),
+        kinds("fail"),
+        kinds("info"),
+        out.join("cluster-kill.json").display()
+    );
+    let h = History::from_json(&text).unwrap();
+    let opts = Opts { models: vec!["snapshot-isolation".into()], timeout: Duration::from_secs(60), ..Opts::default() };
+    let report = check(&h, Workload::ListAppend, &opts);
+    assert_eq!(report.valid, Valid::True, "snapshot isolation: {:?}", report.anomaly_types);
+    drop(lines);
 
     // The same through `strata cluster`: a row written and read back through two nodes, and a
     // write spanning shards refused with a non-zero exit.

@@ -163,7 +163,7 @@ pub fn now_ms() -> u64 {
 pub fn applied(p: Proposed) -> Result<u64> {
     match p {
         Proposed::Done(Reply::Applied { seq }) => Ok(seq),
-        Proposed::Done(Reply::Refused(m)) => Err(Error::Strata(strata::Error::InvalidArgument(m))),
+        Proposed::Done(Reply::Refused(m) | Reply::Conflict(m)) => Err(Error::Strata(strata::Error::InvalidArgument(m))),
         Proposed::NotLeader(l) => Err(Error::Raft(format!("not the leader (the leader known: {l:?})"))),
     }
 }

@@ -6,6 +6,12 @@
 //! it, and Raft applies the rest again from its log. A table is created before the row records
 //! its entry; applying that entry again finds the table and goes on.
 //!
+//! The database also holds `__written`: for every row an entry wrote, the index of the last
+//! entry that wrote it, written in the entry's batch too. A transaction's entry
+//! ([`Command::Txn`]) names the last entry its snapshot held; it is applied only when none of
+//! its rows was written after that entry, else answered [`Reply::Conflict`] with nothing
+//! written. The rows are the database's own, so every replica decides alike.
+//!
 //! An entry the database refuses (its batch names no table here, or breaks a budget) is refused
 //! on every replica alike, since they hold the same data: it is recorded as applied with nothing
 //! written, and its writer is answered [`Reply::Refused`]. A failure of the database itself
@@ -28,6 +34,10 @@ use crate::types::{Cfg, Command, MetaCommand, NodeId, Reply, ShardInfo, TableMap
 /// The table holding the applied state.
 pub const RAFT_TABLE: &str = "__raft";
 
+/// The table holding each written row's last writing entry: `(row BYTEA, entry BIGINT)`, the
+/// row as its table's id (4 bytes, big-endian) and its encoded primary key.
+pub const WRITTEN_TABLE: &str = "__written";
+
 /// What `__raft` holds.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 struct Applied {
@@ -39,11 +49,38 @@ struct Applied {
 pub struct Machine {
     db: Arc<Db>,
     raft: Table,
+    written: Table,
     applied: Applied,
 }
 
 fn raft_schema() -> strata::Result<Schema> {
     Schema::new(vec![Column::new("id", ColumnType::BigInt), Column::new("state", ColumnType::Bytea)], &["id"])
+}
+
+fn written_schema() -> strata::Result<Schema> {
+    Schema::new(vec![Column::new("row", ColumnType::Bytea), Column::new("entry", ColumnType::BigInt)], &["row"])
+}
+
+/// A row's key in `__written`.
+fn written_key(table: u32, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + key.len());
+    out.extend_from_slice(&table.to_be_bytes());
+    out.extend_from_slice(key);
+    out
+}
+
+/// The index of the last entry applied in what `tx` reads (its snapshot): the entry a
+/// transaction's [`Command::Txn`] names as its start. 0 before any.
+pub fn applied_index(db: &Db, tx: &strata::Transaction) -> strata::Result<u64> {
+    let raft = db.table(RAFT_TABLE)?;
+    match tx.get(&raft, &[Value::BigInt(0)], &Projection::All)?.as_deref() {
+        Some([_, Value::Bytea(b)]) => {
+            let applied: Applied = postcard::from_bytes(b)
+                .map_err(|e| strata::Error::InvalidArgument(format!("the applied Raft state does not decode: {e}")))?;
+            Ok(applied.last.map_or(0, |l| l.index))
+        }
+        _ => Ok(0),
+    }
 }
 
 fn sm_error(e: impl std::fmt::Display) -> StorageError<NodeId> {
@@ -66,12 +103,21 @@ impl Machine {
     /// Opens (or creates) the group's database in `dir`.
     pub fn open(dir: &Path, opts: Options) -> strata::Result<Machine> {
         let db = Db::open(dir, opts)?;
-        let raft = match db.table(RAFT_TABLE) {
-            Ok(t) => t,
-            Err(strata::Error::UnknownTable(_)) => {
-                db.create_table(RAFT_TABLE, raft_schema()?, TableOptions::default())?
+        // Both made before the group's first entry, so under the same ids on every replica.
+        let (raft, written) = match (db.table(RAFT_TABLE), db.table(WRITTEN_TABLE)) {
+            (Ok(r), Ok(w)) => (r, w),
+            (Err(strata::Error::UnknownTable(_)), Err(strata::Error::UnknownTable(_))) => (
+                db.create_table(RAFT_TABLE, raft_schema()?, TableOptions::default())?,
+                db.create_table(WRITTEN_TABLE, written_schema()?, TableOptions::default())?,
+            ),
+            (Ok(_), Err(strata::Error::UnknownTable(_))) => {
+                return Err(strata::Error::InvalidArgument(format!(
+                    "{}: this replica was made by a strata that kept no {WRITTEN_TABLE} table; remove the \
+                     node's directory and let the replica be made again",
+                    dir.display()
+                )))
             }
-            Err(e) => return Err(e),
+            (Err(e), _) | (_, Err(e)) => return Err(e),
         };
         let row = raft.get(&[Value::BigInt(0)], &Projection::All, &ReadOptions::default())?;
         let applied = match row.as_deref() {
@@ -83,7 +129,7 @@ impl Machine {
             })?,
             _ => Applied::default(),
         };
-        Ok(Machine { db: Arc::new(db), raft, applied })
+        Ok(Machine { db: Arc::new(db), raft, written, applied })
     }
 
     /// The group's database (for reads; writes go through the log).
@@ -102,6 +148,7 @@ impl Machine {
     fn apply_one(&mut self, entry: Entry<Cfg>) -> Result<Reply, StorageError<NodeId>> {
         let mut applied = self.applied.clone();
         applied.last = Some(entry.log_id);
+        let index = entry.log_id.index;
         let (batch, commit_ms, refused) = match entry.payload {
             EntryPayload::Blank => (strata::WriteBatch::new(), 0, None),
             EntryPayload::Membership(m) => {
@@ -111,30 +158,45 @@ impl Machine {
             EntryPayload::Normal(Command::CreateTable { name, schema, layout, lineage }) => {
                 let refused = match self.create_table(&name, &schema, layout, lineage) {
                     Ok(()) => None,
-                    Err(e) if refused_alike(&e) => Some(e.to_string()),
+                    Err(e) if refused_alike(&e) => Some(Reply::Refused(e.to_string())),
                     Err(e) => return Err(sm_error(e)),
                 };
                 (strata::WriteBatch::new(), 0, refused)
             }
             EntryPayload::Normal(Command::Meta(m)) => match self.meta_batch(m) {
                 Ok(b) => (b, 0, None),
-                Err(e) if refused_alike(&e) => (strata::WriteBatch::new(), 0, Some(e.to_string())),
+                Err(e) if refused_alike(&e) => (strata::WriteBatch::new(), 0, Some(Reply::Refused(e.to_string()))),
                 Err(e) => return Err(sm_error(e)),
             },
             EntryPayload::Normal(Command::Write { payload, commit_ms }) => {
                 match strata::WriteBatch::from_payload(&payload) {
                     Ok(b) => (b, commit_ms, None),
-                    Err(e) => (strata::WriteBatch::new(), 0, Some(e.to_string())),
+                    Err(e) => (strata::WriteBatch::new(), 0, Some(Reply::Refused(e.to_string()))),
+                }
+            }
+            EntryPayload::Normal(Command::Txn { start, payload, commit_ms }) => {
+                match strata::WriteBatch::from_payload(&payload) {
+                    Ok(b) => match self.conflict(&b, start).map_err(sm_error)? {
+                        None => (b, commit_ms, None),
+                        Some(m) => (strata::WriteBatch::new(), 0, Some(Reply::Conflict(m))),
+                    },
+                    Err(e) => (strata::WriteBatch::new(), 0, Some(Reply::Refused(e.to_string()))),
                 }
             }
         };
         let state = postcard::to_stdvec(&applied).map_err(sm_error)?;
         let raft_row = [Value::BigInt(0), Value::Bytea(state)];
         let opts = strata::WriteOptions::default();
-        let mut with_rows = batch;
+        let mut with_rows = batch.clone();
+        let mut rows: Vec<Vec<u8>> = batch.rows().map(|(t, k)| written_key(t, k)).collect();
+        rows.sort_unstable();
+        rows.dedup();
+        for row in rows {
+            with_rows.insert(&self.written, &[Value::Bytea(row), Value::BigInt(index as i64)]).map_err(sm_error)?;
+        }
         with_rows.insert(&self.raft, &raft_row).map_err(sm_error)?;
         let reply = match self.db.apply_replicated(with_rows, commit_ms, &opts) {
-            Ok(seq) => refused.map_or(Reply::Applied { seq }, Reply::Refused),
+            Ok(seq) => refused.unwrap_or(Reply::Applied { seq }),
             Err(e) if refused_alike(&e) => {
                 let mut alone = strata::WriteBatch::new();
                 alone.insert(&self.raft, &raft_row).map_err(sm_error)?;
@@ -145,6 +207,33 @@ impl Machine {
         };
         self.applied = applied;
         Ok(reply)
+    }
+
+    /// Why a transaction that read the entries up to `start` may not commit `batch`: a row it
+    /// writes was written by a later entry. `None` when it may.
+    fn conflict(&self, batch: &strata::WriteBatch, start: u64) -> strata::Result<Option<String>> {
+        for (table, key) in batch.rows() {
+            let row = self.written.get(
+                &[Value::Bytea(written_key(table, key))],
+                &Projection::All,
+                &ReadOptions::default(),
+            )?;
+            if let Some([_, Value::BigInt(entry)]) = row.as_deref() {
+                if *entry as u64 > start {
+                    let name = self
+                        .db
+                        .table_names()
+                        .into_iter()
+                        .find(|n| self.db.table(n).is_ok_and(|t| t.info().id == table));
+                    return Ok(Some(format!(
+                        "a row of table {} that the transaction writes was written at entry {entry}, after its \
+                         snapshot (entry {start})",
+                        name.unwrap_or_else(|| format!("#{table}"))
+                    )));
+                }
+            }
+        }
+        Ok(None)
     }
 
     fn create_table(&self, name: &str, schema: &[u8], layout: Option<String>, lineage: bool) -> strata::Result<()> {

@@ -11,25 +11,33 @@
 //! Any node takes a client's writes and reads: it finds the shard by the first key column in
 //! the shard map and sends the request to the shard's leader, following "not the leader"
 //! answers and trying the replicas in turn until a deadline.
+//!
+//! A transaction lives at the leader of its shard, as a strata transaction on the leader's
+//! database (its snapshot, its writes held, its own writes read back), with the last log entry
+//! its snapshot holds. Its commit proposes the writes with that entry ([`Command::Txn`]); every
+//! replica applies it only if no row it writes was written by a later entry. Its steps reach
+//! that leader through any node. One left idle for [`TXN_IDLE`] is rolled back.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use openraft::error::{CheckIsLeaderError, RaftError};
-use strata::{Projection, ReadOptions, Schema, Value};
+use parking_lot::Mutex;
+use strata::{Projection, ReadOptions, Schema, TxnOptions, Value};
 use tokio::sync::RwLock;
 use tokio::task::JoinHandle;
 
 use crate::group::{Replica, ReplicaOptions};
-use crate::machine::cluster_map;
+use crate::machine::{applied_index, cluster_map};
 use crate::net::{self, Handler, Hosted, Proposed, Server};
 use crate::types::{
     from_wire, to_wire, ClusterStatus, Command, GroupId, MetaCommand, NodeId, NodeRequest, NodeResponse, Reply,
-    ShardInfo, ShardStatus, TableMap, WireValue,
+    ShardInfo, ShardStatus, TableMap, TxnId, TxnOp, WireValue,
 };
 use crate::{Error, Result};
 
@@ -41,6 +49,9 @@ const ROUTE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// How long one call to another node may take.
 const CALL_TTL: Duration = Duration::from_secs(5);
+
+/// How long an open transaction may wait between steps before it is rolled back.
+pub const TXN_IDLE: Duration = Duration::from_secs(60);
 
 /// How a node runs.
 #[derive(Debug, Clone)]
@@ -72,6 +83,20 @@ struct Inner {
     hosted: Hosted,
     meta: Replica,
     shards: RwLock<HashMap<GroupId, Arc<Replica>>>,
+    /// When the node started (Unix ms): the epoch of its transactions' ids.
+    epoch: u64,
+    next_txn: AtomicU64,
+    txns: Mutex<HashMap<u64, OpenTxn>>,
+}
+
+/// A transaction open at this node, the leader of its shard when it began.
+struct OpenTxn {
+    tx: strata::Transaction,
+    shard: ShardInfo,
+    table: strata::Table,
+    /// The last log entry its snapshot holds.
+    start: u64,
+    touched: Instant,
 }
 
 impl Node {
@@ -91,6 +116,9 @@ impl Node {
             hosted: hosted.clone(),
             meta,
             shards: RwLock::new(HashMap::new()),
+            epoch: crate::group::now_ms(),
+            next_txn: AtomicU64::new(1),
+            txns: Mutex::new(HashMap::new()),
         });
         hosted.set_handler(inner.clone());
         let watching = inner.clone();
@@ -233,6 +261,9 @@ impl Inner {
             NodeRequest::Get { table, key } => self.route_get(table, key).await.unwrap_or_else(failed),
             NodeRequest::ShardInsert { group, table, rows } => self.shard_insert(group, &table, rows).await,
             NodeRequest::ShardGet { group, table, key } => self.shard_get(group, &table, key).await,
+            NodeRequest::Begin { table, key } => self.route_begin(table, key).await.unwrap_or_else(failed),
+            NodeRequest::ShardBegin { group, table } => self.shard_begin(group, &table).await,
+            NodeRequest::Txn { txn, op } => self.route_txn(txn, op).await,
             NodeRequest::Status => self.status().await,
             NodeRequest::Schema { table } => match self.table(&table, Instant::now()).await {
                 Ok((schema, _)) => NodeResponse::Schema(schema.to_bytes()),
@@ -278,10 +309,10 @@ impl Inner {
         let cmd = Command::Meta(MetaCommand::CreateTable { name, schema, splits: encoded, replicas: assign });
         match self.meta.propose(cmd.clone()).await? {
             Proposed::Done(Reply::Applied { .. }) => Ok(NodeResponse::Done),
-            Proposed::Done(Reply::Refused(m)) => Ok(NodeResponse::Failed(m)),
+            Proposed::Done(Reply::Refused(m) | Reply::Conflict(m)) => Ok(NodeResponse::Failed(m)),
             Proposed::NotLeader(Some((_, addr))) => match net::propose(&addr, META_GROUP, cmd, CALL_TTL).await? {
                 Proposed::Done(Reply::Applied { .. }) => Ok(NodeResponse::Done),
-                Proposed::Done(Reply::Refused(m)) => Ok(NodeResponse::Failed(m)),
+                Proposed::Done(Reply::Refused(m) | Reply::Conflict(m)) => Ok(NodeResponse::Failed(m)),
                 Proposed::NotLeader(_) => Ok(failed("the metadata group's leader moved; try again")),
             },
             Proposed::NotLeader(None) => Ok(failed("the metadata group has no leader; try again")),
@@ -418,7 +449,7 @@ impl Inner {
         let rows: Vec<Vec<Value>> = rows.into_iter().map(from_wire).collect();
         match r.insert(table, &rows).await {
             Ok(Proposed::Done(Reply::Applied { seq })) => NodeResponse::Written { seq },
-            Ok(Proposed::Done(Reply::Refused(m))) => NodeResponse::Failed(m),
+            Ok(Proposed::Done(Reply::Refused(m) | Reply::Conflict(m))) => NodeResponse::Failed(m),
             Ok(Proposed::NotLeader(l)) => NodeResponse::NotLeader(l),
             Err(Error::Strata(strata::Error::UnknownTable(t))) => {
                 NodeResponse::NotReady(format!("shard {group} has no table {t} yet"))
@@ -427,32 +458,176 @@ impl Inner {
         }
     }
 
-    async fn shard_get(&self, group: GroupId, table: &str, key: Vec<WireValue>) -> NodeResponse {
+    /// This node's replica of `group` and its `table`, when it leads the group and a quorum
+    /// confirmed that just now, so a read here sees every write committed before it began;
+    /// else the answer to give (not the leader, not ready).
+    async fn leading(
+        &self,
+        group: GroupId,
+        table: &str,
+    ) -> std::result::Result<(Arc<Replica>, strata::Table), NodeResponse> {
         let Some(r) = self.replica(group).await else {
-            return NodeResponse::NotReady(format!("shard {group} is not started on node {}", self.id));
+            return Err(NodeResponse::NotReady(format!("shard {group} is not started on node {}", self.id)));
         };
         if r.leader() != Some(self.id) {
-            return NodeResponse::NotLeader(r.leader_hint());
+            return Err(NodeResponse::NotLeader(r.leader_hint()));
         }
-        // A read at the leader sees every write committed before it began.
         match r.raft().ensure_linearizable().await {
             Ok(_) => {}
             Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
-                return NodeResponse::NotLeader(f.leader_id.zip(f.leader_node.map(|n| n.addr)));
+                return Err(NodeResponse::NotLeader(f.leader_id.zip(f.leader_node.map(|n| n.addr))));
             }
             // No quorum confirmed it (a replica is down or an election is on): try again.
-            Err(e) => return NodeResponse::NotReady(format!("shard {group}: {e}")),
+            Err(e) => return Err(NodeResponse::NotReady(format!("shard {group}: {e}"))),
         }
-        let t = match r.db().table(table) {
-            Ok(t) => t,
+        match r.db().table(table) {
+            Ok(t) => Ok((r, t)),
             Err(strata::Error::UnknownTable(_)) => {
-                return NodeResponse::NotReady(format!("shard {group} has no table {table} yet"))
+                Err(NodeResponse::NotReady(format!("shard {group} has no table {table} yet")))
             }
-            Err(e) => return failed(e),
+            Err(e) => Err(failed(e)),
+        }
+    }
+
+    async fn shard_get(&self, group: GroupId, table: &str, key: Vec<WireValue>) -> NodeResponse {
+        let t = match self.leading(group, table).await {
+            Ok((_, t)) => t,
+            Err(answer) => return answer,
         };
         match t.get(&from_wire(key), &Projection::All, &ReadOptions::default()) {
             Ok(row) => NodeResponse::Row(row.map(|r| to_wire(&r))),
             Err(e) => failed(e),
+        }
+    }
+
+    async fn route_begin(&self, table: String, key: Vec<WireValue>) -> Result<NodeResponse> {
+        let deadline = Instant::now() + ROUTE_DEADLINE;
+        let (schema, shards) = self.table(&table, deadline).await?;
+        let first: Value = key.first().cloned().map_or(Value::Null, Value::from);
+        let shard = Self::shard_of(&schema, &shards, &first)?;
+        self.at_leader(shard, deadline, |group| NodeRequest::ShardBegin { group, table: table.clone() }).await
+    }
+
+    async fn shard_begin(&self, group: GroupId, table: &str) -> NodeResponse {
+        let (r, t) = match self.leading(group, table).await {
+            Ok(rt) => rt,
+            Err(answer) => return answer,
+        };
+        let shard = match self.map() {
+            Ok((_, shards)) => match shards.into_iter().find(|s| s.id == group) {
+                Some(s) => s,
+                None => return NodeResponse::NotReady(format!("shard {group} is not in the shard map here yet")),
+            },
+            Err(e) => return failed(e),
+        };
+        let begun = r.db().begin(&TxnOptions::default()).and_then(|tx| Ok((applied_index(r.db(), &tx)?, tx)));
+        let (start, tx) = match begun {
+            Ok(b) => b,
+            Err(e) => return failed(e),
+        };
+        let id = self.next_txn.fetch_add(1, Ordering::Relaxed);
+        let mut txns = self.txns.lock();
+        // Transactions their clients left: rolled back (dropped), so they pin nothing.
+        txns.retain(|_, o| o.touched.elapsed() < TXN_IDLE);
+        txns.insert(id, OpenTxn { tx, shard, table: t, start, touched: Instant::now() });
+        NodeResponse::Begun(TxnId { node: self.id, epoch: self.epoch, id })
+    }
+
+    /// Sends a transaction's step to the node holding it, or runs it when that is this one.
+    async fn route_txn(&self, txn: TxnId, op: TxnOp) -> NodeResponse {
+        if txn.node == self.id {
+            return self.txn_step(txn, op).await;
+        }
+        let Some(addr) = self.nodes().get(&txn.node).cloned() else {
+            return failed(format!("node {} (holding transaction {}) is not in the cluster", txn.node, txn.id));
+        };
+        net::call(&addr, NodeRequest::Txn { txn, op }, CALL_TTL).await.unwrap_or_else(|e| {
+            failed(format!("node {} (holding transaction {}) did not answer: {e}", txn.node, txn.id))
+        })
+    }
+
+    /// A step of a transaction held here.
+    async fn txn_step(&self, txn: TxnId, op: TxnOp) -> NodeResponse {
+        let open = if txn.epoch == self.epoch { self.txns.lock().remove(&txn.id) } else { None };
+        let Some(mut open) = open else {
+            return failed(format!(
+                "transaction {} is not open on node {} (it ended, was idle over {TXN_IDLE:?}, or the node restarted)",
+                txn.id, self.id
+            ));
+        };
+        let step = match op {
+            TxnOp::Get { key } => Self::in_shard(&open, &key, "reads")
+                .and_then(|()| Ok(open.tx.get(&open.table, &from_wire(key), &Projection::All)?))
+                .map(|row| NodeResponse::Row(row.map(|r| to_wire(&r)))),
+            TxnOp::Insert { row } => {
+                let k = open.table.schema().primary_key()[0];
+                let first: Vec<WireValue> = row.get(k).cloned().into_iter().collect();
+                Self::in_shard(&open, &first, "writes")
+                    .and_then(|()| Ok(open.tx.insert(&open.table, &from_wire(row))?))
+                    .map(|()| NodeResponse::Done)
+            }
+            TxnOp::Delete { key } => Self::in_shard(&open, &key, "writes")
+                .and_then(|()| Ok(open.tx.delete(&open.table, &from_wire(key))?))
+                .map(|()| NodeResponse::Done),
+            TxnOp::Commit => return self.commit(open).await,
+            TxnOp::Rollback => return NodeResponse::Done,
+        };
+        match step {
+            Ok(answer) => {
+                open.touched = Instant::now();
+                self.txns.lock().insert(txn.id, open);
+                answer
+            }
+            // A write that found its row written after the snapshot: the transaction is lost.
+            Err(Error::Strata(e @ strata::Error::Conflict { .. })) => NodeResponse::Conflict(e.to_string()),
+            Err(e) => {
+                // A refused step (a key outside the shard, a row that does not fit) leaves the
+                // transaction open, as a failed statement would.
+                open.touched = Instant::now();
+                self.txns.lock().insert(txn.id, open);
+                failed(e)
+            }
+        }
+    }
+
+    /// Refuses a key (or its first column) outside the transaction's shard.
+    fn in_shard(open: &OpenTxn, key: &[WireValue], what: &str) -> Result<()> {
+        let first: Value = key.first().cloned().map_or(Value::Null, Value::from);
+        if open.shard.holds(&first_key(open.table.schema(), &first)) {
+            return Ok(());
+        }
+        Err(Error::Strata(strata::Error::InvalidArgument(format!(
+            "the transaction {what} key {first:?}, outside its shard {} of {}: a transaction spanning shards is \
+             refused until cross-shard commit exists",
+            open.shard.id, open.shard.table
+        ))))
+    }
+
+    async fn commit(&self, open: OpenTxn) -> NodeResponse {
+        let seq = open.tx.snapshot_seq();
+        let batch = match open.tx.into_batch() {
+            Ok(b) => b,
+            Err(e @ strata::Error::Conflict { .. }) => return NodeResponse::Conflict(e.to_string()),
+            Err(e) => return failed(e),
+        };
+        if batch.is_empty() {
+            return NodeResponse::Written { seq };
+        }
+        let Some(r) = self.replica(open.shard.id).await else {
+            return NodeResponse::Conflict(format!("shard {} stopped on node {}", open.shard.id, self.id));
+        };
+        let cmd = Command::Txn { start: open.start, payload: batch.payload(), commit_ms: crate::group::now_ms() };
+        match r.propose(cmd).await {
+            Ok(Proposed::Done(Reply::Applied { seq })) => NodeResponse::Written { seq },
+            Ok(Proposed::Done(Reply::Conflict(m))) => NodeResponse::Conflict(m),
+            Ok(Proposed::Done(Reply::Refused(m))) => failed(m),
+            // The leader may have logged the entry before it stepped down, and a new leader may
+            // still commit it: the outcome is not known.
+            Ok(Proposed::NotLeader(_)) => failed(format!(
+                "shard {}'s leader changed during the commit; whether the transaction committed is not known",
+                open.shard.id
+            )),
+            Err(e) => failed(format!("the commit failed, whether the transaction committed is not known: {e}")),
         }
     }
 

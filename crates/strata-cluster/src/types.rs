@@ -42,6 +42,17 @@ pub enum Command {
         /// The commit time (Unix ms): the leader's clock when it proposed the batch.
         commit_ms: u64,
     },
+    /// Commit a transaction's writes, made by the leader against its own database, unless a
+    /// row it writes was written by an entry after `start` (first committer wins: every replica
+    /// decides alike, from the rows' last writes its database records).
+    Txn {
+        /// The last entry the transaction's snapshot held.
+        start: u64,
+        /// [`strata::WriteBatch::payload`].
+        payload: Vec<u8>,
+        /// The commit time (Unix ms), as [`Command::Write`]'s.
+        commit_ms: u64,
+    },
     /// A change to the shard map (the metadata group only).
     Meta(MetaCommand),
 }
@@ -56,6 +67,9 @@ pub enum Reply {
     },
     /// Refused by the database, alike on every replica (nothing of it was written): the message.
     Refused(String),
+    /// A [`Command::Txn`] lost: a row it writes was written after its snapshot (nothing of it
+    /// was written): the message.
+    Conflict(String),
 }
 
 /// A value as nodes send it to each other: [`strata::Value`] in serde's terms.
@@ -227,6 +241,30 @@ pub enum NodeRequest {
         /// The primary key.
         key: Vec<WireValue>,
     },
+    /// Begin a transaction on the shard of `table` that holds `key` (the primary key, or its
+    /// first column at least), at the shard's leader, reading the rows committed before it
+    /// began. Its reads and writes ([`NodeRequest::Txn`]) stay in that shard.
+    Begin {
+        /// The table.
+        table: String,
+        /// A key of the shard.
+        key: Vec<WireValue>,
+    },
+    /// [`NodeRequest::Begin`] at a shard's leader.
+    ShardBegin {
+        /// The shard.
+        group: GroupId,
+        /// The table.
+        table: String,
+    },
+    /// A step of an open transaction, sent to any node (it goes on to the node holding the
+    /// transaction).
+    Txn {
+        /// The transaction.
+        txn: TxnId,
+        /// The step.
+        op: TxnOp,
+    },
     /// The nodes and shards, as this node sees them.
     Status,
     /// A sharded table's schema.
@@ -240,6 +278,43 @@ pub enum NodeRequest {
         /// The nodes.
         peers: Vec<(NodeId, String)>,
     },
+}
+
+/// An open transaction: the node holding it (the shard leader it began at) and its number
+/// there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TxnId {
+    /// The node holding it.
+    pub node: NodeId,
+    /// When that node started (Unix ms), so a number is not taken for one given out before
+    /// the node restarted.
+    pub epoch: u64,
+    /// Its number on that node.
+    pub id: u64,
+}
+
+/// A step of a transaction ([`NodeRequest::Txn`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum TxnOp {
+    /// Read a row by key, as the transaction sees it (its snapshot with its own writes).
+    Get {
+        /// The primary key.
+        key: Vec<WireValue>,
+    },
+    /// Insert (or replace) a whole row.
+    Insert {
+        /// The row.
+        row: Vec<WireValue>,
+    },
+    /// Delete a row by key.
+    Delete {
+        /// The primary key.
+        key: Vec<WireValue>,
+    },
+    /// Commit: [`NodeResponse::Written`], or [`NodeResponse::Conflict`] when it lost.
+    Commit,
+    /// Roll back (nothing of it is written).
+    Rollback,
 }
 
 /// A node's answer to a [`NodeRequest`].
@@ -262,6 +337,12 @@ pub enum NodeResponse {
     Status(ClusterStatus),
     /// A table's schema ([`strata::Schema::to_bytes`]).
     Schema(Vec<u8>),
+    /// A transaction began.
+    Begun(TxnId),
+    /// A transaction lost first-committer-wins (a row it writes was written after its snapshot)
+    /// or its shard's leader changed before its commit was proposed: nothing of it is written,
+    /// and it is over. Running it again may succeed.
+    Conflict(String),
     /// Refused or failed: why.
     Failed(String),
 }

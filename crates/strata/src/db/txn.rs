@@ -509,6 +509,25 @@ impl Transaction {
         self.db.commit_request(batch, opts, Some(validate), None)?.map_err(|lost| self.error_of(lost))
     }
 
+    /// Ends the transaction and gives its writes as one batch, for a log that commits it
+    /// elsewhere: a replicated log whose replicas check, at the point of the log where it lands,
+    /// that no row it writes ([`WriteBatch::rows`]) was written after the snapshot the
+    /// transaction read ([`Transaction::snapshot_seq`]). Nothing is written here.
+    ///
+    /// # Errors
+    /// [`Error::Conflict`] when a write already found its row committed by someone else after
+    /// the snapshot.
+    pub fn into_batch(mut self) -> Result<WriteBatch> {
+        if let Some(lost) = self.lost.take() {
+            return Err(self.error_of(lost));
+        }
+        let mut batch = WriteBatch::new();
+        for op in std::mem::take(&mut self.writes).into_values().flatten() {
+            batch.push(op);
+        }
+        Ok(batch)
+    }
+
     /// The error a lost check is reported as.
     fn error_of(&self, lost: Lost) -> Error {
         match lost {

@@ -64,6 +64,14 @@ impl WriteBatch {
         self.ops.is_empty()
     }
 
+    /// The rows the batch writes, in its order: each as the id of its table
+    /// ([`TableInfo::id`](crate::TableInfo::id)) and its encoded primary key. A replicated log checks
+    /// them against the rows written since a transaction's snapshot (see
+    /// [`Transaction::into_batch`](crate::Transaction::into_batch)).
+    pub fn rows(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+        self.ops.iter().map(|op| (op.table_id, op.key.as_slice()))
+    }
+
     pub(crate) fn push(&mut self, op: BatchOp) {
         self.bytes += op.key.len() + op.row.len() + 16;
         self.ops.push(op);

@@ -1356,3 +1356,52 @@ fn replace_table_swaps_durably_and_refuses_after_a_newer_write() {
     assert_eq!(db.table_names(), vec!["t".to_string()]);
     assert_eq!(all(&db.table("t").unwrap()), rows);
 }
+
+/// A transaction's writes as a batch (`Transaction::into_batch`) for another database to apply:
+/// reads overlaid with its own writes, the batch holding the last write of each row once (listed
+/// by `WriteBatch::rows`, in key order), nothing written where it ran; and a transaction
+/// that already lost its row to a later commit gives the conflict instead of a batch.
+#[test]
+fn a_transactions_writes_leave_as_one_batch_for_a_replicated_log() {
+    let fs: Arc<dyn strata::vfs::Fs> = Arc::new(FaultFs::new());
+    let (here, there) =
+        (Db::open("/here", tiny_options(fs.clone())).unwrap(), Db::open("/there", tiny_options(fs)).unwrap());
+    for db in [&here, &there] {
+        db.create_table("t", schema(), TableOptions::default()).unwrap();
+    }
+    let t = here.table("t").unwrap();
+    let row = |id: i64, a: i32| vec![Value::BigInt(id), Value::Int(a), Value::Null];
+    t.insert(&row(1, 1)).unwrap();
+    let before = here.snapshot().seq();
+    let mut tx = here.begin(&strata::TxnOptions::default()).unwrap();
+    tx.insert(&t, &row(2, 20)).unwrap();
+    tx.insert(&t, &row(2, 21)).unwrap();
+    tx.update(&t, &[Value::BigInt(1)], &[("a", Value::Int(10))]).unwrap();
+    assert_eq!(tx.get(&t, &[Value::BigInt(2)], &Projection::All).unwrap(), Some(row(2, 21)));
+    let batch = tx.into_batch().unwrap();
+    assert_eq!(here.snapshot().seq(), before, "nothing was written where the transaction ran");
+    let id = t.info().id;
+    let mut rows: Vec<(u32, Vec<u8>)> = batch.rows().map(|(table, key)| (table, key.to_vec())).collect();
+    rows.dedup();
+    let key = |k: i64| {
+        let mut out = Vec::new();
+        strata::types::key::encode_value(&mut out, ColumnType::BigInt, &Value::BigInt(k));
+        out
+    };
+    assert_eq!(rows, vec![(id, key(1)), (id, key(2))], "the rows in key order");
+    let there_t = there.table("t").unwrap();
+    there_t.insert(&row(1, 1)).unwrap();
+    let at = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis() as u64;
+    there.apply_replicated(WriteBatch::from_payload(&batch.payload()).unwrap(), at, &Default::default()).unwrap();
+    let all = |t: &strata::Table| -> Vec<Vec<Value>> {
+        t.scan(&KeyRange::all(), &Projection::All, &ReadOptions::default()).unwrap().map(Result::unwrap).collect()
+    };
+    assert_eq!(all(&there_t), vec![row(1, 10), row(2, 21)]);
+
+    let mut tx = here.begin(&strata::TxnOptions::default()).unwrap();
+    t.insert(&row(1, 5)).unwrap();
+    let e = tx.insert(&t, &row(1, 6)).unwrap_err();
+    assert!(matches!(e, Error::Conflict { .. }), "{e}");
+    let e = tx.into_batch().unwrap_err();
+    assert!(matches!(e, Error::Conflict { .. }), "{e}");
+}
