@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Subcommand;
 use serde_json::json;
-use strata::Schema;
+use strata::{Schema, Value};
 use strata_cli::exec::CliError;
 use strata_cli::{json, schema_sql};
 use strata_cluster::types::{from_wire, to_wire, NodeRequest, NodeResponse};
@@ -59,6 +59,13 @@ pub enum ClusterCmd {
         #[arg(required = true)]
         key: Vec<String>,
     },
+    /// Run a SQL query over the sharded tables, the node asked coordinating: one scan task per
+    /// shard on a node holding it, every shard read at one read point; prints the rows as a
+    /// table. `EXPLAIN query` prints the distributed plan.
+    Sql {
+        /// The query.
+        query: String,
+    },
 }
 
 fn parse_peer(s: &str) -> Result<(u64, String), String> {
@@ -83,17 +90,30 @@ fn cluster_error(e: strata_cluster::Error) -> CliError {
     CliError::new("cluster_error", e.to_string())
 }
 
+/// The environment variable that makes each shard partition of a query wait this many
+/// milliseconds before it reads (for tests that kill a worker during a query).
+pub const SCAN_DELAY_ENV: &str = "STRATA_TEST_SCAN_DELAY_MS";
+
 /// Runs node `id` from `dir` on `listen` until interrupted (SIGINT or SIGTERM); prints
 /// `listening on ADDR` once it serves.
-pub fn run_node(dir: &Path, id: u64, listen: &str, peers: Vec<(u64, String)>) -> Result<(), CliError> {
+pub fn run_node(
+    dir: &Path,
+    id: u64,
+    listen: &str,
+    peers: Vec<(u64, String)>,
+    worker_listen: Option<String>,
+) -> Result<(), CliError> {
     let rt = runtime()?;
     rt.block_on(async {
+        let delay_ms = std::env::var(SCAN_DELAY_ENV).ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         let opts = NodeOptions {
             id,
             dir: dir.to_path_buf(),
             listen: listen.to_string(),
             peers: peers.into_iter().collect::<BTreeMap<_, _>>(),
             replica: ReplicaOptions::default(),
+            worker_listen,
+            scan_delay: std::time::Duration::from_millis(delay_ms),
         };
         let node = Node::start(opts).await.map_err(cluster_error)?;
         println!("node {id} listening on {}", node.addr());
@@ -121,6 +141,7 @@ pub fn run_cluster(addr: &str, cmd: ClusterCmd) -> Result<(), CliError> {
     };
     // The schema a row read is printed by.
     let mut printed_row = None;
+    let mut explain = false;
     let req = match cmd {
         ClusterCmd::Init { peers } => NodeRequest::Initialize { peers },
         ClusterCmd::Status => NodeRequest::Status,
@@ -165,6 +186,10 @@ pub fn run_cluster(addr: &str, cmd: ClusterCmd) -> Result<(), CliError> {
             printed_row = Some(schema);
             NodeRequest::Get { table, key: to_wire(&values) }
         }
+        ClusterCmd::Sql { query } => {
+            explain = strata_cluster::sql::is_explain(&query);
+            NodeRequest::Sql { query }
+        }
     };
     let answer = ask(req)?;
     match answer {
@@ -190,6 +215,20 @@ pub fn run_cluster(addr: &str, cmd: ClusterCmd) -> Result<(), CliError> {
             let nodes: Vec<_> = s.nodes.iter().map(|(id, a)| json!({"id": id, "addr": a})).collect();
             let out = json!({"node": s.node, "nodes": nodes, "meta_leader": s.meta_leader, "shards": shards});
             println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        }
+        NodeResponse::Rows { ipc, .. } => {
+            let batches = strata_cluster::sql::from_ipc(&ipc).map_err(cluster_error)?;
+            if explain {
+                for row in batches.iter().flat_map(strata::scan::batch_rows) {
+                    if let Some(Value::Text(plan)) = row.first() {
+                        println!("{plan}");
+                    }
+                }
+            } else if !batches.is_empty() {
+                let table = strata_sql::datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+                    .map_err(|e| CliError::new("cluster_error", e.to_string()))?;
+                println!("{table}");
+            }
         }
         NodeResponse::Failed(m) | NodeResponse::NotReady(m) => return Err(CliError::new("cluster_error", m)),
         other => return Err(CliError::new("cluster_error", format!("unexpected answer {other:?}"))),

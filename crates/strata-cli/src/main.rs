@@ -126,6 +126,10 @@ enum Cmd {
         /// smallest id makes the cluster. Or leave them out and run `strata cluster init`.
         #[arg(long = "peer", value_name = "ID=ADDR", value_parser = cluster::peer)]
         peers: Vec<(u64, String)>,
+        /// Address the node's query worker (gRPC) listens on; by default the host of --listen
+        /// with a port picked (nodes find each other's workers in the shard map).
+        #[arg(long, value_name = "ADDR")]
+        worker_listen: Option<String>,
     },
     /// Ask a node about its cluster, or change the cluster (see `strata cluster --help`).
     Cluster {
@@ -401,9 +405,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
         return demo::run(&dir, rows);
     }
     match cli.cmd {
-        Cmd::Node { id, listen, peers } => {
+        Cmd::Node { id, listen, peers, worker_listen } => {
             let dir = cli.db.unwrap_or_else(|| PathBuf::from("./strata-node"));
-            return cluster::run_node(&dir, id, &listen, peers);
+            return cluster::run_node(&dir, id, &listen, peers, worker_listen);
         }
         Cmd::Cluster { node, cmd } => return cluster::run_cluster(&node, cmd),
         _ => {}

@@ -28,7 +28,10 @@ pub struct ReplicaOptions {
 
 impl Default for ReplicaOptions {
     fn default() -> Self {
-        ReplicaOptions { db: strata::Options::default(), election_timeout_ms: (300, 600), heartbeat_ms: 60 }
+        // Ten minutes of history, so a query reads every shard as of its read point even when a
+        // flush or compaction ran since.
+        let db = strata::Options { history_retention: Some(Duration::from_secs(600)), ..strata::Options::default() };
+        ReplicaOptions { db, election_timeout_ms: (300, 600), heartbeat_ms: 60 }
     }
 }
 

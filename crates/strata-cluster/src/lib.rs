@@ -15,11 +15,12 @@
 //!   and writes sent to a group's leader.
 //! - [`group`]: a replica of one group on one node, started from its directory.
 //! - [`node`]: a node: the metadata group (its membership the nodes, its database the shard
-//!   map), the shard replicas the map assigns it, and requests from clients routed to shard
-//!   leaders.
+//!   map), the shard replicas the map assigns it, requests from clients routed to shard
+//!   leaders, transactions at a shard's leader, and the worker running query tasks.
+//! - [`sql`]: distributed SQL on datafusion-distributed: a sharded table's scan, one task per
+//!   shard on a node holding it, every shard read at one read point.
 //!
-//! Nodes, the shard map, distributed SQL and the operations commands come on top of these
-//! (docs/cluster.md says what works today).
+//! docs/cluster.md says what works today.
 
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -30,6 +31,7 @@ pub mod log;
 pub mod machine;
 pub mod net;
 pub mod node;
+pub mod sql;
 pub mod types;
 
 pub use group::{Replica, ReplicaOptions};
@@ -48,6 +50,8 @@ pub enum Error {
     Network(String),
     /// A file of the cluster layer could not be read or written.
     Io(String),
+    /// A query failed.
+    Sql(String),
 }
 
 impl std::fmt::Display for Error {
@@ -57,6 +61,7 @@ impl std::fmt::Display for Error {
             Error::Raft(m) => write!(f, "raft: {m}"),
             Error::Network(m) => write!(f, "network: {m}"),
             Error::Io(m) => write!(f, "{m}"),
+            Error::Sql(m) => write!(f, "query: {m}"),
         }
     }
 }

@@ -17,6 +17,7 @@
 //! written, and its writer is answered [`Reply::Refused`]. A failure of the database itself
 //! stops the group (Raft shuts it down on a storage error).
 
+use std::collections::BTreeMap;
 use std::io::Cursor;
 use std::path::Path;
 use std::sync::Arc;
@@ -307,6 +308,9 @@ impl Machine {
                 batch.insert(&t, &[Value::Text(table_key), Value::Bytea(encode(&map)?)])?;
                 batch.insert(&t, &[Value::Text("next".into()), Value::Bytea(next.to_le_bytes().to_vec())])?;
             }
+            MetaCommand::SetWorker { node, url } => {
+                batch.insert(&t, &[Value::Text(format!("worker/{node:020}")), Value::Bytea(url.into_bytes())])?;
+            }
         }
         Ok(batch)
     }
@@ -320,7 +324,8 @@ fn encode<T: Serialize>(v: &T) -> strata::Result<Vec<u8>> {
 
 /// The table of the metadata group's database that holds the shard map: `(k TEXT, v BYTEA)`,
 /// with rows `table/NAME` ([`TableMap`]), `shard/ID` ([`ShardInfo`], the id zero-padded to 20
-/// digits) and `next` (the next shard id, u64 LE).
+/// digits), `worker/ID` (node ID's worker URL, UTF-8, the id padded alike) and `next` (the next
+/// shard id, u64 LE).
 pub const CLUSTER_TABLE: &str = "__cluster";
 
 fn cluster_schema() -> strata::Result<Schema> {
@@ -347,6 +352,24 @@ pub fn cluster_map(db: &Db) -> strata::Result<(Vec<TableMap>, Vec<ShardInfo>)> {
         }
     }
     Ok((tables, shards))
+}
+
+/// Each node's worker URL, as the metadata group's database records them.
+pub fn cluster_workers(db: &Db) -> strata::Result<BTreeMap<NodeId, String>> {
+    let t = match db.table(CLUSTER_TABLE) {
+        Ok(t) => t,
+        Err(strata::Error::UnknownTable(_)) => return Ok(BTreeMap::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = BTreeMap::new();
+    for row in t.scan(&strata::KeyRange::all(), &Projection::All, &ReadOptions::default())? {
+        if let [Value::Text(k), Value::Bytea(v)] = row?.as_slice() {
+            if let Some(id) = k.strip_prefix("worker/").and_then(|n| n.parse::<NodeId>().ok()) {
+                out.insert(id, String::from_utf8_lossy(v).into_owned());
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Snapshots are not made yet: logs are kept whole (the groups run with

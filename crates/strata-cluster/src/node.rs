@@ -67,6 +67,12 @@ pub struct NodeOptions {
     pub peers: BTreeMap<NodeId, String>,
     /// How its replicas run.
     pub replica: ReplicaOptions,
+    /// The address its worker (the gRPC service running query tasks) listens on; `None`: the
+    /// host of `listen`, a port picked.
+    pub worker_listen: Option<String>,
+    /// How long each shard partition of a query waits before it reads (zero; a testing knob, to
+    /// kill a worker during a query).
+    pub scan_delay: Duration,
 }
 
 /// A running node.
@@ -74,9 +80,13 @@ pub struct Node {
     inner: Arc<Inner>,
     server: Server,
     watcher: JoinHandle<()>,
+    worker: JoinHandle<()>,
+    stop_worker: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 struct Inner {
+    /// Itself, for what outlives a request (a query's plan holds the node).
+    me: std::sync::Weak<Inner>,
     id: NodeId,
     dir: PathBuf,
     opts: ReplicaOptions,
@@ -87,6 +97,9 @@ struct Inner {
     epoch: u64,
     next_txn: AtomicU64,
     txns: Mutex<HashMap<u64, OpenTxn>>,
+    /// Its worker's URL.
+    worker_url: String,
+    scan_delay: Duration,
 }
 
 /// A transaction open at this node, the leader of its shard when it began.
@@ -105,11 +118,21 @@ impl Node {
         check_id(&opts.dir, opts.id)?;
         let hosted = Hosted::default();
         let server = Server::start(&opts.listen, hosted.clone()).await?;
+        let worker_listen = match &opts.worker_listen {
+            Some(a) => a.clone(),
+            None => format!("{}:0", server.addr().ip()),
+        };
+        let worker_listener = tokio::net::TcpListener::bind(&worker_listen)
+            .await
+            .map_err(|e| Error::Network(format!("the worker cannot listen on {worker_listen}: {e}")))?;
+        let worker_addr =
+            worker_listener.local_addr().map_err(|e| Error::Network(format!("the worker's address: {e}")))?;
         let meta = Replica::start(&opts.dir.join("meta"), META_GROUP, opts.id, &opts.replica, &hosted).await?;
         if opts.peers.keys().next() == Some(&opts.id) {
             meta.initialize(&opts.peers).await?;
         }
-        let inner = Arc::new(Inner {
+        let inner = Arc::new_cyclic(|me| Inner {
+            me: me.clone(),
             id: opts.id,
             dir: opts.dir,
             opts: opts.replica,
@@ -119,8 +142,40 @@ impl Node {
             epoch: crate::group::now_ms(),
             next_txn: AtomicU64::new(1),
             txns: Mutex::new(HashMap::new()),
+            worker_url: format!("http://{worker_addr}"),
+            scan_delay: opts.scan_delay,
         });
         hosted.set_handler(inner.clone());
+        let (stop_worker, stopped) = tokio::sync::oneshot::channel::<()>();
+        let worker = {
+            // The worker holds the node weakly, so the node's databases close when it stops.
+            let me = Arc::downgrade(&inner);
+            let service = datafusion_distributed::Worker::from_session_builder(
+                move |ctx: datafusion_distributed::WorkerQueryContext| {
+                    let node = me.upgrade();
+                    async move {
+                        use datafusion_distributed::DistributedExt;
+                        let Some(node) = node else {
+                            return Err(datafusion::error::DataFusionError::Execution("the node is stopping".into()));
+                        };
+                        let node: Arc<dyn crate::sql::Cluster> = node;
+                        let codec = crate::sql::ShardScanCodec::new(&node);
+                        Ok(ctx.builder.with_distributed_user_codec(codec).build())
+                    }
+                },
+            );
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(worker_listener);
+            tokio::spawn(async move {
+                let serve = tonic::transport::Server::builder()
+                    .add_service(service.into_worker_server())
+                    .serve_with_incoming_shutdown(incoming, async {
+                        let _ = stopped.await;
+                    });
+                // The worker stops with the node; an error of its server ends it early (queries
+                // then route around this node).
+                let _ = serve.await;
+            })
+        };
         let watching = inner.clone();
         let watcher = tokio::spawn(async move {
             loop {
@@ -129,7 +184,7 @@ impl Node {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         });
-        Ok(Node { inner, server, watcher })
+        Ok(Node { inner, server, watcher, worker, stop_worker: Some(stop_worker) })
     }
 
     /// The address it listens on.
@@ -149,6 +204,11 @@ impl Node {
         self.inner.id
     }
 
+    /// Its worker's URL (the gRPC service running query tasks).
+    pub fn worker_url(&self) -> &str {
+        &self.inner.worker_url
+    }
+
     /// Answers `req` as if it had come over the network.
     pub async fn request(&self, req: NodeRequest) -> NodeResponse {
         self.inner.answer(req).await
@@ -156,9 +216,17 @@ impl Node {
 
     /// Stops the node: its server, its watcher and every replica (its directory is kept).
     /// Returns once its databases are closed, so the directory can be opened again.
-    pub async fn shutdown(self) -> Result<()> {
+    pub async fn shutdown(mut self) -> Result<()> {
         self.inner.hosted.clear_handler();
         self.server.shutdown().await;
+        if let Some(stop) = self.stop_worker.take() {
+            let _ = stop.send(());
+        }
+        // The worker's server ends once its connections close; other nodes may hold theirs
+        // open, so it is given a moment and then stopped.
+        if tokio::time::timeout(Duration::from_millis(500), &mut self.worker).await.is_err() {
+            self.worker.abort();
+        }
         self.watcher.abort();
         let _ = self.watcher.await;
         let shards: Vec<Arc<Replica>> = self.inner.shards.write().await.drain().map(|(_, r)| r).collect();
@@ -217,6 +285,7 @@ impl Inner {
 
     /// Starts the shards assigned here and creates their tables where this node leads.
     async fn reconcile(&self) -> Result<()> {
+        self.register_worker().await?;
         let (tables, shards) = self.map()?;
         let nodes = self.nodes();
         for info in shards.iter().filter(|s| s.replicas.contains(&self.id)) {
@@ -252,6 +321,69 @@ impl Inner {
         Ok(())
     }
 
+    /// Records this node's worker URL in the shard map when the map lacks it or has another.
+    async fn register_worker(&self) -> Result<()> {
+        let known = crate::machine::cluster_workers(self.meta.db())?;
+        if known.get(&self.id) == Some(&self.worker_url) || self.meta.leader().is_none() {
+            return Ok(());
+        }
+        let cmd = Command::Meta(MetaCommand::SetWorker { node: self.id, url: self.worker_url.clone() });
+        if let Proposed::NotLeader(Some((_, addr))) = self.meta.propose(cmd.clone()).await? {
+            net::propose(&addr, META_GROUP, cmd, CALL_TTL).await?;
+        }
+        Ok(())
+    }
+
+    /// Makes sure this node's replica `r` holds every entry committed before the call: at the
+    /// leader a quorum confirms the leadership; at a follower it applies up to the leader's
+    /// confirmed commit index. Tries until [`ROUTE_DEADLINE`] (an election may be on).
+    async fn caught_up(&self, r: &Replica) -> Result<()> {
+        let deadline = Instant::now() + ROUTE_DEADLINE;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            if r.leader() == Some(self.id) {
+                match r.raft().ensure_linearizable().await {
+                    Ok(_) => return Ok(()),
+                    Err(e) => last = e.to_string(),
+                }
+            } else if let Some((_, addr)) = r.leader_hint() {
+                match net::call(&addr, NodeRequest::ReadIndex { group: r.group() }, CALL_TTL).await {
+                    Ok(NodeResponse::Index(i)) => return r.wait_applied(i, ROUTE_DEADLINE).await,
+                    Ok(other) => last = format!("{addr} answered {other:?}"),
+                    Err(e) => last = e.to_string(),
+                }
+            } else {
+                last = "no leader known".into();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(Error::Raft(format!("shard {}: cannot confirm what is committed: {last}", r.group())))
+    }
+
+    async fn read_index(&self, group: GroupId) -> NodeResponse {
+        let Some(r) = self.replica(group).await else {
+            return NodeResponse::NotReady(format!("shard {group} is not started on node {}", self.id));
+        };
+        match r.raft().ensure_linearizable().await {
+            Ok(id) => NodeResponse::Index(id.map_or(0, |l| l.index)),
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                NodeResponse::NotLeader(f.leader_id.zip(f.leader_node.map(|n| n.addr)))
+            }
+            Err(e) => NodeResponse::NotReady(format!("shard {group}: {e}")),
+        }
+    }
+
+    async fn sql(self: Arc<Self>, query: String) -> NodeResponse {
+        let coordinator = crate::sql::Coordinator::new(self);
+        match coordinator.query(&query).await {
+            Ok(answer) => match crate::sql::ipc_bytes(&answer.batches) {
+                Ok(ipc) => NodeResponse::Rows { ipc, read_ms: answer.read_ms, runs: answer.runs },
+                Err(e) => failed(e),
+            },
+            Err(e) => failed(e),
+        }
+    }
+
     async fn answer(&self, req: NodeRequest) -> NodeResponse {
         match req {
             NodeRequest::CreateTable { name, schema, splits, replicas } => {
@@ -264,6 +396,11 @@ impl Inner {
             NodeRequest::Begin { table, key } => self.route_begin(table, key).await.unwrap_or_else(failed),
             NodeRequest::ShardBegin { group, table } => self.shard_begin(group, &table).await,
             NodeRequest::Txn { txn, op } => self.route_txn(txn, op).await,
+            NodeRequest::ReadIndex { group } => self.read_index(group).await,
+            NodeRequest::Sql { query } => match self.me.upgrade() {
+                Some(me) => me.sql(query).await,
+                None => failed("the node is stopping"),
+            },
             NodeRequest::Status => self.status().await,
             NodeRequest::Schema { table } => match self.table(&table, Instant::now()).await {
                 Ok((schema, _)) => NodeResponse::Schema(schema.to_bytes()),
@@ -655,5 +792,41 @@ impl Inner {
 impl Handler for Inner {
     fn handle(&self, req: NodeRequest) -> Pin<Box<dyn Future<Output = NodeResponse> + Send + '_>> {
         Box::pin(self.answer(req))
+    }
+}
+
+impl crate::sql::Cluster for Inner {
+    fn read_at(
+        &self,
+        group: GroupId,
+        at_ms: u64,
+    ) -> crate::sql::BoxFuture<'_, Result<(Arc<strata::Db>, Arc<strata::Snapshot>)>> {
+        Box::pin(async move {
+            let r = self
+                .replica(group)
+                .await
+                .ok_or_else(|| Error::Raft(format!("node {} holds no replica of shard {group}", self.id)))?;
+            self.caught_up(&r).await?;
+            let snapshot = crate::sql::snapshot_at_ms(r.db(), at_ms)?;
+            Ok((r.db().clone(), Arc::new(snapshot)))
+        })
+    }
+
+    fn tables(&self) -> Result<(Vec<TableMap>, Vec<ShardInfo>)> {
+        self.map()
+    }
+
+    fn workers(&self) -> BTreeMap<NodeId, url::Url> {
+        let known = crate::machine::cluster_workers(self.meta.db()).unwrap_or_default();
+        let members = self.nodes();
+        known
+            .into_iter()
+            .filter(|(n, _)| members.contains_key(n))
+            .filter_map(|(n, u)| Some((n, u.parse().ok()?)))
+            .collect()
+    }
+
+    fn scan_delay(&self) -> Duration {
+        self.scan_delay
     }
 }

@@ -159,6 +159,13 @@ pub enum MetaCommand {
         /// Each shard's replicas.
         replicas: Vec<Vec<NodeId>>,
     },
+    /// Record where a node's worker (the gRPC service running query tasks) listens.
+    SetWorker {
+        /// The node.
+        node: NodeId,
+        /// Its worker's URL (`http://HOST:PORT`).
+        url: String,
+    },
 }
 
 /// A sharded table in the shard map.
@@ -265,6 +272,18 @@ pub enum NodeRequest {
         /// The step.
         op: TxnOp,
     },
+    /// The index of the last entry committed in a shard's group, confirmed by a quorum just
+    /// now, at the shard's leader: a follower that applied up to it reads everything committed
+    /// before the request.
+    ReadIndex {
+        /// The shard.
+        group: GroupId,
+    },
+    /// Run a SQL query over the sharded tables, this node coordinating.
+    Sql {
+        /// The query.
+        query: String,
+    },
     /// The nodes and shards, as this node sees them.
     Status,
     /// A sharded table's schema.
@@ -339,6 +358,17 @@ pub enum NodeResponse {
     Schema(Vec<u8>),
     /// A transaction began.
     Begun(TxnId),
+    /// A log index ([`NodeRequest::ReadIndex`]).
+    Index(u64),
+    /// A query's answer: its rows as an Arrow IPC stream.
+    Rows {
+        /// The IPC stream (schema, then batches).
+        ipc: Vec<u8>,
+        /// The read point every shard was read at (Unix ms).
+        read_ms: u64,
+        /// How many times the query ran (2: a worker failed the first run).
+        runs: usize,
+    },
     /// A transaction lost first-committer-wins (a row it writes was written after its snapshot)
     /// or its shard's leader changed before its commit was proposed: nothing of it is written,
     /// and it is over. Running it again may succeed.

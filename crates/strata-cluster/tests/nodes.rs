@@ -18,6 +18,8 @@ fn options(dir: &Path, id: u64, listen: &str) -> NodeOptions {
         listen: listen.to_string(),
         peers: BTreeMap::new(),
         replica: ReplicaOptions { db, election_timeout_ms: (300, 600), heartbeat_ms: 50 },
+        worker_listen: None,
+        scan_delay: std::time::Duration::ZERO,
     }
 }
 

@@ -18,6 +18,8 @@ fn options(dir: &Path, id: u64) -> NodeOptions {
         listen: "127.0.0.1:0".into(),
         peers: BTreeMap::new(),
         replica: ReplicaOptions { election_timeout_ms: (300, 600), heartbeat_ms: 50, ..ReplicaOptions::default() },
+        worker_listen: None,
+        scan_delay: std::time::Duration::ZERO,
     }
 }
 

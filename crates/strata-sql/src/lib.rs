@@ -67,6 +67,38 @@ use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use strata::{Db, Value};
 
 pub use catalog::{CATALOG, SCHEMA};
+
+/// What a planner over tables split into shards (`strata-cluster`) takes from strata's SQL: a
+/// shard's table read at a fixed snapshot with strata's pushdown, which filters strata applies,
+/// and the planner settings strata's scans suit.
+pub mod shard {
+    use std::sync::Arc;
+
+    use datafusion::datasource::TableProvider;
+    use datafusion::logical_expr::Expr;
+    use datafusion::prelude::SessionConfig;
+
+    /// `table` of `db` as a DataFusion table (without hidden columns), every scan of it reading
+    /// at `snapshot`, with projection, filters, limit and key ranges pushed into strata.
+    pub fn table_at(
+        db: Arc<strata::Db>,
+        table: strata::Table,
+        snapshot: Arc<strata::Snapshot>,
+    ) -> Arc<dyn TableProvider> {
+        Arc::new(crate::table::StrataTable::at(db, table, snapshot))
+    }
+
+    /// Whether strata applies `filter` exactly in a scan of table `name` with `schema` (so a
+    /// provider may report it `Exact`).
+    pub fn applies_exactly(name: &str, schema: &strata::Schema, filter: &Expr) -> bool {
+        crate::filter::exact(name, filter, schema).is_some()
+    }
+
+    /// `config` with the planner settings that suit strata's scans.
+    pub fn tuned(config: SessionConfig) -> SessionConfig {
+        crate::tuned(config)
+    }
+}
 pub use copy::CopyIn;
 /// The DataFusion this crate runs on (and its Arrow), for callers formatting or building batches.
 pub use datafusion;

@@ -55,6 +55,8 @@ pub(crate) struct StrataTable {
     /// built [`StrataTable::with_hidden`]); DataFusion's column indices index this.
     visible: Vec<usize>,
     schema: SchemaRef,
+    /// The snapshot every scan reads at, when fixed ([`StrataTable::at`]); else the statement's.
+    at: Option<Arc<strata::Snapshot>>,
 }
 
 impl fmt::Debug for StrataTable {
@@ -80,7 +82,13 @@ impl StrataTable {
 
     fn of_columns(db: Arc<strata::Db>, table: strata::Table, visible: Vec<usize>) -> Self {
         let schema = strata::scan::row_schema(table.schema(), &visible);
-        StrataTable { db, table, visible, schema }
+        StrataTable { db, table, visible, schema, at: None }
+    }
+
+    /// The table as queries see it, every scan reading at `snapshot` (a shard's replica read
+    /// at a cluster's read point).
+    pub(crate) fn at(db: Arc<strata::Db>, table: strata::Table, snapshot: Arc<strata::Snapshot>) -> Self {
+        StrataTable { at: Some(snapshot), ..Self::new(db, table) }
     }
 
     /// The translated filters and what they say about the key. Each filter strata can apply is
@@ -238,9 +246,10 @@ impl TableProvider for StrataTable {
         let config = state.config();
         // Every partition reads at the statement's snapshot or in its transaction; a plan made
         // outside a statement reads at a snapshot taken now, the same for all its partitions.
-        let snapshot = match config.get_extension::<Reads>() {
-            Some(_) => None,
-            None => Some(Arc::new(self.db.snapshot())),
+        let snapshot = match (&self.at, config.get_extension::<Reads>()) {
+            (Some(at), _) => Some(at.clone()),
+            (None, Some(_)) => None,
+            (None, None) => Some(Arc::new(self.db.snapshot())),
         };
         let mut cuts = Vec::new();
         let mode = match (point, lookup) {
@@ -291,6 +300,7 @@ impl TableProvider for StrataTable {
             read_cols,
             mode,
             snapshot,
+            fixed: self.at.is_some(),
             schema: out_schema.clone(),
             props,
             stats,
@@ -431,6 +441,8 @@ pub(crate) struct ScanExec {
     mode: Mode,
     /// Where the plan was made outside a statement: the snapshot every partition reads at.
     snapshot: Option<Arc<strata::Snapshot>>,
+    /// Whether `snapshot` was fixed by the table ([`StrataTable::at`]).
+    fixed: bool,
     schema: SchemaRef,
     props: Arc<PlanProperties>,
     /// What the planner is told about the rows returned.
@@ -510,7 +522,8 @@ impl ExecutionPlan for ScanExec {
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> DfResult<SendableRecordBatchStream> {
-        let reads = reads_of(&context);
+        // A scan fixed at a snapshot reads there whatever the statement reads at.
+        let reads = if self.fixed { None } else { reads_of(&context) };
         let snapshot = self.snapshot.clone();
         let table = self.table.clone();
         let mode = match &self.mode {
