@@ -28,6 +28,7 @@
 //!   slow tier under YCSB C (with a moving hot range), A and B-10 (see `tiering.rs`).
 
 mod chart;
+mod cluster;
 mod engine;
 mod harness;
 mod laser;
@@ -91,6 +92,9 @@ enum Cmd {
     /// pgbench's TPC-B-like transaction over its three balance tables, against `strata serve`
     /// and PostgreSQL 15 at REPEATABLE READ: tps, failed and retried transactions, balance sums.
     Pgbench(pgbench::PgbenchArgs),
+    /// strata's cluster: write throughput (replicated writes through every node) and query
+    /// throughput (a distributed aggregate, one scan task per shard) for 1 and 3 nodes.
+    Cluster(cluster::ClusterArgs),
 }
 
 fn main() {
@@ -117,6 +121,7 @@ fn main() {
         Cmd::WriteAmp(a) => write_amp::write_amp(a).map_err(strata::Error::InvalidArgument),
         Cmd::Lstore(a) => lstore::lstore(a).map_err(strata::Error::InvalidArgument),
         Cmd::Tpch(a) => tpch::tpch(a).map_err(strata::Error::InvalidArgument),
+        Cmd::Cluster(a) => cluster::cluster(a).map_err(strata::Error::InvalidArgument),
         Cmd::Tiering(a) => tiering::tiering(a).map_err(strata::Error::InvalidArgument),
         Cmd::Pgbench(a) => pgbench::pgbench(a).map_err(strata::Error::InvalidArgument),
         Cmd::YcsbSharp(a) => {

@@ -17,6 +17,7 @@
 //! the refresh functions that run's snapshot saw.
 
 mod check;
+mod cluster;
 mod load;
 mod refresh;
 #[cfg(feature = "sqlite")]
@@ -44,8 +45,9 @@ pub(crate) struct TpchArgs {
     /// Scale factor: 1 is 6 million line items (answers are checked at 0.01, 0.1 and 1).
     #[arg(long, default_value_t = 1.0)]
     pub sf: f64,
-    /// Systems, comma-separated: strata, duckdb, sqlite (default: strata and those of the two
-    /// this binary was built with).
+    /// Systems, comma-separated: strata, cluster (strata's cluster: `--cluster-nodes` nodes in
+    /// this process, queries through one of them), duckdb, sqlite (default: strata and those of
+    /// duckdb and sqlite this binary was built with).
     #[arg(long, value_delimiter = ',')]
     pub systems: Vec<String>,
     /// strata engines to load and query, comma-separated: lsm, lineage (the lineage engine holds
@@ -109,6 +111,10 @@ pub(crate) struct TpchArgs {
     /// the last level (`Table::ingest`). The lineage engine always loads through writes.
     #[arg(long)]
     pub load_by_writes: bool,
+    /// Nodes of the `cluster` system (started in this process; every table gets one shard per
+    /// node, each replicated on every node).
+    #[arg(long, default_value_t = 3)]
+    pub cluster_nodes: usize,
 }
 
 /// What one system did with one query.
@@ -278,7 +284,8 @@ pub(crate) fn tpch(a: &TpchArgs) -> Result<(), String> {
                 };
                 // The run fails on strata's wrong or failed queries; a peer's (SQLite timing out) are
                 // reported only.
-                failed |= system == "strata" && matches!(v, Verdict::Differs(_) | Verdict::Failed(_));
+                failed |=
+                    matches!(system, "strata" | "cluster") && matches!(v, Verdict::Differs(_) | Verdict::Failed(_));
                 list.push((*n, v));
             }
             if complete {
@@ -315,6 +322,13 @@ pub(crate) fn tpch(a: &TpchArgs) -> Result<(), String> {
                 let _ = std::fs::remove_dir_all(&dir);
             }
         }
+    }
+    if systems.iter().any(|s| s == "cluster") {
+        let dir = data.join("cluster");
+        let (config, load_s, runs) = run_cluster(a, &dir, &queries)?;
+        results.add("cluster", &config, "load", load_s, "s");
+        report(&mut results, "cluster", "", &config, &runs);
+        let _ = std::fs::remove_dir_all(&dir);
     }
     #[cfg(feature = "sqlite")]
     if systems.iter().any(|s| s == "sqlite") {
@@ -504,10 +518,12 @@ fn systems(a: &TpchArgs) -> Result<Vec<String>, String> {
     }
     for s in &a.systems {
         match s.as_str() {
-            "strata" => {}
+            "strata" | "cluster" => {}
             "duckdb" | "sqlite" if built.contains(&s.as_str()) => {}
             "duckdb" | "sqlite" => return Err(crate::peers::not_built(s)),
-            other => return Err(format!("tpch: system `{other}` does not run TPC-H here (strata, duckdb, sqlite)")),
+            other => {
+                return Err(format!("tpch: system `{other}` does not run TPC-H here (strata, cluster, duckdb, sqlite)"))
+            }
         }
     }
     Ok(a.systems.clone())
@@ -887,6 +903,76 @@ async fn snapshot_query(sql: &strata_sql::SqlEngine, n: u32, q: &str) -> Result<
     // A failed block answers COMMIT with a rollback; either way the block ends.
     session.execute("COMMIT").await.map_err(fail)?;
     Ok(SnapshotRun { n, seen, ms, rows })
+}
+
+/// Starts `--cluster-nodes` nodes in this process, loads the tables through them (one shard per
+/// node, each replicated on every node) and runs the queries with the first node coordinating;
+/// returns the configuration, the load's seconds and the runs.
+fn run_cluster(
+    a: &TpchArgs,
+    dir: &Path,
+    queries: &[(u32, String)],
+) -> Result<(String, f64, BTreeMap<u32, QueryRun>), String> {
+    let _ = std::fs::remove_dir_all(dir);
+    let n = a.cluster_nodes;
+    if n == 0 {
+        return Err("tpch: --cluster-nodes must be at least 1".into());
+    }
+    let cluster = crate::cluster::Cluster::start(dir, n, a.threads)?;
+    let total: u64 = load::TABLES.iter().map(|t| t.rows(a.sf)).sum();
+    let progress = Progress::new("cluster: load", total);
+    let done = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let t0 = Instant::now();
+    let loaded = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                progress.set(done.load(Ordering::Relaxed));
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        let r = cluster::load(&cluster, a.sf, a.threads, &done);
+        stop.store(true, Ordering::Relaxed);
+        r
+    })?;
+    progress.finish();
+    let load_s = t0.elapsed().as_secs_f64();
+    eprintln!("cluster: {loaded} rows written through {n} nodes in {load_s:.1} s");
+    let mut runs = BTreeMap::new();
+    for (q, sql) in queries {
+        if a.explain {
+            let plan = cluster.explain(sql).map_err(|e| format!("cluster: EXPLAIN Q{q}: {e}"))?;
+            let plans = a.out.join("plans");
+            std::fs::create_dir_all(&plans).map_err(|e| format!("{}: {e}", plans.display()))?;
+            let path = plans.join(format!("cluster-q{q:02}.txt"));
+            std::fs::write(&path, plan).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        let mut run = QueryRun::default();
+        for i in 0..a.runs {
+            let t = Instant::now();
+            match cluster.query(sql) {
+                Ok(batches) => {
+                    run.times.push(t.elapsed().as_secs_f64() * 1000.0);
+                    if i == 0 {
+                        run.rows = batches_text(&batches)?;
+                    }
+                }
+                Err(e) => {
+                    run.error = Some(e);
+                    run.times.clear();
+                    break;
+                }
+            }
+        }
+        run.log("cluster", *q);
+        runs.insert(*q, run);
+    }
+    cluster.stop()?;
+    let config = format!(
+        "{n} nodes in one process over 127.0.0.1, every table in {n} shards × {n} replicas (LSM, row layout), \
+         one scan task per shard"
+    );
+    Ok((config, load_s, runs))
 }
 
 /// Runs the queries through strata-sql over `db`.
