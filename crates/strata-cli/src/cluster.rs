@@ -17,6 +17,10 @@ use strata_cluster::{Node, NodeOptions, ReplicaOptions};
 /// How long `strata cluster` waits for a node's answer.
 const TTL: Duration = Duration::from_secs(30);
 
+/// How long it waits for a change of membership (a node added, a shard moved), which lasts as
+/// long as a new replica takes to catch up (the node gives up after 120 s).
+const ADMIN_TTL: Duration = Duration::from_secs(150);
+
 #[derive(Subcommand)]
 pub enum ClusterCmd {
     /// Make a new cluster of the nodes given (each started with `strata node`): the node asked
@@ -58,6 +62,26 @@ pub enum ClusterCmd {
         /// The key's values, in key order.
         #[arg(required = true)]
         key: Vec<String>,
+    },
+    /// Add a node, started with `strata node --id ID` and not yet in the cluster, as a member:
+    /// it learns the shard map and holds no shard until one is moved to it.
+    AddNode {
+        /// The new node, ID=ADDR.
+        #[arg(long = "peer", value_name = "ID=ADDR", value_parser = parse_peer)]
+        peer: (u64, String),
+    },
+    /// Move a shard's replica from one node to another (a member holding none of it) while
+    /// the shard takes writes: the new replica catches up from the shard's log and takes the
+    /// old one's place; the old node drops its replica.
+    MoveShard {
+        /// The shard's id (`status` lists them).
+        shard: u64,
+        /// The node giving its replica up.
+        #[arg(long)]
+        from: u64,
+        /// The node taking it.
+        #[arg(long)]
+        to: u64,
     },
     /// Run a SQL query over the sharded tables, the node asked coordinating: one scan task per
     /// shard on a node holding it, every shard read at one read point; prints the rows as a
@@ -133,7 +157,13 @@ pub fn run_node(
 /// Sends one `strata cluster` command to the node at `addr` and prints its answer.
 pub fn run_cluster(addr: &str, cmd: ClusterCmd) -> Result<(), CliError> {
     let rt = runtime()?;
-    let ask = |req| rt.block_on(strata_cluster::net::call(addr, req, TTL)).map_err(cluster_error);
+    let ask = |req: NodeRequest| {
+        let ttl = match req {
+            NodeRequest::AddNode { .. } | NodeRequest::MoveShard { .. } => ADMIN_TTL,
+            _ => TTL,
+        };
+        rt.block_on(strata_cluster::net::call(addr, req, ttl)).map_err(cluster_error)
+    };
     let schema_of = |table: &str| match ask(NodeRequest::Schema { table: table.to_string() })? {
         NodeResponse::Schema(b) => Schema::from_bytes(&b).map_err(CliError::from),
         NodeResponse::Failed(m) => Err(CliError::new("cluster_error", m)),
@@ -186,6 +216,8 @@ pub fn run_cluster(addr: &str, cmd: ClusterCmd) -> Result<(), CliError> {
             printed_row = Some(schema);
             NodeRequest::Get { table, key: to_wire(&values) }
         }
+        ClusterCmd::AddNode { peer: (id, addr) } => NodeRequest::AddNode { id, addr },
+        ClusterCmd::MoveShard { shard, from, to } => NodeRequest::MoveShard { shard, from, to },
         ClusterCmd::Sql { query } => {
             explain = strata_cluster::sql::is_explain(&query);
             NodeRequest::Sql { query }

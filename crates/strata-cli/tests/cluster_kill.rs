@@ -6,7 +6,8 @@
 //! directory and address, catches up and serves the same rows; a distributed query through it
 //! survives the kill of another node running one of its scan tasks (it runs again at the same
 //! read point) and answers what the final reads saw; `strata cluster insert|get` write and read
-//! through it. Every process is started here and killed by pid at the end (or
+//! through it; a fourth node joins (`strata cluster add-node`) and takes the killed node's
+//! replica of a shard (`strata cluster move-shard`), and serves its rows. Every process is started here and killed by pid at the end (or
 //! when the test fails); every loop and wait is bounded.
 
 use std::collections::BTreeMap;
@@ -411,4 +412,23 @@ async fn killing_a_shard_leader_during_transactions_loses_no_acknowledged_write(
     ];
     let (ok, _, err) = cli(&spanning);
     assert!(!ok && err.contains("spanning shards"), "{err}");
+
+    // A fourth node joins, and the third shard's replica on the killed node moves to it.
+    let (child, addr4) = start(dir.path(), 4, "127.0.0.1:0");
+    nodes.procs.insert(4, (child, addr4.clone()));
+    let (ok, out, err) = cli(&["cluster", "--node", &addrs[&victim], "add-node", "--peer", &format!("4={addr4}")]);
+    assert!(ok && out.trim() == "ok", "{out}{err}");
+    let shard = status(&addrs[&victim]).await.shards[2].info.id.to_string();
+    let (ok, out, err) =
+        cli(&["cluster", "--node", &addrs[other], "move-shard", &shard, "--from", &third.to_string(), "--to", "4"]);
+    assert!(ok && out.trim() == "ok", "{out}{err}");
+    let (ok, out, err) = cli(&["cluster", "--node", &addr4, "get", "t", "2500"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), r#"{"k":2500,"v":"by the CLI"}"#);
+    let s = status(&addr4).await;
+    assert!(s.shards[2].info.replicas.contains(&4) && !s.shards[2].info.replicas.contains(&third), "{s:?}");
+    let (ok, out, err) = cli(&["cluster", "--node", &addr4, "sql", "SELECT count(*) AS n FROM t WHERE k >= 2000"]);
+    assert!(ok, "{err}");
+    let want = final_rows.keys().filter(|k| **k >= 2000).count() + 1;
+    assert!(out.contains(&format!("| {want} ")), "{out}");
 }

@@ -308,6 +308,23 @@ impl Machine {
                 batch.insert(&t, &[Value::Text(table_key), Value::Bytea(encode(&map)?)])?;
                 batch.insert(&t, &[Value::Text("next".into()), Value::Bytea(next.to_le_bytes().to_vec())])?;
             }
+            MetaCommand::SetReplicas { shard, replicas } => {
+                let key = format!("shard/{shard:020}");
+                let row = t.get(&[Value::Text(key.clone())], &Projection::All, &ReadOptions::default())?;
+                let Some([_, Value::Bytea(b)]) = row.as_deref() else {
+                    return Err(strata::Error::InvalidArgument(format!("there is no shard {shard}")));
+                };
+                let mut info: ShardInfo = postcard::from_bytes(b)
+                    .map_err(|e| strata::Error::InvalidArgument(format!("shard map row {key} does not decode: {e}")))?;
+                let mut seen = std::collections::BTreeSet::new();
+                if replicas.is_empty() || !replicas.iter().all(|n| seen.insert(*n)) {
+                    return Err(strata::Error::InvalidArgument(format!(
+                        "shard {shard} needs one or more distinct replicas, not {replicas:?}"
+                    )));
+                }
+                info.replicas = replicas;
+                batch.insert(&t, &[Value::Text(key), Value::Bytea(encode(&info)?)])?;
+            }
             MetaCommand::SetWorker { node, url } => {
                 batch.insert(&t, &[Value::Text(format!("worker/{node:020}")), Value::Bytea(url.into_bytes())])?;
             }
@@ -352,6 +369,26 @@ pub fn cluster_map(db: &Db) -> strata::Result<(Vec<TableMap>, Vec<ShardInfo>)> {
         }
     }
     Ok((tables, shards))
+}
+
+/// What a replica's database holds, for comparing replicas that applied the same entries: the
+/// rows of every table but `__raft` (which holds the replica's own Raft state) and a hash of
+/// them, table by table in name order, rows in key order.
+pub fn digest(db: &Db) -> strata::Result<(u64, u64)> {
+    use std::hash::{Hash, Hasher};
+    let mut names = db.table_names();
+    names.sort();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let mut rows = 0u64;
+    for name in names.iter().filter(|n| n.as_str() != RAFT_TABLE) {
+        name.hash(&mut hasher);
+        let t = db.table(name)?;
+        for row in t.scan(&strata::KeyRange::all(), &Projection::All, &ReadOptions::default())? {
+            format!("{:?}", row?).hash(&mut hasher);
+            rows += 1;
+        }
+    }
+    Ok((rows, hasher.finish()))
 }
 
 /// Each node's worker URL, as the metadata group's database records them.

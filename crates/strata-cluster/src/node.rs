@@ -50,6 +50,10 @@ const ROUTE_DEADLINE: Duration = Duration::from_secs(10);
 /// How long one call to another node may take.
 const CALL_TTL: Duration = Duration::from_secs(5);
 
+/// How long a change of membership (adding a node, moving a shard) may take, a new replica's
+/// catching up included.
+const ADMIN_TTL: Duration = Duration::from_secs(120);
+
 /// How long an open transaction may wait between steps before it is rolled back.
 pub const TXN_IDLE: Duration = Duration::from_secs(60);
 
@@ -287,6 +291,20 @@ impl Inner {
     async fn reconcile(&self) -> Result<()> {
         self.register_worker().await?;
         let (tables, shards) = self.map()?;
+        // Replicas of shards the map no longer assigns here (moved away): stopped, their
+        // directories removed.
+        let held: Vec<GroupId> = self.shards.read().await.keys().copied().collect();
+        for id in held {
+            let assigned = shards.iter().find(|s| s.id == id).is_none_or(|s| s.replicas.contains(&self.id));
+            if !assigned {
+                if let Some(r) = self.shards.write().await.remove(&id) {
+                    r.shutdown().await?;
+                    drop(r);
+                    let dir = self.dir.join("shards").join(id.to_string());
+                    std::fs::remove_dir_all(&dir).map_err(|e| Error::Io(format!("{}: {e}", dir.display())))?;
+                }
+            }
+        }
         let nodes = self.nodes();
         for info in shards.iter().filter(|s| s.replicas.contains(&self.id)) {
             let running = self.shards.read().await.get(&info.id).cloned();
@@ -319,6 +337,116 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// Proposes a change to the shard map at the metadata group's leader.
+    async fn propose_meta(&self, cmd: MetaCommand) -> Result<()> {
+        let cmd = Command::Meta(cmd);
+        let answer = match self.meta.propose(cmd.clone()).await? {
+            Proposed::NotLeader(Some((_, addr))) => net::propose(&addr, META_GROUP, cmd, CALL_TTL).await?,
+            other => other,
+        };
+        match answer {
+            Proposed::Done(Reply::Applied { .. }) => Ok(()),
+            Proposed::Done(Reply::Refused(m) | Reply::Conflict(m)) => Err(Error::Raft(m)),
+            Proposed::NotLeader(_) => Err(Error::Raft("the metadata group has no leader; try again".into())),
+        }
+    }
+
+    /// Adds node `id` at `addr` to the metadata group (at its leader): a learner until it holds
+    /// the group's log, then a voter.
+    async fn add_node(&self, id: NodeId, addr: String) -> Result<NodeResponse> {
+        if self.meta.leader() != Some(self.id) {
+            return match self.meta.leader_hint() {
+                Some((_, leader)) => net::call(&leader, NodeRequest::AddNode { id, addr }, ADMIN_TTL).await,
+                None => Ok(failed("the metadata group has no leader; try again")),
+            };
+        }
+        if self.nodes().contains_key(&id) {
+            return Ok(failed(format!("node {id} is already in the cluster")));
+        }
+        let raft = self.meta.raft();
+        let learner = raft.add_learner(id, openraft::BasicNode::new(&addr), true);
+        tokio::time::timeout(ADMIN_TTL, learner)
+            .await
+            .map_err(|_| Error::Raft(format!("node {id} at {addr} did not catch up within {ADMIN_TTL:?}")))?
+            .map_err(|e| Error::Raft(e.to_string()))?;
+        let mut voters: std::collections::BTreeSet<NodeId> =
+            raft.metrics().borrow().membership_config.membership().voter_ids().collect();
+        voters.insert(id);
+        raft.change_membership(voters, false).await.map_err(|e| Error::Raft(e.to_string()))?;
+        Ok(NodeResponse::Done)
+    }
+
+    async fn route_move(&self, shard: GroupId, from: NodeId, to: NodeId) -> Result<NodeResponse> {
+        let (_, shards) = self.map()?;
+        let Some(info) = shards.into_iter().find(|s| s.id == shard) else {
+            return Ok(failed(format!("there is no shard {shard}")));
+        };
+        self.at_leader_within(&info, Instant::now() + ADMIN_TTL, ADMIN_TTL, |group| NodeRequest::ShardMove {
+            group,
+            from,
+            to,
+        })
+        .await
+    }
+
+    /// Moves this leader's shard from node `from` to node `to`: the shard map assigns it to
+    /// `to` too (whose node starts a replica), `to` joins as a learner and catches up, becomes a
+    /// voter in `from`'s place, and the map drops `from` (whose node then drops its replica).
+    async fn shard_move(&self, group: GroupId, from: NodeId, to: NodeId) -> NodeResponse {
+        let Some(r) = self.replica(group).await else {
+            return NodeResponse::NotReady(format!("shard {group} is not started on node {}", self.id));
+        };
+        if r.leader() != Some(self.id) {
+            return NodeResponse::NotLeader(r.leader_hint());
+        }
+        match self.move_here(&r, group, from, to).await {
+            Ok(()) => NodeResponse::Done,
+            Err(e) => failed(format!("moving shard {group} from node {from} to node {to}: {e}")),
+        }
+    }
+
+    async fn move_here(&self, r: &Replica, group: GroupId, from: NodeId, to: NodeId) -> Result<()> {
+        let (_, shards) = self.map()?;
+        let info =
+            shards.into_iter().find(|s| s.id == group).ok_or_else(|| Error::Raft("not in the shard map".into()))?;
+        if !info.replicas.contains(&from) {
+            return Err(Error::Raft(format!("node {from} holds no replica of it (replicas {:?})", info.replicas)));
+        }
+        if info.replicas.contains(&to) {
+            return Err(Error::Raft(format!("node {to} holds a replica already (replicas {:?})", info.replicas)));
+        }
+        let Some(addr) = self.nodes().get(&to).cloned() else {
+            return Err(Error::Raft(format!("node {to} is not in the cluster (add it first)")));
+        };
+        // Appended, never first: the first replica listed makes a group that has none.
+        let mut with = info.replicas.clone();
+        with.push(to);
+        self.propose_meta(MetaCommand::SetReplicas { shard: group, replicas: with }).await?;
+        let learner = r.raft().add_learner(to, openraft::BasicNode::new(&addr), true);
+        tokio::time::timeout(ADMIN_TTL, learner)
+            .await
+            .map_err(|_| Error::Raft(format!("node {to} did not catch up within {ADMIN_TTL:?}")))?
+            .map_err(|e| Error::Raft(e.to_string()))?;
+        let voters: std::collections::BTreeSet<NodeId> =
+            info.replicas.iter().copied().filter(|n| *n != from).chain([to]).collect();
+        r.raft().change_membership(voters, false).await.map_err(|e| Error::Raft(e.to_string()))?;
+        let after: Vec<NodeId> = info.replicas.iter().copied().filter(|n| *n != from).chain([to]).collect();
+        self.propose_meta(MetaCommand::SetReplicas { shard: group, replicas: after }).await
+    }
+
+    async fn shard_digest(&self, group: GroupId) -> NodeResponse {
+        let Some(r) = self.replica(group).await else {
+            return NodeResponse::NotReady(format!("shard {group} is not started on node {}", self.id));
+        };
+        let applied = r.raft().metrics().borrow().last_applied.map_or(0, |l| l.index);
+        match crate::machine::digest(r.db()) {
+            // Applied may have moved on while the rows were read: the caller compares replicas
+            // once writes have stopped and every replica applied as much.
+            Ok((rows, hash)) => NodeResponse::Digest { applied, rows, hash },
+            Err(e) => failed(e),
+        }
     }
 
     /// Records this node's worker URL in the shard map when the map lacks it or has another.
@@ -397,6 +525,10 @@ impl Inner {
             NodeRequest::ShardBegin { group, table } => self.shard_begin(group, &table).await,
             NodeRequest::Txn { txn, op } => self.route_txn(txn, op).await,
             NodeRequest::ReadIndex { group } => self.read_index(group).await,
+            NodeRequest::AddNode { id, addr } => self.add_node(id, addr).await.unwrap_or_else(failed),
+            NodeRequest::MoveShard { shard, from, to } => self.route_move(shard, from, to).await.unwrap_or_else(failed),
+            NodeRequest::ShardMove { group, from, to } => self.shard_move(group, from, to).await,
+            NodeRequest::ShardDigest { group } => self.shard_digest(group).await,
             NodeRequest::Sql { query } => match self.me.upgrade() {
                 Some(me) => me.sql(query).await,
                 None => failed("the node is stopping"),
@@ -524,6 +656,17 @@ impl Inner {
         deadline: Instant,
         make: impl Fn(GroupId) -> NodeRequest,
     ) -> Result<NodeResponse> {
+        self.at_leader_within(shard, deadline, CALL_TTL, make).await
+    }
+
+    /// [`Inner::at_leader`], each call waiting up to `ttl` for its answer.
+    async fn at_leader_within(
+        &self,
+        shard: &ShardInfo,
+        deadline: Instant,
+        ttl: Duration,
+        make: impl Fn(GroupId) -> NodeRequest,
+    ) -> Result<NodeResponse> {
         if shard.replicas.is_empty() {
             return Ok(failed(format!("shard {} has no replicas in the shard map", shard.id)));
         }
@@ -549,7 +692,7 @@ impl Inner {
             let answer = if addr == self.addr() {
                 Ok(self.handle(make(shard.id)).await)
             } else {
-                net::call(&addr, make(shard.id), CALL_TTL).await
+                net::call(&addr, make(shard.id), ttl).await
             };
             match answer {
                 Ok(NodeResponse::NotLeader(Some((_, a)))) => hint = Some(a),

@@ -159,6 +159,13 @@ pub enum MetaCommand {
         /// Each shard's replicas.
         replicas: Vec<Vec<NodeId>>,
     },
+    /// Set the nodes holding a shard (its replicas, the first of which made its group).
+    SetReplicas {
+        /// The shard.
+        shard: GroupId,
+        /// Its replicas, in order.
+        replicas: Vec<NodeId>,
+    },
     /// Record where a node's worker (the gRPC service running query tasks) listens.
     SetWorker {
         /// The node.
@@ -279,6 +286,40 @@ pub enum NodeRequest {
         /// The shard.
         group: GroupId,
     },
+    /// Add a node (started with `strata node`, not yet a member) to the cluster: a voter of the
+    /// metadata group, so it learns the shard map. It holds no shard until one is moved to it.
+    AddNode {
+        /// Its id.
+        id: NodeId,
+        /// Its address.
+        addr: String,
+    },
+    /// Move shard `shard`'s replica from node `from` to node `to` (a member holding none of it):
+    /// `to` is added, catches up from the log, becomes a voter in `from`'s place, and `from`
+    /// drops its replica. Writes and reads go on meanwhile.
+    MoveShard {
+        /// The shard.
+        shard: GroupId,
+        /// The node giving its replica up.
+        from: NodeId,
+        /// The node taking it.
+        to: NodeId,
+    },
+    /// [`NodeRequest::MoveShard`] at the shard's leader.
+    ShardMove {
+        /// The shard.
+        group: GroupId,
+        /// The node giving its replica up.
+        from: NodeId,
+        /// The node taking it.
+        to: NodeId,
+    },
+    /// What this node's replica of a shard holds: [`NodeResponse::Digest`], for comparing
+    /// replicas that applied the same entries.
+    ShardDigest {
+        /// The shard.
+        group: GroupId,
+    },
     /// Run a SQL query over the sharded tables, this node coordinating.
     Sql {
         /// The query.
@@ -360,6 +401,15 @@ pub enum NodeResponse {
     Begun(TxnId),
     /// A log index ([`NodeRequest::ReadIndex`]).
     Index(u64),
+    /// What a replica holds ([`NodeRequest::ShardDigest`]).
+    Digest {
+        /// The last entry it applied.
+        applied: u64,
+        /// Rows of its tables (all but `__raft`, which holds the replica's own Raft state).
+        rows: u64,
+        /// A hash of those rows, table by table in key order.
+        hash: u64,
+    },
     /// A query's answer: its rows as an Arrow IPC stream.
     Rows {
         /// The IPC stream (schema, then batches).

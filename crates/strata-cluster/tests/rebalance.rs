@@ -1,0 +1,188 @@
+//! A fourth node added to a running cluster and a shard moved to it under a write load: nothing
+//! acknowledged is lost, the moved shard's replicas (the new one included) hold the same rows
+//! once they applied the same entries (a differential check of their contents), the node the
+//! shard left drops its replica, and queries through the new node answer as the rows say.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use strata::{Column, ColumnType, Schema, Value};
+use strata_cluster::types::{to_wire, ClusterStatus, NodeRequest, NodeResponse, WireValue};
+use strata_cluster::{Node, NodeOptions, ReplicaOptions};
+
+fn options(dir: &Path, id: u64) -> NodeOptions {
+    NodeOptions {
+        id,
+        dir: dir.join(format!("node{id}")),
+        listen: "127.0.0.1:0".into(),
+        peers: BTreeMap::new(),
+        replica: ReplicaOptions { election_timeout_ms: (300, 600), heartbeat_ms: 50, ..ReplicaOptions::default() },
+        worker_listen: None,
+        scan_delay: Duration::ZERO,
+    }
+}
+
+/// Asks until the answer is neither a failure nor "not ready", for at most 30 s.
+async fn settled(node: &Node, req: NodeRequest) -> NodeResponse {
+    let start = Instant::now();
+    loop {
+        let r = node.request(req.clone()).await;
+        if !matches!(r, NodeResponse::Failed(_) | NodeResponse::NotReady(_))
+            || start.elapsed() > Duration::from_secs(30)
+        {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn status(node: &Node) -> ClusterStatus {
+    match node.request(NodeRequest::Status).await {
+        NodeResponse::Status(s) => s,
+        other => panic!("status: {other:?}"),
+    }
+}
+
+fn row(k: i64) -> Vec<WireValue> {
+    to_wire(&[Value::BigInt(k), Value::Text(format!("v{k}"))])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_shard_moved_to_a_new_node_under_writes_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(Arc::new(Node::start(options(dir.path(), id)).await.unwrap()));
+    }
+    let peers: BTreeMap<u64, String> = nodes.iter().map(|n| (n.id(), n.addr())).collect();
+    nodes[0].initialize(&peers).await.unwrap();
+    let schema =
+        Schema::new(vec![Column::new("k", ColumnType::BigInt), Column::new("v", ColumnType::Text)], &["k"]).unwrap();
+    let create = NodeRequest::CreateTable {
+        name: "t".into(),
+        schema: schema.to_bytes(),
+        splits: vec![WireValue::BigInt(1000), WireValue::BigInt(2000)],
+        replicas: 3,
+    };
+    assert_eq!(settled(&nodes[0], create).await, NodeResponse::Done);
+    assert!(matches!(
+        settled(&nodes[0], NodeRequest::Insert { table: "t".into(), rows: vec![row(0)] }).await,
+        NodeResponse::Written { .. }
+    ));
+
+    // A writer through the three first nodes in turn, every shard in turn, until told to stop.
+    let acked: Arc<Mutex<Vec<i64>>> = Arc::new(Mutex::new(vec![0]));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (nodes, acked, stop) = (nodes.clone(), acked.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut i = 1i64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && i < 20_000 {
+                let k = (i % 3) * 1000 + i / 3;
+                let req = NodeRequest::Insert { table: "t".into(), rows: vec![row(k)] };
+                match nodes[i as usize % 3].request(req).await {
+                    NodeResponse::Written { .. } => acked.lock().unwrap().push(k),
+                    other => panic!("write of key {k}: {other:?}"),
+                }
+                i += 1;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // A fourth node joins, and the first shard moves from its first node to it.
+    let fourth = Arc::new(Node::start(options(dir.path(), 4)).await.unwrap());
+    let add = NodeRequest::AddNode { id: 4, addr: fourth.addr() };
+    assert_eq!(nodes[1].request(add.clone()).await, NodeResponse::Done);
+    match nodes[2].request(add).await {
+        NodeResponse::Failed(m) => assert!(m.contains("already"), "{m}"),
+        other => panic!("adding node 4 again: {other:?}"),
+    }
+    let before = status(&nodes[0]).await;
+    let moved = &before.shards[0].info;
+    let from = moved.replicas[0];
+    let t0 = Instant::now();
+    let answer = nodes[2].request(NodeRequest::MoveShard { shard: moved.id, from, to: 4 }).await;
+    assert_eq!(answer, NodeResponse::Done, "moving shard {} from node {from} to node 4", moved.id);
+    println!("shard {} moved from node {from} to node 4 in {:?} under writes", moved.id, t0.elapsed());
+    let again = nodes[0].request(NodeRequest::MoveShard { shard: moved.id, from, to: 4 }).await;
+    assert!(matches!(again, NodeResponse::Failed(_)), "moving it again: {again:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.await.unwrap();
+    let acked: Vec<i64> = std::mem::take(&mut *acked.lock().unwrap());
+    let on_moved = acked.iter().filter(|k| **k < 1000).count();
+    assert!(on_moved > 10, "only {on_moved} writes reached the moved shard");
+
+    // The map and the nodes agree: node 4 holds the shard, its old node none.
+    let start = Instant::now();
+    let all: Vec<Arc<Node>> = nodes.iter().cloned().chain([fourth.clone()]).collect();
+    loop {
+        let s = status(&fourth).await;
+        let shard = s.shards.iter().find(|sh| sh.info.id == moved.id).unwrap();
+        let mut want: Vec<u64> = moved.replicas.iter().copied().filter(|n| *n != from).chain([4]).collect();
+        want.sort_unstable();
+        let mut got = shard.info.replicas.clone();
+        got.sort_unstable();
+        let gone = !dir.path().join(format!("node{from}/shards/{}", moved.id)).exists();
+        if got == want && gone && s.nodes.len() == 4 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "the map: {s:?}; replica directory gone: {gone}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Every acknowledged row through every node, the new one included.
+    for n in &all {
+        for k in &acked {
+            let req = NodeRequest::Get { table: "t".into(), key: to_wire(&[Value::BigInt(*k)]) };
+            match settled(n, req).await {
+                NodeResponse::Row(Some(r)) => assert_eq!(r, row(*k), "key {k} through node {}", n.id()),
+                other => panic!("acknowledged key {k} through node {}: {other:?}", n.id()),
+            }
+        }
+    }
+    // The differential check: the moved shard's replicas, once they applied the same entries,
+    // hold the same rows (their digests agree), and as many as were acknowledged there.
+    let holders: Vec<&Arc<Node>> = all.iter().filter(|n| n.id() != from).collect();
+    let start = Instant::now();
+    let digests = loop {
+        let mut d = Vec::new();
+        for n in &holders {
+            match n.request(NodeRequest::ShardDigest { group: moved.id }).await {
+                NodeResponse::Digest { applied, rows, hash } => d.push((applied, rows, hash)),
+                other => panic!("digest of shard {} on node {}: {other:?}", moved.id, n.id()),
+            }
+        }
+        if d.windows(2).all(|w| w[0].0 == w[1].0) {
+            break d;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "the replicas did not reach one entry: {d:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(digests.windows(2).all(|w| w[0] == w[1]), "the replicas differ: {digests:?}");
+    let distinct: std::collections::BTreeSet<i64> = acked.iter().copied().filter(|k| *k < 1000).collect();
+    // The shard's rows plus one `__written` row per row written.
+    assert_eq!(digests[0].1, 2 * distinct.len() as u64, "{digests:?}");
+    let gone = fourth.request(NodeRequest::ShardDigest { group: moved.id }).await;
+    assert!(matches!(gone, NodeResponse::Digest { .. }));
+    let old = all.iter().find(|n| n.id() == from).unwrap();
+    assert!(matches!(old.request(NodeRequest::ShardDigest { group: moved.id }).await, NodeResponse::NotReady(_)));
+
+    // A query through the new node counts every row.
+    let distinct_all: std::collections::BTreeSet<i64> = acked.iter().copied().collect();
+    match settled(&fourth, NodeRequest::Sql { query: "SELECT count(*) FROM t".into() }).await {
+        NodeResponse::Rows { ipc, .. } => {
+            let rows: Vec<Vec<Value>> =
+                strata_cluster::sql::from_ipc(&ipc).unwrap().iter().flat_map(strata::scan::batch_rows).collect();
+            assert_eq!(rows, vec![vec![Value::BigInt(distinct_all.len() as i64)]]);
+        }
+        other => panic!("count through node 4: {other:?}"),
+    }
+    drop(all);
+    for n in nodes.into_iter().chain([fourth]) {
+        Arc::try_unwrap(n).ok().unwrap().shutdown().await.unwrap();
+    }
+}
