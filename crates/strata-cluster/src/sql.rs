@@ -96,7 +96,8 @@ struct ScanSpec {
     shards: Vec<Option<ShardInfo>>,
     /// Columns of the table's schema, in output order (`None`: all).
     projection: Option<Vec<usize>>,
-    /// The filters strata applies, each as DataFusion's serialized expression.
+    /// The filters DataFusion passed (those strata applies exactly, unless an optimizer rule
+    /// rewrote one), each as DataFusion's serialized expression.
     filters: Vec<Vec<u8>>,
     limit: Option<usize>,
     /// The read point (Unix ms).
@@ -344,17 +345,10 @@ impl TableProvider for ShardedTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let pushed: Vec<Expr> = filters
-            .iter()
-            .filter(|f| strata_sql::shard::applies_exactly(&self.name, &self.schema, f))
-            .cloned()
-            .collect();
-        if pushed.len() != filters.len() {
-            return Err(DataFusionError::Plan(format!(
-                "a filter strata does not apply reached the scan of {}",
-                self.name
-            )));
-        }
+        // Every filter goes to the shards: strata-sql's scan there applies the ones strata takes
+        // exactly inside strata and any other (an optimizer rule may pass one after rewriting an
+        // accepted filter) above its scan, never dropping one.
+        let pushed: Vec<Expr> = filters.to_vec();
         let encoded = pushed.iter().map(|f| Ok(f.to_bytes()?.to_vec())).collect::<DfResult<Vec<Vec<u8>>>>()?;
         let spec = ScanSpec {
             table: self.name.clone(),

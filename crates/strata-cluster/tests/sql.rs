@@ -101,6 +101,9 @@ async fn queries_run_one_scan_task_per_shard_and_answer_as_the_rows_say() {
         })
         .collect();
     assert_eq!(got, want);
+    // A filter strata does not apply runs above the scans.
+    let (got, _) = query(&nodes[2], "SELECT k FROM t WHERE length(v) = 2 ORDER BY k").await;
+    assert_eq!(got, (0..10).map(|k| vec![Value::BigInt(k)]).collect::<Vec<_>>());
     let (got, _) = query(&nodes[1], "SELECT v FROM t WHERE k BETWEEN 95 AND 104 ORDER BY k LIMIT 3").await;
     assert_eq!(
         got,
