@@ -176,6 +176,32 @@ impl Progress {
         self.bar.finish_and_clear();
         eprintln!("  {}: done in {:.1} s", self.label, self.started.elapsed().as_secs_f64());
     }
+
+    /// Runs `work`, which counts what it did in the counter it is given, with a bar labelled
+    /// `label` out of `total` showing that count until it returns.
+    pub fn around<T>(
+        label: &str,
+        total: u64,
+        work: impl FnOnce(&std::sync::atomic::AtomicU64) -> Result<T, String>,
+    ) -> Result<T, String> {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let progress = Progress::new(label, total);
+        let done = AtomicU64::new(0);
+        let stop = AtomicBool::new(false);
+        let out = std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    progress.set(done.load(Ordering::Relaxed));
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            });
+            let r = work(&done);
+            stop.store(true, Ordering::Relaxed);
+            r
+        })?;
+        progress.finish();
+        Ok(out)
+    }
 }
 
 impl Default for Latency {

@@ -3,47 +3,17 @@
 //! stopped) survived with nothing acknowledged lost, and the node started again catching up.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::{options, settled, status};
 use strata::{Column, ColumnType, Schema, Value};
-use strata_cluster::types::{to_wire, ClusterStatus, NodeRequest, NodeResponse, WireValue};
-use strata_cluster::{Node, NodeOptions, ReplicaOptions};
+use strata_cluster::types::{to_wire, NodeRequest, NodeResponse, WireValue};
+use strata_cluster::Node;
 
-fn options(dir: &Path, id: u64, listen: &str) -> NodeOptions {
-    let db = strata::Options { memtable_size: 64 << 10, ..strata::Options::default() };
-    NodeOptions {
-        id,
-        dir: dir.join(format!("node{id}")),
-        listen: listen.to_string(),
-        peers: BTreeMap::new(),
-        replica: ReplicaOptions { db, election_timeout_ms: (300, 600), heartbeat_ms: 50 },
-        worker_listen: None,
-        scan_delay: std::time::Duration::ZERO,
-    }
-}
+mod common;
 
 fn row(k: i64, round: i64) -> Vec<WireValue> {
     to_wire(&[Value::BigInt(k), Value::Text(format!("v{k}-{round}"))])
-}
-
-async fn status(node: &Node) -> ClusterStatus {
-    match node.request(NodeRequest::Status).await {
-        NodeResponse::Status(s) => s,
-        other => panic!("status: {other:?}"),
-    }
-}
-
-/// Asks until the answer is not a failure, for at most `within`.
-async fn until_done(node: &Node, req: NodeRequest, within: Duration) -> NodeResponse {
-    let start = Instant::now();
-    loop {
-        let r = node.request(req.clone()).await;
-        if !matches!(r, NodeResponse::Failed(_)) || start.elapsed() > within {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Writes the rows of keys `keys` (one batch per shard, all keys in one shard) through the nodes
@@ -93,7 +63,7 @@ async fn a_sharded_table_survives_the_loss_of_a_shard_leader_and_loses_nothing_a
         splits: vec![WireValue::BigInt(100), WireValue::BigInt(200)],
         replicas: 3,
     };
-    let created = until_done(nodes[1].as_ref().unwrap(), create.clone(), Duration::from_secs(10)).await;
+    let created = settled(nodes[1].as_ref().unwrap(), create.clone()).await;
     assert_eq!(created, NodeResponse::Done);
     match nodes[2].as_ref().unwrap().request(create).await {
         NodeResponse::Failed(m) => assert!(m.contains("exists"), "{m}"),

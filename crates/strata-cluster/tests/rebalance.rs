@@ -3,47 +3,15 @@
 //! once they applied the same entries (a differential check of their contents), the node the
 //! shard left drops its replica, and queries through the new node answer as the rows say.
 
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{options, settled, start_three, status};
 use strata::{Column, ColumnType, Schema, Value};
-use strata_cluster::types::{to_wire, ClusterStatus, NodeRequest, NodeResponse, WireValue};
-use strata_cluster::{Node, NodeOptions, ReplicaOptions};
+use strata_cluster::types::{to_wire, NodeRequest, NodeResponse, WireValue};
+use strata_cluster::Node;
 
-fn options(dir: &Path, id: u64) -> NodeOptions {
-    NodeOptions {
-        id,
-        dir: dir.join(format!("node{id}")),
-        listen: "127.0.0.1:0".into(),
-        peers: BTreeMap::new(),
-        replica: ReplicaOptions { election_timeout_ms: (300, 600), heartbeat_ms: 50, ..ReplicaOptions::default() },
-        worker_listen: None,
-        scan_delay: Duration::ZERO,
-    }
-}
-
-/// Asks until the answer is neither a failure nor "not ready", for at most 30 s.
-async fn settled(node: &Node, req: NodeRequest) -> NodeResponse {
-    let start = Instant::now();
-    loop {
-        let r = node.request(req.clone()).await;
-        if !matches!(r, NodeResponse::Failed(_) | NodeResponse::NotReady(_))
-            || start.elapsed() > Duration::from_secs(30)
-        {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn status(node: &Node) -> ClusterStatus {
-    match node.request(NodeRequest::Status).await {
-        NodeResponse::Status(s) => s,
-        other => panic!("status: {other:?}"),
-    }
-}
+mod common;
 
 fn row(k: i64) -> Vec<WireValue> {
     to_wire(&[Value::BigInt(k), Value::Text(format!("v{k}"))])
@@ -52,12 +20,7 @@ fn row(k: i64) -> Vec<WireValue> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_shard_moved_to_a_new_node_under_writes_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(Arc::new(Node::start(options(dir.path(), id)).await.unwrap()));
-    }
-    let peers: BTreeMap<u64, String> = nodes.iter().map(|n| (n.id(), n.addr())).collect();
-    nodes[0].initialize(&peers).await.unwrap();
+    let nodes: Vec<Arc<Node>> = start_three(dir.path()).await.into_iter().map(Arc::new).collect();
     let schema =
         Schema::new(vec![Column::new("k", ColumnType::BigInt), Column::new("v", ColumnType::Text)], &["k"]).unwrap();
     let create = NodeRequest::CreateTable {
@@ -93,7 +56,7 @@ async fn a_shard_moved_to_a_new_node_under_writes_loses_nothing() {
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     // A fourth node joins, and the first shard moves from its first node to it.
-    let fourth = Arc::new(Node::start(options(dir.path(), 4)).await.unwrap());
+    let fourth = Arc::new(Node::start(options(dir.path(), 4, "127.0.0.1:0")).await.unwrap());
     let add = NodeRequest::AddNode { id: 4, addr: fourth.addr() };
     assert_eq!(nodes[1].request(add.clone()).await, NodeResponse::Done);
     match nodes[2].request(add).await {

@@ -2,40 +2,15 @@
 //! through any node; each query's plan has one scan task per shard with the filters, projection
 //! and limit pushed into it; answers equal what the rows written say.
 
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::{settled, start_three};
 use strata::{Column, ColumnType, Schema, Value};
 use strata_cluster::sql::from_ipc;
 use strata_cluster::types::{to_wire, NodeRequest, NodeResponse, WireValue};
-use strata_cluster::{Node, NodeOptions, ReplicaOptions};
+use strata_cluster::Node;
 
-fn options(dir: &Path, id: u64) -> NodeOptions {
-    NodeOptions {
-        id,
-        dir: dir.join(format!("node{id}")),
-        listen: "127.0.0.1:0".into(),
-        peers: BTreeMap::new(),
-        replica: ReplicaOptions { election_timeout_ms: (300, 600), heartbeat_ms: 50, ..ReplicaOptions::default() },
-        worker_listen: None,
-        scan_delay: Duration::ZERO,
-    }
-}
-
-/// Asks until the answer is neither a failure nor "not ready", for at most 15 s.
-async fn settled(node: &Node, req: NodeRequest) -> NodeResponse {
-    let start = Instant::now();
-    loop {
-        let r = node.request(req.clone()).await;
-        if !matches!(r, NodeResponse::Failed(_) | NodeResponse::NotReady(_))
-            || start.elapsed() > Duration::from_secs(15)
-        {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+mod common;
 
 /// A query's rows through `node`, and how many times it ran.
 async fn query(node: &Node, sql: &str) -> (Vec<Vec<Value>>, usize) {
@@ -51,12 +26,7 @@ async fn query(node: &Node, sql: &str) -> (Vec<Vec<Value>>, usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn queries_run_one_scan_task_per_shard_and_answer_as_the_rows_say() {
     let dir = tempfile::tempdir().unwrap();
-    let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(Node::start(options(dir.path(), id)).await.unwrap());
-    }
-    let peers: BTreeMap<u64, String> = nodes.iter().map(|n| (n.id(), n.addr())).collect();
-    nodes[0].initialize(&peers).await.unwrap();
+    let nodes = start_three(dir.path()).await;
     let schema = Schema::new(
         vec![
             Column::new("k", ColumnType::BigInt),

@@ -3,25 +3,12 @@
 //! decided alike on every replica, steps through any node, a key outside the shard refused,
 //! rollback, and a step of a transaction that is not open.
 
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::time::{Duration, Instant};
-
+use common::{settled, start_three};
 use strata::{Column, ColumnType, Schema, Value};
 use strata_cluster::types::{to_wire, NodeRequest, NodeResponse, TxnId, TxnOp, WireValue};
-use strata_cluster::{Node, NodeOptions, ReplicaOptions};
+use strata_cluster::Node;
 
-fn options(dir: &Path, id: u64) -> NodeOptions {
-    NodeOptions {
-        id,
-        dir: dir.join(format!("node{id}")),
-        listen: "127.0.0.1:0".into(),
-        peers: BTreeMap::new(),
-        replica: ReplicaOptions { election_timeout_ms: (300, 600), heartbeat_ms: 50, ..ReplicaOptions::default() },
-        worker_listen: None,
-        scan_delay: std::time::Duration::ZERO,
-    }
-}
+mod common;
 
 fn key(k: i64) -> Vec<WireValue> {
     to_wire(&[Value::BigInt(k)])
@@ -29,20 +16,6 @@ fn key(k: i64) -> Vec<WireValue> {
 
 fn row(k: i64, v: &str) -> Vec<WireValue> {
     to_wire(&[Value::BigInt(k), Value::Text(v.into())])
-}
-
-/// Asks until the answer is neither a failure nor "not ready", for at most 10 s.
-async fn settled(node: &Node, req: NodeRequest) -> NodeResponse {
-    let start = Instant::now();
-    loop {
-        let r = node.request(req.clone()).await;
-        if !matches!(r, NodeResponse::Failed(_) | NodeResponse::NotReady(_))
-            || start.elapsed() > Duration::from_secs(10)
-        {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 async fn begin(node: &Node, k: i64) -> TxnId {
@@ -66,12 +39,7 @@ async fn get(node: &Node, k: i64) -> Option<Vec<WireValue>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn single_shard_transactions_are_snapshot_isolated_on_every_replica() {
     let dir = tempfile::tempdir().unwrap();
-    let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(Some(Node::start(options(dir.path(), id)).await.unwrap()));
-    }
-    let peers: BTreeMap<u64, String> = nodes.iter().flatten().map(|n| (n.id(), n.addr())).collect();
-    nodes[0].as_ref().unwrap().initialize(&peers).await.unwrap();
+    let mut nodes: Vec<Option<Node>> = start_three(dir.path()).await.into_iter().map(Some).collect();
     let schema =
         Schema::new(vec![Column::new("k", ColumnType::BigInt), Column::new("v", ColumnType::Text)], &["k"]).unwrap();
     let create = NodeRequest::CreateTable {

@@ -25,9 +25,8 @@ mod sqlite;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use arrow_array::RecordBatch;
 use clap::Args;
@@ -797,19 +796,10 @@ fn load_into(a: &TpchArgs, engine: Engine, db: &Db) -> Result<f64, String> {
         Engine::Lineage => TableOptions::engine(Engine::Lineage),
     };
     let total: u64 = load::TABLES.iter().map(|t| t.rows(a.sf)).sum();
-    let progress = Progress::new(&format!("strata:{name}: load"), total);
-    let done = AtomicU64::new(0);
-    let stop = AtomicBool::new(false);
     let t0 = Instant::now();
-    let loaded = std::thread::scope(|s| {
-        s.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
-                progress.set(done.load(Ordering::Relaxed));
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        });
-        let ingest = engine == Engine::Lsm && !a.load_by_writes;
-        let r = load::load_strata(db, a.sf, a.threads, &options, &done, ingest).and_then(|rows| {
+    let ingest = engine == Engine::Lsm && !a.load_by_writes;
+    let loaded = Progress::around(&format!("strata:{name}: load"), total, |done| {
+        load::load_strata(db, a.sf, a.threads, &options, done, ingest).and_then(|rows| {
             db.flush().map_err(|e| format!("strata: flush: {e}"))?;
             // Ingested rows are in the last level already: nothing to compact.
             if engine == Engine::Lsm && !ingest {
@@ -820,11 +810,8 @@ fn load_into(a: &TpchArgs, engine: Engine, db: &Db) -> Result<f64, String> {
             }
             db.wait_for_compactions().map_err(|e| format!("strata: {e}"))?;
             Ok(rows)
-        });
-        stop.store(true, Ordering::Relaxed);
-        r
+        })
     })?;
-    progress.finish();
     let load_s = t0.elapsed().as_secs_f64();
     let how = match engine {
         Engine::Lsm if !a.load_by_writes => "ingested",
@@ -920,22 +907,8 @@ fn run_cluster(
     }
     let cluster = crate::cluster::Cluster::start(dir, n, a.threads)?;
     let total: u64 = load::TABLES.iter().map(|t| t.rows(a.sf)).sum();
-    let progress = Progress::new("cluster: load", total);
-    let done = AtomicU64::new(0);
-    let stop = AtomicBool::new(false);
     let t0 = Instant::now();
-    let loaded = std::thread::scope(|s| {
-        s.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
-                progress.set(done.load(Ordering::Relaxed));
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        });
-        let r = cluster::load(&cluster, a.sf, a.threads, &done);
-        stop.store(true, Ordering::Relaxed);
-        r
-    })?;
-    progress.finish();
+    let loaded = Progress::around("cluster: load", total, |done| cluster::load(&cluster, a.sf, a.threads, done))?;
     let load_s = t0.elapsed().as_secs_f64();
     eprintln!("cluster: {loaded} rows written through {n} nodes in {load_s:.1} s");
     let mut runs = BTreeMap::new();
