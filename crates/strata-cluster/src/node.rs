@@ -289,7 +289,8 @@ impl Inner {
 
     /// Starts the shards assigned here and creates their tables where this node leads.
     async fn reconcile(&self) -> Result<()> {
-        self.register_worker().await?;
+        // A failure is tried again next round; the shards start meanwhile.
+        let _ = self.register_worker().await;
         let (tables, shards) = self.map()?;
         // Replicas of shards the map no longer assigns here (moved away): stopped, their
         // directories removed.
@@ -429,10 +430,9 @@ impl Inner {
             .await
             .map_err(|_| Error::Raft(format!("node {to} did not catch up within {ADMIN_TTL:?}")))?
             .map_err(|e| Error::Raft(e.to_string()))?;
-        let voters: std::collections::BTreeSet<NodeId> =
-            info.replicas.iter().copied().filter(|n| *n != from).chain([to]).collect();
-        r.raft().change_membership(voters, false).await.map_err(|e| Error::Raft(e.to_string()))?;
         let after: Vec<NodeId> = info.replicas.iter().copied().filter(|n| *n != from).chain([to]).collect();
+        let voters: std::collections::BTreeSet<NodeId> = after.iter().copied().collect();
+        r.raft().change_membership(voters, false).await.map_err(|e| Error::Raft(e.to_string()))?;
         self.propose_meta(MetaCommand::SetReplicas { shard: group, replicas: after }).await
     }
 
@@ -455,11 +455,7 @@ impl Inner {
         if known.get(&self.id) == Some(&self.worker_url) || self.meta.leader().is_none() {
             return Ok(());
         }
-        let cmd = Command::Meta(MetaCommand::SetWorker { node: self.id, url: self.worker_url.clone() });
-        if let Proposed::NotLeader(Some((_, addr))) = self.meta.propose(cmd.clone()).await? {
-            net::propose(&addr, META_GROUP, cmd, CALL_TTL).await?;
-        }
-        Ok(())
+        self.propose_meta(MetaCommand::SetWorker { node: self.id, url: self.worker_url.clone() }).await
     }
 
     /// Makes sure this node's replica `r` holds every entry committed before the call: at the
