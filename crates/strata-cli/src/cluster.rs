@@ -72,7 +72,8 @@ pub enum ClusterCmd {
     },
     /// Move a shard's replica from one node to another (a member holding none of it) while
     /// the shard takes writes: the new replica catches up from the shard's log and takes the
-    /// old one's place; the old node drops its replica.
+    /// old one's place; the old node drops its replica. A move whose new replica does not
+    /// catch up within 120 s is undone (the shard as before) and can be tried again.
     MoveShard {
         /// The shard's id (`status` lists them).
         shard: u64,

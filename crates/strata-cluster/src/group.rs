@@ -24,6 +24,9 @@ pub struct ReplicaOptions {
     pub election_timeout_ms: (u64, u64),
     /// How often a leader sends heartbeats (ms).
     pub heartbeat_ms: u64,
+    /// How long a new replica (a node added, a shard moved) may take to catch up with its
+    /// group's log before the change gives up and is undone.
+    pub catch_up: Duration,
 }
 
 impl Default for ReplicaOptions {
@@ -31,7 +34,7 @@ impl Default for ReplicaOptions {
         // Ten minutes of history, so a query reads every shard as of its read point even when a
         // flush or compaction ran since.
         let db = strata::Options { history_retention: Some(Duration::from_secs(600)), ..strata::Options::default() };
-        ReplicaOptions { db, election_timeout_ms: (300, 600), heartbeat_ms: 60 }
+        ReplicaOptions { db, election_timeout_ms: (300, 600), heartbeat_ms: 60, catch_up: Duration::from_secs(120) }
     }
 }
 

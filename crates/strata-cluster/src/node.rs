@@ -18,7 +18,7 @@
 //! replica applies it only if no row it writes was written by a later entry. Its steps reach
 //! that leader through any node. One left idle for [`TXN_IDLE`] is rolled back.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -50,9 +50,9 @@ const ROUTE_DEADLINE: Duration = Duration::from_secs(10);
 /// How long one call to another node may take.
 const CALL_TTL: Duration = Duration::from_secs(5);
 
-/// How long a change of membership (adding a node, moving a shard) may take, a new replica's
-/// catching up included.
-const ADMIN_TTL: Duration = Duration::from_secs(120);
+/// How long a change of membership (adding a node, moving a shard) may take beyond the new
+/// replica's catching up ([`ReplicaOptions::catch_up`]).
+const ADMIN_MARGIN: Duration = Duration::from_secs(30);
 
 /// How long an open transaction may wait between steps before it is rolled back.
 pub const TXN_IDLE: Duration = Duration::from_secs(60);
@@ -264,6 +264,29 @@ fn check_id(dir: &Path, id: NodeId) -> Result<()> {
     }
 }
 
+/// Removes `id` from `r`'s group if it is there as a learner (a change that added it and then
+/// gave up).
+async fn drop_learner(r: &Replica, id: NodeId) -> Result<()> {
+    let learner = r.raft().metrics().borrow().membership_config.membership().learner_ids().any(|n| n == id);
+    if learner {
+        let remove = openraft::ChangeMembers::RemoveNodes(BTreeSet::from([id]));
+        r.raft().change_membership(remove, false).await.map_err(|e| Error::Raft(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// The error of a change that failed, and whether undoing it failed too.
+fn undone(e: Error, undo: Result<()>) -> Error {
+    let e = match e {
+        Error::Raft(m) => m,
+        other => other.to_string(),
+    };
+    match undo {
+        Ok(()) => Error::Raft(format!("{e} (undone)")),
+        Err(u) => Error::Raft(format!("{e}; undoing it failed too: {u}")),
+    }
+}
+
 fn failed(e: impl std::fmt::Display) -> NodeResponse {
     NodeResponse::Failed(e.to_string())
 }
@@ -281,6 +304,11 @@ impl Inner {
     fn nodes(&self) -> BTreeMap<NodeId, String> {
         let m = self.meta.raft().metrics().borrow().membership_config.clone();
         m.membership().nodes().map(|(id, n)| (*id, n.addr.clone())).collect()
+    }
+
+    /// How long a change of membership may take here, its new replica's catching up included.
+    fn admin_ttl(&self) -> Duration {
+        self.opts.catch_up + ADMIN_MARGIN
     }
 
     fn map(&self) -> Result<(Vec<TableMap>, Vec<ShardInfo>)> {
@@ -359,7 +387,7 @@ impl Inner {
     async fn add_node(&self, id: NodeId, addr: String) -> Result<NodeResponse> {
         if self.meta.leader() != Some(self.id) {
             return match self.meta.leader_hint() {
-                Some((_, leader)) => net::call(&leader, NodeRequest::AddNode { id, addr }, ADMIN_TTL).await,
+                Some((_, leader)) => net::call(&leader, NodeRequest::AddNode { id, addr }, self.admin_ttl()).await,
                 None => Ok(failed("the metadata group has no leader; try again")),
             };
         }
@@ -367,13 +395,11 @@ impl Inner {
             return Ok(failed(format!("node {id} is already in the cluster")));
         }
         let raft = self.meta.raft();
-        let learner = raft.add_learner(id, openraft::BasicNode::new(&addr), true);
-        tokio::time::timeout(ADMIN_TTL, learner)
-            .await
-            .map_err(|_| Error::Raft(format!("node {id} at {addr} did not catch up within {ADMIN_TTL:?}")))?
-            .map_err(|e| Error::Raft(e.to_string()))?;
-        let mut voters: std::collections::BTreeSet<NodeId> =
-            raft.metrics().borrow().membership_config.membership().voter_ids().collect();
+        if let Err(e) = self.add_learner(&self.meta, id, &addr).await {
+            // The node is not left a learner, so adding it can be tried again.
+            return Err(undone(e, drop_learner(&self.meta, id).await));
+        }
+        let mut voters: BTreeSet<NodeId> = raft.metrics().borrow().membership_config.membership().voter_ids().collect();
         voters.insert(id);
         raft.change_membership(voters, false).await.map_err(|e| Error::Raft(e.to_string()))?;
         Ok(NodeResponse::Done)
@@ -384,17 +410,17 @@ impl Inner {
         let Some(info) = shards.into_iter().find(|s| s.id == shard) else {
             return Ok(failed(format!("there is no shard {shard}")));
         };
-        self.at_leader_within(&info, Instant::now() + ADMIN_TTL, ADMIN_TTL, |group| NodeRequest::ShardMove {
-            group,
-            from,
-            to,
-        })
-        .await
+        let ttl = self.admin_ttl();
+        self.at_leader_within(&info, Instant::now() + ttl, ttl, |group| NodeRequest::ShardMove { group, from, to })
+            .await
     }
 
     /// Moves this leader's shard from node `from` to node `to`: the shard map assigns it to
     /// `to` too (whose node starts a replica), `to` joins as a learner and catches up, becomes a
     /// voter in `from`'s place, and the map drops `from` (whose node then drops its replica).
+    /// If `to` does not catch up, or the change of voters fails before it takes effect, the move
+    /// is undone (the learner leaves, the map lists the replicas it listed), so it can be tried
+    /// again.
     async fn shard_move(&self, group: GroupId, from: NodeId, to: NodeId) -> NodeResponse {
         let Some(r) = self.replica(group).await else {
             return NodeResponse::NotReady(format!("shard {group} is not started on node {}", self.id));
@@ -425,15 +451,56 @@ impl Inner {
         let mut with = info.replicas.clone();
         with.push(to);
         self.propose_meta(MetaCommand::SetReplicas { shard: group, replicas: with }).await?;
-        let learner = r.raft().add_learner(to, openraft::BasicNode::new(&addr), true);
-        tokio::time::timeout(ADMIN_TTL, learner)
-            .await
-            .map_err(|_| Error::Raft(format!("node {to} did not catch up within {ADMIN_TTL:?}")))?
-            .map_err(|e| Error::Raft(e.to_string()))?;
+        if let Err(e) = self.add_learner(r, to, &addr).await {
+            return Err(self.undo_move(r, &info, to, e).await);
+        }
         let after: Vec<NodeId> = info.replicas.iter().copied().filter(|n| *n != from).chain([to]).collect();
-        let voters: std::collections::BTreeSet<NodeId> = after.iter().copied().collect();
-        r.raft().change_membership(voters, false).await.map_err(|e| Error::Raft(e.to_string()))?;
+        let voters: BTreeSet<NodeId> = after.iter().copied().collect();
+        if let Err(e) = r.raft().change_membership(voters.clone(), false).await {
+            let now = r.raft().metrics().borrow().membership_config.membership().get_joint_config().clone();
+            if now == [voters] {
+                // It failed after taking effect (a lost answer): the map follows.
+            } else if now.iter().all(|c| !c.contains(&to)) {
+                return Err(self.undo_move(r, &info, to, Error::Raft(e.to_string())).await);
+            } else {
+                return Err(Error::Raft(format!("{e}; the shard's voters are now {now:?}")));
+            }
+        }
         self.propose_meta(MetaCommand::SetReplicas { shard: group, replicas: after }).await
+    }
+
+    /// Undoes a move of shard `info` to node `to` that failed with `e` before `to` became a
+    /// voter: `to` leaves the group and the map lists the replicas it listed before.
+    async fn undo_move(&self, r: &Replica, info: &ShardInfo, to: NodeId, e: Error) -> Error {
+        let left = drop_learner(r, to).await;
+        let before = MetaCommand::SetReplicas { shard: info.id, replicas: info.replicas.clone() };
+        let restored = self.propose_meta(before).await;
+        undone(e, left.and(restored))
+    }
+
+    /// Adds node `id` at `addr` to `r`'s group as a learner and waits, at most
+    /// [`ReplicaOptions::catch_up`], until it holds every entry of the group's log up to the one
+    /// that added it. (openraft's own wait takes a learner within its replication lag threshold,
+    /// 5,000 entries, as caught up: on a short log, a learner that holds nothing, its node down.)
+    async fn add_learner(&self, r: &Replica, id: NodeId, addr: &str) -> Result<()> {
+        let wait = self.opts.catch_up;
+        let late = || Error::Raft(format!("node {id} at {addr} did not catch up within {wait:?}"));
+        let added = tokio::time::timeout(wait, r.raft().add_learner(id, openraft::BasicNode::new(addr), false))
+            .await
+            .map_err(|_| late())?
+            .map_err(|e| Error::Raft(e.to_string()))?;
+        let upto = added.log_id.index;
+        // Also ends when this node stops leading (it reports no replication then).
+        let holds = |m: &openraft::RaftMetrics<NodeId, openraft::BasicNode>| match &m.replication {
+            None => true,
+            Some(rep) => rep.get(&id).and_then(|matched| matched.as_ref()).is_some_and(|l| l.index >= upto),
+        };
+        match r.raft().wait(Some(wait)).metrics(holds, format!("node {id} catching up")).await {
+            Ok(m) if m.replication.is_some() => Ok(()),
+            Ok(_) => Err(Error::Raft(format!("node {} stopped leading the group", self.id))),
+            Err(openraft::metrics::WaitError::Timeout(..)) => Err(late()),
+            Err(e) => Err(Error::Raft(e.to_string())),
+        }
     }
 
     async fn shard_digest(&self, group: GroupId) -> NodeResponse {

@@ -1,12 +1,13 @@
 //! A fourth node added to a running cluster and a shard moved to it under a write load: nothing
 //! acknowledged is lost, the moved shard's replicas (the new one included) hold the same rows
 //! once they applied the same entries (a differential check of their contents), the node the
-//! shard left drops its replica, and queries through the new node answer as the rows say.
+//! shard left drops its replica, and queries through the new node answer as the rows say. A move
+//! that cannot finish is undone and can be tried again.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{options, settled, start_three, status};
+use common::{options, settled, start_cluster, start_three, status};
 use strata::{Column, ColumnType, Schema, Value};
 use strata_cluster::types::{to_wire, NodeRequest, NodeResponse, WireValue};
 use strata_cluster::Node;
@@ -147,5 +148,76 @@ async fn a_shard_moved_to_a_new_node_under_writes_loses_nothing() {
     drop(all);
     for n in nodes.into_iter().chain([fourth]) {
         Arc::try_unwrap(n).ok().unwrap().shutdown().await.unwrap();
+    }
+}
+
+/// A move whose new replica cannot catch up (its node is down) gives up after
+/// `ReplicaOptions::catch_up` and is undone: the map lists the shard's replicas as before and the
+/// same move succeeds once the node is back (it would be refused if the map still listed it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_move_that_cannot_finish_is_undone_and_can_be_tried_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let quick = |id: u64, listen: &str| {
+        let mut opts = options(dir.path(), id, listen);
+        opts.replica.catch_up = Duration::from_secs(2);
+        opts
+    };
+    let nodes = start_cluster((1..=3).map(|id| quick(id, "127.0.0.1:0")).collect()).await;
+    let schema =
+        Schema::new(vec![Column::new("k", ColumnType::BigInt), Column::new("v", ColumnType::Text)], &["k"]).unwrap();
+    let create = NodeRequest::CreateTable { name: "t".into(), schema: schema.to_bytes(), splits: vec![], replicas: 3 };
+    assert_eq!(settled(&nodes[0], create).await, NodeResponse::Done);
+    let rows: Vec<_> = (0..50).map(row).collect();
+    let written = settled(&nodes[0], NodeRequest::Insert { table: "t".into(), rows }).await;
+    assert!(matches!(written, NodeResponse::Written { .. }), "{written:?}");
+
+    // Node 4 joins, then stops.
+    let fourth = Node::start(quick(4, "127.0.0.1:0")).await.unwrap();
+    let addr = fourth.addr();
+    assert_eq!(nodes[1].request(NodeRequest::AddNode { id: 4, addr: addr.clone() }).await, NodeResponse::Done);
+    fourth.shutdown().await.unwrap();
+
+    let shard = status(&nodes[0]).await.shards[0].info.clone();
+    let from = shard.replicas[0];
+    let t0 = Instant::now();
+    match nodes[2].request(NodeRequest::MoveShard { shard: shard.id, from, to: 4 }).await {
+        NodeResponse::Failed(m) => assert!(m.contains("did not catch up") && m.contains("undone"), "{m}"),
+        other => panic!("moving shard {} to a stopped node: {other:?}", shard.id),
+    }
+    println!("the move to a stopped node failed after {:?}", t0.elapsed());
+    for n in &nodes {
+        replicas_become(n, shard.id, shard.replicas.clone()).await;
+    }
+
+    // Back on its address, node 4 takes the shard.
+    let fourth = Node::start(quick(4, &addr)).await.unwrap();
+    let answer = settled(&nodes[0], NodeRequest::MoveShard { shard: shard.id, from, to: 4 }).await;
+    assert_eq!(answer, NodeResponse::Done, "moving shard {} again once node 4 is back", shard.id);
+    let after: Vec<u64> = shard.replicas.iter().copied().filter(|n| *n != from).chain([4]).collect();
+    replicas_become(&fourth, shard.id, after).await;
+    for k in [0, 49] {
+        let req = NodeRequest::Get { table: "t".into(), key: to_wire(&[Value::BigInt(k)]) };
+        assert_eq!(settled(&fourth, req).await, NodeResponse::Row(Some(row(k))), "key {k} through node 4");
+    }
+    for n in nodes.into_iter().chain([fourth]) {
+        n.shutdown().await.unwrap();
+    }
+}
+
+/// Waits, at most 10 s, until `node`'s shard map lists `want` as the replicas of `shard`.
+async fn replicas_become(node: &Node, shard: u64, want: Vec<u64>) {
+    let start = Instant::now();
+    loop {
+        let now = status(node).await;
+        let got = now.shards.iter().find(|s| s.info.id == shard).map(|s| s.info.replicas.clone());
+        if got.as_ref() == Some(&want) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "shard {shard} through node {}: {got:?}, not {want:?}",
+            node.id()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

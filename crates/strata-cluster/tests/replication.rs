@@ -28,7 +28,7 @@ async fn start(dir: &Path, id: u64, listen: &str) -> Node {
 
 fn options() -> ReplicaOptions {
     let db = strata::Options { memtable_size: 64 << 10, ..strata::Options::default() };
-    ReplicaOptions { db, election_timeout_ms: (300, 600), heartbeat_ms: 50 }
+    ReplicaOptions { db, election_timeout_ms: (300, 600), heartbeat_ms: 50, ..ReplicaOptions::default() }
 }
 
 fn replica(n: &Node) -> &Replica {

@@ -21,7 +21,7 @@ pub fn options(dir: &Path, id: u64, listen: &str) -> NodeOptions {
         dir: dir.join(format!("node{id}")),
         listen: listen.to_string(),
         peers: BTreeMap::new(),
-        replica: ReplicaOptions { db, election_timeout_ms: (300, 600), heartbeat_ms: 50 },
+        replica: ReplicaOptions { db, election_timeout_ms: (300, 600), heartbeat_ms: 50, ..ReplicaOptions::default() },
         worker_listen: None,
         scan_delay: Duration::ZERO,
     }
@@ -29,9 +29,14 @@ pub fn options(dir: &Path, id: u64, listen: &str) -> NodeOptions {
 
 /// Nodes 1 to 3 on free ports, made a cluster.
 pub async fn start_three(dir: &Path) -> Vec<Node> {
+    start_cluster((1..=3).map(|id| options(dir, id, "127.0.0.1:0")).collect()).await
+}
+
+/// Nodes started with `all`, made a cluster.
+pub async fn start_cluster(all: Vec<NodeOptions>) -> Vec<Node> {
     let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(Node::start(options(dir, id, "127.0.0.1:0")).await.unwrap());
+    for opts in all {
+        nodes.push(Node::start(opts).await.unwrap());
     }
     let peers: BTreeMap<u64, String> = nodes.iter().map(|n| (n.id(), n.addr())).collect();
     nodes[0].initialize(&peers).await.unwrap();
