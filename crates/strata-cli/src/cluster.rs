@@ -30,7 +30,8 @@ pub enum ClusterCmd {
         #[arg(long = "peer", value_name = "ID=ADDR", value_parser = parse_peer, required = true)]
         peers: Vec<(u64, String)>,
     },
-    /// Nodes, shards, their replicas and leaders, and what the node asked has applied (JSON).
+    /// Nodes, shards, their replicas and leaders, what the node asked has applied, and how many
+    /// log entries each replica lags its leader (JSON).
     Status,
     /// Create a table split into shards by its first key column.
     CreateTable {
@@ -91,6 +92,12 @@ pub enum ClusterCmd {
         /// The query.
         query: String,
     },
+}
+
+/// A group's lag ([`strata_cluster::types::ShardStatus::lag`]) as a JSON object: node id →
+/// entries behind its leader, or null when the leader has not heard from it.
+fn lag_json(lag: &[(u64, Option<u64>)]) -> serde_json::Value {
+    serde_json::Value::Object(lag.iter().map(|(n, l)| (n.to_string(), json!(l))).collect())
 }
 
 fn parse_peer(s: &str) -> Result<(u64, String), String> {
@@ -241,12 +248,15 @@ pub fn run_cluster(addr: &str, cmd: ClusterCmd) -> Result<(), CliError> {
                 .map(|sh| {
                     json!({
                         "shard": sh.info.id, "table": sh.info.table, "replicas": sh.info.replicas,
-                        "leader": sh.leader, "applied": sh.applied,
+                        "leader": sh.leader, "applied": sh.applied, "lag": lag_json(&sh.lag),
                     })
                 })
                 .collect();
             let nodes: Vec<_> = s.nodes.iter().map(|(id, a)| json!({"id": id, "addr": a})).collect();
-            let out = json!({"node": s.node, "nodes": nodes, "meta_leader": s.meta_leader, "shards": shards});
+            let out = json!({
+                "node": s.node, "nodes": nodes, "meta_leader": s.meta_leader, "meta_lag": lag_json(&s.meta_lag),
+                "shards": shards,
+            });
             println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         }
         NodeResponse::Rows { ipc, .. } => {

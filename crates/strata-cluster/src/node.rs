@@ -54,6 +54,9 @@ const CALL_TTL: Duration = Duration::from_secs(5);
 /// replica's catching up ([`ReplicaOptions::catch_up`]).
 const ADMIN_MARGIN: Duration = Duration::from_secs(30);
 
+/// How long `status` waits for a group's leader to report its replicas' lag.
+const LAG_TTL: Duration = Duration::from_secs(1);
+
 /// How long an open transaction may wait between steps before it is rolled back.
 pub const TXN_IDLE: Duration = Duration::from_secs(60);
 
@@ -592,6 +595,7 @@ impl Inner {
             NodeRequest::MoveShard { shard, from, to } => self.route_move(shard, from, to).await.unwrap_or_else(failed),
             NodeRequest::ShardMove { group, from, to } => self.shard_move(group, from, to).await,
             NodeRequest::ShardDigest { group } => self.shard_digest(group).await,
+            NodeRequest::ShardLag { group } => self.shard_lag(group).await,
             NodeRequest::Sql { query } => match self.me.upgrade() {
                 Some(me) => me.sql(query).await,
                 None => failed("the node is stopping"),
@@ -982,16 +986,65 @@ impl Inner {
         let mut out = Vec::new();
         for info in shards {
             let r = self.replica(info.id).await;
-            let leader = r.as_ref().and_then(|r| r.leader());
             let applied = r.as_ref().and_then(|r| r.raft().metrics().borrow().last_applied.map(|l| l.index));
-            out.push(ShardStatus { info, leader, applied });
+            let asked = self
+                .at_leader_within(&info, Instant::now() + LAG_TTL, LAG_TTL, |group| NodeRequest::ShardLag { group });
+            let (leader, lag) = match asked.await {
+                Ok(NodeResponse::Lag { leader, lag }) => (Some(leader), lag),
+                _ => (r.as_ref().and_then(|r| r.leader()), Vec::new()),
+            };
+            out.push(ShardStatus { info, leader, applied, lag });
         }
+        let meta_lag = if self.meta.leader() == Some(self.id) {
+            self.lag_of(&self.meta)
+        } else if let Some((_, addr)) = self.meta.leader_hint() {
+            net::call(&addr, NodeRequest::ShardLag { group: META_GROUP }, LAG_TTL).await.unwrap_or_else(failed)
+        } else {
+            failed("the metadata group has no leader")
+        };
         NodeResponse::Status(ClusterStatus {
             node: self.id,
             nodes: self.nodes().into_iter().collect(),
             meta_leader: self.meta.leader(),
+            meta_lag: match meta_lag {
+                NodeResponse::Lag { lag, .. } => lag,
+                _ => Vec::new(),
+            },
             shards: out,
         })
+    }
+
+    async fn shard_lag(&self, group: GroupId) -> NodeResponse {
+        if group == META_GROUP {
+            return self.lag_of(&self.meta);
+        }
+        match self.replica(group).await {
+            Some(r) => self.lag_of(&r),
+            None => NodeResponse::NotReady(format!("shard {group} is not started on node {}", self.id)),
+        }
+    }
+
+    /// How far behind this node each member of `r`'s group is, if this node leads the group.
+    fn lag_of(&self, r: &Replica) -> NodeResponse {
+        let m = r.raft().metrics().borrow().clone();
+        let Some(matched) = &m.replication else {
+            return NodeResponse::NotLeader(r.leader_hint());
+        };
+        let last = m.last_log_index.unwrap_or(0);
+        let lag = m
+            .membership_config
+            .membership()
+            .nodes()
+            .map(|(n, _)| {
+                let behind = if *n == self.id {
+                    Some(0)
+                } else {
+                    matched.get(n).and_then(|l| l.as_ref()).map(|l| last.saturating_sub(l.index))
+                };
+                (*n, behind)
+            })
+            .collect();
+        NodeResponse::Lag { leader: self.id, lag }
     }
 }
 

@@ -320,6 +320,12 @@ pub enum NodeRequest {
         /// The shard.
         group: GroupId,
     },
+    /// How far behind its leader each replica of a group is: [`NodeResponse::Lag`], answered
+    /// by the group's leader.
+    ShardLag {
+        /// The group: a shard, or the metadata group (0).
+        group: GroupId,
+    },
     /// Run a SQL query over the sharded tables, this node coordinating.
     Sql {
         /// The query.
@@ -410,6 +416,13 @@ pub enum NodeResponse {
         /// A hash of those rows, table by table in key order.
         hash: u64,
     },
+    /// How far behind its leader each replica of a group is ([`NodeRequest::ShardLag`]).
+    Lag {
+        /// The group's leader: the node answering.
+        leader: NodeId,
+        /// Each replica's lag, as in [`ShardStatus::lag`].
+        lag: Vec<(NodeId, Option<u64>)>,
+    },
     /// A query's answer: its rows as an Arrow IPC stream.
     Rows {
         /// The IPC stream (schema, then batches).
@@ -436,6 +449,9 @@ pub struct ClusterStatus {
     pub nodes: Vec<(NodeId, String)>,
     /// The metadata group's leader.
     pub meta_leader: Option<NodeId>,
+    /// How far behind the metadata group's leader each of its members is, as in
+    /// [`ShardStatus::lag`].
+    pub meta_lag: Vec<(NodeId, Option<u64>)>,
     /// The shards.
     pub shards: Vec<ShardStatus>,
 }
@@ -445,8 +461,13 @@ pub struct ClusterStatus {
 pub struct ShardStatus {
     /// The shard.
     pub info: ShardInfo,
-    /// Its leader, when the answering node holds a replica and knows it.
+    /// Its leader, as the answering node's replica knows it or as the leader answered.
     pub leader: Option<NodeId>,
     /// The last entry the answering node's replica applied, when it holds one.
     pub applied: Option<u64>,
+    /// For each replica (its node), how many entries of the leader's log it lacks, as far as
+    /// the leader has heard: `Some(0)` for the leader; `None` for a replica the leader has not
+    /// heard from since it was elected (its node down, say). Empty when no leader answered
+    /// within a second.
+    pub lag: Vec<(NodeId, Option<u64>)>,
 }

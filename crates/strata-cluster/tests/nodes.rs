@@ -1,6 +1,7 @@
 //! Three nodes on 127.0.0.1 in one process: a table in 3 shards × 3 replicas, writes and reads
 //! through any node, a write spanning shards refused, the loss of a shard leader (its node
-//! stopped) survived with nothing acknowledged lost, and the node started again catching up.
+//! stopped) survived with nothing acknowledged lost, the stopped node reported behind, and the
+//! node started again catching up.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -96,6 +97,13 @@ async fn a_sharded_table_survives_the_loss_of_a_shard_leader_and_loses_nothing_a
     let live = (at + 1) % 3;
     let s = status(nodes[live].as_ref().unwrap()).await;
     assert!(s.shards[0].leader.is_some_and(|l| l != victim), "{s:?}");
+    // Every shard's leader reports the stopped node behind (or not heard from) and itself not.
+    for sh in &s.shards {
+        let lag: BTreeMap<u64, Option<u64>> = sh.lag.iter().copied().collect();
+        assert_eq!(lag.len(), 3, "{sh:?}");
+        assert_eq!(lag[&sh.leader.unwrap()], Some(0), "{sh:?}");
+        assert!(lag[&victim].is_none_or(|behind| behind > 0), "the stopped node's lag: {sh:?}");
+    }
     check(&nodes, &acked).await;
 
     // The node starts again on its address and directory and catches up.
@@ -108,7 +116,9 @@ async fn a_sharded_table_survives_the_loss_of_a_shard_leader_and_loses_nothing_a
         let theirs = status(nodes[live].as_ref().unwrap()).await;
         let caught_up =
             mine.shards.iter().zip(&theirs.shards).all(|(a, b)| a.applied.is_some() && a.applied >= b.applied);
-        if caught_up {
+        // With the writes over, every leader hears every replica hold its whole log.
+        let level = |lag: &[(u64, Option<u64>)]| lag.len() == 3 && lag.iter().all(|(_, l)| *l == Some(0));
+        if caught_up && mine.shards.iter().all(|sh| level(&sh.lag)) && level(&mine.meta_lag) {
             break;
         }
         assert!(start.elapsed() < Duration::from_secs(10), "node {victim} did not catch up: {mine:?} vs {theirs:?}");
