@@ -71,6 +71,12 @@ pub enum ClusterCmd {
         #[arg(long = "peer", value_name = "ID=ADDR", value_parser = parse_peer)]
         peer: (u64, String),
     },
+    /// Remove a node that holds no shard replica (move its shards off it first) from the
+    /// cluster; then stop its process (`strata node` goes on running until stopped).
+    RemoveNode {
+        /// The node's id.
+        id: u64,
+    },
     /// Move a shard's replica from one node to another (a member holding none of it) while
     /// the shard takes writes: the new replica catches up from the shard's log and takes the
     /// old one's place; the old node drops its replica. A move whose new replica does not
@@ -167,7 +173,7 @@ pub fn run_cluster(addr: &str, cmd: ClusterCmd) -> Result<(), CliError> {
     let rt = runtime()?;
     let ask = |req: NodeRequest| {
         let ttl = match req {
-            NodeRequest::AddNode { .. } | NodeRequest::MoveShard { .. } => ADMIN_TTL,
+            NodeRequest::AddNode { .. } | NodeRequest::RemoveNode { .. } | NodeRequest::MoveShard { .. } => ADMIN_TTL,
             _ => TTL,
         };
         rt.block_on(strata_cluster::net::call(addr, req, ttl)).map_err(cluster_error)
@@ -225,6 +231,7 @@ pub fn run_cluster(addr: &str, cmd: ClusterCmd) -> Result<(), CliError> {
             NodeRequest::Get { table, key: to_wire(&values) }
         }
         ClusterCmd::AddNode { peer: (id, addr) } => NodeRequest::AddNode { id, addr },
+        ClusterCmd::RemoveNode { id } => NodeRequest::RemoveNode { id },
         ClusterCmd::MoveShard { shard, from, to } => NodeRequest::MoveShard { shard, from, to },
         ClusterCmd::Sql { query } => {
             explain = strata_cluster::sql::is_explain(&query);

@@ -408,6 +408,36 @@ impl Inner {
         Ok(NodeResponse::Done)
     }
 
+    /// Removes node `id`, which must hold no shard replica, from the metadata group (at its
+    /// leader): with its voters less `id`, and `id` no longer listed even as a learner.
+    async fn remove_node(&self, id: NodeId) -> Result<NodeResponse> {
+        if self.meta.leader() != Some(self.id) {
+            return match self.meta.leader_hint() {
+                Some((_, leader)) => net::call(&leader, NodeRequest::RemoveNode { id }, self.admin_ttl()).await,
+                None => Ok(failed("the metadata group has no leader; try again")),
+            };
+        }
+        if !self.nodes().contains_key(&id) {
+            return Ok(failed(format!("node {id} is not in the cluster")));
+        }
+        let (_, shards) = self.map()?;
+        let held: Vec<GroupId> = shards.iter().filter(|s| s.replicas.contains(&id)).map(|s| s.id).collect();
+        if !held.is_empty() {
+            return Ok(failed(format!(
+                "node {id} holds replicas of shards {held:?}: move them to other nodes first (move-shard)"
+            )));
+        }
+        let raft = self.meta.raft();
+        let voters: BTreeSet<NodeId> =
+            raft.metrics().borrow().membership_config.membership().voter_ids().filter(|n| *n != id).collect();
+        if voters.is_empty() {
+            return Ok(failed(format!("node {id} is the cluster's last voter")));
+        }
+        raft.change_membership(voters, false).await.map_err(|e| Error::Raft(e.to_string()))?;
+        drop_learner(&self.meta, id).await?;
+        Ok(NodeResponse::Done)
+    }
+
     async fn route_move(&self, shard: GroupId, from: NodeId, to: NodeId) -> Result<NodeResponse> {
         let (_, shards) = self.map()?;
         let Some(info) = shards.into_iter().find(|s| s.id == shard) else {
@@ -592,6 +622,7 @@ impl Inner {
             NodeRequest::Txn { txn, op } => self.route_txn(txn, op).await,
             NodeRequest::ReadIndex { group } => self.read_index(group).await,
             NodeRequest::AddNode { id, addr } => self.add_node(id, addr).await.unwrap_or_else(failed),
+            NodeRequest::RemoveNode { id } => self.remove_node(id).await.unwrap_or_else(failed),
             NodeRequest::MoveShard { shard, from, to } => self.route_move(shard, from, to).await.unwrap_or_else(failed),
             NodeRequest::ShardMove { group, from, to } => self.shard_move(group, from, to).await,
             NodeRequest::ShardDigest { group } => self.shard_digest(group).await,

@@ -294,6 +294,12 @@ pub enum NodeRequest {
         /// Its address.
         addr: String,
     },
+    /// Remove a node holding no shard replica from the cluster (the metadata group): it leaves
+    /// the membership, and shards and queries no longer use it. Its process is not stopped.
+    RemoveNode {
+        /// Its id.
+        id: NodeId,
+    },
     /// Move shard `shard`'s replica from node `from` to node `to` (a member holding none of it):
     /// `to` is added, catches up from the log, becomes a voter in `from`'s place, and `from`
     /// drops its replica. Writes and reads go on meanwhile.

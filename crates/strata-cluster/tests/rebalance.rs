@@ -2,7 +2,7 @@
 //! acknowledged is lost, the moved shard's replicas (the new one included) hold the same rows
 //! once they applied the same entries (a differential check of their contents), the node the
 //! shard left drops its replica, and queries through the new node answer as the rows say. A move
-//! that cannot finish is undone and can be tried again.
+//! that cannot finish is undone and can be tried again; a node holding no replica can be removed.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -154,6 +154,7 @@ async fn a_shard_moved_to_a_new_node_under_writes_loses_nothing() {
 /// A move whose new replica cannot catch up (its node is down) gives up after
 /// `ReplicaOptions::catch_up` and is undone: the map lists the shard's replicas as before and the
 /// same move succeeds once the node is back (it would be refused if the map still listed it).
+/// Then the node the shard left, holding nothing, is removed, and the other three go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_move_that_cannot_finish_is_undone_and_can_be_tried_again() {
     let dir = tempfile::tempdir().unwrap();
@@ -199,7 +200,65 @@ async fn a_move_that_cannot_finish_is_undone_and_can_be_tried_again() {
         let req = NodeRequest::Get { table: "t".into(), key: to_wire(&[Value::BigInt(k)]) };
         assert_eq!(settled(&fourth, req).await, NodeResponse::Row(Some(row(k))), "key {k} through node 4");
     }
+
+    // Node 4 holds the shard and cannot be removed; node `from` holds nothing now and can.
+    match nodes[0].request(NodeRequest::RemoveNode { id: 4 }).await {
+        NodeResponse::Failed(m) => assert!(m.contains("holds replicas of shards"), "{m}"),
+        other => panic!("removing node 4, which holds shard {}: {other:?}", shard.id),
+    }
+    let ask = nodes.iter().find(|n| n.id() != from).unwrap();
+    assert_eq!(ask.request(NodeRequest::RemoveNode { id: from }).await, NodeResponse::Done);
+    // (If node `from` led the metadata group, the others elect a leader first.)
+    let start = Instant::now();
+    loop {
+        match ask.request(NodeRequest::RemoveNode { id: from }).await {
+            NodeResponse::Failed(m) if m.contains("no leader") && start.elapsed() < Duration::from_secs(10) => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            NodeResponse::Failed(m) => break assert!(m.contains("not in the cluster"), "{m}"),
+            other => panic!("removing node {from} again: {other:?}"),
+        }
+    }
+    let mut rest: Vec<Node> = Vec::new();
     for n in nodes.into_iter().chain([fourth]) {
+        if n.id() == from {
+            n.shutdown().await.unwrap();
+        } else {
+            rest.push(n);
+        }
+    }
+    let want: Vec<u64> = (1..=4).filter(|n| *n != from).collect();
+    let start = Instant::now();
+    loop {
+        let s = status(&rest[0]).await;
+        let members: Vec<u64> = s.nodes.iter().map(|(n, _)| *n).collect();
+        if members == want && s.meta_lag.len() == 3 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "the members after removing node {from}: {s:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The remaining three make a new table's three replicas, and serve the first one's rows.
+    let create = NodeRequest::CreateTable { name: "u".into(), schema: schema.to_bytes(), splits: vec![], replicas: 3 };
+    assert_eq!(settled(&rest[1], create).await, NodeResponse::Done);
+    let start = Instant::now();
+    let u = loop {
+        match status(&rest[1]).await.shards.into_iter().find(|s| s.info.table == "u") {
+            Some(s) => break s.info,
+            None => assert!(start.elapsed() < Duration::from_secs(10), "table u is not in node {}'s map", rest[1].id()),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut placed = u.replicas.clone();
+    placed.sort_unstable();
+    assert_eq!(placed, want, "the new table's replicas");
+    let written = settled(&rest[2], NodeRequest::Insert { table: "u".into(), rows: vec![row(7)] }).await;
+    assert!(matches!(written, NodeResponse::Written { .. }), "{written:?}");
+    for n in &rest {
+        let req = NodeRequest::Get { table: "u".into(), key: to_wire(&[Value::BigInt(7)]) };
+        assert_eq!(settled(n, req).await, NodeResponse::Row(Some(row(7))), "key 7 through node {}", n.id());
+    }
+    for n in rest {
         n.shutdown().await.unwrap();
     }
 }
