@@ -9,7 +9,7 @@ use std::time::Duration;
 use arrow_array::RecordBatch;
 use strata::Value;
 use strata_cluster::types::{NodeRequest, NodeResponse};
-use strata_cluster::{Node, NodeOptions, ReplicaOptions};
+use strata_cluster::{Node, NodeOptions};
 
 /// A cluster of nodes in this process.
 pub(crate) struct Cluster {
@@ -28,15 +28,7 @@ impl Cluster {
         let nodes = rt.block_on(async {
             let mut nodes = Vec::new();
             for id in 1..=n as u64 {
-                let opts = NodeOptions {
-                    id,
-                    dir: dir.join(format!("node{id}")),
-                    listen: "127.0.0.1:0".into(),
-                    peers: BTreeMap::new(),
-                    replica: ReplicaOptions::default(),
-                    worker_listen: None,
-                    scan_delay: Duration::ZERO,
-                };
+                let opts = NodeOptions::new(id, dir.join(format!("node{id}")), "127.0.0.1:0");
                 nodes.push(Node::start(opts).await.map_err(|e| format!("cluster: node {id}: {e}"))?);
             }
             let peers: BTreeMap<u64, String> = nodes.iter().map(|n| (n.id(), n.addr())).collect();
@@ -140,6 +132,16 @@ const KEY_SPAN: i64 = 1 << 40;
 /// partial aggregation running on the shards.
 const QUERY: &str = "SELECT g, count(*), sum(n) FROM bench WHERE n >= 0 GROUP BY g ORDER BY g";
 
+/// Runs `work(i)` for i in 0..`threads` (at least one), each on a thread of its own, and waits
+/// for all of them; the first error (or a panic of a `what`) is the answer.
+fn on_threads(threads: usize, what: &str, work: impl Fn(usize) -> Result<(), String> + Sync) -> Result<(), String> {
+    std::thread::scope(|s| {
+        let work = &work;
+        let handles: Vec<_> = (0..threads.max(1)).map(|i| s.spawn(move || work(i))).collect();
+        handles.into_iter().try_for_each(|h| h.join().map_err(|_| format!("a {what} panicked"))?)
+    })
+}
+
 /// One cluster size: writes for `--seconds`, then queries for `--seconds`; adds the figures.
 fn measure(a: &ClusterArgs, n: usize, results: &mut crate::harness::Results) -> Result<(), String> {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -180,36 +182,28 @@ fn measure(a: &ClusterArgs, n: usize, results: &mut crate::harness::Results) -> 
     let writes = AtomicU64::new(0);
     let latency = parking_lot::Mutex::new(crate::harness::Latency::new());
     let t0 = Instant::now();
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..a.writers.max(1))
-            .map(|w| {
-                let (cluster, rows, writes, latency) = (&cluster, &rows, &writes, &latency);
-                s.spawn(move || -> Result<(), String> {
-                    let mut i = 0i64;
-                    while t0.elapsed() < phase {
-                        let shard = i % shards;
-                        let base = KEY_SPAN / shards * shard + ((w as i64) << 32) + i * a.rows_per_write as i64;
-                        let batch: Vec<Vec<WireValue>> = (0..a.rows_per_write as i64)
-                            .map(|j| {
-                                let k = base + j;
-                                to_wire(&[Value::BigInt(k), Value::Int((k % 16) as i32), Value::BigInt(k % 1000)])
-                            })
-                            .collect();
-                        let t = Instant::now();
-                        match cluster.ask(w + i as usize, NodeRequest::Insert { table: "bench".into(), rows: batch }) {
-                            NodeResponse::Written { .. } => {}
-                            other => return Err(format!("cluster: a write: {other:?}")),
-                        }
-                        latency.lock().record(t.elapsed());
-                        rows.fetch_add(a.rows_per_write as u64, Ordering::Relaxed);
-                        writes.fetch_add(1, Ordering::Relaxed);
-                        i += 1;
-                    }
-                    Ok(())
+    on_threads(a.writers, "writer", |w| {
+        let mut i = 0i64;
+        while t0.elapsed() < phase {
+            let shard = i % shards;
+            let base = KEY_SPAN / shards * shard + ((w as i64) << 32) + i * a.rows_per_write as i64;
+            let batch: Vec<Vec<WireValue>> = (0..a.rows_per_write as i64)
+                .map(|j| {
+                    let k = base + j;
+                    to_wire(&[Value::BigInt(k), Value::Int((k % 16) as i32), Value::BigInt(k % 1000)])
                 })
-            })
-            .collect();
-        workers.into_iter().try_for_each(|h| h.join().map_err(|_| "a writer panicked".to_string())?)
+                .collect();
+            let t = Instant::now();
+            match cluster.ask(w + i as usize, NodeRequest::Insert { table: "bench".into(), rows: batch }) {
+                NodeResponse::Written { .. } => {}
+                other => return Err(format!("cluster: a write: {other:?}")),
+            }
+            latency.lock().record(t.elapsed());
+            rows.fetch_add(a.rows_per_write as u64, Ordering::Relaxed);
+            writes.fetch_add(1, Ordering::Relaxed);
+            i += 1;
+        }
+        Ok(())
     })?;
     let secs = t0.elapsed().as_secs_f64();
     let (rows, writes) = (rows.into_inner(), writes.into_inner());
@@ -221,34 +215,26 @@ fn measure(a: &ClusterArgs, n: usize, results: &mut crate::harness::Results) -> 
     let queries = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let t0 = Instant::now();
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..a.queriers.max(1))
-            .map(|q| {
-                let (cluster, queries, stop) = (&cluster, &queries, &stop);
-                s.spawn(move || -> Result<(), String> {
-                    let mut i = q;
-                    while t0.elapsed() < phase && !stop.load(Ordering::Relaxed) {
-                        let batches = cluster.query_at(i, QUERY)?;
-                        let counted: i64 = batches
-                            .iter()
-                            .flat_map(strata::scan::batch_rows)
-                            .map(|r| match r.get(1) {
-                                Some(Value::BigInt(c)) => *c,
-                                _ => 0,
-                            })
-                            .sum();
-                        if counted != rows as i64 {
-                            stop.store(true, Ordering::Relaxed);
-                            return Err(format!("cluster: the query counted {counted} rows of {rows} written"));
-                        }
-                        queries.fetch_add(1, Ordering::Relaxed);
-                        i += 1;
-                    }
-                    Ok(())
+    on_threads(a.queriers, "querier", |q| {
+        let mut i = q;
+        while t0.elapsed() < phase && !stop.load(Ordering::Relaxed) {
+            let batches = cluster.query_at(i, QUERY)?;
+            let counted: i64 = batches
+                .iter()
+                .flat_map(strata::scan::batch_rows)
+                .map(|r| match r.get(1) {
+                    Some(Value::BigInt(c)) => *c,
+                    _ => 0,
                 })
-            })
-            .collect();
-        workers.into_iter().try_for_each(|h| h.join().map_err(|_| "a querier panicked".to_string())?)
+                .sum();
+            if counted != rows as i64 {
+                stop.store(true, Ordering::Relaxed);
+                return Err(format!("cluster: the query counted {counted} rows of {rows} written"));
+            }
+            queries.fetch_add(1, Ordering::Relaxed);
+            i += 1;
+        }
+        Ok(())
     })?;
     let secs = t0.elapsed().as_secs_f64();
     let queries = queries.into_inner();

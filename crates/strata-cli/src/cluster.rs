@@ -12,7 +12,7 @@ use strata::{Schema, Value};
 use strata_cli::exec::CliError;
 use strata_cli::{json, schema_sql};
 use strata_cluster::types::{from_wire, to_wire, NodeRequest, NodeResponse};
-use strata_cluster::{Node, NodeOptions, ReplicaOptions};
+use strata_cluster::{Node, NodeOptions};
 
 /// How long `strata cluster` waits for a node's answer.
 const TTL: Duration = Duration::from_secs(30);
@@ -145,13 +145,10 @@ pub fn run_node(
     rt.block_on(async {
         let delay_ms = std::env::var(SCAN_DELAY_ENV).ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         let opts = NodeOptions {
-            id,
-            dir: dir.to_path_buf(),
-            listen: listen.to_string(),
             peers: peers.into_iter().collect::<BTreeMap<_, _>>(),
-            replica: ReplicaOptions::default(),
             worker_listen,
             scan_delay: std::time::Duration::from_millis(delay_ms),
+            ..NodeOptions::new(id, dir, listen)
         };
         let node = Node::start(opts).await.map_err(cluster_error)?;
         println!("node {id} listening on {}", node.addr());

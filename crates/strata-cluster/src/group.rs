@@ -104,6 +104,11 @@ impl Replica {
         &self.raft
     }
 
+    /// The group's membership (voters, learners, their addresses) as this replica knows it.
+    pub fn membership(&self) -> openraft::Membership<NodeId, BasicNode> {
+        self.raft.metrics().borrow().membership_config.membership().clone()
+    }
+
     /// Its database, for reads (writes go through [`Replica::propose`]).
     pub fn db(&self) -> &Arc<Db> {
         &self.db

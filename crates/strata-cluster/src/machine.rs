@@ -30,7 +30,7 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 use strata::{Column, ColumnType, Db, Engine, Options, Projection, ReadOptions, Schema, Table, TableOptions, Value};
 
-use crate::types::{Cfg, Command, MetaCommand, NodeId, Reply, ShardInfo, TableMap};
+use crate::types::{Cfg, Command, GroupId, MetaCommand, NodeId, Reply, ShardInfo, TableMap};
 
 /// The table holding the applied state.
 pub const RAFT_TABLE: &str = "__raft";
@@ -300,7 +300,7 @@ impl Machine {
                         hi: splits.get(i).cloned(),
                         replicas: nodes,
                     };
-                    batch.insert(&t, &[Value::Text(format!("shard/{:020}", info.id)), Value::Bytea(encode(&info)?)])?;
+                    batch.insert(&t, &[Value::Text(shard_key(info.id)), Value::Bytea(encode(&info)?)])?;
                     shards.push(info.id);
                 }
                 let next = next + shards.len() as u64;
@@ -309,7 +309,7 @@ impl Machine {
                 batch.insert(&t, &[Value::Text("next".into()), Value::Bytea(next.to_le_bytes().to_vec())])?;
             }
             MetaCommand::SetReplicas { shard, replicas } => {
-                let key = format!("shard/{shard:020}");
+                let key = shard_key(shard);
                 let row = t.get(&[Value::Text(key.clone())], &Projection::All, &ReadOptions::default())?;
                 let Some([_, Value::Bytea(b)]) = row.as_deref() else {
                     return Err(strata::Error::InvalidArgument(format!("there is no shard {shard}")));
@@ -331,6 +331,11 @@ impl Machine {
         }
         Ok(batch)
     }
+}
+
+/// The key of shard `id`'s row in the shard map.
+fn shard_key(id: GroupId) -> String {
+    format!("shard/{id:020}")
 }
 
 /// A shard map record's bytes (postcard).

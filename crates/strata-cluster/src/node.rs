@@ -82,6 +82,22 @@ pub struct NodeOptions {
     pub scan_delay: Duration,
 }
 
+impl NodeOptions {
+    /// Node `id` in `dir` listening on `listen`, with no peers (a node started again, or one
+    /// to be added), default replica options, its worker on a port picked and no scan delay.
+    pub fn new(id: NodeId, dir: impl Into<PathBuf>, listen: impl Into<String>) -> NodeOptions {
+        NodeOptions {
+            id,
+            dir: dir.into(),
+            listen: listen.into(),
+            peers: BTreeMap::new(),
+            replica: ReplicaOptions::default(),
+            worker_listen: None,
+            scan_delay: Duration::ZERO,
+        }
+    }
+}
+
 /// A running node.
 pub struct Node {
     inner: Arc<Inner>,
@@ -270,8 +286,7 @@ fn check_id(dir: &Path, id: NodeId) -> Result<()> {
 /// Removes `id` from `r`'s group if it is there as a learner (a change that added it and then
 /// gave up).
 async fn drop_learner(r: &Replica, id: NodeId) -> Result<()> {
-    let learner = r.raft().metrics().borrow().membership_config.membership().learner_ids().any(|n| n == id);
-    if learner {
+    if r.membership().learner_ids().any(|n| n == id) {
         let remove = openraft::ChangeMembers::RemoveNodes(BTreeSet::from([id]));
         r.raft().change_membership(remove, false).await.map_err(|e| Error::Raft(e.to_string()))?;
     }
@@ -305,8 +320,7 @@ fn first_key(schema: &Schema, key_value: &Value) -> Vec<u8> {
 impl Inner {
     /// The nodes, from the metadata group's membership.
     fn nodes(&self) -> BTreeMap<NodeId, String> {
-        let m = self.meta.raft().metrics().borrow().membership_config.clone();
-        m.membership().nodes().map(|(id, n)| (*id, n.addr.clone())).collect()
+        self.meta.membership().nodes().map(|(id, n)| (*id, n.addr.clone())).collect()
     }
 
     /// How long a change of membership may take here, its new replica's catching up included.
@@ -385,26 +399,30 @@ impl Inner {
         }
     }
 
+    /// Sends `req` to the metadata group's leader, waiting up to `ttl` for its answer.
+    async fn to_meta_leader(&self, req: NodeRequest, ttl: Duration) -> Result<NodeResponse> {
+        match self.meta.leader_hint() {
+            Some((_, leader)) => net::call(&leader, req, ttl).await,
+            None => Ok(failed("the metadata group has no leader; try again")),
+        }
+    }
+
     /// Adds node `id` at `addr` to the metadata group (at its leader): a learner until it holds
     /// the group's log, then a voter.
     async fn add_node(&self, id: NodeId, addr: String) -> Result<NodeResponse> {
         if self.meta.leader() != Some(self.id) {
-            return match self.meta.leader_hint() {
-                Some((_, leader)) => net::call(&leader, NodeRequest::AddNode { id, addr }, self.admin_ttl()).await,
-                None => Ok(failed("the metadata group has no leader; try again")),
-            };
+            return self.to_meta_leader(NodeRequest::AddNode { id, addr }, self.admin_ttl()).await;
         }
         if self.nodes().contains_key(&id) {
             return Ok(failed(format!("node {id} is already in the cluster")));
         }
-        let raft = self.meta.raft();
         if let Err(e) = self.add_learner(&self.meta, id, &addr).await {
             // The node is not left a learner, so adding it can be tried again.
             return Err(undone(e, drop_learner(&self.meta, id).await));
         }
-        let mut voters: BTreeSet<NodeId> = raft.metrics().borrow().membership_config.membership().voter_ids().collect();
+        let mut voters: BTreeSet<NodeId> = self.meta.membership().voter_ids().collect();
         voters.insert(id);
-        raft.change_membership(voters, false).await.map_err(|e| Error::Raft(e.to_string()))?;
+        self.meta.raft().change_membership(voters, false).await.map_err(|e| Error::Raft(e.to_string()))?;
         Ok(NodeResponse::Done)
     }
 
@@ -412,10 +430,7 @@ impl Inner {
     /// leader): with its voters less `id`, and `id` no longer listed even as a learner.
     async fn remove_node(&self, id: NodeId) -> Result<NodeResponse> {
         if self.meta.leader() != Some(self.id) {
-            return match self.meta.leader_hint() {
-                Some((_, leader)) => net::call(&leader, NodeRequest::RemoveNode { id }, self.admin_ttl()).await,
-                None => Ok(failed("the metadata group has no leader; try again")),
-            };
+            return self.to_meta_leader(NodeRequest::RemoveNode { id }, self.admin_ttl()).await;
         }
         if !self.nodes().contains_key(&id) {
             return Ok(failed(format!("node {id} is not in the cluster")));
@@ -427,13 +442,11 @@ impl Inner {
                 "node {id} holds replicas of shards {held:?}: move them to other nodes first (move-shard)"
             )));
         }
-        let raft = self.meta.raft();
-        let voters: BTreeSet<NodeId> =
-            raft.metrics().borrow().membership_config.membership().voter_ids().filter(|n| *n != id).collect();
+        let voters: BTreeSet<NodeId> = self.meta.membership().voter_ids().filter(|n| *n != id).collect();
         if voters.is_empty() {
             return Ok(failed(format!("node {id} is the cluster's last voter")));
         }
-        raft.change_membership(voters, false).await.map_err(|e| Error::Raft(e.to_string()))?;
+        self.meta.raft().change_membership(voters, false).await.map_err(|e| Error::Raft(e.to_string()))?;
         drop_learner(&self.meta, id).await?;
         Ok(NodeResponse::Done)
     }
@@ -490,7 +503,7 @@ impl Inner {
         let after: Vec<NodeId> = info.replicas.iter().copied().filter(|n| *n != from).chain([to]).collect();
         let voters: BTreeSet<NodeId> = after.iter().copied().collect();
         if let Err(e) = r.raft().change_membership(voters.clone(), false).await {
-            let now = r.raft().metrics().borrow().membership_config.membership().get_joint_config().clone();
+            let now = r.membership().get_joint_config().clone();
             if now == [voters] {
                 // It failed after taking effect (a lost answer): the map follows.
             } else if now.iter().all(|c| !c.contains(&to)) {
@@ -1018,9 +1031,14 @@ impl Inner {
         for info in shards {
             let r = self.replica(info.id).await;
             let applied = r.as_ref().and_then(|r| r.raft().metrics().borrow().last_applied.map(|l| l.index));
-            let asked = self
-                .at_leader_within(&info, Instant::now() + LAG_TTL, LAG_TTL, |group| NodeRequest::ShardLag { group });
-            let (leader, lag) = match asked.await {
+            let asked = match &r {
+                Some(r) if r.leader() == Some(self.id) => Ok(self.lag_of(r)),
+                _ => {
+                    let deadline = Instant::now() + LAG_TTL;
+                    self.at_leader_within(&info, deadline, LAG_TTL, |group| NodeRequest::ShardLag { group }).await
+                }
+            };
+            let (leader, lag) = match asked {
                 Ok(NodeResponse::Lag { leader, lag }) => (Some(leader), lag),
                 _ => (r.as_ref().and_then(|r| r.leader()), Vec::new()),
             };
@@ -1028,10 +1046,8 @@ impl Inner {
         }
         let meta_lag = if self.meta.leader() == Some(self.id) {
             self.lag_of(&self.meta)
-        } else if let Some((_, addr)) = self.meta.leader_hint() {
-            net::call(&addr, NodeRequest::ShardLag { group: META_GROUP }, LAG_TTL).await.unwrap_or_else(failed)
         } else {
-            failed("the metadata group has no leader")
+            self.to_meta_leader(NodeRequest::ShardLag { group: META_GROUP }, LAG_TTL).await.unwrap_or_else(failed)
         };
         NodeResponse::Status(ClusterStatus {
             node: self.id,

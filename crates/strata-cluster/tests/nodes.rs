@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{options, settled, status};
-use strata::{Column, ColumnType, Schema, Value};
+use common::{create_kv, options, settled, status};
+use strata::Value;
 use strata_cluster::types::{to_wire, NodeRequest, NodeResponse, WireValue};
 use strata_cluster::Node;
 
@@ -56,14 +56,7 @@ async fn a_sharded_table_survives_the_loss_of_a_shard_leader_and_loses_nothing_a
     let peers: BTreeMap<u64, String> = nodes.iter().flatten().map(|n| (n.id(), n.addr())).collect();
     nodes[0].as_ref().unwrap().initialize(&peers).await.unwrap();
 
-    let schema =
-        Schema::new(vec![Column::new("k", ColumnType::BigInt), Column::new("v", ColumnType::Text)], &["k"]).unwrap();
-    let create = NodeRequest::CreateTable {
-        name: "t".into(),
-        schema: schema.to_bytes(),
-        splits: vec![WireValue::BigInt(100), WireValue::BigInt(200)],
-        replicas: 3,
-    };
+    let create = create_kv("t", &[100, 200]);
     let created = settled(nodes[1].as_ref().unwrap(), create.clone()).await;
     assert_eq!(created, NodeResponse::Done);
     match nodes[2].as_ref().unwrap().request(create).await {

@@ -7,8 +7,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{options, settled, start_cluster, start_three, status};
-use strata::{Column, ColumnType, Schema, Value};
+use common::{create_kv, options, settled, start_cluster, start_three, status};
+use strata::Value;
 use strata_cluster::types::{to_wire, NodeRequest, NodeResponse, WireValue};
 use strata_cluster::Node;
 
@@ -22,15 +22,7 @@ fn row(k: i64) -> Vec<WireValue> {
 async fn a_shard_moved_to_a_new_node_under_writes_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let nodes: Vec<Arc<Node>> = start_three(dir.path()).await.into_iter().map(Arc::new).collect();
-    let schema =
-        Schema::new(vec![Column::new("k", ColumnType::BigInt), Column::new("v", ColumnType::Text)], &["k"]).unwrap();
-    let create = NodeRequest::CreateTable {
-        name: "t".into(),
-        schema: schema.to_bytes(),
-        splits: vec![WireValue::BigInt(1000), WireValue::BigInt(2000)],
-        replicas: 3,
-    };
-    assert_eq!(settled(&nodes[0], create).await, NodeResponse::Done);
+    assert_eq!(settled(&nodes[0], create_kv("t", &[1000, 2000])).await, NodeResponse::Done);
     assert!(matches!(
         settled(&nodes[0], NodeRequest::Insert { table: "t".into(), rows: vec![row(0)] }).await,
         NodeResponse::Written { .. }
@@ -164,10 +156,7 @@ async fn a_move_that_cannot_finish_is_undone_and_can_be_tried_again() {
         opts
     };
     let nodes = start_cluster((1..=3).map(|id| quick(id, "127.0.0.1:0")).collect()).await;
-    let schema =
-        Schema::new(vec![Column::new("k", ColumnType::BigInt), Column::new("v", ColumnType::Text)], &["k"]).unwrap();
-    let create = NodeRequest::CreateTable { name: "t".into(), schema: schema.to_bytes(), splits: vec![], replicas: 3 };
-    assert_eq!(settled(&nodes[0], create).await, NodeResponse::Done);
+    assert_eq!(settled(&nodes[0], create_kv("t", &[])).await, NodeResponse::Done);
     let rows: Vec<_> = (0..50).map(row).collect();
     let written = settled(&nodes[0], NodeRequest::Insert { table: "t".into(), rows }).await;
     assert!(matches!(written, NodeResponse::Written { .. }), "{written:?}");
@@ -239,8 +228,7 @@ async fn a_move_that_cannot_finish_is_undone_and_can_be_tried_again() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // The remaining three make a new table's three replicas, and serve the first one's rows.
-    let create = NodeRequest::CreateTable { name: "u".into(), schema: schema.to_bytes(), splits: vec![], replicas: 3 };
-    assert_eq!(settled(&rest[1], create).await, NodeResponse::Done);
+    assert_eq!(settled(&rest[1], create_kv("u", &[])).await, NodeResponse::Done);
     let start = Instant::now();
     let u = loop {
         match status(&rest[1]).await.shards.into_iter().find(|s| s.info.table == "u") {

@@ -3,8 +3,8 @@
 //! decided alike on every replica, steps through any node, a key outside the shard refused,
 //! rollback, and a step of a transaction that is not open.
 
-use common::{settled, start_three};
-use strata::{Column, ColumnType, Schema, Value};
+use common::{create_kv, settled, start_three};
+use strata::Value;
 use strata_cluster::types::{to_wire, NodeRequest, NodeResponse, TxnId, TxnOp, WireValue};
 use strata_cluster::Node;
 
@@ -40,15 +40,7 @@ async fn get(node: &Node, k: i64) -> Option<Vec<WireValue>> {
 async fn single_shard_transactions_are_snapshot_isolated_on_every_replica() {
     let dir = tempfile::tempdir().unwrap();
     let mut nodes: Vec<Option<Node>> = start_three(dir.path()).await.into_iter().map(Some).collect();
-    let schema =
-        Schema::new(vec![Column::new("k", ColumnType::BigInt), Column::new("v", ColumnType::Text)], &["k"]).unwrap();
-    let create = NodeRequest::CreateTable {
-        name: "t".into(),
-        schema: schema.to_bytes(),
-        splits: vec![WireValue::BigInt(100)],
-        replicas: 3,
-    };
-    assert_eq!(settled(nodes[0].as_ref().unwrap(), create).await, NodeResponse::Done);
+    assert_eq!(settled(nodes[0].as_ref().unwrap(), create_kv("t", &[100])).await, NodeResponse::Done);
     let [a, b, c] = [0, 1, 2].map(|i| nodes[i].as_ref().unwrap());
 
     // Two transactions over one shard, begun and stepped through different nodes.

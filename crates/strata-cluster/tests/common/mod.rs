@@ -1,5 +1,5 @@
-//! What the cluster's in-process tests share: node options, starting three nodes, asking until
-//! an answer settles, a node's view of the cluster.
+//! What the cluster's in-process tests share: node options, starting three nodes, creating a
+//! (k, v) table, asking until an answer settles, a node's view of the cluster.
 
 // Each test file uses its own part of these.
 #![allow(dead_code)]
@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use strata_cluster::types::{ClusterStatus, NodeRequest, NodeResponse};
+use strata::{Column, ColumnType, Schema};
+use strata_cluster::types::{ClusterStatus, NodeRequest, NodeResponse, WireValue};
 use strata_cluster::{Node, NodeOptions, ReplicaOptions};
 
 /// Node `id` in `dir/node{id}` on `listen`: quick elections, small memtables (so flushes run),
@@ -17,13 +18,8 @@ pub fn options(dir: &Path, id: u64, listen: &str) -> NodeOptions {
     let defaults = ReplicaOptions::default();
     let db = strata::Options { memtable_size: 64 << 10, ..defaults.db };
     NodeOptions {
-        id,
-        dir: dir.join(format!("node{id}")),
-        listen: listen.to_string(),
-        peers: BTreeMap::new(),
-        replica: ReplicaOptions { db, election_timeout_ms: (300, 600), heartbeat_ms: 50, ..ReplicaOptions::default() },
-        worker_listen: None,
-        scan_delay: Duration::ZERO,
+        replica: ReplicaOptions { db, election_timeout_ms: (300, 600), heartbeat_ms: 50, ..defaults },
+        ..NodeOptions::new(id, dir.join(format!("node{id}")), listen)
     }
 }
 
@@ -41,6 +37,17 @@ pub async fn start_cluster(all: Vec<NodeOptions>) -> Vec<Node> {
     let peers: BTreeMap<u64, String> = nodes.iter().map(|n| (n.id(), n.addr())).collect();
     nodes[0].initialize(&peers).await.unwrap();
     nodes
+}
+
+/// Creating table `name (k BIGINT PRIMARY KEY, v TEXT)`, split at `splits`, 3 replicas a shard.
+pub fn create_kv(name: &str, splits: &[i64]) -> NodeRequest {
+    let columns = vec![Column::new("k", ColumnType::BigInt), Column::new("v", ColumnType::Text)];
+    NodeRequest::CreateTable {
+        name: name.into(),
+        schema: Schema::new(columns, &["k"]).unwrap().to_bytes(),
+        splits: splits.iter().map(|k| WireValue::BigInt(*k)).collect(),
+        replicas: 3,
+    }
 }
 
 /// Asks until the answer is neither a failure nor "not ready" (a shard starting, a leader being
