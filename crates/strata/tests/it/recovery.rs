@@ -104,6 +104,20 @@ fn rows_of(t: &Table) -> Vec<Vec<Value>> {
     t.scan(&KeyRange::all(), &Projection::All, &ReadOptions::default()).unwrap().map(Result::unwrap).collect()
 }
 
+/// When a round's power loss comes.
+#[derive(Clone, Copy, Debug)]
+enum CrashAt {
+    /// A random 5-80 ms after the writers start.
+    Timed,
+    /// A random 0-20 ms after the round's write fault has fired: the round waits for it, up to
+    /// [`FAULT_WAIT`], and fails if it never fires (so a fault aimed at data on its way
+    /// somewhere reaches it however fast the build runs).
+    AfterFault,
+}
+
+/// How long a round waits for its write fault to fire while the writers write.
+const FAULT_WAIT: Duration = Duration::from_secs(60);
+
 /// One round: write until `fault` or a timed crash stops things, crash, reopen, check.
 fn round(
     fs: &FaultFs,
@@ -113,11 +127,12 @@ fn round(
     fault: WriteFault<'_>,
     sync_fault: Option<u64>,
 ) {
-    round_on(fs, dir, parts, seed, (fault, sync_fault), &[]);
+    round_on(fs, dir, parts, seed, (fault, sync_fault), &[], CrashAt::Timed);
 }
 
-/// [`round`], opening the database with `tiers`. Returns how many Level-0 files waited for a
-/// staging compaction (deferred marking) when the database had reopened.
+/// [`round`], opening the database with `tiers` and crashing at `crash`. Returns how many
+/// Level-0 files waited for a staging compaction (deferred marking) when the database had
+/// reopened.
 fn round_on(
     fs: &FaultFs,
     dir: &Path,
@@ -125,11 +140,13 @@ fn round_on(
     seed: u64,
     (fault, sync_fault): (WriteFault<'_>, Option<u64>),
     tiers: &[Tier],
+    crash: CrashAt,
 ) -> usize {
     let opts = || Options { tiers: tiers.to_vec(), ..tiny_options(Arc::new(fs.clone())) };
     let mut rng = StdRng::seed_from_u64(seed);
     let db = Arc::new(Db::open(dir, opts()).unwrap());
     let t = db.table("t").unwrap();
+    let injected_before = fs.injected_writes();
     if let Some((path, kind, after)) = fault {
         fs.fail_writes(path, after, kind);
     }
@@ -143,7 +160,20 @@ fn round_on(
         let s = seed.wrapping_mul(31).wrapping_add(w as u64);
         handles.push(std::thread::spawn(move || writer(db, t, part, w, s, stop)));
     }
-    std::thread::sleep(Duration::from_millis(rng.gen_range(5..80)));
+    match crash {
+        CrashAt::Timed => std::thread::sleep(Duration::from_millis(rng.gen_range(5..80))),
+        CrashAt::AfterFault => {
+            let start = std::time::Instant::now();
+            while fs.injected_writes() == injected_before {
+                assert!(
+                    start.elapsed() < FAULT_WAIT,
+                    "round {seed}: the fault {fault:?} did not fire in {FAULT_WAIT:?} of writes"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            std::thread::sleep(Duration::from_millis(rng.gen_range(0..20)));
+        }
+    }
     fs.crash(Some(seed));
     stop.store(true, Ordering::Relaxed);
     for h in handles {
@@ -316,7 +346,7 @@ fn injected_io_errors_then_power_loss_lose_nothing_acknowledged() {
 /// staging compactions and databases reopened with files still waiting for one.
 #[test]
 fn power_loss_and_failures_while_data_moves_between_tiers_lose_nothing_acknowledged() {
-    for seed in seeds(&[16, 17]) {
+    for seed in seeds(&[3, 16, 17]) {
         with_seed(seed, |seed| {
             let fs = FaultFs::new();
             let dir = Path::new("/tiered/db");
@@ -327,29 +357,24 @@ fn power_loss_and_failures_while_data_moves_between_tiers_lose_nothing_acknowled
             let parts = setup_on(&fs, dir, TableOptions::default(), tiers.clone());
             let mut rng = StdRng::seed_from_u64(seed);
             let (mut slow_rounds, mut deferred) = (0, 0);
-            // Eight rounds, and more (up to 24) until an injected fault has fired: a round
-            // crashes after a random 5-80 ms, and on a busy machine fault rounds may end before
-            // anything reaches the slow tier.
-            let mut r = 0u64;
-            while r < 8 || (fs.injected_writes() == 0 && r < 24) {
-                let fault: WriteFault<'_> = match r % 4 {
-                    1 => Some(("/tiered/slow/", FaultKind::Fail, rng.gen_range(0..20))),
-                    3 => Some(("/tiered/slow/", FaultKind::NoSpace, rng.gen_range(0..20))),
-                    _ => None,
-                };
+            // Every round fails a write to the slow tier (after a random number of them went
+            // through), waits until that happened, then loses power a moment later. The writers
+            // keep writing until the fault stops the database, and the fast tier's budget sends
+            // what they wrote down to the slow tier, so the fault always lands on data moving
+            // there, however fast or slow the build runs.
+            for r in 0..8u64 {
+                let kind = [FaultKind::Fail, FaultKind::NoSpace, FaultKind::Torn][(r % 3) as usize];
+                let fault: WriteFault<'_> = Some(("/tiered/slow/", kind, rng.gen_range(0..20)));
                 // Odd rounds give the tiers again (for the slow device); even ones rely on the
                 // manifest, and run without the slowdown.
                 let given = if r % 2 == 1 { &tiers[..] } else { &[] };
-                deferred += round_on(&fs, dir, &parts, seed * 100 + r, (fault, None), given);
+                let injected = fs.injected_writes();
+                deferred += round_on(&fs, dir, &parts, seed * 100 + r, (fault, None), given, CrashAt::AfterFault);
+                assert!(fs.injected_writes() > injected, "seed {seed} round {r}: no write to the slow tier failed");
                 let ssts = |d: &str| fs.list(Path::new(d)).unwrap().iter().filter(|f| f.ends_with(".sst")).count();
                 slow_rounds += usize::from(ssts("/tiered/slow") > 0);
                 assert_eq!(ssts("/tiered/db"), 0, "seed {seed}: SSTs off their tiers");
-                r += 1;
             }
-            assert!(
-                fs.injected_writes() > 0,
-                "seed {seed}: no write to the slow tier ever failed in {r} rounds ({slow_rounds} with data there)"
-            );
             assert!(slow_rounds > 0, "seed {seed}: no data ever reached the slow tier");
             assert!(deferred > 0, "seed {seed}: no reopen found a file waiting for a staging compaction");
             // Reopened without tiers: the manifest has them.
