@@ -556,6 +556,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                         "newest_seq": st.history.newest_seq,
                         "oldest_time": st.history.oldest_time.map(rfc3339),
                     },
+                    "background": st.background,
                 });
                 println!("{out}");
             } else {

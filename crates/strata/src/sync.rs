@@ -61,9 +61,10 @@ pub(crate) mod site {
     pub(crate) static SCANS: Site = Site::new("scan engine");
     pub(crate) static FS: Site = Site::new("file system");
     pub(crate) static SEQUENCES: Site = Site::new("sequences");
+    pub(crate) static STORES: Site = Site::new("tables' states (writers)");
     pub(crate) static OTHER: Site = Site::new("other");
 
-    pub(super) static ALL: [&Site; 18] = [
+    pub(super) static ALL: [&Site; 19] = [
         &COMMIT,
         &WAL,
         &CONFLICTS,
@@ -81,6 +82,7 @@ pub(crate) mod site {
         &SCANS,
         &FS,
         &SEQUENCES,
+        &STORES,
         &OTHER,
     ];
 }
@@ -191,6 +193,96 @@ impl<T> Swap<T> {
         let (next, out) = f(&self.current.load());
         self.current.store(Arc::new(next));
         out
+    }
+}
+
+/// An event count: a waiter notes [`Events::seen`], checks its condition, and if it does not
+/// hold, waits until the count has moved past what it noted. An event signalled between the
+/// check and the wait is never missed, and neither side holds a lock while it checks.
+/// Signalling costs an atomic add while nobody waits, and a lock and a wake-up while someone
+/// does.
+pub(crate) struct Events {
+    count: AtomicU64,
+    waiters: AtomicUsize,
+    lock: Mutex<()>,
+    cv: Condvar,
+}
+
+impl Events {
+    pub(crate) fn new(site: &'static Site) -> Self {
+        Events {
+            count: AtomicU64::new(0),
+            waiters: AtomicUsize::new(0),
+            lock: Mutex::new(site, ()),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// The events so far: what a waiter notes before it checks its condition.
+    pub(crate) fn seen(&self) -> u64 {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    /// One more event: wakes every waiter.
+    pub(crate) fn signal(&self) {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        // Paired with the waiter's increment of `waiters` before it reads the count: of the
+        // two, at least one sees the other's write (both are sequentially consistent).
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _g = self.lock.lock();
+            self.cv.notify_all();
+        }
+    }
+
+    /// Waits until an event comes after `seen` (returns at once if one came already), or until
+    /// `deadline`. True when an event came.
+    pub(crate) fn wait(&self, seen: u64, deadline: Option<Instant>) -> bool {
+        let mut g = self.lock.lock();
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let came = loop {
+            if self.count.load(Ordering::SeqCst) != seen {
+                break true;
+            }
+            match deadline {
+                None => self.cv.wait(&mut g),
+                Some(d) => {
+                    if Instant::now() >= d || self.cv.wait_until(&mut g, d).timed_out() {
+                        break self.count.load(Ordering::SeqCst) != seen;
+                    }
+                }
+            }
+        };
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        came
+    }
+}
+
+/// A wish raised by one thread and taken down by another, raising it signals `events`.
+pub(crate) struct Flag {
+    raised: std::sync::atomic::AtomicBool,
+    events: Arc<Events>,
+}
+
+impl Flag {
+    /// A flag down, whose raising signals `events`.
+    pub(crate) fn new(events: Arc<Events>) -> Self {
+        Flag { raised: std::sync::atomic::AtomicBool::new(false), events }
+    }
+
+    /// Raises the flag (signalling only when it was down).
+    pub(crate) fn raise(&self) {
+        if !self.raised.swap(true, Ordering::AcqRel) {
+            self.events.signal();
+        }
+    }
+
+    pub(crate) fn is_raised(&self) -> bool {
+        self.raised.load(Ordering::Acquire)
+    }
+
+    /// Takes the flag down; true when it was raised.
+    pub(crate) fn take(&self) -> bool {
+        self.raised.swap(false, Ordering::AcqRel)
     }
 }
 

@@ -8,6 +8,7 @@
 
 pub mod model;
 pub mod select;
+pub(crate) mod selfadvise;
 
 use model::{Cost, LevelModel, LevelWorkload};
 

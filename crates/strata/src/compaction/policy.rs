@@ -120,6 +120,31 @@ impl CompactionTask {
     pub fn all_inputs(&self) -> impl Iterator<Item = &Arc<FileMeta>> {
         self.inputs.iter().chain(self.next_inputs.iter())
     }
+
+    /// Why the pick chose it, in words (told by its shape: a staging compaction writes
+    /// Level-0, a re-layout rewrites a file in place, a tier move names the tier).
+    pub fn why(&self) -> String {
+        let (t, n) = (self.table, self.inputs.len());
+        let from_tier = self.inputs.first().map_or(0, |f| f.tier);
+        match (self.relayout, self.output_level, self.to_tier) {
+            (true, level, _) => {
+                let file = self.inputs.first().map_or(0, |f| f.number);
+                format!("re-layout of table {t}: file {file} at Level-{level} holds groups its level no longer has")
+            }
+            (false, 0, _) => format!("staging of table {t}: {n} Level-0 files whose marking of the slow tier waits"),
+            (false, _, Some(to)) if to < from_tier => {
+                format!("promotion of table {t}: Level-{} data read hot on tier {from_tier}", self.level)
+            }
+            (false, _, Some(to)) => format!(
+                "eviction of table {t}: the fast tier is over its budget, Level-{} data goes to tier {to}",
+                self.level
+            ),
+            (false, _, None) if self.level == 0 => {
+                format!("Level-0 of table {t}: {n} files (score {:.2})", self.score)
+            }
+            (false, _, None) => format!("Level-{} of table {t} over its target (score {:.2})", self.level, self.score),
+        }
+    }
 }
 
 /// The smallest and largest key of `files`, if any.
@@ -529,8 +554,9 @@ mod tests {
             placement,
             fast: crate::vfs::DeviceProfile::ssd(),
             slow: crate::vfs::DeviceProfile::hard_disk(),
-            heat: &|| heat.clone(),
-            staging_wanted: &|_| settle,
+            heat: &heat,
+            staging_wanted: &HashSet::new(),
+            settle,
             evict_after: (evict_after.0, &evict_after.1),
             stale: None,
         };

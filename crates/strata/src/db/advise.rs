@@ -2,9 +2,9 @@
 //! statistics and tree.
 
 use crate::advisor::model::{Calibration, Cost, LevelModel, LevelWorkload, Ops};
-use crate::advisor::{self, Cols, LevelInput};
+use crate::advisor::{self, selfadvise, Cols, LevelInput};
 use crate::catalog::trace;
-use crate::catalog::workload::{At, Mark, Op, ShapeCount, Workload};
+use crate::catalog::workload::{At, Op, ShapeCount, Workload};
 use crate::column_group::Layout;
 use crate::error::{Error, Result};
 use crate::version::TableVersion;
@@ -153,95 +153,52 @@ impl Db {
     }
 }
 
-/// Windows of fewer operations than this are not re-advised on ([`crate::Options::self_advise`]).
-const SELF_ADVISE_MIN_OPS: u64 = 100;
-
-/// The self-advising changes a layout only when the advised one is predicted to cost at most
-/// this fraction of the current one.
-const SELF_ADVISE_GAIN: f64 = 0.8;
-
-/// Each round's window keeps the windows before it at this weight (the workload of a round
-/// ago counts three quarters, of two rounds ago about a half), so a workload that comes in
-/// phases shorter than a few rounds is advised on as a whole.
-const SELF_ADVISE_DECAY: f64 = 0.75;
-
-/// Self-advising measures a table's prices again once it holds this many times the entries it
-/// held at the last measurement (a measurement reads the whole table four times over: at two
-/// million rows a few seconds of CPU).
-const SELF_ADVISE_RECALIBRATE_GROWTH: u64 = 2;
-
 impl DbInner {
-    /// Every `every`, re-advises each table of row-group files on the workload it served since
-    /// the last round and applies the advice when it pays (see [`crate::Options::self_advise`]).
-    pub(crate) fn self_advise_loop(self: &std::sync::Arc<Self>, every: std::time::Duration) {
-        /// Per table: the counters at the last round, the decayed window then, the layout
-        /// advised then (a change waits until two rounds in a row advise it), and the prices
-        /// measured on the table with the entries it held then.
-        #[derive(Default)]
-        struct Seen {
-            mark: Option<Mark>,
-            window: Option<Workload>,
-            advised: Option<String>,
-            prices: Option<(Calibration, u64)>,
-        }
-        let mut seen: std::collections::HashMap<u32, Seen> = std::collections::HashMap::new();
-        loop {
-            let deadline = std::time::Instant::now() + every;
-            {
-                let mut bg = self.bg.lock();
-                loop {
-                    if bg.shutting_down {
-                        return;
-                    }
-                    let now = std::time::Instant::now();
-                    if now >= deadline {
-                        break;
-                    }
-                    self.bg_cv.wait_for(&mut bg, deadline - now);
-                }
-            }
-            if self.bg_error.lock().is_some() {
+    /// One round of self-advising (see [`crate::Options::self_advise`] and
+    /// [`crate::advisor::selfadvise`]): re-advises each table of row-group files on the
+    /// workload it served since the last round and applies the advice when it pays.
+    pub(crate) fn self_advise_round(self: &std::sync::Arc<Self>, rounds: &mut selfadvise::Rounds) {
+        let version = self.view.load().version.clone();
+        for t in version.tables.values() {
+            let info = &t.info;
+            let has_layout = self
+                .stores
+                .pin()
+                .get(&info.id)
+                .is_some_and(|s| s.store.supports(super::store::Feature::Layout, &info.name).is_ok());
+            if !has_layout || !info.options.row_groups {
                 continue;
             }
-            let version = self.view.load().version.clone();
-            for t in version.tables.values() {
-                let info = &t.info;
-                if info.options.engine != crate::Engine::Lsm || !info.options.row_groups {
-                    continue;
+            let s = rounds.tables.entry(info.id).or_default();
+            let fresh = info.workload.since(s.mark.as_ref());
+            let window = info.workload.since_decayed(s.mark.as_ref(), s.window.as_ref(), selfadvise::DECAY);
+            s.mark = Some(info.workload.mark());
+            s.window = Some(window);
+            if !selfadvise::worth_advising(fresh.total_ops()) {
+                continue;
+            }
+            let Some(window) = s.window.as_ref() else { continue };
+            let started = std::time::Instant::now();
+            // Prices measured on the table itself once it holds data below Level-0, and again
+            // each time it has grown to twice the entries of the last measurement.
+            let below: u64 = t.levels.iter().skip(1).flat_map(|l| l.files()).map(|f| f.entries).sum();
+            if selfadvise::recalibrate(below, s.prices.as_ref().map(|p| p.1)) {
+                if let Ok(cal) = self.calibrate(&info.name) {
+                    s.prices = Some((cal, below));
                 }
-                let s = seen.entry(info.id).or_default();
-                let fresh = info.workload.since(s.mark.as_ref());
-                let window = info.workload.since_decayed(s.mark.as_ref(), s.window.as_ref(), SELF_ADVISE_DECAY);
-                s.mark = Some(info.workload.mark());
-                s.window = Some(window);
-                if fresh.total_ops() < SELF_ADVISE_MIN_OPS {
-                    continue;
-                }
-                let Some(window) = s.window.as_ref() else { continue };
-                let started = std::time::Instant::now();
-                // Prices measured on the table itself once it holds data below Level-0, and
-                // again each time it has grown to twice the entries of the last measurement.
-                let below: u64 = t.levels.iter().skip(1).flat_map(|l| l.files()).map(|f| f.entries).sum();
-                let stale =
-                    s.prices.as_ref().is_none_or(|p| below >= p.1.saturating_mul(SELF_ADVISE_RECALIBRATE_GROWTH));
-                if below > 0 && stale {
-                    if let Ok(cal) = self.calibrate(&info.name) {
-                        s.prices = Some((cal, below));
-                    }
-                }
-                let calibration = s.prices.as_ref().map_or_else(Calibration::default, |p| p.0);
-                let advice = self.advise_on(t, window, calibration);
-                self.io.lock().self_advise_micros += started.elapsed().as_micros() as u64;
-                let Ok(advice) = advice else { continue };
-                let pays = advice.advised_cost().total() <= SELF_ADVISE_GAIN * advice.current_cost().total();
-                let again = s.advised.replace(advice.advised.clone()).is_some_and(|a| a == advice.advised);
-                if advice.advised != advice.current
-                    && pays
-                    && again
-                    && self.set_layout(&info.name, Some(&advice.advised)).is_ok()
-                {
-                    self.io.lock().self_advised += 1;
-                }
+            }
+            let calibration = s.prices.as_ref().map_or_else(Calibration::default, |p| p.0);
+            let advice = self.advise_on(t, window, calibration);
+            self.io.lock().self_advise_micros += started.elapsed().as_micros() as u64;
+            let Ok(advice) = advice else { continue };
+            let before = s.advised.replace(advice.advised.clone());
+            let change = selfadvise::apply(&selfadvise::Advised {
+                current: (&advice.current, advice.current_cost().total()),
+                advised: (&advice.advised, advice.advised_cost().total()),
+                before: before.as_deref(),
+            });
+            if change && self.set_layout(&info.name, Some(&advice.advised)).is_ok() {
+                self.io.lock().self_advised += 1;
             }
         }
     }
@@ -250,16 +207,13 @@ impl DbInner {
     /// level); fails for a lineage-engine table, which has no levels.
     pub(crate) fn level_model(&self, t: &TableVersion, calibration: Calibration) -> Result<LevelModel> {
         let info = &t.info;
-        if info.options.engine == crate::Engine::Lineage {
-            return Err(Error::InvalidArgument(format!(
-                "table {} is stored by the lineage engine, which has no levels",
-                info.name
-            )));
+        if let Some(s) = self.stores.pin().get(&info.id) {
+            s.store.supports(super::store::Feature::Levels, &info.name)?;
         }
         // The key columns, then the sequence number and kind stored with every version.
         let key_bytes = info.key_types.iter().map(|ty| ty.fixed_width().unwrap_or(16) as f64).sum::<f64>() + 8.0;
         Ok(LevelModel {
-            size_ratio: self.opts.level_size_ratio.max(2) as f64,
+            size_ratio: self.config.opts.level_size_ratio.max(2) as f64,
             key_bytes,
             widths: widths(t, key_bytes),
             row_groups: info.options.row_groups,
@@ -342,11 +296,11 @@ impl Db {
         let t = t.ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
         let path = std::path::absolute(path).map_err(|e| Error::InvalidArgument(format!("{}: {e}", path.display())))?;
         let w = trace::TraceWriter::open(&path, name, t.info.value_types.len())?;
-        let _guard = self.inner.manual_ops.lock();
-        let mut traces = trace::read_traces(&*self.inner.fs, &self.inner.dir)?;
+        let _guard = self.inner.sched.manual_ops.lock();
+        let mut traces = trace::read_traces(&*self.inner.config.fs, &self.inner.config.dir)?;
         traces.retain(|(id, _)| *id != t.info.id);
         traces.push((t.info.id, path));
-        trace::write_traces(&*self.inner.fs, &self.inner.dir, &traces)?;
+        trace::write_traces(&*self.inner.config.fs, &self.inner.config.dir, &traces)?;
         t.info.workload.start_trace(w);
         Ok(())
     }
@@ -361,11 +315,11 @@ impl Db {
         self.inner.check_writable()?;
         let t = self.inner.view.load().version.table_by_name(name).cloned();
         let t = t.ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
-        let _guard = self.inner.manual_ops.lock();
-        let mut traces = trace::read_traces(&*self.inner.fs, &self.inner.dir)?;
+        let _guard = self.inner.sched.manual_ops.lock();
+        let mut traces = trace::read_traces(&*self.inner.config.fs, &self.inner.config.dir)?;
         let recorded = traces.iter().find(|(id, _)| *id == t.info.id).map(|(_, p)| p.clone());
         traces.retain(|(id, _)| *id != t.info.id);
-        trace::write_traces(&*self.inner.fs, &self.inner.dir, &traces)?;
+        trace::write_traces(&*self.inner.config.fs, &self.inner.config.dir, &traces)?;
         Ok(t.info.workload.stop_trace()?.or(recorded))
     }
 }
@@ -377,7 +331,7 @@ impl DbInner {
     /// opening; the next `trace_start` or `trace_stop` reports it).
     pub(crate) fn resume_traces(&self) {
         let view = self.view.load();
-        let Ok(traces) = trace::read_traces(&*self.fs, &self.dir) else { return };
+        let Ok(traces) = trace::read_traces(&*self.config.fs, &self.config.dir) else { return };
         for (id, path) in traces {
             let Some(t) = view.version.tables.get(&id) else { continue };
             match trace::TraceWriter::open(&path, &t.info.name, t.info.value_types.len()) {
@@ -415,7 +369,7 @@ impl DbInner {
         let view = self.view.load();
         let t = view.version.table_by_name(name).ok_or_else(|| Error::UnknownTable(name.to_owned()))?.clone();
         drop(view);
-        let block_bytes = self.opts.block_size as f64;
+        let block_bytes = self.config.opts.block_size as f64;
         let mut cal = Calibration { block_bytes, ..Calibration::default() };
         // Priced at one per block, the model counts blocks.
         let model = self.level_model(&t, Calibration::blocks(block_bytes))?;
@@ -481,7 +435,7 @@ impl DbInner {
 
         // Writes: the flushes' and compactions' time over the blocks they wrote, since open.
         let io = self.io.lock();
-        let written: u64 = io.written.values().sum();
+        let written = io.written;
         if written as f64 >= block_bytes {
             cal.write_block_us = (io.flush_micros + io.compaction_micros) as f64 / (written as f64 / block_bytes);
         }

@@ -22,9 +22,9 @@
 //!   [`Error::IngestConflict`] and its files deleted: all of it or none.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::background::Flushed;
+use super::store::{Feature, TableState};
 use super::DbInner;
 use crate::catalog::TableInfo;
 use crate::compaction::exec::Keep;
@@ -165,14 +165,14 @@ impl DbInner {
     }
 
     /// Ingests `rows` (encoded keys and rows, any order) into table `info`; see the module.
-    pub(crate) fn ingest(&self, info: &TableInfo, mut rows: Vec<(Vec<u8>, Vec<u8>)>) -> Result<IngestStats> {
+    pub(crate) fn ingest(
+        &self,
+        info: &TableInfo,
+        state: &TableState,
+        mut rows: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<IngestStats> {
         self.check_writable()?;
-        if self.lineage.pin().get(&info.id).is_some() {
-            return Err(Error::InvalidArgument(format!(
-                "table `{}` uses the lineage engine, which takes rows through writes only; ingest is for LSM tables",
-                info.name
-            )));
-        }
+        state.store.supports(Feature::Ingest, &info.name)?;
         sort_rows(&mut rows);
         let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
             return Ok(IngestStats::default());
@@ -182,18 +182,15 @@ impl DbInner {
             self.flush()?;
         }
         let seq = {
-            let mut bg = self.bg.lock();
-            let seq = bg.ingest_seq.max(self.snapshots.visible()) + GAP;
-            bg.ingest_seq = seq;
-            bg.ingests.insert(seq);
+            let mut st = self.sched.state();
+            let seq = st.ingest_seq.max(self.snapshots.visible()) + GAP;
+            st.ingest_seq = seq;
+            st.ingests.insert(seq);
             seq
         };
-        let res = self.ingest_at(info, rows, seq, (&lo, &hi));
-        {
-            let mut bg = self.bg.lock();
-            bg.ingests.remove(&seq);
-        }
-        self.bg_cv.notify_all();
+        let res = self.ingest_at(info, state, rows, seq, (&lo, &hi));
+        self.sched.state().ingests.remove(&seq);
+        self.sched.changed();
         res
     }
 
@@ -202,6 +199,7 @@ impl DbInner {
     fn ingest_at(
         &self,
         info: &TableInfo,
+        state: &TableState,
         rows: Vec<(Vec<u8>, Vec<u8>)>,
         seq: u64,
         range: (&[u8], &[u8]),
@@ -209,7 +207,7 @@ impl DbInner {
         let base: Arc<Version> = self.view.pin().version.clone();
         let t = base.tables.get(&info.id).cloned().ok_or_else(|| Error::UnknownTable(info.name.clone()))?;
         let level = target_level(&t, range);
-        let tier = crate::tier::output_tier(self.tiers.len(), level, self.opts.num_levels);
+        let tier = crate::tier::output_tier(self.config.tiers.len(), level, self.config.opts.num_levels);
         let n = rows.len() as u64;
         let user_bytes: u64 = rows.iter().map(|(k, r)| (k.len() + r.len()) as u64).sum();
         let mut marker = Marker::flush(&self.tables, &t, rows.iter().map(|(k, _)| key_hash(k)).collect(), false);
@@ -242,7 +240,7 @@ impl DbInner {
         };
         let numbers: Vec<u64> = files.iter().map(|f| f.number).collect();
         let stats = IngestStats { rows: n, files: files.len(), bytes: files.iter().map(|f| f.size).sum(), level, seq };
-        let res = self.fs.sync_dir(self.tables.tier_dir(tier)).and_then(|()| {
+        let res = self.config.fs.sync_dir(self.tables.tier_dir(tier)).and_then(|()| {
             let mut edit = VersionEdit::default();
             for file in files {
                 edit.push(EditRecord::AddFile { table: info.id, level, file });
@@ -263,10 +261,9 @@ impl DbInner {
             self.delete_obsolete_files();
             return res.map(|()| stats);
         }
-        let mut io = self.io.lock();
-        *io.written.entry((info.id, level)).or_default() += stats.bytes;
-        drop(io);
-        self.count_ingested(info.id, user_bytes);
+        self.io.lock().written += stats.bytes;
+        state.count_written(level, stats.bytes);
+        state.count_ingested(user_bytes);
         Ok(stats)
     }
 
@@ -285,25 +282,9 @@ impl DbInner {
         // The ingests before this one first; then no manual compaction or layout change may
         // run meanwhile (taken after the turn, so two ingests never wait on each other), and
         // background compactions pause once the running ones are done.
-        let wait = |ready: &dyn Fn(&super::BgState) -> bool| -> Result<()> {
-            let mut bg = self.bg.lock();
-            loop {
-                if bg.shutting_down {
-                    return Err(Error::Closed);
-                }
-                if ready(&bg) {
-                    return Ok(());
-                }
-                self.bg_cv.wait_for(&mut bg, Duration::from_millis(20));
-            }
-        };
-        wait(&|bg| bg.ingests.first() == Some(&seq))?;
-        let _manual = self.manual_ops.lock();
-        self.bg.lock().manual += 1;
-        if let Err(e) = wait(&|bg| bg.running_compactions == 0) {
-            self.bg.lock().manual -= 1;
-            return Err(e);
-        }
+        drop(self.sched.wait_state(|st| st.ingests.first() == Some(&seq))?);
+        let _manual = self.sched.manual_ops.lock();
+        self.sched.pause()?;
         let res = self.as_leader(|leader| {
             let conflict = |reason: String| Error::IngestConflict { table: info.name.clone(), reason };
             let visible = self.snapshots.visible();
@@ -323,14 +304,11 @@ impl DbInner {
             self.install_flush(edit, vec![flushed], base, None)?;
             // Open write transactions that read below the ingest can no longer commit (the
             // window does not hold its rows).
-            self.publish_noting_conflicts(seq, || self.conflicts.lock().raise_horizon(seq));
-            self.clock.note(&mut leader.clock, unix_ms(std::time::SystemTime::now()), seq);
+            self.commit.publish_noting_conflicts(self, seq, || self.commit.conflicts.lock().raise_horizon(seq));
+            self.commit.note_clock(leader, unix_ms(std::time::SystemTime::now()), seq);
             Ok(())
         });
-        let mut bg = self.bg.lock();
-        bg.manual -= 1;
-        drop(bg);
-        self.bg_cv.notify_all();
+        self.sched.resume();
         res
     }
 }
@@ -382,7 +360,8 @@ mod tests {
         assert!(matches!(e, Error::IngestConflict { .. }), "{e}");
         assert_eq!(rows(&t).len(), 2);
         // The refused ingests' files are gone: the two Level-0 files are all there is.
-        let ssts = db.inner.fs.list(std::path::Path::new("/db")).unwrap().into_iter().filter(|n| n.ends_with(".sst"));
+        let ssts =
+            db.inner.config.fs.list(std::path::Path::new("/db")).unwrap().into_iter().filter(|n| n.ends_with(".sst"));
         assert_eq!(ssts.count(), 2);
         assert_eq!(db.stats().tables[0].levels[0].files, 2);
         // Run again, it goes in above them.

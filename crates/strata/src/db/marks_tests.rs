@@ -121,7 +121,7 @@ fn a_compaction_while_a_flush_marks_its_inputs_gets_the_flushs_marks() {
         // They survive a restart (the manifest is replayed and rewritten).
         let marks = level1_marks(&db, &t);
         drop(t);
-        let fs = db.inner.fs.clone();
+        let fs = db.inner.config.fs.clone();
         drop(db);
         let db = Db::open("/db", options(fs)).unwrap();
         let t = db.table("t").unwrap();

@@ -1,12 +1,35 @@
-//! The database: opening and recovering, the catalog of tables, and the shared state every
-//! thread works on. The work itself lives in submodules: [`commit`] (group commit and memtable
-//! rotation), [`background`] (flush, compaction, obsolete-file cleanup), [`read`] (handing out
-//! read points) and [`table`] (the per-table API).
+//! The database: the shared state every thread works on ([`DbInner`], grouped by the lock that
+//! guards each part) and the public handle over it ([`Db`]). The parts:
 //!
-//! Lock order, outermost first: commit leader → background state → version set → read view
-//! (its writers). The leader lock, which owns the WAL writer, is held across the group's WAL
-//! write; no other lock is held across a WAL or SST write except the version-set lock around
-//! manifest appends. Reads take none of them.
+//! - [`recover`]: what `Db::open` finds on disk (manifest, tiers, WAL replay) before the
+//!   database object exists; `open` then persists what was replayed and starts the threads;
+//! - [`commit`]: the commit pipeline (group commit, WAL, sequence numbers, the conflict
+//!   window), reaching the rest through its environment (`commit/env.rs`);
+//! - [`scheduler`]: the background threads and their state, woken by events; the operations
+//!   they run are in [`background`] (flush, compaction and its pick) and the stores;
+//! - [`store`]: one [`store::TableState`] per table, with the engine behind [`store::Store`];
+//! - [`table`] (the per-table API), [`read`] (handing out read points), [`txn`], [`ingest`],
+//!   [`advise`], [`sequence`], [`stats`].
+//!
+//! Lock order, outermost first (a lock is only ever taken while holding locks listed before
+//! it; two locks on one line are never held together):
+//!
+//! 1. `sched.manual_ops` (a manual compaction, a layout change, an ingest's install, a trace
+//!    change, for their whole length);
+//! 2. `commit.leader` (held across a group's WAL write and apply, by `as_leader` callers:
+//!    replacing a table, an ingest's install, a lineage rebase or checkpoint's WAL switch);
+//! 3. a table's `sequences` lock;
+//! 4. `files.versions` (held across manifest appends) | `sched.state` (pick and waits; never
+//!    with the version lock);
+//! 5. under the version lock: the read view's and the stores' writers, `commit.clock`,
+//!    `commit.batches`, `files.live_versions`, `files.pending_outputs`, the table cache's
+//!    locks; under the leader: `commit.conflicts`, then the snapshot registry;
+//! 6. leaves, taken under any of the above and holding nothing: `sched.error`, `io`, the
+//!    event counts' locks ([`crate::sync::Events`]), a lineage table's writer lock.
+//!
+//! The leader lock, which owns the WAL writer, is the only lock held across a WAL write; no
+//! other lock is held across an SST write, and the version lock only across manifest appends.
+//! Reads take none of them: they pin the read view and the stores' map.
 
 mod advise;
 mod background;
@@ -14,13 +37,15 @@ mod commit;
 #[cfg(test)]
 mod contention_tests;
 mod ingest;
-mod lineage;
 #[cfg(test)]
 mod marks_tests;
 mod options;
 pub(crate) mod read;
+mod recover;
+mod scheduler;
 mod sequence;
 mod stats;
+mod store;
 mod table;
 pub(crate) mod txn;
 
@@ -41,18 +66,16 @@ pub use table::Table;
 pub const MULTI_GET_PARALLEL: usize = 32;
 pub use txn::{Isolation, Locked, Savepoint, Transaction, TxnOptions, TXN_RETRIES};
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
 
-use crate::sync::{site, Condvar, Mutex};
+use crate::sync::{site, Mutex};
 
 use crate::column_group::{group_id, Layout};
 use crate::error::{Error, Result};
-use crate::lineage::LineageTable;
-use crate::memtable::{Fold, Memtable};
+use crate::memtable::Memtable;
 use crate::mvcc::clock::unix_ms;
 use crate::mvcc::snapshot::{Snapshot, SnapshotList};
 use crate::sst::cache::BlockCache;
@@ -64,33 +87,15 @@ use crate::version::set::VersionSet;
 use crate::version::Version;
 use crate::vfs::{DirLock, Fs};
 use crate::write::batch::WriteBatch;
-use crate::write::wal::{read_log, Tail, WalWriter, WAL_MAGIC};
+use crate::write::wal::WalWriter;
 use read::history_horizon;
 
-#[derive(Default)]
-pub(crate) struct BgState {
-    pub shutting_down: bool,
-    pub flush_running: bool,
-    pub busy: HashSet<u64>,
-    pub running_compactions: usize,
-    /// Manual compactions in progress; background picking pauses meanwhile.
-    pub manual: usize,
-    /// Callers waiting for the tree to settle: staging compactions run for every file whose
-    /// marking is deferred, not only when due.
-    pub settling: usize,
-    /// Sequence numbers of the ingests building their files (see [`ingest`]); they install in
-    /// this order.
-    pub ingests: std::collections::BTreeSet<u64>,
-    /// The largest sequence number an ingest was given since open.
-    pub ingest_seq: u64,
-}
-
-/// Per (table, level) IO counters, since open.
+/// The database's I/O counters since open (each table's per level are in its
+/// [`store::TableState`]).
 #[derive(Default)]
 pub(crate) struct IoCounters {
-    pub written: HashMap<(u32, usize), u64>,
-    /// Bytes of input files compaction read, by (table, level the files were in).
-    pub read: HashMap<(u32, usize), u64>,
+    /// Bytes flushes, compactions and ingests wrote into files, over every table.
+    pub written: u64,
     pub compactions: u64,
     pub stagings: u64,
     pub flushes: u64,
@@ -112,86 +117,69 @@ pub(crate) struct IoCounters {
 #[cfg(test)]
 pub(crate) type InstallHook = (&'static str, Box<dyn FnOnce() + Send>);
 
+/// The shared state of an open database, in groups each guarded as its doc says (see the
+/// lock order at the top of the module).
 pub(crate) struct DbInner {
-    pub dir: PathBuf,
-    pub fs: Arc<dyn Fs>,
-    pub opts: Options,
-    /// The storage tiers, first the fast one (one, the database directory, without tiers).
-    pub tiers: Vec<crate::tier::TierRecord>,
-    pub lock: Mutex<Option<Box<dyn DirLock>>>,
-    pub snapshots: Arc<SnapshotList>,
+    /// Fixed at open; read without a lock.
+    pub config: Config,
+    /// The manifest and file numbers, under the version lock.
+    pub files: Files,
+    /// What readers read (memtables and version), swapped whole by its writers' lock.
     pub view: crate::read::ViewCell,
-    pub versions: Mutex<VersionSet>,
-    pub next_file: AtomicU64,
-    /// Writes waiting for a commit leader (see [`DbInner::commit_request`]).
-    pub commit_queue: crossbeam_queue::SegQueue<commit::Request>,
-    /// Held by the commit leader, with what only the leader touches.
-    pub leader: Mutex<commit::Leader>,
-    /// The number of the WAL the leader appends to.
-    pub wal_number: AtomicU64,
-    /// Whether write transactions are open, so that committed rows must be recorded in the
-    /// conflict window (set and cleared under its lock; see `commit_group`).
-    pub conflicts_open: AtomicBool,
-    /// Writers wait awake a little before they park ([`Options::spin_before_park`]).
-    pub spin: bool,
-    /// Groups may insert into the memtable in parallel ([`Options::parallel_memtable_inserts`]).
-    pub parallel_inserts: bool,
-    /// Bytes written into each table by commits since open.
-    pub ingested: papaya::HashMap<u32, AtomicU64>,
-    /// Rows committed while write transactions are open (see [`crate::mvcc::conflict`]).
-    pub conflicts: Mutex<crate::mvcc::conflict::ConflictWindow>,
-    /// Rows locked by open transactions (see [`crate::mvcc::locks`]).
-    pub row_locks: crate::mvcc::locks::RowLocks,
+    /// Live snapshots and the visible sequence number (its own lock; reads take none).
+    pub snapshots: Arc<SnapshotList>,
+    /// The commit pipeline: the queue, the leader and its WAL, the conflict window, row locks,
+    /// the commit clock and batch ranges (each under its own lock; see [`commit`]).
+    pub commit: commit::Committer,
+    /// The background threads, their state and events, the failure that stops writes (see
+    /// [`scheduler`]).
+    pub sched: scheduler::Scheduler,
+    /// Every table's state (its store, counters, sequences), by id: swapped whole, read without
+    /// a lock.
+    pub stores: store::Stores,
+    /// What the lineage tables share (their memory, WAL bytes since their checkpoint).
+    pub lineage: store::LineageShared,
+    /// Open SST readers, the block cache and the access histograms (lock-free or their own
+    /// locks).
     pub tables: Arc<TableCache>,
-    pub bg: Mutex<BgState>,
-    pub bg_cv: Condvar,
-    pub bg_error: Mutex<Option<String>>,
-    /// Set once `bg_error` holds a failure.
-    pub poisoned: AtomicBool,
-    pub pending_outputs: Mutex<HashSet<u64>>,
-    /// Where temperature-blind eviction goes on from: (table, largest key of the last file it
-    /// moved to the slow tier).
-    pub evict_cursor: Mutex<(u32, Vec<u8>)>,
-    /// When the background re-layout may rewrite its next file (it reads at most
-    /// [`Options::relayout_bytes_per_sec`]).
-    pub relayout_after: Mutex<std::time::Instant>,
-    /// Held by a manual compaction, a layout change or a change of the traced tables for its
-    /// whole length, so none runs inside another.
-    pub manual_ops: Mutex<()>,
-    pub live_versions: Mutex<Vec<Weak<Version>>>,
-    pub io: Mutex<IoCounters>,
-    pub closed: AtomicBool,
     /// The scan engine's counters, shared-pass registry and thread pool.
     pub scans: crate::scan::Scans,
     /// The pool a large `multi_get` reads its key ranges on, started on first use.
     pub point_pool: std::sync::OnceLock<rayon::ThreadPool>,
-    /// The lineage-engine tables, by id.
-    pub lineage: crate::sync::Swap<HashMap<u32, Arc<LineageTable>>>,
-    /// WAL bytes of lineage writes since the last lineage checkpoint.
-    pub lineage_wal_bytes: AtomicU64,
-    /// Bytes the lineage tables hold: measured by the merge thread, estimated for the writes
-    /// since (see [`Options::lineage_memory_budget`]).
-    pub lineage_mem: AtomicU64,
-    /// Tests: while set, the merge thread stops at the point where a merge has built its pages
-    /// and is about to swap them in ([`Db::hold_lineage_merges`]).
-    pub merge_hold: Mutex<bool>,
-    pub merge_hold_cv: Condvar,
-    /// Merges that stopped at that point.
-    pub merge_holds: AtomicU64,
-    /// Wall-clock time to sequence numbers (see [`crate::mvcc::clock`]).
-    pub clock: crate::mvcc::clock::SharedClock,
-    /// Where committed batches of several operations begin and end (see
-    /// [`crate::mvcc::batches`]), for reads as of a sequence number.
-    pub batches: Mutex<crate::mvcc::batches::Batches>,
-    /// The history retention window in milliseconds (0: none), as recorded in the manifest.
-    pub retention_ms: u64,
-    /// The tables' sequences in use since the open, by table id and name (see
-    /// [`Table::sequence`]).
-    pub sequences: Mutex<HashMap<u32, HashMap<String, sequence::Sequence>>>,
+    /// The database's counters of background I/O and stalls (a leaf lock).
+    pub io: Mutex<IoCounters>,
+    /// Set by [`Db::close`]: reads and writes refuse from then on.
+    pub closed: AtomicBool,
     /// Tests: runs once, on the thread of the first flush or compaction (as named) about to
     /// take the version lock to install.
     #[cfg(test)]
     pub install_hook: Mutex<Option<InstallHook>>,
+}
+
+/// What is fixed when a database opens.
+pub(crate) struct Config {
+    pub dir: PathBuf,
+    /// The file system (slowed to the tiers' device profiles when they give any).
+    pub fs: Arc<dyn Fs>,
+    pub opts: Options,
+    /// The storage tiers, first the fast one (one, the database directory, without tiers).
+    pub tiers: Vec<crate::tier::TierRecord>,
+    /// The history retention window in milliseconds (0: none), as recorded in the manifest.
+    pub retention_ms: u64,
+}
+
+/// The database's files: the manifest's version set and what keeps files from being deleted.
+/// `versions` is the version lock; the others are leaves taken under it or alone.
+pub(crate) struct Files {
+    pub versions: Mutex<VersionSet>,
+    /// The next file number to hand out.
+    pub next_file: AtomicU64,
+    /// File numbers handed out for outputs not installed yet: cleanup leaves them.
+    pub pending_outputs: Mutex<HashSet<u64>>,
+    /// Versions some reader may still hold: cleanup keeps their files.
+    pub live_versions: Mutex<Vec<Weak<Version>>>,
+    /// The directory's lock, released at close.
+    pub dir_lock: Mutex<Option<Box<dyn DirLock>>>,
 }
 
 /// An open database. Dropping it stops background work; everything written stays in the WAL.
@@ -215,7 +203,6 @@ pub(crate) struct DbInner {
 /// ```
 pub struct Db {
     inner: Arc<DbInner>,
-    threads: Vec<JoinHandle<()>>,
 }
 
 /// File name of WAL number `n`.
@@ -258,6 +245,19 @@ impl DbFile {
     }
 }
 
+/// What recovery replayed, for the open to persist ([`DbInner::persist_replayed`]).
+struct Replayed {
+    /// The LSM tables' writes from the WAL.
+    mem: Arc<Memtable>,
+    /// The version they were replayed over.
+    version: Arc<Version>,
+    /// The WAL this process writes to: the older ones are retired.
+    wal_number: u64,
+    last_seq: u64,
+    /// The oldest WAL the lineage tables need (0: no lineage table was ever made).
+    lineage_log: u64,
+}
+
 impl Db {
     /// Opens (or creates) the database in `dir`, replaying the manifest and any WAL left by the
     /// previous process. The replayed writes are flushed to Level-0 before `open` returns.
@@ -269,252 +269,15 @@ impl Db {
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Db> {
         opts.validate().map_err(Error::InvalidArgument)?;
         let dir = dir.as_ref().to_path_buf();
-        // Tiers given with device profiles run on a filesystem slowed to them.
-        let profiles: Vec<(PathBuf, crate::vfs::DeviceProfile)> =
-            opts.tiers.iter().filter_map(|t| Some((t.dir.clone(), t.profile?))).collect();
-        let fs: Arc<dyn Fs> = match profiles.is_empty() {
-            true => opts.fs.clone(),
-            false => Arc::new(crate::vfs::SlowFs::new(opts.fs.clone(), profiles)),
-        };
-        fs.create_dir_all(&dir)?;
-        let lock = fs.lock(&dir.join("LOCK"))?;
-        // Files numbered after the manifest last recorded its counter (WALs from rotations,
-        // unfinished outputs) may exist: never hand their numbers out again.
-        let names = fs.list(&dir)?;
-        let highest = names.iter().filter_map(|n| DbFile::parse(n)).map(DbFile::number).max().unwrap_or(0);
-        let mut vs = if fs.exists(&dir.join("CURRENT")) {
-            VersionSet::recover(fs.as_ref(), &dir, opts.num_levels, highest + 1)?
-        } else if opts.create_if_missing {
-            VersionSet::create(fs.as_ref(), &dir, opts.num_levels)?
-        } else {
-            return Err(Error::InvalidArgument(format!("no database at {}", dir.display())));
-        };
-        // The tiers: as given, or as recorded; their directories hold SSTs (and numbers) too.
-        let (tiers, record_tiers) =
-            crate::tier::settle(&dir, &opts.tiers, &vs.tiers, vs.current().files().next().is_some())?;
-        if record_tiers && vs.tiers.is_empty() {
-            crate::tier::check_new_dirs(fs.as_ref(), &dir, &tiers)?;
-        }
-        let tier_dirs: Vec<PathBuf> = tiers.iter().map(|t| PathBuf::from(&t.dir)).collect();
-        if let Some(f) = vs.current().files().find(|f| usize::from(f.tier) >= tiers.len()) {
-            let (n, t) = (f.number, f.tier);
-            return Err(Error::corruption(
-                vs.manifest_path(),
-                0,
-                format!("file {n} on tier {t}, which is not recorded"),
-            ));
-        }
-        let mut highest_on_tiers = 0;
-        for d in tier_dirs.iter().filter(|d| **d != dir) {
-            // A missing directory is reported by the marker check below, naming its tier.
-            let on_tier = match fs.list(d) {
-                Err(_) if !fs.exists(d) => Vec::new(),
-                listed => listed?,
-            };
-            let top = on_tier.iter().filter_map(|n| DbFile::parse(n)).map(DbFile::number).max();
-            highest_on_tiers = highest_on_tiers.max(top.unwrap_or(0));
-        }
-        let next_file = AtomicU64::new(vs.counters.next_file.max(highest_on_tiers + 1));
-        // Tiers are recorded before anything is written to them (markers included), so a crash
-        // in between leaves tiers without files, whose markers the next open writes.
-        if record_tiers {
-            let mut edit = VersionEdit::default();
-            edit.push(EditRecord::Tiers(tiers.clone()));
-            vs.log_and_apply(fs.as_ref(), edit, &next_file)?;
-        }
-        let has_files: Vec<bool> = vs.current().tier_bytes(tiers.len()).iter().map(|&b| b > 0).collect();
-        crate::tier::check_dirs(fs.as_ref(), &dir, &tiers, &has_files)?;
-        let mut last_seq = vs.counters.last_sequence;
-
-        // Replay WALs not yet covered by SSTs (LSM tables) or checkpoints (lineage tables),
-        // oldest first: LSM writes into one memtable, lineage writes into their tables.
-        let log_number = vs.counters.log_number;
-        let lineage_log = vs.counters.lineage_log;
-        let oldest = vs.counters.oldest_log();
-        let mut wals: Vec<u64> = names
-            .iter()
-            .filter_map(|n| match DbFile::parse(n) {
-                Some(DbFile::Wal(w)) if w >= oldest => Some(w),
-                _ => None,
-            })
-            .collect();
-        wals.sort_unstable();
-        let replay = Arc::new(Memtable::new(0));
-        // The manifest's clock samples, then the commit times the WAL holds.
-        let mut clock = vs.clock.clone();
-        let mut batches = vs.batches.clone();
-        let current = vs.current().clone();
-        let lineage: HashMap<u32, Arc<LineageTable>> = current
-            .tables
-            .values()
-            .filter(|t| t.info.options.engine == Engine::Lineage)
-            .map(|t| (t.info.id, Arc::new(LineageTable::new(t.info.clone(), opts.lineage_range))))
-            .collect();
-        // Lineage tables start from their checkpoint; the WAL brings what came after it.
-        let (checkpoint, checkpoint_seq) = vs.counters.lineage_checkpoint;
-        let mut lineage_history_from = 0;
-        if checkpoint != 0 {
-            let path = dir.join(checkpoint_name(checkpoint));
-            lineage_history_from = crate::lineage::checkpoint::load(fs.as_ref(), &path, &lineage)?;
-        }
-        for (i, &n) in wals.iter().enumerate() {
-            let path = dir.join(wal_name(n));
-            let (records, tail) = read_log(fs.as_ref(), &path, WAL_MAGIC)?;
-            for rec in records {
-                let (first, commit_ms, ops) = WriteBatch::decode(&rec)
-                    .map_err(|e| Error::corruption(&path, 0, format!("bad WAL batch: {}", e.0)))?;
-                if let (Some(ms), Some(n)) = (commit_ms, ops.len().checked_sub(1)) {
-                    clock.record(ms, first + n as u64);
-                }
-                if let Some(n) = ops.len().checked_sub(1) {
-                    batches.record(first, first + n as u64);
-                }
-                for (j, op) in ops.iter().enumerate() {
-                    if let Some(t) = lineage.get(&op.table_id) {
-                        if n >= lineage_log && first + j as u64 > checkpoint_seq {
-                            t.apply(op.kind, &op.key, &op.row, first + j as u64)
-                                .map_err(|e| Error::corruption(&path, 0, format!("bad WAL row: {}", e.0)))?;
-                        }
-                    } else if let (Some(t), true) = (current.tables.get(&op.table_id), n >= log_number) {
-                        replay
-                            .insert(
-                                op.table_id,
-                                &op.key,
-                                first + j as u64,
-                                op.kind,
-                                &op.row,
-                                Some(Fold::unread(&t.info.value_types)),
-                            )
-                            .map_err(|e| Error::corruption(&path, 0, format!("bad WAL row: {}", e.0)))?;
-                    }
-                }
-                if !ops.is_empty() {
-                    last_seq = last_seq.max(first + ops.len() as u64 - 1);
-                }
-            }
-            if matches!(tail, Tail::Truncated(_)) && i + 1 < wals.len() {
-                // A torn record in an older log means the later logs were never acknowledged
-                // under sync (rotation syncs the old log first): stop at the tear.
-                break;
-            }
-        }
-        let wal_number = next_file.fetch_add(1, Ordering::SeqCst);
-        let wal = WalWriter::create(fs.as_ref(), &dir.join(wal_name(wal_number)))?;
-        fs.sync_dir(&dir)?;
-
-        let blocks = Arc::new(BlockCache::new(opts.block_cache_size));
-        let tables = Arc::new(TableCache::new(fs.clone(), tier_dirs, blocks, opts.heat_half_life));
-        for f in current.files() {
-            tables.place(f.number, f.tier);
-        }
-        let snapshots = Arc::new(SnapshotList::default());
-        snapshots.publish(last_seq);
-        let retention_ms = match opts.history_retention {
-            Some(d) => u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
-            None => vs.counters.retention_ms,
-        };
-        clock.record(unix_ms(std::time::SystemTime::now()), last_seq);
-        // What an earlier process merged cannot be read any more; nor can what lies outside the
-        // retention window, nor lineage history from before what the checkpoint holds.
-        let mut floor = vs.counters.history_floor;
-        if retention_ms > 0 {
-            floor = floor.max(history_horizon(&clock, retention_ms));
-        }
-        if !lineage.is_empty() {
-            floor = floor.max(lineage_history_from);
-        }
-        snapshots.raise_floor(floor.min(last_seq));
-        let view = ReadView { mem: Arc::new(Memtable::new(wal_number)), imm: Vec::new(), version: current.clone() };
-        let lineage_mem = lineage.values().map(|t| t.sizes().bytes()).sum();
-        // Spinning writers and parallel memtable inserts pay off only with cores to spare.
-        let many_cores = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 4;
-        let inner = Arc::new(DbInner {
-            dir: dir.clone(),
-            fs: fs.clone(),
-            opts: opts.clone(),
-            tiers: tiers.clone(),
-            lock: Mutex::new(&site::OTHER, Some(lock)),
-            snapshots,
-            view: crate::read::ViewCell::new(&site::VIEW, view),
-            versions: Mutex::new(&site::VERSIONS, vs),
-            next_file,
-            commit_queue: crossbeam_queue::SegQueue::new(),
-            leader: Mutex::new(&site::COMMIT, commit::Leader::new(wal, (clock.last_ms(), last_seq))),
-            wal_number: AtomicU64::new(wal_number),
-            conflicts_open: AtomicBool::new(false),
-            spin: opts.spin_before_park.unwrap_or(many_cores),
-            parallel_inserts: opts.parallel_memtable_inserts.unwrap_or(many_cores),
-            ingested: papaya::HashMap::new(),
-            conflicts: Mutex::new(&site::CONFLICTS, crate::mvcc::conflict::ConflictWindow::new(opts.txn_window_bytes)),
-            row_locks: crate::mvcc::locks::RowLocks::default(),
-            tables,
-            bg: Mutex::new(&site::BACKGROUND, BgState::default()),
-            bg_cv: Condvar::new(),
-            bg_error: Mutex::new(&site::BACKGROUND, None),
-            poisoned: AtomicBool::new(false),
-            pending_outputs: Mutex::new(&site::BACKGROUND, HashSet::new()),
-            evict_cursor: Mutex::new(&site::BACKGROUND, (0, Vec::new())),
-            relayout_after: Mutex::new(&site::BACKGROUND, std::time::Instant::now()),
-            manual_ops: Mutex::new(&site::OTHER, ()),
-            live_versions: Mutex::new(&site::VERSIONS, vec![Arc::downgrade(&current)]),
-            io: Mutex::new(&site::COUNTERS, IoCounters::default()),
-            closed: AtomicBool::new(false),
-            scans: crate::scan::Scans::new(opts.scan_threads, opts.shared_scan_window),
-            point_pool: std::sync::OnceLock::new(),
-            lineage: crate::sync::Swap::new(&site::LINEAGE, lineage),
-            lineage_mem: AtomicU64::new(lineage_mem),
-            lineage_wal_bytes: AtomicU64::new(0),
-            merge_hold: Mutex::new(&site::LINEAGE, false),
-            merge_hold_cv: Condvar::new(),
-            merge_holds: AtomicU64::new(0),
-            clock: crate::mvcc::clock::SharedClock::new(clock),
-            batches: Mutex::new(&site::BATCHES, batches),
-            retention_ms,
-            sequences: Mutex::new(&site::SEQUENCES, HashMap::new()),
-            #[cfg(test)]
-            install_hook: Mutex::new(&site::OTHER, None),
-        });
-
-        // Persist what was replayed as Level-0 files, then retire the old logs.
-        let (mut edit, flushed) = if replay.is_empty() {
-            (VersionEdit::default(), Vec::new())
-        } else {
-            inner.write_level0(&replay, &current)?
-        };
-        edit.push(EditRecord::LogNumber(wal_number));
-        edit.push(EditRecord::LastSequence(last_seq));
-        inner.install_flush(edit, flushed, &current, None)?;
-        inner.pending_outputs.lock().clear();
-        if lineage_log != 0 {
-            // Likewise for lineage tables: checkpoint what was replayed, so no WAL written
-            // before this open (whose unsynced tail a power loss may yet tear) is read again.
-            inner.checkpoint_lineage()?;
-        }
-        inner.delete_obsolete_files();
-        inner.resume_traces();
-
-        let mut db = Db { inner, threads: Vec::new() };
-        for i in 0..=opts.compaction_threads + 1 {
-            let inner = db.inner.clone();
-            let spawned = match i {
-                0 => std::thread::Builder::new().name("strata-flush".into()).spawn(move || inner.background_loop(true)),
-                1 => std::thread::Builder::new().name("strata-merge".into()).spawn(move || inner.merge_loop()),
-                _ => std::thread::Builder::new()
-                    .name(format!("strata-compact-{}", i - 1))
-                    .spawn(move || inner.background_loop(false)),
-            };
-            match spawned {
-                Ok(t) => db.threads.push(t),
-                // Dropping `db` stops and joins the threads already started.
-                Err(e) => return Err(Error::io(&dir, e)),
-            }
-        }
-        if let Some(every) = opts.self_advise {
-            let inner = db.inner.clone();
-            let spawned =
-                std::thread::Builder::new().name("strata-advise".into()).spawn(move || inner.self_advise_loop(every));
-            db.threads.push(spawned.map_err(|e| Error::io(&dir, e))?);
-        }
+        let compaction_work = Arc::new(crate::sync::Events::new(&site::BACKGROUND));
+        let recovered = recover::recover(&dir, &opts, &compaction_work)?;
+        let (inner, replayed) = DbInner::new(dir, opts, recovered, compaction_work)?;
+        let db = Db { inner: Arc::new(inner) };
+        db.inner.persist_replayed(&replayed)?;
+        db.inner.resume_traces();
+        let lineage = db.inner.stores.pin().values().any(|s| s.store.merges_in_background());
+        let o = &db.inner.config.opts;
+        scheduler::Scheduler::start(&db.inner, o.compaction_threads, lineage, o.self_advise)?;
         Ok(db)
     }
 
@@ -527,78 +290,53 @@ impl Db {
         if name.is_empty() || name.len() > 255 {
             return Err(Error::InvalidArgument("table names must be 1 to 255 bytes".into()));
         }
-        let info = {
-            let mut vs = self.inner.versions.lock();
+        let num_levels = self.inner.config.opts.num_levels;
+        let (info, state) = {
+            let mut vs = self.inner.files.versions.lock();
             if vs.current().table_by_name(name).is_some() {
                 return Err(Error::TableExists(name.to_owned()));
             }
+            let options = store::Store::check_new(&schema, options, num_levels)?;
             let id = vs.counters.next_table_id;
-            let lineage = options.engine == Engine::Lineage;
-            // Row-group files are the LSM engine's: a lineage table has no SST files.
-            let options = if lineage { options.with_row_groups(false) } else { options };
-            match &options.layout {
-                Some(_) if lineage => {
-                    return Err(Error::InvalidArgument(
-                        "column-group layouts apply to the LSM engine; a lineage table takes none".into(),
-                    ))
-                }
-                Some(spec) => {
-                    Layout::parse(spec, &schema, self.inner.opts.num_levels)?;
-                }
-                None => {}
-            }
-            if lineage && schema.value_columns().len() > crate::lineage::MAX_COLUMNS {
-                return Err(Error::InvalidArgument(format!(
-                    "a lineage table has at most {} columns besides its key, got {}",
-                    crate::lineage::MAX_COLUMNS,
-                    schema.value_columns().len()
-                )));
-            }
             let info = Arc::new(TableInfo::new(id, name.to_owned(), Arc::new(schema), options)?);
+            let state = Arc::new(store::TableState::new(
+                &info,
+                num_levels,
+                self.inner.config.opts.lineage_range,
+                &self.inner.sched.compaction_work,
+            ));
             let mut edit = VersionEdit::default();
             edit.push(EditRecord::CreateTable((*info).clone()));
             edit.push(EditRecord::NextTableId(id + 1));
-            if lineage && vs.counters.lineage_log == 0 {
+            if state.store.keeps_wal() && vs.counters.lineage_log == 0 {
                 // From now on the WAL is this table's only durable copy: keep it.
-                edit.push(EditRecord::LineageLogNumber(self.inner.wal_number.load(Ordering::SeqCst)));
+                edit.push(EditRecord::LineageLogNumber(self.inner.commit.wal_number()));
             }
-            if lineage {
-                let t = Arc::new(LineageTable::new(info.clone(), self.inner.opts.lineage_range));
-                self.inner.lineage.update(|m| {
-                    let mut m = m.clone();
-                    m.insert(id, t);
-                    (m, ())
-                });
-            }
+            // The state first: a write to the table may come as soon as the version holds it.
+            self.inner.stores.update(|m| (m.with(state.clone()), ()));
             if let Err(e) = self.inner.install_locked(&mut vs, edit, None) {
-                self.inner.lineage.update(|m| {
-                    let mut m = m.clone();
-                    m.remove(&id);
-                    (m, ())
-                });
+                self.inner.stores.update(|m| (m.without(id).0, ()));
                 return Err(e);
             }
-            info
+            (info, state)
         };
-        Ok(Table::new(self.inner.clone(), info))
+        if state.store.merges_in_background() {
+            scheduler::Scheduler::start_lineage(&self.inner)?;
+        }
+        Ok(Table::with_state(self.inner.clone(), info, state))
     }
 
     /// Drops a table; its files are deleted once no reader uses them.
     pub fn drop_table(&self, name: &str) -> Result<()> {
         self.inner.check_writable()?;
         {
-            let mut vs = self.inner.versions.lock();
+            let mut vs = self.inner.files.versions.lock();
             let id = vs.current().table_by_name(name).ok_or_else(|| Error::UnknownTable(name.to_owned()))?.info.id;
             let mut edit = VersionEdit::default();
             edit.push(EditRecord::DropTable(id));
             self.inner.install_locked(&mut vs, edit, None)?;
-            let removed = self.inner.lineage.update(|m| {
-                let mut m = m.clone();
-                let t = m.remove(&id);
-                (m, t)
-            });
-            if let Some(t) = removed {
-                t.dropped.store(true, Ordering::Release);
+            if let Some(state) = self.inner.stores.update(|m| m.without(id)) {
+                state.store.drop_table();
             }
         }
         self.inner.delete_obsolete_files();
@@ -618,15 +356,17 @@ impl Db {
     pub fn replace_table(&self, name: &str, with: &str, unchanged_since: Option<u64>) -> Result<()> {
         self.inner.check_writable()?;
         self.inner.as_leader(|_| -> Result<()> {
-            let mut vs = self.inner.versions.lock();
+            let mut vs = self.inner.files.versions.lock();
             let current = vs.current().clone();
             let find = |n: &str| current.table_by_name(n).ok_or_else(|| Error::UnknownTable(n.to_owned()));
             let (old, new) = (find(name)?, find(with)?);
             if old.info.id == new.info.id {
                 return Err(Error::InvalidArgument(format!("table `{name}` cannot replace itself")));
             }
-            if old.info.options.engine == Engine::Lineage || new.info.options.engine == Engine::Lineage {
-                return Err(Error::InvalidArgument("lineage-engine tables are not replaced".into()));
+            for t in [old, new] {
+                if let Some(state) = self.inner.stores.pin().get(&t.info.id) {
+                    state.store.supports(store::Feature::Replace, &t.info.name)?;
+                }
             }
             if let Some(since) = unchanged_since {
                 if self.inner.written_after(old, since) {
@@ -664,7 +404,7 @@ impl Db {
     /// # Errors
     /// [`Error::UnknownTable`].
     pub fn written_after(&self, name: &str, seq: u64) -> Result<bool> {
-        let current = self.inner.versions.lock().current().clone();
+        let current = self.inner.files.versions.lock().current().clone();
         let t = current.table_by_name(name).ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
         Ok(self.inner.written_after(t, seq))
     }
@@ -743,7 +483,7 @@ impl Db {
 
     /// Writes a lineage checkpoint now: every lineage table's rows as of the newest sequence
     /// number, so recovery needs the WAL only from here on (older WAL files are deleted once
-    /// the LSM tables no longer need them either). The merge thread does this by itself every
+    /// the LSM tables no longer need them either). The lineage thread does this by itself every
     /// [`Options::lineage_checkpoint_bytes`] of lineage writes. Nothing to do without lineage
     /// tables.
     pub fn checkpoint(&self) -> Result<()> {
@@ -751,15 +491,13 @@ impl Db {
         self.inner.checkpoint_lineage()
     }
 
-    /// Tests and instrumentation: while `hold` is set, the merge thread stops each lineage merge
+    /// Tests and instrumentation: while `hold` is set, the lineage thread stops each lineage merge
     /// after it built the new pages and before it swaps them in, holding whatever a merge holds,
     /// so a test can show that readers and writers go on meanwhile. Returns how many merges
     /// have stopped there since open.
     #[doc(hidden)]
     pub fn hold_lineage_merges(&self, hold: bool) -> u64 {
-        *self.inner.merge_hold.lock() = hold;
-        self.inner.merge_hold_cv.notify_all();
-        self.inner.merge_holds.load(Ordering::SeqCst)
+        self.inner.lineage.hold_merges(hold)
     }
 
     /// Freezes the memtable and waits until every frozen memtable is in Level-0.
@@ -834,7 +572,7 @@ impl Db {
                         });
                         if let Some(m) = stray {
                             return Err(Error::corruption(
-                                self.inner.versions.lock().manifest_path(),
+                                self.inner.files.versions.lock().manifest_path(),
                                 0,
                                 format!("supersede mark {m:?} of file {} names no version of it", f.number),
                             ));
@@ -867,28 +605,25 @@ impl Db {
     /// failure, if any.
     pub fn close(mut self) -> Result<()> {
         self.shutdown();
-        match self.inner.bg_error.lock().clone() {
+        match self.inner.sched.failure() {
             Some(e) => Err(Error::Poisoned(e)),
             None => Ok(()),
         }
     }
 
     fn shutdown(&mut self) {
-        self.inner.closed.store(true, Ordering::SeqCst);
-        self.inner.bg.lock().shutting_down = true;
-        self.inner.bg_cv.notify_all();
-        *self.inner.merge_hold.lock() = false;
-        self.inner.merge_hold_cv.notify_all();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        if self.inner.closed.swap(true, Ordering::SeqCst) {
+            return;
         }
-        if self.inner.bg_error.lock().is_none() {
+        self.inner.lineage.hold_merges(false);
+        self.inner.sched.shutdown();
+        if self.inner.sched.failure().is_none() {
             self.inner.delete_obsolete_files();
         }
         for t in self.inner.view.load().version.tables.values() {
             t.info.workload.flush_trace();
         }
-        self.inner.lock.lock().take();
+        self.inner.files.dir_lock.lock().take();
     }
 }
 
@@ -899,15 +634,119 @@ impl Drop for Db {
 }
 
 impl DbInner {
+    /// The database object over what recovery found, with a new WAL to write to; also returns
+    /// the memtable of replayed LSM writes, for [`Self::persist_replayed`].
+    fn new(
+        dir: PathBuf,
+        opts: Options,
+        r: recover::Recovered,
+        compaction_work: Arc<crate::sync::Events>,
+    ) -> Result<(DbInner, Replayed)> {
+        let fs = r.fs;
+        let vs = r.versions;
+        let wal_number = r.next_file.fetch_add(1, Ordering::SeqCst);
+        let wal = WalWriter::create(fs.as_ref(), &dir.join(wal_name(wal_number)))?;
+        fs.sync_dir(&dir)?;
+        let current = vs.current().clone();
+        let blocks = Arc::new(BlockCache::new(opts.block_cache_size));
+        let tier_dirs = r.tiers.iter().map(|t| PathBuf::from(&t.dir)).collect();
+        let tables = Arc::new(TableCache::new(fs.clone(), tier_dirs, blocks, opts.heat_half_life));
+        for f in current.files() {
+            tables.place(f.number, f.tier);
+        }
+        let (last_seq, mut clock) = (r.last_seq, r.clock);
+        let snapshots = Arc::new(SnapshotList::default());
+        snapshots.publish(last_seq);
+        let retention_ms = match opts.history_retention {
+            Some(d) => u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+            None => vs.counters.retention_ms,
+        };
+        clock.record(unix_ms(std::time::SystemTime::now()), last_seq);
+        // What an earlier process merged cannot be read any more; nor can what lies outside the
+        // retention window, nor lineage history from before what the checkpoint holds.
+        let mut floor = vs.counters.history_floor.max(r.lineage_history_from);
+        if retention_ms > 0 {
+            floor = floor.max(history_horizon(&clock, retention_ms));
+        }
+        snapshots.raise_floor(floor.min(last_seq));
+        let view = ReadView { mem: Arc::new(Memtable::new(wal_number)), imm: Vec::new(), version: current.clone() };
+        let stores = store::StoreMap::new(r.stores);
+        let lineage_mem = stores.values().filter_map(|s| s.store.lineage()).map(|l| l.table().sizes().bytes()).sum();
+        let lineage_work = Arc::new(crate::sync::Events::new(&site::BACKGROUND));
+        let replayed = Replayed {
+            mem: r.replayed,
+            version: current.clone(),
+            wal_number,
+            last_seq,
+            lineage_log: vs.counters.lineage_log,
+        };
+        let many_cores = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 4;
+        let inner = DbInner {
+            files: Files {
+                versions: Mutex::new(&site::VERSIONS, vs),
+                next_file: r.next_file,
+                pending_outputs: Mutex::new(&site::BACKGROUND, HashSet::new()),
+                live_versions: Mutex::new(&site::VERSIONS, vec![Arc::downgrade(&current)]),
+                dir_lock: Mutex::new(&site::OTHER, Some(r.lock)),
+            },
+            view: crate::read::ViewCell::new(&site::VIEW, view),
+            snapshots,
+            commit: commit::Committer::new(
+                (wal_number, wal),
+                clock,
+                r.batches,
+                last_seq,
+                commit::CommitOptions {
+                    // Spinning writers and parallel memtable inserts pay off only with cores to
+                    // spare.
+                    spin: opts.spin_before_park.unwrap_or(many_cores),
+                    parallel_inserts: opts.parallel_memtable_inserts.unwrap_or(many_cores),
+                    window_bytes: opts.txn_window_bytes,
+                },
+            ),
+            sched: scheduler::Scheduler::new(compaction_work, lineage_work.clone()),
+            stores: crate::sync::Swap::new(&site::STORES, stores),
+            lineage: store::LineageShared::new(lineage_mem, lineage_work, &opts),
+            tables,
+            scans: crate::scan::Scans::new(opts.scan_threads, opts.shared_scan_window),
+            point_pool: std::sync::OnceLock::new(),
+            io: Mutex::new(&site::COUNTERS, IoCounters::default()),
+            closed: AtomicBool::new(false),
+            #[cfg(test)]
+            install_hook: Mutex::new(&site::OTHER, None),
+            config: Config { dir, fs, opts, tiers: r.tiers, retention_ms },
+        };
+        Ok((inner, replayed))
+    }
+
+    /// Persists what recovery replayed: the LSM writes as Level-0 files, then a lineage
+    /// checkpoint, so no WAL written before this open (whose unsynced tail a power loss may yet
+    /// tear) is read again; the old logs are then deleted.
+    fn persist_replayed(&self, r: &Replayed) -> Result<()> {
+        let (mut edit, flushed) = match r.mem.is_empty() {
+            true => (VersionEdit::default(), Vec::new()),
+            false => self.write_level0(&r.mem, &r.version)?,
+        };
+        edit.push(EditRecord::LogNumber(r.wal_number));
+        edit.push(EditRecord::LastSequence(r.last_seq));
+        self.install_flush(edit, flushed, &r.version, None)?;
+        self.files.pending_outputs.lock().clear();
+        if r.lineage_log != 0 {
+            self.checkpoint_lineage()?;
+        }
+        self.delete_obsolete_files();
+        Ok(())
+    }
+
     /// See [`Db::set_layout`].
     pub(crate) fn set_layout(&self, name: &str, spec: Option<&str>) -> Result<()> {
         self.check_writable()?;
         let inner = self;
-        let _manual = inner.manual_ops.lock();
+        let _manual = inner.sched.manual_ops.lock();
         let t = inner.view.pin().version.table_by_name(name).cloned();
         let t = t.ok_or_else(|| Error::UnknownTable(name.to_owned()))?;
-        if t.info.options.engine != Engine::Lsm {
-            return Err(Error::InvalidArgument(format!("table {name} is on the lineage engine, which has no layout")));
+        if let Some(state) = inner.stores.pin().get(&t.info.id) {
+            state.store.supports(store::Feature::Layout, name)?;
         }
         if !t.info.options.row_groups {
             return Err(Error::InvalidArgument(format!(
@@ -915,7 +754,7 @@ impl DbInner {
                  create a table with the new layout and copy the rows"
             )));
         }
-        let num_levels = inner.opts.num_levels;
+        let num_levels = inner.config.opts.num_levels;
         if let Some(spec) = spec {
             Layout::parse(spec, &t.info.schema, num_levels)?;
         }
@@ -924,19 +763,12 @@ impl DbInner {
             return Ok(());
         }
         // No compaction may be running: every file numbered from here on holds the new layout.
-        {
-            let mut bg = inner.bg.lock();
-            bg.manual += 1;
-            while bg.running_compactions > 0 {
-                inner.bg_cv.wait_for(&mut bg, std::time::Duration::from_millis(20));
-            }
-        }
+        inner.sched.pause()?;
         let mut edit = VersionEdit::default();
-        let before = inner.next_file.load(Ordering::SeqCst);
+        let before = inner.files.next_file.load(Ordering::SeqCst);
         edit.push(EditRecord::SetLayout { table: t.info.id, layout: spec.map(str::to_owned), before });
         let res = inner.install(edit, None);
-        inner.bg.lock().manual -= 1;
-        inner.bg_cv.notify_all();
+        inner.sched.resume();
         res
     }
 
@@ -951,24 +783,12 @@ impl DbInner {
     /// Fails once closed or after a failure left the files in doubt (writes and DDL).
     pub(crate) fn check_writable(&self) -> Result<()> {
         self.check_open()?;
-        // The flag is set after the message, so the lock is taken only once there is one.
-        if self.poisoned.load(Ordering::Acquire) {
-            if let Some(e) = self.bg_error.lock().clone() {
-                return Err(Error::Poisoned(e));
-            }
-        }
-        Ok(())
+        self.sched.check()
     }
 
     /// Records a failure that leaves the on-disk state uncertain; all later writes fail.
     pub(crate) fn poison(&self, e: &Error) {
-        let mut g = self.bg_error.lock();
-        if g.is_none() {
-            *g = Some(e.to_string());
-            self.poisoned.store(true, Ordering::Release);
-        }
-        drop(g);
-        self.bg_cv.notify_all();
+        self.sched.poison(e);
     }
 
     /// Runs the install hook if it waits for `what` (tests only).
@@ -989,15 +809,15 @@ impl DbInner {
 
     /// Allocates a file number protected from cleanup until the output is installed.
     pub(crate) fn alloc_output(&self) -> u64 {
-        let n = self.next_file.fetch_add(1, Ordering::SeqCst);
-        self.pending_outputs.lock().insert(n);
+        let n = self.files.next_file.fetch_add(1, Ordering::SeqCst);
+        self.files.pending_outputs.lock().insert(n);
         n
     }
 
     /// Logs and applies an edit, then publishes the new version (and drops `flushed` from the
     /// frozen memtables) in one swap of the read view.
     pub(crate) fn install(&self, edit: VersionEdit, flushed: Option<&Arc<Memtable>>) -> Result<()> {
-        let mut vs = self.versions.lock();
+        let mut vs = self.files.versions.lock();
         self.install_locked(&mut vs, edit, flushed)
     }
 
@@ -1021,19 +841,19 @@ impl DbInner {
             }
             edit.push(EditRecord::LastSequence(m.max_seq()));
         }
-        edit.push(EditRecord::History { retention_ms: self.retention_ms, floor: self.snapshots.floor() });
-        if self.retention_ms > 0 {
+        edit.push(EditRecord::History { retention_ms: self.config.retention_ms, floor: self.snapshots.floor() });
+        if self.config.retention_ms > 0 {
             // The clock samples taken since the last edit, so times stay resolvable after a restart.
-            edit.push(EditRecord::Clock(self.clock.lock().since(vs.clock.last_ms())));
+            edit.push(EditRecord::Clock(self.commit.clock.lock().since(vs.clock.last_ms())));
             // And the batch ranges committed since, so reads as of a sequence number stay
             // whole-batch after a restart.
-            let batches = self.batches.lock();
+            let batches = self.commit.batches.lock();
             let ranges = batches.after(vs.batches.last());
             if !ranges.is_empty() || batches.start() != vs.batches.start() {
                 edit.push(EditRecord::Batches { known_from: batches.start(), ranges });
             }
         }
-        let v = match vs.log_and_apply(self.fs.as_ref(), edit, &self.next_file) {
+        let v = match vs.log_and_apply(self.config.fs.as_ref(), edit, &self.files.next_file) {
             Ok(v) => v,
             Err(e) => {
                 self.poison(&e);
@@ -1045,42 +865,45 @@ impl DbInner {
             (ReadView { mem: view.mem.clone(), imm, version: v.clone() }, ())
         });
         // Batches wholly below the history floor bound no read any more.
-        self.batches.lock().trim_through(self.snapshots.floor());
-        let mut live = self.live_versions.lock();
+        self.commit.batches.lock().trim_through(self.snapshots.floor());
+        let mut live = self.files.live_versions.lock();
         live.retain(|w| w.strong_count() > 0);
         live.push(Arc::downgrade(&v));
+        drop(live);
+        self.sched.installed();
         Ok(())
     }
 
     /// Deletes SSTs no live version names, WALs below the log number and old manifests.
     pub(crate) fn delete_obsolete_files(&self) {
-        if self.bg_error.lock().is_some() {
+        if self.sched.failure().is_some() {
             // After a failure the in-memory state may be ahead of the disk: delete nothing.
             return;
         }
-        let vs = self.versions.lock();
+        let vs = self.files.versions.lock();
         // List first: any file in the listing was created after its number became pending, and
         // stays pending until it is installed, which cannot happen while we hold the version lock.
         let mut listed: Vec<(&Path, Vec<String>)> = Vec::new();
-        for d in std::iter::once(self.dir.as_path()).chain(self.tables.tier_dirs().iter().map(PathBuf::as_path)) {
+        for d in std::iter::once(self.config.dir.as_path()).chain(self.tables.tier_dirs().iter().map(PathBuf::as_path))
+        {
             if listed.iter().any(|(l, _)| *l == d) {
                 continue;
             }
-            let Ok(names) = self.fs.list(d) else {
+            let Ok(names) = self.config.fs.list(d) else {
                 return;
             };
             listed.push((d, names));
         }
-        let mut live: HashSet<u64> = self.pending_outputs.lock().clone();
+        let mut live: HashSet<u64> = self.files.pending_outputs.lock().clone();
         {
-            let mut versions = self.live_versions.lock();
+            let mut versions = self.files.live_versions.lock();
             versions.retain(|w| w.strong_count() > 0);
             for v in versions.iter().filter_map(Weak::upgrade) {
                 live.extend(v.file_numbers());
             }
         }
         for (d, names) in listed {
-            let home = d == self.dir;
+            let home = d == self.config.dir;
             for name in names {
                 let obsolete = match DbFile::parse(&name) {
                     Some(DbFile::Sst(n)) => {
@@ -1098,7 +921,7 @@ impl DbInner {
                 };
                 if obsolete {
                     // A file we fail to delete now is retried at the next cleanup.
-                    let _ = self.fs.remove(&d.join(&name));
+                    let _ = self.config.fs.remove(&d.join(&name));
                 }
             }
         }

@@ -69,14 +69,14 @@ pub struct Options {
     /// Lineage-engine tables: base records per update range, each with its own tail pages
     /// (L-Store §4.3; default 4,096; a power of two from 64 to 65,536).
     pub lineage_range: usize,
-    /// Lineage-engine tables: committed tail records a range gathers before the merge thread
+    /// Lineage-engine tables: committed tail records a range gathers before the lineage thread
     /// folds them into new base pages (default 8). Fewer unmerged records make scans under
     /// updates cheaper and merges more frequent: on `strata-bench lstore` (2 cores, medium
     /// contention) 8 kept the scan within 1.5x of its time without updates at about 70% of the
-    /// update rate of 64, and the paper's half a range (2048) made it 2.5-3x slower. An idle
-    /// merge thread also folds smaller remainders.
+    /// update rate of 64, and the paper's half a range (2048) made it 2.5-3x slower. At most
+    /// every 20 ms a pass also folds the ranges whose tails stopped growing, whatever their count.
     pub lineage_merge_threshold: usize,
-    /// Lineage-engine tables: bytes of lineage writes in the WAL after which the merge thread
+    /// Lineage-engine tables: bytes of lineage writes in the WAL after which the lineage thread
     /// writes a checkpoint of every lineage table, so recovery replays less and older WAL files
     /// can go (default 256 MiB).
     pub lineage_checkpoint_bytes: u64,

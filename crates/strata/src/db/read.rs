@@ -59,16 +59,16 @@ impl DbInner {
     /// The oldest sequence number the history retention window still covers: flush and
     /// compaction keep every version newer than it.
     pub(crate) fn history_horizon(&self) -> u64 {
-        history_horizon(&self.clock.lock(), self.retention_ms)
+        history_horizon(&self.commit.clock.lock(), self.config.retention_ms)
     }
 
     /// How far back reads can reach now.
     pub(crate) fn history(&self) -> History {
         let oldest_seq = self.snapshots.floor().min(self.snapshots.visible());
         // The oldest time that resolves to a readable sequence number.
-        let oldest_time = self.clock.lock().time_of_seq(oldest_seq).map(time_of);
+        let oldest_time = self.commit.clock.lock().time_of_seq(oldest_seq).map(time_of);
         History {
-            retention: Duration::from_millis(self.retention_ms),
+            retention: Duration::from_millis(self.config.retention_ms),
             oldest_seq,
             newest_seq: self.snapshots.visible(),
             oldest_time,
@@ -80,7 +80,7 @@ impl DbInner {
         self.check_open()?;
         let seq = match at {
             AsOf::Seq(seq) => {
-                let batches = self.batches.lock();
+                let batches = self.commit.batches.lock();
                 batches.round_down(seq).ok_or_else(|| {
                     Error::InvalidArgument(format!(
                         "cannot read as of sequence {seq}: where atomic batches begin and end is known only from \
@@ -99,7 +99,7 @@ impl DbInner {
                         rfc3339(now)
                     )));
                 }
-                let resolved = self.clock.lock().seq_at(unix_ms(t));
+                let resolved = self.commit.clock.lock().seq_at(unix_ms(t));
                 resolved.ok_or_else(|| self.outside_history(&rfc3339(t)))?
             }
         };
@@ -175,7 +175,15 @@ impl DbInner {
         self.check_open()?;
         let (seq, view) = self.read_point(ropts)?;
         let t = view.version.tables.get(&info.id).cloned().ok_or_else(|| Error::UnknownTable(info.name.clone()))?;
-        Ok(ReadPoint { tables: self.tables.clone(), snapshot_filter: self.opts.snapshot_filter, view, t, seq })
+        let staging = self.stores.pin().get(&info.id).map(|s| s.staging.clone());
+        Ok(ReadPoint {
+            tables: self.tables.clone(),
+            snapshot_filter: self.config.opts.snapshot_filter,
+            view,
+            t,
+            seq,
+            staging,
+        })
     }
 
     /// The cells of each of `keys` (encoded) at one read point, in the order given; see
@@ -194,10 +202,16 @@ impl DbInner {
         order.sort_unstable_by(|&a, &b| keys[a].cmp(&keys[b]));
         // One key range, in key order: consecutive keys meet the same files and blocks.
         let read = |range: &[usize]| -> Result<Vec<Option<Cells>>> {
-            let at = PointAt { tables: &self.tables, snapshot_filter: self.opts.snapshot_filter, view: &view, t, seq };
+            let at = PointAt {
+                tables: &self.tables,
+                snapshot_filter: self.config.opts.snapshot_filter,
+                view: &view,
+                t,
+                seq,
+            };
             range.iter().map(|&i| at.get_cells(info, &keys[i], wanted, true)).collect()
         };
-        let threads = self.opts.point_threads.max(1);
+        let threads = self.config.opts.point_threads.max(1);
         let parts: Vec<Vec<Option<Cells>>> = if keys.len() >= super::MULTI_GET_PARALLEL && threads > 1 {
             // The caller reads the first key range itself and the pool the others, so a batch
             // wakes one thread fewer and the caller never sleeps waiting on work it could do.
@@ -235,7 +249,7 @@ impl DbInner {
         if let Some(p) = self.point_pool.get() {
             return Ok(p);
         }
-        let p = crate::sync::start_pool(self.opts.point_threads, "strata-point", "point-read threads")?;
+        let p = crate::sync::start_pool(self.config.opts.point_threads, "strata-point", "point-read threads")?;
         Ok(self.point_pool.get_or_init(|| p))
     }
 
@@ -254,7 +268,8 @@ impl DbInner {
             None => self.newest_point(),
         };
         let t = view.version.tables.get(&info.id).ok_or_else(|| Error::UnknownTable(info.name.clone()))?;
-        let at = PointAt { tables: &self.tables, snapshot_filter: self.opts.snapshot_filter, view: &view, t, seq };
+        let at =
+            PointAt { tables: &self.tables, snapshot_filter: self.config.opts.snapshot_filter, view: &view, t, seq };
         at.get_cells(info, key, wanted, true)
     }
 

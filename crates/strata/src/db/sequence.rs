@@ -9,8 +9,7 @@
 //! from [`FIRST_BLOCK`] up to [`MAX_BLOCK`] values while a sequence is busy, so a bulk load logs
 //! one manifest record per million values.
 
-use std::collections::HashMap;
-
+use super::store::TableState;
 use super::DbInner;
 use crate::catalog::TableInfo;
 use crate::error::{Error, Result};
@@ -34,13 +33,12 @@ pub(crate) struct Sequence {
 
 impl DbInner {
     /// Hands out `n` consecutive values of `table`'s sequence `name` and returns the first.
-    pub(crate) fn sequence_values(&self, table: &TableInfo, name: &str, n: u64) -> Result<i64> {
+    pub(crate) fn sequence_values(&self, state: &TableState, table: &TableInfo, name: &str, n: u64) -> Result<i64> {
         self.check_writable()?;
         if n == 0 {
             return Err(Error::InvalidArgument("a sequence hands out at least one value".into()));
         }
-        let mut all = self.sequences.lock();
-        let per_table: &mut HashMap<String, Sequence> = all.entry(table.id).or_default();
+        let mut per_table = state.sequences.lock();
         if !per_table.contains_key(name) {
             let view = self.view.load();
             let t = view.version.tables.get(&table.id).ok_or_else(|| Error::UnknownTable(table.name.clone()))?;

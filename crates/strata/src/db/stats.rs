@@ -266,6 +266,10 @@ pub struct Stats {
     pub history: super::History,
     /// The storage tiers, the fast one first (one, the database directory, without tiers).
     pub tiers: Vec<TierStats>,
+    /// The last background operations chosen (up to 32), oldest first, each with why it was
+    /// chosen: flushes, compactions (size-based, staging, tier moves, re-layouts), lineage
+    /// passes that merged, self-advising rounds.
+    pub background: Vec<String>,
 }
 
 impl DbInner {
@@ -274,9 +278,10 @@ impl DbInner {
         let view = self.view.load();
         let io = self.io.lock();
         let mut tables = Vec::new();
-        let lineage = self.lineage.load();
-        let ntiers = self.tiers.len().max(1);
+        let stores = self.stores.load();
+        let ntiers = self.config.tiers.len().max(1);
         let mut tiers: Vec<TierStats> = self
+            .config
             .tiers
             .iter()
             .zip(&self.tables.blocks.tier_reads)
@@ -290,6 +295,10 @@ impl DbInner {
             })
             .collect();
         for t in view.version.tables.values() {
+            let state = stores.get(&t.info.id);
+            let level_io = |i: usize, f: fn(&super::store::LevelIo) -> &std::sync::atomic::AtomicU64| {
+                state.and_then(|s| s.levels.get(i)).map_or(0, |l| f(l).load(Ordering::Relaxed))
+            };
             let mut levels = Vec::new();
             for (i, l) in t.levels.iter().enumerate() {
                 let files: Vec<_> = l.files().collect();
@@ -310,31 +319,18 @@ impl DbInner {
                     files: files.len(),
                     bytes: l.bytes(),
                     entries: files.iter().map(|f| f.entries).sum(),
-                    bytes_written: io.written.get(&(t.info.id, i)).copied().unwrap_or(0),
-                    bytes_read: io.read.get(&(t.info.id, i)).copied().unwrap_or(0),
+                    bytes_written: level_io(i, |l| &l.written),
+                    bytes_read: level_io(i, |l| &l.read),
                     seq_range,
                     groups: group_stats(&t.info, i, l),
                     workload: WorkloadStats::of(&t.info.workload, At::Level(i), &t.info),
                     tier_bytes,
                 });
             }
-            let ingested = self.ingested.pin().get(&t.info.id).map_or(0, |n| n.load(Ordering::Relaxed));
+            let ingested = state.map_or(0, |s| s.ingested.load(Ordering::Relaxed));
             let written: u64 = levels.iter().map(|l| l.bytes_written).sum();
             let write_amplification = if ingested == 0 { 0.0 } else { written as f64 / ingested as f64 };
-            let lineage = lineage.get(&t.info.id).map(|l| {
-                let sizes = l.sizes();
-                LineageStats {
-                    rows: sizes.rows,
-                    base_bytes: sizes.base,
-                    tail_bytes: sizes.tail,
-                    history_bytes: sizes.history,
-                    merge_lag: l.merge_lag(),
-                    merges: l.counters.merges.load(Ordering::Relaxed),
-                    merged_records: l.counters.merged_records.load(Ordering::Relaxed),
-                    reclaimed_ranges: l.counters.reclaims.load(Ordering::Relaxed),
-                    reclaim_wait_micros: l.counters.reclaim_micros.load(Ordering::Relaxed),
-                }
-            });
+            let lineage = state.and_then(|s| s.store.lineage_stats());
             tables.push(TableStats {
                 name: t.info.name.clone(),
                 engine: t.info.options.engine,
@@ -376,6 +372,7 @@ impl DbInner {
             files_skipped_by_snapshot: by_snapshot,
             history: self.history(),
             tiers,
+            background: self.sched.recent(),
         }
     }
 }

@@ -5,15 +5,14 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::stats::HeatBucket;
+use super::store::TableState;
 use super::{DbInner, KeyRange, Projection, ReadOptions, TableInfo, WriteOptions};
 use crate::error::{Error, Result};
-use crate::lineage::{LineageRows, LineageTable};
 use crate::mvcc::Kind;
-use crate::read::{project_with, KeyOf, ReadPoint, ScanIter};
-use crate::sst::zone::ZoneMap;
-use crate::types::key::{decode_key, decode_value, encode_key};
+use crate::read::{project_with, KeyOf, ScanIter};
+use crate::types::key::encode_key;
 use crate::types::row::encode_row_with;
-use crate::types::{ColumnType, Schema, Value};
+use crate::types::{Schema, Value};
 use crate::write::batch::{BatchOp, WriteBatch};
 
 /// The smallest byte string greater than every string that starts with `p`; `None` if none.
@@ -28,47 +27,25 @@ fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
-/// An integer or DATE value as an `i64`.
-fn integer_of(v: &Value) -> Option<i64> {
-    match v {
-        Value::BigInt(x) | Value::Timestamp(x) | Value::TimestampTz(x) => Some(*x),
-        Value::Int(x) | Value::Date(x) => Some(i64::from(*x)),
-        Value::SmallInt(x) => Some(i64::from(*x)),
-        Value::TinyInt(x) => Some(i64::from(*x)),
-        _ => None,
-    }
-}
-
-/// `x` as a value of integer or DATE type `ty`, if it fits.
-fn integer_as(ty: ColumnType, x: i64) -> Option<Value> {
-    Some(match ty {
-        ColumnType::BigInt => Value::BigInt(x),
-        ColumnType::Timestamp => Value::Timestamp(x),
-        ColumnType::TimestampTz => Value::TimestampTz(x),
-        ColumnType::Int => Value::Int(i32::try_from(x).ok()?),
-        ColumnType::Date => Value::Date(i32::try_from(x).ok()?),
-        ColumnType::SmallInt => Value::SmallInt(i16::try_from(x).ok()?),
-        ColumnType::TinyInt => Value::TinyInt(i8::try_from(x).ok()?),
-        _ => return None,
-    })
-}
-
-/// One key column's value: its encoding and the value.
-type KeyColumn = (Vec<u8>, Value);
-
 /// A handle to one table.
 #[derive(Clone)]
 pub struct Table {
     db: Arc<DbInner>,
+    /// The table's definition when the handle was made.
     info: Arc<TableInfo>,
-    /// The table's data, when the lineage engine stores it.
-    lineage: Option<Arc<LineageTable>>,
+    /// What the database keeps for the table: its store, counters and sequences.
+    state: Arc<TableState>,
 }
 
 impl Table {
     pub(crate) fn new(db: Arc<DbInner>, info: Arc<TableInfo>) -> Self {
-        let lineage = db.lineage_table(info.id);
-        Table { db, info, lineage }
+        let state = db.stores.pin().get(&info.id).cloned();
+        let state = state.unwrap_or_else(|| Arc::new(TableState::detached(&info, db.config.opts.num_levels)));
+        Table { db, info, state }
+    }
+
+    pub(crate) fn with_state(db: Arc<DbInner>, info: Arc<TableInfo>, state: Arc<TableState>) -> Self {
+        Table { db, info, state }
     }
 
     /// The table's definition.
@@ -111,7 +88,7 @@ impl Table {
     /// assert_eq!(t.sequence("ids", 1).unwrap(), 11);
     /// ```
     pub fn sequence(&self, name: &str, n: u64) -> Result<i64> {
-        self.db.sequence_values(&self.info, name, n)
+        self.db.sequence_values(&self.state, &self.info, name, n)
     }
 
     fn column_error(&self, col: usize, message: String) -> Error {
@@ -291,7 +268,7 @@ impl Table {
             let op = self.encode_insert(row.as_ref())?;
             encoded.push((op.key, op.row));
         }
-        self.db.ingest(&self.info, encoded)
+        self.db.ingest(&self.info, &self.state, encoded)
     }
 
     /// Sets the named columns of the row with `key` (key columns in key order), writing only
@@ -334,17 +311,6 @@ impl Table {
         Ok(Projection::Columns { cols: cols.into(), wanted: wanted.into() })
     }
 
-    /// The lineage table behind this handle, if the lineage engine stores it; an error once the
-    /// table was dropped.
-    fn lineage(&self) -> Result<Option<&Arc<LineageTable>>> {
-        match &self.lineage {
-            Some(t) if t.dropped.load(std::sync::atomic::Ordering::Acquire) => {
-                Err(Error::UnknownTable(self.info.name.clone()))
-            }
-            t => Ok(t.as_ref()),
-        }
-    }
-
     /// The value cells (the `wanted` ones; all with `None`) of the row with encoded key `k` at
     /// the read point, from whichever engine holds the table.
     pub(crate) fn cells_at(
@@ -353,13 +319,7 @@ impl Table {
         wanted: Option<&[bool]>,
         ropts: &ReadOptions<'_>,
     ) -> Result<Option<crate::types::row::Cells>> {
-        match self.lineage()? {
-            Some(t) => {
-                let (seq, view) = self.db.lineage_read_point(t, ropts)?;
-                Ok(t.get(&view, k, seq, wanted))
-            }
-            None => self.db.get_cells(&self.info, k, wanted, ropts),
-        }
+        self.state.store.cells_at(&self.db, &self.info, k, wanted, ropts)
     }
 
     /// The table's definition, shared.
@@ -393,12 +353,9 @@ impl Table {
         projection: &Projection,
         ropts: &ReadOptions<'_>,
     ) -> Result<Vec<Option<Vec<Value>>>> {
-        if self.lineage()?.is_some() {
-            return keys.iter().map(|k| self.get(k.as_ref(), projection, ropts)).collect();
-        }
         let encoded = keys.iter().map(|k| self.encode_key(k.as_ref())).collect::<Result<Vec<_>>>()?;
         let wanted = projection.wanted().map(|w| &w[..]);
-        let cells = self.db.multi_get_cells(&self.info, &encoded, wanted, ropts)?;
+        let cells = self.state.store.multi_get(&self.db, &self.info, &encoded, wanted, ropts)?;
         keys.iter()
             .zip(cells)
             .map(|(k, c)| c.map(|c| project_with(&self.info, KeyOf::Values(k.as_ref()), c, projection)).transpose())
@@ -412,15 +369,9 @@ impl Table {
         req: &crate::scan::ScanRequest,
         ropts: &ReadOptions<'_>,
     ) -> Result<crate::scan::BatchIter> {
-        let (lo, hi) = self.encode_range(&req.range)?;
+        let range = self.encode_range(&req.range)?;
         self.db.check_open()?;
-        if let Some(t) = self.lineage()? {
-            let point = self.db.lineage_read_point(t, ropts)?;
-            return crate::scan::run_lineage_scan(&self.db.scans, t, lo, hi, req, point);
-        }
-        let point = || self.db.read_point_of(&self.info, ropts);
-        let at = crate::scan::ReadAt { snapshot: ropts.snapshot.map(|s| s.seq()), point: &point };
-        crate::scan::run_scan(&self.db.scans, &self.info, lo, hi, req, &at)
+        self.state.store.scan_batches(&self.db, &self.info, range, req, ropts)
     }
 
     /// About how many rows the table holds, for a query planner: counted without reading data,
@@ -428,23 +379,7 @@ impl Table {
     /// memtable), so overwritten and deleted rows still count until compaction drops them.
     pub fn estimated_rows(&self) -> Result<u64> {
         self.db.check_open()?;
-        if let Some(t) = self.lineage()? {
-            return Ok(t.keys());
-        }
-        let rp = self.db.read_point_of(&self.info, &ReadOptions::default())?;
-        let mut rows = 0u64;
-        for (level, l) in rp.t.levels.iter().enumerate() {
-            let run_rows = l.runs.iter().map(|r| r.files.iter().map(|f| f.entries).sum::<u64>());
-            // Level 0's runs each hold whole rows of their own keys; a deeper level's runs are its
-            // column groups, each holding every key of the level.
-            rows += if level == 0 { run_rows.sum() } else { run_rows.max().unwrap_or(0) };
-        }
-        // Counting walks the memtable: a bound keeps planning cheap on a table taking writes.
-        const MEMTABLE_CAP: usize = 1 << 16;
-        for m in std::iter::once(&rp.view.mem).chain(rp.view.imm.iter()) {
-            rows += m.count_of(self.info.id, MEMTABLE_CAP) as u64;
-        }
-        Ok(rows)
+        self.state.store.estimated_rows(&self.db, &self.info)
     }
 
     /// Values of the first primary-key column at which to cut the table into at most `n` key
@@ -461,51 +396,7 @@ impl Table {
     /// A lineage-engine table is not cut.
     pub fn key_splits(&self, n: usize) -> Result<Vec<Value>> {
         self.db.check_open()?;
-        if n <= 1 || self.lineage()?.is_some() {
-            return Ok(Vec::new());
-        }
-        let rp = self.db.read_point_of(&self.info, &ReadOptions::default())?;
-        let Some(((lo_key, lo), (_, hi))) = self.first_key_span(&rp) else {
-            return Ok(Vec::new());
-        };
-        if let (Some(lo), Some(hi)) = (integer_of(&lo), integer_of(&hi)) {
-            let span = i128::from(hi) - i128::from(lo) + 1;
-            let mut cuts: Vec<i64> = Vec::with_capacity(n - 1);
-            for i in 1..n as i128 {
-                let at = i64::try_from(i128::from(lo) + span * i / n as i128).unwrap_or(hi);
-                if at > lo && cuts.last().is_none_or(|&c| c < at) {
-                    cuts.push(at);
-                }
-            }
-            return Ok(cuts.into_iter().filter_map(|x| integer_as(self.info.key_types[0], x)).collect());
-        }
-        // Where the files of the fullest level start, thinned to `n - 1` cuts.
-        let fullest = rp.t.levels.iter().max_by_key(|l| l.files().map(|f| f.entries).sum::<u64>());
-        let mut starts: Vec<KeyColumn> = Vec::new();
-        for f in fullest.and_then(|l| l.runs.first()).map_or(&[][..], |r| &r.files[..]) {
-            if let Some((k, v)) = self.first_key_column(&f.smallest) {
-                if k > lo_key && starts.last().is_none_or(|(s, _)| *s < k) {
-                    starts.push((k, v));
-                }
-            }
-        }
-        let per = (starts.len() + 1).div_ceil(n).max(1);
-        Ok(starts.into_iter().skip(per - 1).step_by(per).take(n - 1).map(|(_, v)| v).collect())
-    }
-
-    /// A key's first column: its encoding (memcomparable, so byte order is value order) and value.
-    fn first_key_column(&self, key: &[u8]) -> Option<KeyColumn> {
-        let (v, used) = decode_value(self.info.key_types[0], key).ok()?;
-        Some((key.get(..used)?.to_vec(), v))
-    }
-
-    /// The smallest and largest first key column in the files at `rp` (the memtables are not
-    /// read); `None` without files.
-    fn first_key_span(&self, rp: &ReadPoint) -> Option<(KeyColumn, KeyColumn)> {
-        let files = || rp.t.levels.iter().flat_map(|l| l.files());
-        let lo = files().map(|f| f.smallest.as_slice()).min()?;
-        let hi = files().map(|f| f.largest.as_slice()).max()?;
-        Some((self.first_key_column(lo)?, self.first_key_column(hi)?))
+        self.state.store.key_splits(&self.db, &self.info, n)
     }
 
     /// About the smallest and largest value of each column (by schema position), for a query
@@ -516,46 +407,7 @@ impl Table {
     /// keeps the result.
     pub fn column_bounds(&self) -> Result<Vec<Option<(Value, Value)>>> {
         self.db.check_open()?;
-        let schema = &self.info.schema;
-        let mut out = vec![None; schema.columns().len()];
-        if self.lineage()?.is_some() {
-            return Ok(out);
-        }
-        let rp = self.db.read_point_of(&self.info, &ReadOptions::default())?;
-        let values = self.info.value_types.len();
-        let mut zones: Vec<Option<ZoneMap>> = vec![None; values];
-        let mut widen = |vi: usize, z: ZoneMap| {
-            zones[vi] = Some(match zones[vi].take() {
-                Some(a) => a.merge(&z),
-                None => z,
-            });
-        };
-        for f in rp.t.levels.iter().flat_map(|l| l.files()) {
-            let r = rp.tables.get(f.number)?;
-            for vi in 0..values {
-                if let Some(z) = r.column_zone(vi) {
-                    widen(vi, z.clone());
-                }
-            }
-        }
-        for m in std::iter::once(&rp.view.mem).chain(rp.view.imm.iter()) {
-            if let Some(b) = m.bounds(self.info.id) {
-                for vi in 0..values {
-                    if let Some(z) = b.zone(vi) {
-                        widen(vi, z);
-                    }
-                }
-            }
-        }
-        for (&c, z) in schema.value_columns().iter().zip(zones) {
-            if let Some(ZoneMap { min: Some(min), max: Some(max), .. }) = z {
-                out[c] = Some((min, max));
-            }
-        }
-        if let Some(((_, lo), (_, hi))) = self.first_key_span(&rp) {
-            out[schema.primary_key()[0]] = Some((lo, hi));
-        }
-        Ok(out)
+        self.state.store.column_bounds(&self.db, &self.info)
     }
 
     /// The table's access histograms (LogStore §V-A): per level, one bucket per file in key
@@ -564,37 +416,37 @@ impl Table {
     /// new files by compaction. Empty for a lineage-engine table.
     pub fn access_histogram(&self) -> Result<Vec<HeatBucket>> {
         self.db.check_open()?;
-        if self.lineage()?.is_some() {
-            return Ok(Vec::new());
-        }
-        let rp = self.db.read_point_of(&self.info, &ReadOptions::default())?;
-        let heat = self.db.tables.heat.snapshot();
-        let key = |k: &[u8]| decode_key(&self.info.key_types, k).unwrap_or_default();
-        let mut buckets = Vec::new();
-        for (level, l) in rp.t.levels.iter().enumerate() {
-            for f in l.files() {
-                let (reads, empty_probes) = heat.get(&f.number).copied().unwrap_or((0, 0));
-                buckets.push(HeatBucket {
-                    level,
-                    file: f.number,
-                    tier: f.tier,
-                    first_key: key(&f.smallest),
-                    last_key: key(&f.largest),
-                    reads,
-                    empty_probes,
-                });
-            }
-        }
-        Ok(buckets)
+        self.state.store.access_histogram(&self.db, &self.info)
     }
 
     /// The rows in `range`, in key order, projected.
     pub fn scan(&self, range: &KeyRange, projection: &Projection, ropts: &ReadOptions<'_>) -> Result<ScanIter> {
-        let (lo, hi) = self.encode_range(range)?;
-        if let Some(t) = self.lineage()? {
-            let point = self.db.lineage_read_point(t, ropts)?;
-            return Ok(ScanIter::lineage(LineageRows::new(t.clone(), point, lo, hi, projection)));
-        }
-        self.db.scan(&self.info, lo, hi, projection, ropts)
+        let range = self.encode_range(range)?;
+        self.state.store.scan(&self.db, &self.info, range, projection, ropts)
+    }
+}
+
+/// A batch's operations are encoded by the table they write (its types, its key); the batch
+/// itself knows only encoded operations.
+impl WriteBatch {
+    /// Adds a full-row insert (replaces an existing row with the same key). See [`Table::insert`].
+    pub fn insert(&mut self, table: &Table, row: &[Value]) -> Result<()> {
+        let op = table.encode_insert(row)?;
+        self.push(op);
+        Ok(())
+    }
+
+    /// Adds a partial update of named columns. See [`Table::update`].
+    pub fn update(&mut self, table: &Table, key: &[Value], set: &[(&str, Value)]) -> Result<()> {
+        let op = table.encode_update(key, set)?;
+        self.push(op);
+        Ok(())
+    }
+
+    /// Adds a delete. See [`Table::delete`].
+    pub fn delete(&mut self, table: &Table, key: &[Value]) -> Result<()> {
+        let op = table.encode_delete(key)?;
+        self.push(op);
+        Ok(())
     }
 }

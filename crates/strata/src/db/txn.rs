@@ -20,16 +20,16 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::commit::Validate;
-use super::{Db, DbInner, KeyRange, Projection, ReadOptions, Table, TableInfo, WriteOptions};
+use super::{Db, DbInner, KeyRange, Projection, ReadOptions, Table, WriteOptions};
 use crate::error::{Error, Result};
 use crate::mvcc::conflict::{Lost, RowId};
 use crate::mvcc::snapshot::Snapshot;
 use crate::mvcc::Kind;
+use crate::read::overlay::{fold, Overlay};
 use crate::read::{project_with, KeyOf, ScanIter};
 use crate::scan::{BatchIter, ScanRequest};
 use crate::types::key::decode_key;
-use crate::types::row::{decode_row, Cells};
-use crate::types::{ColumnType, Value};
+use crate::types::Value;
 use crate::write::batch::{BatchOp, WriteBatch};
 
 /// How many times [`Db::transaction`] runs a transaction that lost a conflict before it gives
@@ -163,10 +163,10 @@ impl Db {
         } else {
             // Taken under the window's lock, which the commit leader holds while it records and
             // publishes a group: every commit after this snapshot is recorded.
-            let mut window = self.inner.conflicts.lock();
+            let mut window = self.inner.commit.conflicts.lock();
             // Before the snapshot: a commit leader that publishes after this either is in the
             // snapshot or sees the flag and records its rows (see `commit_group`).
-            self.inner.conflicts_open.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.inner.commit.conflicts_open.store(true, std::sync::atomic::Ordering::SeqCst);
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             let snapshot = Snapshot::new(self.inner.snapshots.clone());
             window.open(snapshot.seq());
@@ -178,7 +178,7 @@ impl Db {
             snapshot,
             isolation: opts.isolation,
             read_only: opts.read_only,
-            id: if opts.read_only { 0 } else { self.inner.row_locks.new_id() },
+            id: if opts.read_only { 0 } else { self.inner.commit.row_locks.new_id() },
             locked: Vec::new(),
             bases: HashMap::new(),
             writes: BTreeMap::new(),
@@ -255,7 +255,7 @@ impl Transaction {
     /// read-only transaction.
     pub fn lock(&mut self, table: &Table, key: &[Value]) -> Result<Locked> {
         let row = self.lockable(table, key)?;
-        let newly = match self.db.row_locks.lock(self.id, &row) {
+        let newly = match self.db.commit.row_locks.lock(self.id, &row) {
             Ok(newly) => newly,
             Err(crate::mvcc::locks::Deadlock) => {
                 return Err(Error::Deadlock { table: table.name().to_owned(), key: format!("{key:?}") })
@@ -271,7 +271,7 @@ impl Transaction {
     /// As [`Transaction::lock`], less the deadlock.
     pub fn try_lock(&mut self, table: &Table, key: &[Value]) -> Result<Option<Locked>> {
         let row = self.lockable(table, key)?;
-        match self.db.row_locks.try_lock(self.id, &row) {
+        match self.db.commit.row_locks.try_lock(self.id, &row) {
             Some(newly) => self.locked_now(row, newly).map(Some),
             None => Ok(None),
         }
@@ -302,7 +302,7 @@ impl Transaction {
             self.locked.push(row.clone());
         }
         let seq = self.snapshot.seq();
-        let checked = self.db.conflicts.lock().check_each([(&row, seq)], &std::collections::HashSet::new());
+        let checked = self.db.commit.conflicts.lock().check_each([(&row, seq)], &std::collections::HashSet::new());
         match checked {
             Ok(()) => {
                 self.note_base(row, seq);
@@ -359,14 +359,7 @@ impl Transaction {
             return table.scan(range, projection, &self.read_options());
         }
         let base = table.scan(range, &Projection::All, &self.read_options())?;
-        Ok(ScanIter::overlay(Overlay {
-            base,
-            next_base: None,
-            pending,
-            info: table.info_arc(),
-            projection: projection.clone(),
-            last_key: Vec::new(),
-        }))
+        Ok(ScanIter::overlay(Overlay::new(base, pending, table.info_arc(), projection.clone())))
     }
 
     /// Answers an analytical scan as [`Table::scan_batches`], as the transaction sees the table:
@@ -429,7 +422,7 @@ impl Transaction {
             return Err(Error::InvalidArgument("a read-only transaction cannot write".into()));
         }
         let n: usize = ops.iter().map(|op| op.key.len() + op.row.len() + 16).sum();
-        let max = self.db.opts.txn_max_bytes;
+        let max = self.db.config.opts.txn_max_bytes;
         if self.bytes + n > max {
             return Err(Error::OutOfMemory(format!(
                 "the transaction holds {} bytes of writes; this one would take it past Options::txn_max_bytes \
@@ -445,7 +438,7 @@ impl Transaction {
         // at the commit.
         let rows: Vec<RowId> = ops.iter().map(|op| (op.table_id, op.key.clone())).collect();
         let seq = self.snapshot.seq();
-        let early = self.db.conflicts.lock().check_each(
+        let early = self.db.commit.conflicts.lock().check_each(
             rows.iter().map(|r| (r, self.bases.get(r).copied().unwrap_or(seq))),
             &std::collections::HashSet::new(),
         );
@@ -573,98 +566,14 @@ impl Transaction {
     }
 }
 
-/// A row's value cells after `ops` (oldest first) were applied over `base`.
-fn fold(types: &[ColumnType], base: Option<Cells>, ops: &[BatchOp]) -> Result<Option<Cells>> {
-    let decode = |row: &[u8]| {
-        decode_row(types, row, None).map_err(|e| Error::InvalidArgument(format!("transaction row: {}", e.0)))
-    };
-    let mut cells = base;
-    for op in ops {
-        match op.kind {
-            Kind::Put => cells = Some(decode(&op.row)?),
-            Kind::Delete => cells = None,
-            // A partial row over no row is no row, as blind updates are.
-            Kind::Update => {
-                if let Some(c) = cells.as_mut() {
-                    for (slot, v) in c.iter_mut().zip(decode(&op.row)?) {
-                        if v.is_some() {
-                            *slot = v;
-                        }
-                    }
-                }
-            }
-        }
-    }
-    Ok(cells)
-}
-
-/// A transaction's writes to a key range over a scan of its snapshot (full rows), merged by key.
-pub(crate) struct Overlay {
-    base: ScanIter,
-    /// The base row read ahead: its encoded key and its value cells.
-    next_base: Option<(Vec<u8>, Cells)>,
-    /// The transaction's written rows in the range, in key order.
-    pending: VecDeque<(Vec<u8>, Vec<BatchOp>)>,
-    info: Arc<TableInfo>,
-    projection: Projection,
-    last_key: Vec<u8>,
-}
-
-impl Overlay {
-    pub(crate) fn last_key(&self) -> &[u8] {
-        &self.last_key
-    }
-
-    /// The next base row, if not read ahead already.
-    fn peek_base(&mut self) -> Result<()> {
-        if self.next_base.is_none() {
-            if let Some(row) = self.base.next().transpose()? {
-                let cells = self.info.schema.value_columns().iter().map(|&c| row.get(c).cloned()).collect();
-                self.next_base = Some((self.base.last_key().to_vec(), cells));
-            }
-        }
-        Ok(())
-    }
-
-    pub(crate) fn next_row(&mut self) -> Result<Option<Vec<Value>>> {
-        loop {
-            self.peek_base()?;
-            let base_key = self.next_base.as_ref().map(|(k, _)| k.as_slice());
-            let take_pending = match (base_key, self.pending.front()) {
-                (_, None) => false,
-                (None, Some(_)) => true,
-                (Some(b), Some((p, _))) => p.as_slice() <= b,
-            };
-            let (key, cells) = if take_pending {
-                let Some((key, ops)) = self.pending.pop_front() else { return Ok(None) };
-                let base = match &self.next_base {
-                    Some((k, _)) if *k == key => self.next_base.take().map(|(_, c)| c),
-                    _ => None,
-                };
-                (key, fold(&self.info.value_types, base, &ops)?)
-            } else {
-                match self.next_base.take() {
-                    Some((key, cells)) => (key, Some(cells)),
-                    None => return Ok(None),
-                }
-            };
-            if let Some(cells) = cells {
-                let row = project_with(&self.info, KeyOf::Encoded(&key), cells, &self.projection)?;
-                self.last_key = key;
-                return Ok(Some(row));
-            }
-        }
-    }
-}
-
 impl Drop for Transaction {
     fn drop(&mut self) {
         if !self.read_only {
             // After a commit: a waiter that takes a row next reads the committed version.
-            self.db.row_locks.release(self.id, &self.locked);
-            let mut window = self.db.conflicts.lock();
+            self.db.commit.row_locks.release(self.id, &self.locked);
+            let mut window = self.db.commit.conflicts.lock();
             window.close(self.opened_at);
-            self.db.conflicts_open.store(window.is_recording(), std::sync::atomic::Ordering::SeqCst);
+            self.db.commit.conflicts_open.store(window.is_recording(), std::sync::atomic::Ordering::SeqCst);
         }
     }
 }

@@ -8,7 +8,7 @@
 //! snapshot record of old values the first time a column changes; the base record's
 //! indirection entry then points at the new tail record. A delete is a tail record carrying
 //! nothing, flagged. Every tail record holds its sequence number, so any snapshot reads its
-//! version by walking back the chain. The merge thread folds committed tail records into new
+//! version by walking back the chain. The lineage thread folds committed tail records into new
 //! base pages (Algorithm 1), each page stamped with how many tail records it holds (its TPS),
 //! and swaps them into the page directory; readers holding an old page keep it until they let
 //! go. Neither readers nor the writer ever wait for it.

@@ -185,7 +185,7 @@ pub(crate) struct Range {
     pub tail: Tail,
     /// Decoded key columns, once the range is full.
     pub key_arrays: OnceLock<Vec<ArrayRef>>,
-    /// The tail length the merge thread saw last (merge thread only).
+    /// The tail length the lineage thread saw last (lineage thread only).
     pub merge_seen: AtomicU32,
     /// In a rebased range ([`Range::rebased`]): the records deleted at the cut, which no tail
     /// record says any more (reads older than a later merge's pages need it).

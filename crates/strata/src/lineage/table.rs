@@ -1,6 +1,6 @@
 //! A lineage table: the primary index from key to base RID, the update ranges, and the writer's
 //! state. Writes arrive from the commit leader one at a time, in sequence order, so the writer
-//! needs no synchronization with itself; readers and the merge thread read without locks.
+//! needs no synchronization with itself; readers and the lineage thread read without locks.
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -134,7 +134,7 @@ impl LineageTable {
         self.view.load_full()
     }
 
-    /// Range `i` now (writer and merge thread).
+    /// Range `i` now (writer and lineage thread).
     fn range(&self, i: usize) -> Option<Arc<Range>> {
         self.view.load().0.get(i).cloned()
     }
@@ -263,7 +263,7 @@ impl LineageTable {
 
     /// Folds committed tail records into base pages in every range that has at least
     /// `threshold` of them, and seals full ranges. `idle`: also ranges with fewer whose tail did
-    /// not grow since the last look. Returns the ranges merged. Merge thread only.
+    /// not grow since the last look. Returns the ranges merged. Lineage thread only.
     pub(crate) fn merge(&self, visible: u64, threshold: usize, idle: bool, before_swap: &dyn Fn()) -> usize {
         let mut merged = 0;
         for r in self.view().0.iter() {

@@ -58,10 +58,22 @@ pub struct Entry {
     pub(crate) stored: Option<Stored>,
 }
 
-/// A version's place in a decoded block, and where the table's value columns are in it.
+/// Decoded rows a version can stay in for a compaction to copy its cells from: a decoded block
+/// of an SST (the file format implements it, and takes its blocks back with
+/// [`StoredRows::into_any`]).
+pub(crate) trait StoredRows: std::any::Any + Send + Sync + std::fmt::Debug {
+    /// Row `row`'s cell of column `col`, as stored.
+    fn raw_cell(&self, row: usize, col: usize) -> crate::types::row::RawCell<'_>;
+    /// How many columns each row holds.
+    fn columns(&self) -> usize;
+    /// The rows as `Any`, for the file format that made them to take them back.
+    fn into_any(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn std::any::Any + Send + Sync>;
+}
+
+/// A version's place in decoded rows, and where the table's value columns are in them.
 #[derive(Debug, Clone)]
 pub(crate) struct Stored {
-    pub block: std::sync::Arc<crate::sst::block::Block>,
+    pub block: std::sync::Arc<dyn StoredRows>,
     pub row: usize,
     /// For each value column of the table, its column in the block's group.
     pub group_of: std::sync::Arc<[Option<usize>]>,
@@ -69,7 +81,8 @@ pub(crate) struct Stored {
 
 impl PartialEq for Stored {
     fn eq(&self, other: &Self) -> bool {
-        std::sync::Arc::ptr_eq(&self.block, &other.block) && self.row == other.row
+        std::ptr::addr_eq(std::sync::Arc::as_ptr(&self.block), std::sync::Arc::as_ptr(&other.block))
+            && self.row == other.row
     }
 }
 

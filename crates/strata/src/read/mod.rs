@@ -6,6 +6,7 @@
 //! exactly the data at its sequence number, and holds the memtables and files alive meanwhile.
 
 mod get;
+pub(crate) mod overlay;
 mod rows;
 
 pub(crate) use get::PointAt;
@@ -43,4 +44,8 @@ pub(crate) struct ReadPoint {
     /// The table's version in `view`.
     pub t: Arc<TableVersion>,
     pub seq: u64,
+    /// Raised by a scan that cannot read run by run because Level-0 files wait for their
+    /// marking (deferred marking): reads suffer, and a staging compaction is due (LogStore
+    /// §V-D).
+    pub staging: Option<Arc<crate::sync::Flag>>,
 }

@@ -138,7 +138,7 @@ enum Rows {
     /// A lineage table's rows, through its primary index.
     Lineage(Box<LineageRows>),
     /// A transaction's writes over a scan of its snapshot.
-    Overlay(Box<crate::db::txn::Overlay>),
+    Overlay(Box<super::overlay::Overlay>),
     Failed,
 }
 
@@ -147,7 +147,7 @@ impl ScanIter {
         ScanIter { rows: Rows::Lineage(Box::new(rows)) }
     }
 
-    pub(crate) fn overlay(rows: crate::db::txn::Overlay) -> Self {
+    pub(crate) fn overlay(rows: super::overlay::Overlay) -> Self {
         ScanIter { rows: Rows::Overlay(Box::new(rows)) }
     }
 

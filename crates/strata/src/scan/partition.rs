@@ -80,8 +80,8 @@ impl Partition {
         };
         let columnwise = columnwise && {
             let complete = rp.t.deferred.is_empty();
-            if !complete {
-                rp.tables.want_staging(rp.t.info.id);
+            if let Some(wish) = rp.staging.as_ref().filter(|_| !complete) {
+                wish.raise();
             }
             complete
         };

@@ -1149,3 +1149,36 @@ mod tests {
         }
     }
 }
+
+impl crate::mvcc::StoredRows for Block {
+    fn raw_cell(&self, row: usize, col: usize) -> RawCell<'_> {
+        Block::raw_cell(self, row, col)
+    }
+
+    fn columns(&self) -> usize {
+        self.ncols()
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
+/// Takes decoded blocks back from the versions stored in them ([`crate::mvcc::Stored`]),
+/// keeping the last one, so a run of versions of one block costs a pointer compare each.
+#[derive(Default)]
+pub(crate) struct StoredBlocks {
+    last: Option<Arc<Block>>,
+}
+
+impl StoredBlocks {
+    /// The block `at` is stored in (`None` if not a block of this module's, which does not
+    /// happen: the caller then copies cell by cell).
+    pub(crate) fn of(&mut self, at: &crate::mvcc::Stored) -> Option<&Arc<Block>> {
+        let same = self.last.as_ref().is_some_and(|b| std::ptr::addr_eq(Arc::as_ptr(b), Arc::as_ptr(&at.block)));
+        if !same {
+            self.last = at.block.clone().into_any().downcast::<Block>().ok();
+        }
+        self.last.as_ref()
+    }
+}

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::block::BlockBuilder;
+use super::block::{BlockBuilder, StoredBlocks};
 use super::bloom;
 use super::format::{BlockHandle, BlockWriter, Compression};
 use super::zone::Zones;
@@ -91,6 +91,8 @@ pub(crate) struct SstBuilder {
     /// The column map of the last source of versions stored elsewhere, and whether it is this
     /// file's group (see [`Self::same_group`]).
     last_source: Option<(Arc<[Option<usize>]>, bool)>,
+    /// The block the last stored version copied came from.
+    stored: StoredBlocks,
 }
 
 impl SstBuilder {
@@ -130,6 +132,7 @@ impl SstBuilder {
             smallest: None,
             largest: Vec::new(),
             last_source: None,
+            stored: StoredBlocks::default(),
         }
     }
 
@@ -155,7 +158,7 @@ impl SstBuilder {
                 return *same;
             }
         }
-        let same = at.block.ncols() == self.columns.len()
+        let same = at.block.columns() == self.columns.len()
             && self.columns.iter().enumerate().all(|(j, &vi)| at.group_of.get(vi).copied().flatten() == Some(j));
         self.last_source = Some((at.group_of.clone(), same));
         same
@@ -175,9 +178,13 @@ impl SstBuilder {
             self.smallest = Some(e.key.clone());
         }
         if let Some(at) = &e.stored {
-            if self.same_group(at) {
+            let from = match self.same_group(at) {
+                true => self.stored.of(at),
+                false => None,
+            };
+            if let Some(from) = from {
                 // Copied from the block the version was read from, column by column.
-                self.block.add_copied(&e.key, e.seq, e.kind, &at.block, at.row);
+                self.block.add_copied(&e.key, e.seq, e.kind, from, at.row);
             } else {
                 let cells = self.in_group.iter().enumerate().filter(|(_, &keep)| keep).map(|(vi, _)| at.cell(vi));
                 self.block.add(&e.key, e.seq, e.kind, cells);

@@ -72,9 +72,6 @@ pub(crate) struct TableCache {
     /// For Level-0 files flushed since open: the hashes of their keys that had versions in
     /// older files when flushed (see `compaction::supersede::catch_up_compaction`).
     older_keys: Mutex<HashMap<u64, Arc<KeySet>>>,
-    /// Tables a scan found with deferred marking, so it merged versions instead of reading run
-    /// by run: reads suffer, and a staging compaction is due (LogStore §V-D).
-    staging_wanted: Mutex<std::collections::HashSet<u32>>,
 }
 
 impl TableCache {
@@ -86,28 +83,11 @@ impl TableCache {
             dirs,
             placed: Mutex::new(&site::TABLE_CACHE, HashMap::new()),
             heat: HeatMap::new(half_life),
-            staging_wanted: Mutex::new(&site::TABLE_CACHE, std::collections::HashSet::new()),
             blocks,
             probes: ProbeCounters::default(),
             open: papaya::HashMap::builder().hasher(Xxh3Builder::new()).build(),
             key_sets: Mutex::new(&site::TABLE_CACHE, HashMap::new()),
             older_keys: Mutex::new(&site::TABLE_CACHE, HashMap::new()),
-        }
-    }
-
-    /// Notes that a scan of `table` could not read run by run because marking is deferred.
-    pub(crate) fn want_staging(&self, table: u32) {
-        self.staging_wanted.lock().insert(table);
-    }
-
-    /// Whether a scan of `table` asked for a staging compaction (see [`Self::want_staging`]);
-    /// with `take`, the request is cleared.
-    pub(crate) fn staging_wanted(&self, table: u32, take: bool) -> bool {
-        let mut w = self.staging_wanted.lock();
-        if take {
-            w.remove(&table)
-        } else {
-            w.contains(&table)
         }
     }
 

@@ -267,7 +267,7 @@ impl ZoneBuilder {
 impl ZoneMap {
     /// The zone map of this one's rows and `o`'s together.
     pub(crate) fn merge(&self, o: &ZoneMap) -> ZoneMap {
-        use crate::scan::cnf::compare;
+        use crate::types::compare;
         use std::cmp::Ordering;
         let has_values = |z: &ZoneMap| z.carried > z.nulls;
         let (min, max) = match (has_values(self), has_values(o)) {

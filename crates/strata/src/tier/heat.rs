@@ -13,8 +13,6 @@ use std::time::{Duration, Instant};
 
 use crate::sync::{site, Mutex, PerCore};
 
-use crate::version::FileMeta;
-
 /// One file's bucket: (reads served, probes that found nothing), kept per core.
 #[derive(Debug)]
 pub(crate) struct Heat(PerCore);
@@ -111,7 +109,7 @@ impl HeatMap {
     /// or to their entries where that cannot tell them apart. An output that shares one edge
     /// key with a hot input thus gets next to nothing, instead of a share as large as if it
     /// covered the input. Inputs no output overlaps (all their versions dropped) pass nothing.
-    pub(crate) fn carry<'a>(&self, inputs: impl Iterator<Item = &'a FileMeta>, outputs: &[FileMeta]) {
+    pub(crate) fn carry<'a>(&self, inputs: impl Iterator<Item = Span<'a>>, outputs: &[Span<'_>]) {
         let mut add: Vec<(f64, f64)> = vec![(0.0, 0.0); outputs.len()];
         let files = self.files.lock();
         for i in inputs {
@@ -122,10 +120,10 @@ impl HeatMap {
             let covering: Vec<usize> = (0..outputs.len())
                 .filter(|&o| outputs[o].smallest <= i.largest && i.smallest <= outputs[o].largest)
                 .collect();
-            let skip = common_prefix(&i.smallest, &i.largest);
-            let (lo, hi) = (key_point(&i.smallest, skip), key_point(&i.largest, skip));
+            let skip = common_prefix(i.smallest, i.largest);
+            let (lo, hi) = (key_point(i.smallest, skip), key_point(i.largest, skip));
             let covered = |o: usize| {
-                let (a, b) = (key_point(&outputs[o].smallest, skip), key_point(&outputs[o].largest, skip));
+                let (a, b) = (key_point(outputs[o].smallest, skip), key_point(outputs[o].largest, skip));
                 (b.min(hi) - a.max(lo)).max(0.0)
             };
             let by_range = hi > lo && covering.iter().any(|&o| covered(o) > 0.0);
@@ -144,6 +142,15 @@ impl HeatMap {
             }
         }
     }
+}
+
+/// A file as the access histograms see it: its number, its key range and its entries.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Span<'a> {
+    pub number: u64,
+    pub smallest: &'a [u8],
+    pub largest: &'a [u8],
+    pub entries: u64,
 }
 
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
@@ -165,9 +172,8 @@ fn key_point(key: &[u8], skip: usize) -> f64 {
 mod tests {
     use super::*;
 
-    fn file(number: u64, lo: &str, hi: &str, entries: u64) -> FileMeta {
-        let (smallest, largest) = (lo.as_bytes().to_vec(), hi.as_bytes().to_vec());
-        FileMeta { number, size: 1, entries, min_seq: 0, max_seq: 0, smallest, largest, cg: 0, tier: 0 }
+    fn file(number: u64, lo: &'static str, hi: &'static str, entries: u64) -> Span<'static> {
+        Span { number, smallest: lo.as_bytes(), largest: hi.as_bytes(), entries }
     }
 
     #[test]
@@ -185,17 +191,17 @@ mod tests {
         // Output 10 covers a-c, 11 covers d-h (both inputs), 12 covers i-z: input 1's range is
         // split evenly between 10 and 11, input 2's goes mostly to 12.
         let outputs = [file(10, "a", "c", 100), file(11, "d", "h", 200), file(12, "i", "z", 100)];
-        m.carry(inputs.iter(), &outputs);
+        m.carry(inputs.into_iter(), &outputs);
         assert_eq!(m.counts(10), (45, 5));
         assert_eq!(m.counts(11), (45, 5));
         assert_eq!(m.counts(12), (1, 0));
         // An output sharing only the input's last key gets next to nothing.
         m.of(3).add(100, 0);
         let edge = [file(30, "a", "m", 10), file(31, "m", "z", 1000)];
-        m.carry([file(3, "m", "t", 50)].iter(), &edge);
+        m.carry([file(3, "m", "t", 50)].into_iter(), &edge);
         assert_eq!((m.counts(30), m.counts(31)), ((0, 0), (100, 0)));
         // Nothing overlapping: nothing passed.
-        m.carry([file(1, "a", "f", 1)].iter(), &[file(20, "x", "y", 5)]);
+        m.carry([file(1, "a", "f", 1)].into_iter(), &[file(20, "x", "y", 5)]);
         assert_eq!(m.counts(20), (0, 0));
         m.forget(10);
         assert_eq!(m.counts(10), (0, 0));

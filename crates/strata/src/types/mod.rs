@@ -8,6 +8,7 @@ mod schema;
 mod value;
 
 pub use schema::{Column, ColumnType, Schema};
+pub(crate) use value::compare;
 pub use value::{
     format_date, format_timestamp, format_timestamptz, parse_date, parse_timestamp, parse_timestamptz, Value,
 };

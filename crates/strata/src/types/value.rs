@@ -266,6 +266,26 @@ pub fn format_date(days: i32) -> String {
     }
 }
 
+/// Compares two non-NULL values of the same column type: integers by value, floats in IEEE
+/// total order, TEXT and BYTEA bytewise, `false < true`. Values of different types compare by
+/// type only (callers never mix them).
+pub(crate) fn compare(a: &Value, b: &Value) -> std::cmp::Ordering {
+    match (a, b) {
+        (Value::BigInt(x), Value::BigInt(y)) => x.cmp(y),
+        (Value::Int(x), Value::Int(y)) => x.cmp(y),
+        (Value::SmallInt(x), Value::SmallInt(y)) => x.cmp(y),
+        (Value::TinyInt(x), Value::TinyInt(y)) => x.cmp(y),
+        (Value::Double(x), Value::Double(y)) => x.total_cmp(y),
+        (Value::Real(x), Value::Real(y)) => x.total_cmp(y),
+        (Value::Boolean(x), Value::Boolean(y)) => x.cmp(y),
+        (Value::Text(x), Value::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
+        (Value::Bytea(x), Value::Bytea(y)) => x.cmp(y),
+        (Value::Date(x), Value::Date(y)) => x.cmp(y),
+        (Value::Timestamp(x), Value::Timestamp(y)) | (Value::TimestampTz(x), Value::TimestampTz(y)) => x.cmp(y),
+        _ => a.type_name().cmp(b.type_name()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,6 +44,18 @@ pub struct FileMeta {
     pub tier: u8,
 }
 
+impl FileMeta {
+    /// The file as the access histograms see it.
+    pub(crate) fn heat_span(&self) -> crate::tier::heat::Span<'_> {
+        crate::tier::heat::Span {
+            number: self.number,
+            smallest: &self.smallest,
+            largest: &self.largest,
+            entries: self.entries,
+        }
+    }
+}
+
 /// A sorted run: files ordered by key, non-overlapping.
 #[derive(Debug, Clone, Default)]
 pub struct Run {

@@ -74,6 +74,10 @@ struct State {
     sync_fault: Option<Trigger>,
     /// Write faults injected so far (each failed append counts).
     injected_writes: u64,
+    /// Opens fail while set ([`FaultFs::fail_opens`]).
+    fail_opens: bool,
+    /// Opens refused so far because of it.
+    failed_opens: u64,
 }
 
 /// In-memory filesystem with fault injection. Cheap to clone; clones share state.
@@ -111,6 +115,17 @@ impl FaultFs {
     pub fn fail_syncs(&self, path_contains: &str, after: u64) {
         self.state.lock().sync_fault =
             Some(Trigger { path_contains: path_contains.into(), countdown: after, fired: false });
+    }
+
+    /// While `fail` is set, every open of a file for reading fails (counted by
+    /// [`FaultFs::failed_opens`]).
+    pub fn fail_opens(&self, fail: bool) {
+        self.state.lock().fail_opens = fail;
+    }
+
+    /// Opens refused by [`FaultFs::fail_opens`] so far.
+    pub fn failed_opens(&self) -> u64 {
+        self.state.lock().failed_opens
     }
 
     /// How many appends failed by an injected write fault so far, so a test can tell that
@@ -314,9 +329,13 @@ impl Fs for FaultFs {
     }
 
     fn open(&self, path: &Path) -> Result<Arc<dyn ReadableFile>> {
-        let s = self.state.lock();
+        let mut s = self.state.lock();
         if s.crashed {
             return Err(crashed(path));
+        }
+        if s.fail_opens {
+            s.failed_opens += 1;
+            return Err(Error::io(path, io::Error::other("injected open failure")));
         }
         let file = s
             .names

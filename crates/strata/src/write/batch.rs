@@ -10,8 +10,6 @@
 use crate::codec::{put_bytes, put_varint, DecodeError, DecodeResult, Reader};
 use crate::error::Result;
 use crate::mvcc::Kind;
-use crate::types::Value;
-use crate::Table;
 
 /// Set in a WAL batch's operation count when the commit time follows it (a batch never holds
 /// 2^31 operations).
@@ -75,27 +73,6 @@ impl WriteBatch {
     pub(crate) fn push(&mut self, op: BatchOp) {
         self.bytes += op.key.len() + op.row.len() + 16;
         self.ops.push(op);
-    }
-
-    /// Adds a full-row insert (replaces an existing row with the same key). See [`Table::insert`].
-    pub fn insert(&mut self, table: &Table, row: &[Value]) -> Result<()> {
-        let op = table.encode_insert(row)?;
-        self.push(op);
-        Ok(())
-    }
-
-    /// Adds a partial update of named columns. See [`Table::update`].
-    pub fn update(&mut self, table: &Table, key: &[Value], set: &[(&str, Value)]) -> Result<()> {
-        let op = table.encode_update(key, set)?;
-        self.push(op);
-        Ok(())
-    }
-
-    /// Adds a delete. See [`Table::delete`].
-    pub fn delete(&mut self, table: &Table, key: &[Value]) -> Result<()> {
-        let op = table.encode_delete(key)?;
-        self.push(op);
-        Ok(())
     }
 
     /// The batch as a WAL payload, for a replica to rebuild with [`WriteBatch::from_payload`] and

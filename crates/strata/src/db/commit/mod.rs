@@ -1,8 +1,8 @@
-//! Group commit. Writers queue their batches; whichever writer finds no leader active becomes
-//! the leader, takes the whole queue, makes room in the memtable (stalling or rotating), assigns
-//! sequence numbers, appends one buffer of WAL records, syncs once if any writer asked for it,
-//! inserts into the memtable and publishes the new visible sequence. Followers sleep until their
-//! result arrives.
+//! The commit pipeline ([`Committer`]): group commit. Writers queue their batches; whichever
+//! writer finds no leader active becomes the leader, takes the whole queue, makes room in the
+//! memtable (stalling or rotating), assigns sequence numbers, appends one buffer of WAL records,
+//! syncs once if any writer asked for it, applies the group and publishes the new visible
+//! sequence. Followers sleep until their result arrives.
 //!
 //! Only the leader touches the WAL writer, assigns sequence numbers and rotates memtables, so
 //! those need no further coordination.
@@ -11,26 +11,65 @@
 //! against the conflict window ([`crate::mvcc::conflict`]) before it gives out sequence numbers,
 //! so a loser is left out of the group (nothing of it is logged or applied) and the others go on;
 //! while a write transaction is open, the leader records every committed row there.
+//!
+//! The pipeline owns the queue, the leader (with the WAL writer), the WAL's number, the
+//! conflict window, the row locks, the commit clock and the batch ranges. It reaches the rest
+//! of the database only through [`CommitEnv`]: the write stall, new WAL files, the memtable
+//! and the stores the writes go to, and the visible sequence number. `tests.rs` drives it with
+//! a fake environment; `env.rs` is the database's.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+mod env;
+pub(crate) mod stall;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::thread::Thread;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
-use super::workload::{At, Op};
-use super::{DbInner, ReadView};
 use crate::error::{Error, Result};
-use crate::memtable::{Before, Fold, Memtable};
-use crate::mvcc::clock::unix_ms;
-use crate::mvcc::conflict::{Lost, RowId};
-use crate::mvcc::Kind;
-use crate::read::PointAt;
-use crate::types::row::{carried, encode_row};
-use crate::version::TableVersion;
+use crate::mvcc::batches::Batches;
+use crate::mvcc::clock::{unix_ms, Clock, SharedClock};
+use crate::mvcc::conflict::{ConflictWindow, Lost, RowId};
+use crate::mvcc::locks::RowLocks;
+use crate::sync::{site, Mutex};
 use crate::write::batch::WriteBatch;
 use crate::write::wal::{frame, WalWriter};
+
+/// What the commit pipeline needs of the database.
+pub(crate) trait CommitEnv: Sync {
+    /// Fails when writes are refused (the database is closed, or a failure poisoned it).
+    fn check_writable(&self) -> Result<()>;
+    /// Checks a batch before it is queued (its tables exist, it fits the in-memory stores'
+    /// budget).
+    fn admit(&self, batch: &WriteBatch) -> Result<()>;
+    /// Waits while writes must stall; true when the memtable is full and the pipeline must
+    /// start a new WAL and [`Self::freeze`] it. Leader only.
+    fn make_room(&self) -> Result<bool>;
+    /// A new WAL file, durable in its directory: its number and its writer.
+    fn new_wal(&self) -> Result<(u64, WalWriter)>;
+    /// Freezes the memtable and starts one whose writes go to WAL `number`. Leader only.
+    fn freeze(&self, number: u64);
+    /// The newest visible sequence number.
+    fn visible(&self) -> u64;
+    /// Makes every write up to `seq` visible. Leader only, in order.
+    fn publish(&self, seq: u64);
+    /// Whether `batch` writes a store that applies its writes in commit order (then the
+    /// group's batches are applied one after another by the leader).
+    fn in_order(&self, batch: &WriteBatch) -> bool;
+    /// Applies `batch`'s writes from sequence number `first` on, in order. Leader only.
+    fn apply(&self, batch: &WriteBatch, first: u64) -> Result<()>;
+    /// Inserts `batch`'s writes into the memtable from `first` on: any thread, several
+    /// batches at once, for a group none of whose batches is [`Self::in_order`].
+    fn insert(&self, batch: &WriteBatch, first: u64) -> Result<()>;
+    /// Counts a committed group's batches (bytes written per table).
+    fn applied(&self, won: &mut dyn Iterator<Item = &WriteBatch>);
+    /// Records a failure that leaves the WAL or the memtable in doubt: writes stop.
+    fn poison(&self, e: &Error);
+}
 
 /// A queued write: shared by its writer, who waits on it, and the leader that commits it.
 pub(crate) type Request = Arc<Slot>;
@@ -76,16 +115,10 @@ const PARALLEL_INSERT_GROUP: usize = 3;
 
 /// What only the commit leader touches: whoever holds the leader lock is the leader.
 pub(crate) struct Leader {
-    pub wal: WalWriter,
+    wal: WalWriter,
     /// The millisecond of the last clock sample the leader pushed and the last sequence number
     /// it noted ([`SharedClock::note`](crate::mvcc::clock::SharedClock::note)).
-    pub(super) clock: (u64, u64),
-}
-
-impl Leader {
-    pub(crate) fn new(wal: WalWriter, clock: (u64, u64)) -> Self {
-        Leader { wal, clock }
-    }
+    clock: (u64, u64),
 }
 
 /// What a transaction's commit is checked by: the rows it wrote, each with the sequence number
@@ -126,24 +159,79 @@ impl Led {
 /// its request is done; this only bounds the wait should that wake-up be missed).
 const WRITER_NAP: Duration = Duration::from_millis(1);
 
-/// Spin hints, then yields, a waiting writer tries before it parks (see `DbInner::spin_until`):
-/// a few microseconds of spinning and up to some tens of microseconds of yields, about the time
-/// a group takes to commit.
+/// Spin hints, then yields, a waiting writer tries before it parks (see
+/// [`Committer::spin_until`]): a few microseconds of spinning and up to some tens of
+/// microseconds of yields, about the time a group takes to commit.
 const SPINS: usize = 256;
 const YIELDS: usize = 32;
 
-impl DbInner {
-    pub(crate) fn write(&self, batch: WriteBatch, opts: &super::WriteOptions) -> Result<()> {
-        match self.commit_request(batch, opts, None, None)? {
-            Ok(()) => Ok(()),
-            // Only a request with rows to check can lose.
-            Err(lost) => Err(Error::InvalidArgument(format!("a plain write was refused as a transaction: {lost:?}"))),
+/// How the pipeline runs: chosen at open.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CommitOptions {
+    /// Writers wait awake a little before they park ([`Options::spin_before_park`](super::Options::spin_before_park)).
+    pub spin: bool,
+    /// Groups may insert into the memtable in parallel
+    /// ([`Options::parallel_memtable_inserts`](super::Options::parallel_memtable_inserts)).
+    pub parallel_inserts: bool,
+    /// The conflict window's budget in bytes ([`Options::txn_window_bytes`](super::Options::txn_window_bytes)).
+    pub window_bytes: usize,
+}
+
+/// The commit pipeline: see the module.
+pub(crate) struct Committer {
+    /// Writes waiting for a commit leader (see [`Committer::commit`]).
+    queue: crossbeam_queue::SegQueue<Request>,
+    /// Held by the commit leader, with what only the leader touches.
+    leader: Mutex<Leader>,
+    /// The number of the WAL the leader appends to.
+    wal_number: AtomicU64,
+    /// Whether write transactions are open, so that committed rows must be recorded in the
+    /// conflict window (set and cleared under its lock; see [`Self::commit_group`]).
+    pub conflicts_open: AtomicBool,
+    /// Rows committed while write transactions are open (see [`crate::mvcc::conflict`]).
+    pub conflicts: Mutex<ConflictWindow>,
+    /// Rows locked by open transactions (see [`crate::mvcc::locks`]).
+    pub row_locks: RowLocks,
+    /// Wall-clock time to sequence numbers (see [`crate::mvcc::clock`]).
+    pub clock: SharedClock,
+    /// Where committed batches of several operations begin and end (see
+    /// [`crate::mvcc::batches`]), for reads as of a sequence number.
+    pub batches: Mutex<Batches>,
+    opts: CommitOptions,
+}
+
+impl Committer {
+    /// A pipeline appending to WAL `wal_number` through `wal`, whose commit clock and batch
+    /// ranges go on from `clock` and `batches`, the newest sequence number being `last_seq`.
+    pub(crate) fn new(
+        (wal_number, wal): (u64, WalWriter),
+        clock: Clock,
+        batches: Batches,
+        last_seq: u64,
+        opts: CommitOptions,
+    ) -> Self {
+        let leader = Leader { wal, clock: (clock.last_ms(), last_seq) };
+        Committer {
+            queue: crossbeam_queue::SegQueue::new(),
+            leader: Mutex::new(&site::COMMIT, leader),
+            wal_number: AtomicU64::new(wal_number),
+            conflicts_open: AtomicBool::new(false),
+            conflicts: Mutex::new(&site::CONFLICTS, ConflictWindow::new(opts.window_bytes)),
+            row_locks: RowLocks::default(),
+            clock: SharedClock::new(clock),
+            batches: Mutex::new(&site::BATCHES, batches),
+            opts,
         }
     }
 
-    /// Commits `batch` through the group commit, checked by `validate` when given, at the
-    /// commit time `at_ms` when given (a replicated write): the outer error is a failure of the
-    /// write itself, the inner one a lost check (nothing written).
+    /// The number of the WAL writes go to now.
+    pub(crate) fn wal_number(&self) -> u64 {
+        self.wal_number.load(Ordering::SeqCst)
+    }
+
+    /// Commits `batch` through the group commit, synced when `sync`, checked by `validate`
+    /// when given, at the commit time `at_ms` when given (a replicated write): the outer error
+    /// is a failure of the write itself, the inner one a lost check (nothing written).
     ///
     /// The writer queues its request on a lock-free queue and tries the leader lock: the one
     /// that gets it leads, taking every queued request as one group; the others sleep until a
@@ -151,27 +239,22 @@ impl DbInner {
     /// go and wakes a queued writer to lead the rest, so a request queued while the lock was
     /// held is never left waiting (a writer also looks again on its own after [`WRITER_NAP`]).
     /// A write alone thus takes one lock, the leader's.
-    pub(crate) fn commit_request(
+    pub(crate) fn commit<E: CommitEnv>(
         &self,
+        env: &E,
         batch: WriteBatch,
-        opts: &super::WriteOptions,
+        sync: bool,
         validate: Option<Validate>,
         at_ms: Option<u64>,
     ) -> Result<std::result::Result<(), Lost>> {
-        self.check_writable()?;
+        env.check_writable()?;
         if batch.is_empty() {
             return Ok(Ok(()));
         }
-        {
-            let view = self.view.pin();
-            if let Some(op) = batch.ops.iter().find(|op| !view.version.tables.contains_key(&op.table_id)) {
-                return Err(Error::UnknownTable(format!("(dropped table id {})", op.table_id)));
-            }
-        }
-        self.check_lineage_budget(&batch)?;
+        env.admit(&batch)?;
         let slot = Arc::new(Slot {
             batch,
-            sync: opts.sync,
+            sync,
             validate,
             at_ms,
             job: OnceLock::new(),
@@ -179,12 +262,12 @@ impl DbInner {
             writer: std::thread::current(),
         });
         crate::sync::shared_write();
-        self.commit_queue.push(slot.clone());
+        self.queue.push(slot.clone());
         let mut inserted = false;
         loop {
             if let (Some((first, group)), false) = (slot.job.get(), inserted) {
                 inserted = true;
-                group.done(self.insert_batch(&self.view.pin(), &slot.batch, *first));
+                group.done(env.insert(&slot.batch, *first));
             }
             if let Some(outcome) = slot.outcome.get() {
                 return match outcome {
@@ -194,7 +277,7 @@ impl DbInner {
                 };
             }
             if let Some(mut leader) = self.leader.try_lock() {
-                let led = self.lead(&mut leader);
+                let led = self.lead(env, &mut leader);
                 drop(leader);
                 let failed = led.wake();
                 self.lead_leftovers();
@@ -213,9 +296,9 @@ impl DbInner {
 
     /// Commits what is queued as one group and leaves each request's outcome in its slot; the
     /// writers are woken once the leader lock is let go ([`Led::wake`]).
-    fn lead(&self, leader: &mut Leader) -> Led {
+    fn lead<E: CommitEnv>(&self, env: &E, leader: &mut Leader) -> Led {
         let mut group = Vec::new();
-        while let Some(r) = self.commit_queue.pop() {
+        while let Some(r) = self.queue.pop() {
             group.push(r);
         }
         if group.is_empty() {
@@ -223,7 +306,7 @@ impl DbInner {
         }
         let me = std::thread::current().id();
         let mut own_error = None;
-        let outcomes: Vec<std::result::Result<(), Failed>> = match self.commit_group(leader, &group) {
+        let outcomes: Vec<std::result::Result<(), Failed>> = match self.commit_group(env, leader, &group) {
             Ok(lost) => lost.into_iter().map(|l| l.map_or(Ok(()), |l| Err(Failed::Lost(l)))).collect(),
             Err(e) => {
                 let msg = e.to_string();
@@ -245,52 +328,26 @@ impl DbInner {
     /// when it lets go). Handing over, rather than leading again, keeps a writer from leading
     /// group after group under a steady load while its own write is long done.
     fn lead_leftovers(&self) {
-        if let Some(r) = self.commit_queue.pop() {
+        if let Some(r) = self.queue.pop() {
             let writer = r.writer.clone();
-            self.commit_queue.push(r);
+            self.queue.push(r);
             crate::sync::shared_write();
             writer.unpark();
         }
     }
 
-    /// Adds `n` bytes to what commits wrote into table `table`.
-    pub(super) fn count_ingested(&self, table: u32, n: u64) {
-        let pin = self.ingested.pin();
-        crate::sync::shared_write();
-        pin.get_or_insert_with(table, || AtomicU64::new(0)).fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// Refuses a batch that would take the lineage tables past their memory budget.
-    fn check_lineage_budget(&self, batch: &WriteBatch) -> Result<()> {
-        let lineage = self.lineage.pin();
-        if lineage.is_empty() {
-            return Ok(());
-        }
-        let adds: u64 =
-            batch.ops.iter().filter(|op| lineage.contains_key(&op.table_id)).map(lineage_mem_estimate).sum();
-        let held = self.lineage_mem.load(Ordering::Relaxed);
-        let budget = self.opts.lineage_memory_budget;
-        if adds == 0 || held.saturating_add(adds) <= budget {
-            return Ok(());
-        }
-        Err(Error::OutOfMemory(format!(
-            "lineage tables hold {held} bytes of their {budget}-byte budget (Options::lineage_memory_budget), \
-             too little for this write of about {adds} bytes: nothing of it was written. Raise the budget, \
-             drop rows or tables, or shorten the history retention window and release old \
-             snapshots (history no read can reach any more is reclaimed as the merge goes)"
-        )))
-    }
-
     /// Commits the requests of `group` that pass their checks; returns, per request, why it
     /// lost (`None`: committed).
-    fn commit_group(&self, leader: &mut Leader, group: &[Request]) -> Result<Vec<Option<Lost>>> {
-        self.check_writable()?;
-        self.make_room(leader)?;
+    fn commit_group<E: CommitEnv>(&self, env: &E, leader: &mut Leader, group: &[Request]) -> Result<Vec<Option<Lost>>> {
+        env.check_writable()?;
+        if env.make_room()? {
+            self.rotate(env, leader)?;
+        }
         let lost = self.validate(group);
         let won = || group.iter().zip(&lost).filter(|(_, l)| l.is_none()).map(|(r, _)| r);
         // Only the leader assigns sequence numbers, and it publishes each group before the
         // next leader runs: the visible sequence is the last one handed out.
-        let mut seq = self.snapshots.visible();
+        let mut seq = env.visible();
         let first = seq + 1;
         let bytes: usize = won().map(|r| r.batch.bytes + 32).sum();
         let mut buf = Vec::with_capacity(bytes + 16 * group.len());
@@ -315,53 +372,26 @@ impl DbInner {
             let res = wal.append(&buf).and_then(|()| if sync { wal.sync() } else { Ok(()) });
             if let Err(e) = res {
                 // The log may now hold part of this group: nothing more can be appended safely.
-                self.poison(&e);
+                env.poison(&e);
                 return Err(e);
             }
         }
-        let view = self.view.pin();
-        let lineage = self.lineage.pin();
-        let mut lineage_bytes = 0u64;
-        let mut lineage_mem = 0u64;
-        // Bytes ingested per table, summed here so each table's counter is written once per group.
-        let mut ingested: Vec<(u32, u64)> = Vec::new();
-        for op in won().flat_map(|r| &r.batch.ops) {
-            let n = (op.key.len() + op.row.len()) as u64;
-            match ingested.iter_mut().find(|(t, _)| *t == op.table_id) {
-                Some((_, b)) => *b += n,
-                None => ingested.push((op.table_id, n)),
-            }
-        }
-        let res = if self.parallel_insert(won(), &lineage) {
-            self.insert_in_parallel(&view, won(), first)
+        let res = if self.parallel_insert(env, won()) {
+            self.insert_in_parallel(env, won(), first)
         } else {
             let mut s = first;
             won().try_for_each(|r| {
-                for (j, op) in r.batch.ops.iter().enumerate() {
-                    let Some(t) = lineage.get(&op.table_id) else { continue };
-                    t.apply(op.kind, &op.key, &op.row, s + j as u64)
-                        .map_err(|e| Error::corruption("<lineage>", 0, e.0))?;
-                    lineage_bytes += (op.key.len() + op.row.len() + 8) as u64;
-                    lineage_mem += lineage_mem_estimate(op);
-                }
-                let res = self.insert_batch(&view, &r.batch, s);
+                let res = env.apply(&r.batch, s);
                 s += r.batch.len() as u64;
                 res
             })
         };
         if let Err(e) = res {
             // The WAL holds the group but the memtable cannot: stop taking writes.
-            self.poison(&e);
+            env.poison(&e);
             return Err(e);
         }
-        drop(lineage);
-        if lineage_bytes > 0 {
-            self.lineage_wal_bytes.fetch_add(lineage_bytes, Ordering::Relaxed);
-            self.lineage_mem.fetch_add(lineage_mem, Ordering::Relaxed);
-        }
-        for (t, n) in ingested {
-            self.count_ingested(t, n);
-        }
+        env.applied(&mut won().map(|r| &r.batch));
         if won().any(|r| r.batch.len() > 1) {
             // Where each batch of several operations begins and ends, before it is published,
             // so a read as of a sequence number inside one can be moved to just before it.
@@ -373,7 +403,7 @@ impl DbInner {
                 s += n;
             }
         }
-        self.publish_noting_conflicts(seq, || self.record_conflicts(group, &lost, first));
+        self.publish_noting_conflicts(env, seq, || self.record_conflicts(group, &lost, first));
         self.clock.note(&mut leader.clock, now, seq);
         Ok(lost)
     }
@@ -384,7 +414,7 @@ impl DbInner {
     /// snapshot: either that snapshot holds what `seq` publishes, or the look at the flag after
     /// publishing sees it set and `note` runs then (still by this leader, so before any commit
     /// checks the window).
-    pub(super) fn publish_noting_conflicts(&self, seq: u64, note: impl FnOnce()) {
+    pub(crate) fn publish_noting_conflicts<E: CommitEnv>(&self, env: &E, seq: u64, note: impl FnOnce()) {
         // `note` runs now, or is kept for the look after publishing.
         let later = if self.conflicts_open.load(Ordering::SeqCst) {
             note();
@@ -393,7 +423,7 @@ impl DbInner {
             Some(note)
         };
         crate::sync::shared_write();
-        self.snapshots.publish(seq);
+        env.publish(seq);
         // Paired with the fence in `Db::begin` between setting the flag and reading the visible
         // sequence number: of the two threads, at least one sees the other's store.
         std::sync::atomic::fence(Ordering::SeqCst);
@@ -420,21 +450,20 @@ impl DbInner {
     }
 
     /// Whether the writers of the requests `won` insert their own batches at once: enough of
-    /// them and cores to run them, no lineage table written (its writes apply in order), and no
-    /// key written by two requests (a partial row folds over the version before it, which
-    /// must be there first).
-    fn parallel_insert<'a>(
-        &self,
-        won: impl Iterator<Item = &'a Request> + Clone,
-        lineage: &HashMap<u32, Arc<crate::lineage::LineageTable>>,
-    ) -> bool {
-        if !self.parallel_inserts || won.clone().count() < PARALLEL_INSERT_GROUP {
+    /// them and cores to run them, no store written that applies in order, and no key written
+    /// by two requests (a partial row folds over the version before it, which must be there
+    /// first).
+    fn parallel_insert<'a, E: CommitEnv>(&self, env: &E, won: impl Iterator<Item = &'a Request> + Clone) -> bool {
+        if !self.opts.parallel_inserts || won.clone().count() < PARALLEL_INSERT_GROUP {
             return false;
         }
         let mut keys: HashMap<(u32, &[u8]), usize> = HashMap::new();
         for (i, r) in won.enumerate() {
+            if env.in_order(&r.batch) {
+                return false;
+            }
             for op in &r.batch.ops {
-                if lineage.contains_key(&op.table_id) || *keys.entry((op.table_id, &op.key[..])).or_insert(i) != i {
+                if *keys.entry((op.table_id, &op.key[..])).or_insert(i) != i {
                     return false;
                 }
             }
@@ -445,9 +474,9 @@ impl DbInner {
     /// Has each writer of `won` (the leader too, when its own request is among them) insert its
     /// batch, from its first sequence number on (the group's starts at `first`), and waits
     /// until all are in.
-    fn insert_in_parallel<'a>(
+    fn insert_in_parallel<'a, E: CommitEnv>(
         &self,
-        view: &ReadView,
+        env: &E,
         won: impl Iterator<Item = &'a Request>,
         first: u64,
     ) -> Result<()> {
@@ -466,7 +495,7 @@ impl DbInner {
             s += r.batch.len() as u64;
         }
         if let Some((r, s)) = mine {
-            job.done(self.insert_batch(view, &r.batch, s));
+            job.done(env.insert(&r.batch, s));
         }
         let all_in = || job.left.load(Ordering::Acquire) == 0;
         while !all_in() {
@@ -480,13 +509,13 @@ impl DbInner {
         }
     }
 
-    /// Where cores are plenty (see [`super::Options::spin_before_park`]), waits for `ready` a
-    /// little while awake before a writer parks: first with spin hints, then yielding. A group
-    /// commit's hand-offs (to the next leader, to the followers inserting in parallel, back to
-    /// the leader) then cost a look at memory instead of a sleep and a wake-up each, which on
-    /// many cores is what bounds how many groups commit per second. True when `ready` held.
+    /// Where cores are plenty (see [`CommitOptions::spin`]), waits for `ready` a little while
+    /// awake before a writer parks: first with spin hints, then yielding. A group commit's
+    /// hand-offs (to the next leader, to the followers inserting in parallel, back to the
+    /// leader) then cost a look at memory instead of a sleep and a wake-up each, which on many
+    /// cores is what bounds how many groups commit per second. True when `ready` held.
     fn spin_until(&self, ready: impl Fn() -> bool) -> bool {
-        if !self.spin {
+        if !self.opts.spin {
             return false;
         }
         for i in 0..SPINS + YIELDS {
@@ -502,44 +531,6 @@ impl DbInner {
         ready()
     }
 
-    /// Inserts the LSM tables' writes of `batch` into the memtable, from sequence number
-    /// `first` on (a lineage table's writes are applied by the leader).
-    fn insert_batch(&self, view: &ReadView, batch: &WriteBatch, first: u64) -> Result<()> {
-        // The memtable's bounds first: a reader that sees a version finds it inside them.
-        let versions = batch.ops.iter().filter_map(|op| {
-            let t = view.version.tables.get(&op.table_id)?;
-            (t.info.options.engine != crate::Engine::Lineage).then_some((
-                op.table_id,
-                &t.info.value_types[..],
-                op.kind,
-                &op.row[..],
-            ))
-        });
-        view.mem.widen_by(versions).map_err(|e| Error::corruption("<memtable>", 0, e.0))?;
-        for (j, op) in batch.ops.iter().enumerate() {
-            let s = first + j as u64;
-            let Some(t) = view.version.tables.get(&op.table_id) else { continue };
-            if t.info.options.engine == crate::Engine::Lineage {
-                continue;
-            }
-            // The whole row just before this write, for folding a hot key's updates into it.
-            let before = || self.row_before(view, t, &op.key, s - 1);
-            let fold = Fold { types: &t.info.value_types, before: &before };
-            view.mem
-                .insert(op.table_id, &op.key, s, op.kind, &op.row, Some(fold))
-                .map_err(|e| Error::corruption("<memtable>", 0, e.0))?;
-            match op.kind {
-                Kind::Update => {
-                    let cols = carried(&op.row, t.info.value_types.len());
-                    t.info.workload.record(At::Memtable, Op::Update, cols, 0);
-                }
-                Kind::Put => t.info.workload.record_inserts(1),
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
     /// Checks the transactions of `group` in order: each against the commits recorded after its
     /// snapshot and the rows the requests ahead of it in the group write.
     fn validate(&self, group: &[Request]) -> Vec<Option<Lost>> {
@@ -547,7 +538,7 @@ impl DbInner {
             return vec![None; group.len()];
         }
         let window = self.conflicts.lock();
-        let mut ahead: std::collections::HashSet<RowId> = std::collections::HashSet::new();
+        let mut ahead: HashSet<RowId> = HashSet::new();
         let mut out = Vec::with_capacity(group.len());
         for r in group {
             let lost = r
@@ -562,92 +553,12 @@ impl DbInner {
         out
     }
 
-    /// Table `t`'s row `key` at `seq` (read through `view`), for [`Fold::before`]. Leader only:
-    /// the memtable holds every write up to `seq`.
-    fn row_before(&self, view: &ReadView, t: &TableVersion, key: &[u8], seq: u64) -> Before {
-        let point = PointAt { tables: &self.tables, snapshot_filter: self.opts.snapshot_filter, view, t, seq };
-        match point.get_cells(&t.info, key, None, false) {
-            Ok(Some(cells)) => {
-                let mut row = Vec::new();
-                encode_row(&t.info.value_types, &cells, &mut row);
-                Before::Row(row)
-            }
-            Ok(None) => Before::Missing,
-            Err(_) => Before::Unknown,
-        }
-    }
-
-    /// Waits while Level-0 is over its stop trigger or too many memtables wait for flush, and
-    /// rotates the memtable when it is full. Leader only.
-    fn make_room(&self, leader: &mut Leader) -> Result<()> {
-        let mut slowed = false;
-        loop {
-            self.check_writable()?;
-            let must_wait = |view: &ReadView| {
-                let l0 = view.version.tables.values().map(|t| t.levels[0].runs.len()).max().unwrap_or(0);
-                let full = view.mem.approximate_bytes() >= self.opts.memtable_size;
-                let stop =
-                    l0 >= self.opts.l0_stop_trigger || (full && view.imm.len() >= self.opts.max_immutable_memtables);
-                (stop, l0, full)
-            };
-            // The common case, room in the memtable and Level-0 under its triggers, takes no lock.
-            let (stop, l0, full) = must_wait(&self.view.pin());
-            if !stop && !full && l0 < self.opts.l0_slowdown_trigger {
-                return Ok(());
-            }
-            // Checked again under the background lock: a background job takes that lock after
-            // installing its result and before notifying, so a wake-up cannot slip in between
-            // the check and the wait.
-            let mut bg = self.bg.lock();
-            if bg.shutting_down {
-                return Err(Error::Closed);
-            }
-            let (stop, l0, full) = must_wait(&self.view.pin());
-            if stop {
-                self.bg_cv.notify_all();
-                let t = Instant::now();
-                self.bg_cv.wait_for(&mut bg, Duration::from_millis(100));
-                self.io.lock().stall_micros += t.elapsed().as_micros() as u64;
-                continue;
-            }
-            drop(bg);
-            if l0 >= self.opts.l0_slowdown_trigger && !slowed {
-                slowed = true;
-                let t = Instant::now();
-                std::thread::sleep(Duration::from_millis(1));
-                self.io.lock().stall_micros += t.elapsed().as_micros() as u64;
-                continue;
-            }
-            if full {
-                self.rotate(leader)?;
-            }
-            return Ok(());
-        }
-    }
-
-    /// Freezes the memtable and starts a new one with a new WAL. Leader only.
-    fn rotate(&self, leader: &mut Leader) -> Result<()> {
-        let number = self.rotate_wal(leader)?;
-        self.view.update(|v| {
-            let mut imm = vec![v.mem.clone()];
-            imm.extend(v.imm.iter().cloned());
-            (ReadView { mem: Arc::new(Memtable::new(number)), imm, version: v.version.clone() }, ())
-        });
-        // Pass through the background lock so the flusher is either waiting (and gets the
-        // notification) or has not yet looked at the frozen memtables.
-        drop(self.bg.lock());
-        self.bg_cv.notify_all();
-        Ok(())
-    }
-
     /// Starts a new WAL file, returning its number. Alone (not from [`Self::rotate`]) it leaves
     /// the memtable as it is, whose data then spans both logs while its log number stays the
     /// older one. Leader only.
-    pub(super) fn rotate_wal(&self, leader: &mut Leader) -> Result<u64> {
-        let number = self.next_file.fetch_add(1, Ordering::SeqCst);
+    pub(crate) fn rotate_wal<E: CommitEnv>(&self, env: &E, leader: &mut Leader) -> Result<u64> {
         let res = (|| {
-            let new_wal = WalWriter::create(self.fs.as_ref(), &self.dir.join(super::wal_name(number)))?;
-            self.fs.sync_dir(&self.dir)?;
+            let (number, new_wal) = env.new_wal()?;
             // Sync the old log first so a crash can never keep a later log but lose an earlier one.
             leader.wal.sync()?;
             leader.wal = new_wal;
@@ -655,14 +566,21 @@ impl DbInner {
             Ok(number)
         })();
         if let Err(e) = &res {
-            self.poison(e);
+            env.poison(e);
         }
         res
     }
 
-    /// Runs `f` as the commit leader (no write group in flight meanwhile), then commits what
-    /// writers queued meanwhile.
-    pub(super) fn as_leader<T>(&self, f: impl FnOnce(&mut Leader) -> T) -> T {
+    /// Freezes the memtable and starts a new one with a new WAL. Leader only.
+    pub(crate) fn rotate<E: CommitEnv>(&self, env: &E, leader: &mut Leader) -> Result<()> {
+        let number = self.rotate_wal(env, leader)?;
+        env.freeze(number);
+        Ok(())
+    }
+
+    /// Runs `f` as the commit leader (no write group in flight meanwhile), then has what
+    /// writers queued meanwhile committed.
+    pub(crate) fn as_leader<T>(&self, f: impl FnOnce(&mut Leader) -> T) -> T {
         let mut leader = self.leader.lock();
         let out = f(&mut leader);
         drop(leader);
@@ -670,16 +588,8 @@ impl DbInner {
         out
     }
 
-    pub(crate) fn flush(&self) -> Result<()> {
-        self.check_writable()?;
-        self.as_leader(|leader| if self.view.pin().mem.is_empty() { Ok(()) } else { self.rotate(leader) })?;
-        self.wait_background(|_, view| view.imm.is_empty())
+    /// Notes, as leader, that `seq` was published at `ms` (see [`SharedClock::note`]).
+    pub(crate) fn note_clock(&self, leader: &mut Leader, ms: u64, seq: u64) {
+        self.clock.note(&mut leader.clock, ms, seq);
     }
-}
-
-/// About how many bytes a lineage write adds in memory: its values in a tail record or base
-/// record (and, for a first update, a snapshot record of as much), plus per-record fields,
-/// index entries and key copies.
-fn lineage_mem_estimate(op: &crate::write::batch::BatchOp) -> u64 {
-    (2 * (op.key.len() + op.row.len()) + 128) as u64
 }
