@@ -18,8 +18,9 @@
 //! and waiters (stalled writers, [`Db::flush`](super::Db::flush), manual compactions, ingests)
 //! sleep until a progress event: a version installed, work ended, a failure, shutdown.
 //!
-//! Lock order: the state lock is taken alone or before the version lock; the event counts'
-//! own locks are leaves.
+//! Locks: the state lock is never held with the version lock (a pick reads the version
+//! through the read view); under it only `error` and the event counts' locks are taken, which
+//! are leaves.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
