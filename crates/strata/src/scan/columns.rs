@@ -20,6 +20,7 @@
 //! counts only where a live version exists); other patches, deletes and rewrites cannot change
 //! it.
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -85,7 +86,7 @@ pub(super) fn aggregate(
     // What the memtables hold of the table, summed up as it was written: where they cannot
     // change a chain, its blocks are read without looking them up.
     let bounds = overlay::bounds(&rp.view, info.id, &info.value_types);
-    let mem = MemSide { rp, table: info.id, types: &info.value_types, wanted: &wanted, bounds: &bounds };
+    let mem = MemSide::new(rp, info, &wanted, &bounds, (lower, upper));
     let mut states = vec![AggState::default(); plan.aggs.len()];
     for chain in chains.values_mut() {
         for (level, l) in rp.t.levels.iter().enumerate() {
@@ -140,7 +141,7 @@ pub(super) fn aggregate(
             !beaten
         });
     let overlay = if whole_rows {
-        let o = Overlay::build(&rp.view, info.id, lower, upper, rp.seq, &info.value_types, &wanted)?;
+        let o = mem.into_whole()?;
         ScanCounters::add(&counters.patched_keys, o.len() as u64);
         o
     } else {
@@ -192,18 +193,87 @@ struct MemSide<'a> {
     types: &'a [crate::types::ColumnType],
     wanted: &'a [bool],
     bounds: &'a MemBounds,
+    /// The aggregation's range.
+    range: (&'a [u8], Option<&'a [u8]>),
+    /// The keys over the whole range, once resolved.
+    whole: OnceCell<Overlay>,
 }
 
-impl MemSide<'_> {
+/// The memtables' keys in one block's range: resolved for the block alone, or a slice of those
+/// resolved over the aggregation's range.
+enum MemKeys<'a> {
+    Own(Overlay),
+    Shared(&'a Overlay, std::ops::Range<usize>),
+}
+
+impl MemKeys<'_> {
+    fn overlay(&self) -> &Overlay {
+        match self {
+            MemKeys::Own(o) => o,
+            MemKeys::Shared(o, _) => o,
+        }
+    }
+
+    /// The positions in [`Self::overlay`] of the block's keys.
+    fn positions(&self) -> std::ops::Range<usize> {
+        match self {
+            MemKeys::Own(o) => 0..o.len(),
+            MemKeys::Shared(_, r) => r.clone(),
+        }
+    }
+}
+
+impl<'a> MemSide<'a> {
+    fn new(
+        rp: &'a ReadPoint,
+        info: &'a crate::catalog::TableInfo,
+        wanted: &'a [bool],
+        bounds: &'a MemBounds,
+        range: (&'a [u8], Option<&'a [u8]>),
+    ) -> Self {
+        MemSide { rp, table: info.id, types: &info.value_types, wanted, bounds, range, whole: OnceCell::new() }
+    }
+
     /// Whether some memtable version could replace the SSTs' value of value column `col`
     /// (`None`: existence): a full row or a delete, or a partial row carrying the column.
     fn may_replace(&self, col: Option<usize>) -> bool {
         self.bounds.settles_rows() || col.is_some_and(|c| self.bounds.carries(c))
     }
 
-    /// The memtables' keys in `[lo, hi)` at the read point, resolved.
-    fn keys_in(&self, lo: &[u8], hi: &[u8]) -> Result<Overlay> {
-        Overlay::build(&self.rp.view, self.table, lo, Some(hi), self.rp.seq, self.types, self.wanted)
+    /// The memtables' keys in `[lo, hi)` (within the aggregation's range) at the read point,
+    /// resolved. A chain that reads every block of the range (`every_block`: a sum, a count)
+    /// takes them from the keys resolved over the whole range once, which the other chains and
+    /// the whole rows then share: resolving them block by block for each chain walked the
+    /// memtables and decoded their rows once per summed column (`laser-hw` Q4, ten columns:
+    /// 17 ms against 5.4 ms). A chain of maxes or mins, which its first blocks may settle,
+    /// resolves them per block until then.
+    fn keys_in(&self, lo: &[u8], hi: &[u8], every_block: bool) -> Result<MemKeys<'_>> {
+        if self.whole.get().is_none() && !every_block {
+            return Ok(MemKeys::Own(self.build(lo, Some(hi))?));
+        }
+        let whole = self.whole()?;
+        Ok(MemKeys::Shared(whole, whole.within(lo, hi)))
+    }
+
+    /// The memtables' keys over the whole range.
+    fn whole(&self) -> Result<&Overlay> {
+        if let Some(o) = self.whole.get() {
+            return Ok(o);
+        }
+        let o = self.build(self.range.0, self.range.1)?;
+        Ok(self.whole.get_or_init(|| o))
+    }
+
+    /// [`Self::whole`], taken.
+    fn into_whole(mut self) -> Result<Overlay> {
+        match self.whole.take() {
+            Some(o) => Ok(o),
+            None => self.build(self.range.0, self.range.1),
+        }
+    }
+
+    fn build(&self, lo: &[u8], hi: Option<&[u8]>) -> Result<Overlay> {
+        Overlay::build(&self.rp.view, self.table, lo, hi, self.rp.seq, self.types, self.wanted)
     }
 }
 
@@ -230,6 +300,7 @@ impl FileScan<'_> {
         let index = reader.index();
         let overlay_col = self.chain.col.unwrap_or(usize::MAX);
         let mem_replaces = self.mem.may_replace(self.chain.col);
+        let every_block = !self.may_pass_over_blocks();
         let first = reader.find_block(self.lower);
         let mut end = first;
         while end < index.len() {
@@ -268,26 +339,26 @@ impl FileScan<'_> {
                 Some(p) if p > self.lower => p,
                 _ => self.lower,
             };
-            let overlay = if mem_replaces {
+            let keys = if mem_replaces {
                 let last = successor(&e.last_key);
                 let hi = match self.upper {
                     Some(u) if u < last.as_slice() => u,
                     _ => last.as_slice(),
                 };
-                self.mem.keys_in(lo, hi)?
+                self.mem.keys_in(lo, hi, every_block)?
             } else {
-                Overlay::default()
+                MemKeys::Own(Overlay::default())
             };
-            ScanCounters::add(&self.counters.patched_keys, overlay.len() as u64);
-            let candidates: Vec<usize> = (0..overlay.len())
-                .filter(|&i| after_prev(overlay.key(i)) && overlay.replaces(i, overlay_col))
-                .collect();
+            let overlay = keys.overlay();
+            ScanCounters::add(&self.counters.patched_keys, keys.positions().len() as u64);
+            let candidates: Vec<usize> =
+                keys.positions().filter(|&i| after_prev(overlay.key(i)) && overlay.replaces(i, overlay_col)).collect();
             // A min or max the block cannot improve, with memtable keys in its range none of
             // whose values it could take either: passed over before any bloom probe.
             if !candidates.is_empty()
                 && self.plan.block_stats
                 && self.cannot_improve(e, states)
-                && !self.patches_matter(&overlay, &candidates, states)
+                && !self.patches_matter(overlay, &candidates, states)
             {
                 ScanCounters::add(&self.counters.blocks_skipped, 1);
                 continue;
@@ -306,7 +377,7 @@ impl FileScan<'_> {
             // A block whose values cannot change a min or max is still read for the memtable
             // keys that patch the column there (whether a live version exists decides whether a
             // patch counts), unless no patch can change it either.
-            if skip_values && !self.patches_matter(&overlay, &touched, states) {
+            if skip_values && !self.patches_matter(overlay, &touched, states) {
                 ScanCounters::add(&self.counters.blocks_skipped, 1);
                 continue;
             }
@@ -334,7 +405,7 @@ impl FileScan<'_> {
             if start < end {
                 let rows = Rows { block: &block, rows: start..end, first_row, marks, marked_as: self.j };
                 let live = rows.live(j, self.rp.seq);
-                let live = self.apply_overlay(&overlay, &block, start, live, &touched);
+                let live = self.apply_overlay(overlay, &block, start, live, &touched);
                 if skip_values {
                     ScanCounters::add(&self.counters.blocks_skipped, 1);
                 } else {
@@ -457,9 +528,23 @@ impl FileScan<'_> {
         let aggs = &self.plan.aggs;
         self.chain.aggs.iter().all(|&ai| {
             let a = &aggs[ai];
-            let own = a.column.is_some_and(|(c, _)| self.plan.info.schema.value_index(c) == self.chain.col);
-            own && matches!(a.func, AggFunc::Min | AggFunc::Max) && states[ai].beats_zone(a, &z)
+            self.extreme_of_own_column(a) && states[ai].beats_zone(a, &z)
         })
+    }
+
+    /// Whether [`Self::cannot_improve`] may ever hold, letting the chain pass over blocks
+    /// without reading them or their memtable keys: only a chain of mins and maxes of its own
+    /// column, with block statistics and bounds to compare against.
+    fn may_pass_over_blocks(&self) -> bool {
+        self.plan.block_stats
+            && self.j.is_some()
+            && self.chain.aggs.iter().all(|&ai| self.extreme_of_own_column(&self.plan.aggs[ai]))
+    }
+
+    /// Whether `a` is a min or max of the chain's column.
+    fn extreme_of_own_column(&self, a: &AggSpec) -> bool {
+        let own = a.column.is_some_and(|(c, _)| self.plan.info.schema.value_index(c) == self.chain.col);
+        own && matches!(a.func, AggFunc::Min | AggFunc::Max)
     }
 
     /// Leaves the memtables' keys out of `live` (rows from `start` of the block); where a

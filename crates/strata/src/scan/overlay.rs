@@ -3,7 +3,9 @@
 //! from the SSTs: a key the memtables delete or rewrite whole replaces the SST rows of that key;
 //! a partial row replaces the columns it carries, and counts only where the SSTs hold the row
 //! (updates are blind). Keys are resolved a block's range at a time, and only for blocks the
-//! scan reads; the memtables' [`bounds`] tell it where none of their versions can matter.
+//! scan reads, except by an aggregation that reads every block of its range anyway (a sum), which
+//! resolves the range's keys once and takes each block's from them; the memtables' [`bounds`]
+//! tell a scan where none of their versions can matter.
 
 use std::sync::Arc;
 
@@ -264,6 +266,13 @@ impl Overlay {
 
     pub(super) fn len(&self) -> usize {
         self.keys.len()
+    }
+
+    /// The positions of the keys in `[lo, hi)`.
+    pub(super) fn within(&self, lo: &[u8], hi: &[u8]) -> std::ops::Range<usize> {
+        let start = self.keys.partition_point(|k| k.as_slice() < lo);
+        let end = start + self.keys[start..].partition_point(|k| k.as_slice() < hi);
+        start..end
     }
 
     pub(super) fn key(&self, i: usize) -> &[u8] {

@@ -955,6 +955,76 @@ fn min_and_max_pass_over_blocks_but_not_over_patches_that_beat_them() {
     run([9000, -9000], "a patch over no row");
 }
 
+/// Sums of several columns over a range whose blocks nearly all hold memtable keys: the first
+/// blocks' keys are resolved block by block, the rest taken from the keys resolved over the whole
+/// range once, shared by every column's chain. Partial rows, deletes, whole rows over existing
+/// keys and new keys between the blocks' rows all count, and only inside the range.
+#[test]
+fn sums_over_blocks_that_all_hold_memtable_keys() {
+    for seed in seeds(&[31, 32]) {
+        with_seed(seed, sums_with_memtable_keys_everywhere);
+    }
+}
+
+fn sums_with_memtable_keys_everywhere(seed: u64) {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options { block_size: 512, memtable_size: 64 << 20, ..common::tiny_options(Arc::new(OsFs)) };
+    let db = Db::open(tmp.path(), opts).unwrap();
+    let names = ["a", "b", "c"];
+    let mut cols = vec![Column::not_null("id", ColumnType::BigInt)];
+    cols.extend(names.iter().map(|n| Column::new(*n, ColumnType::BigInt)));
+    let t =
+        db.create_table("s", Schema::new(cols, &["id"]).unwrap(), TableOptions::with_layout("L1-: column")).unwrap();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut model: BTreeMap<i64, [i64; 3]> = BTreeMap::new();
+    let row = |k: i64, v: [i64; 3]| [Value::BigInt(k), Value::BigInt(v[0]), Value::BigInt(v[1]), Value::BigInt(v[2])];
+    // Even keys, so new rows fall between a block's rows.
+    for k in (0..8000i64).step_by(2) {
+        let v = [rng.gen_range(-1000..1000), rng.gen_range(0..10), rng.gen_range(-5..5)];
+        t.insert(&row(k, v)).unwrap();
+        model.insert(k, v);
+    }
+    db.compact_range("s", &KeyRange::all()).unwrap();
+    // About one memtable key per 8 stored rows: every block of the range holds some.
+    for _ in 0..600 {
+        let k = rng.gen_range(0..8000i64);
+        match rng.gen_range(0..8) {
+            0 => {
+                t.delete(&[Value::BigInt(k)]).unwrap();
+                model.remove(&k);
+            }
+            1 => {
+                let v = [rng.gen_range(-1000..1000), rng.gen_range(0..10), rng.gen_range(-5..5)];
+                t.insert(&row(k, v)).unwrap();
+                model.insert(k, v);
+            }
+            _ => {
+                let c = rng.gen_range(0..3);
+                let x = rng.gen_range(-3000..3000);
+                t.update(&[Value::BigInt(k)], &[(names[c], Value::BigInt(x))]).unwrap();
+                if let Some(v) = model.get_mut(&k) {
+                    v[c] = x;
+                }
+            }
+        }
+    }
+    for (lo, hi) in [(0, 8000), (1001, 6999), (3000, 3100)] {
+        let mut req = ScanRequest::new()
+            .with_range(KeyRange::half_open(vec![Value::BigInt(lo)], vec![Value::BigInt(hi)]))
+            .with_aggregate(Aggregate::count_star());
+        for n in names {
+            req = req.with_aggregate(Aggregate::new(AggFunc::Sum, n));
+        }
+        let inside: Vec<&[i64; 3]> = model.range(lo..hi).map(|(_, v)| v).collect();
+        let mut want = vec![Value::BigInt(inside.len() as i64)];
+        want.extend((0..3).map(|c| Value::BigInt(inside.iter().map(|v| v[c]).sum())));
+        let before = db.scan_stats();
+        assert_eq!(answer(&t, &req, None).unwrap(), vec![want], "seed {seed}, keys [{lo}, {hi})");
+        let after = db.scan_stats();
+        assert_eq!(after.merged_rows, before.merged_rows, "seed {seed}: rows went through the merge");
+    }
+}
+
 /// A compacted table with writes in the memtables only: partial updates (with NULLs), deletes,
 /// rewrites, and whole rows of keys the blocks lack. Filtered aggregates and row scans read the
 /// blocks in bulk with the memtables' versions laid over their rows, match the model, and —
