@@ -20,6 +20,7 @@
 #                dependencies and strata-bench are built as in `release`
 #   --out DIR    where binaries, each run's results.json and the pair table go
 #                (default target/paired/<base>-<head>)
+#   --report     build and run nothing: print the table of the runs already in DIR again
 #
 # The builds share one target directory (target/paired/build), so the dependencies are built
 # once; each commit is checked out in a worktree of its own under target/paired/src. The
@@ -38,6 +39,7 @@ duration=20
 features=""
 fast=0
 out=""
+report=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds=$2; shift 2 ;;
@@ -47,6 +49,7 @@ while [ $# -gt 0 ]; do
         --features) features=$2; shift 2 ;;
         --fast-build) fast=1; shift ;;
         --out) out=$2; shift 2 ;;
+        --report) report=1; shift ;;
         -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
         *) break ;;
@@ -108,8 +111,10 @@ build() {
     cp "$build_dir/release/strata-bench" "$bin"
     echo "   $((SECONDS - t0)) s"
 }
-build "$base"
-build "$head"
+if [ "$report" = 0 ]; then
+    build "$base"
+    build "$head"
+fi
 
 # The command of workload $1 (strata alone), run from $out/runs/<dir>.
 command_of() {
@@ -127,7 +132,7 @@ command_of() {
 
 IFS=, read -r -a workloads <<< "$only"
 for w in "${workloads[@]}"; do command_of "$w" >/dev/null; done
-for r in $(seq 1 "$rounds"); do
+for r in $(seq 1 "$((report ? 0 : rounds))"); do
     for w in "${workloads[@]}"; do
         # Odd rounds run BASE first, even ones HEAD first, so a drift of the machine over a
         # round does not favour one side.
@@ -148,7 +153,7 @@ for r in $(seq 1 "$rounds"); do
 done
 
 python3 - "$out" "$base" "$head" "$rounds" "$only" <<'EOF' | tee "$out/pairs.md"
-import json, os, re, sys
+import json, os, re, statistics, sys
 
 out, base, head, rounds, only = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split(",")
 # The figures printed per workload: regular expressions a metric's whole name matches.
@@ -156,7 +161,7 @@ FIGURES = {
     "ycsb": ["run throughput", "read p50", "read p99", "update p99", "load throughput"],
     "write-amp": [r"fanout 10, .*: writes/s", r"fanout 10, .*: bytes written", r"fanout 10, .*: write stalls"],
     "laser-hw": ["load", "Q2a get 1-30 mean", "Q3 max mean", "Q4 sum mean", "Q1-Q5 total time"],
-    "engine": ["insert (single rows)", "insert (batches of 1000)", "insert (100 + fsync)",
+    "engine": [r"insert \(single rows\)", r"insert \(batches of 1000\)", r"insert \(100 \+ fsync\)",
                "100 single gets", "multi_get of 100"],
 }
 
@@ -191,7 +196,6 @@ for w in only:
             print(f"| {w} | {metric} ({unit}) | {r} | {fmt(x)} | {fmt(y)} | {ratio:.3f} | "
                   f"{'higher' if higher else 'lower'} |")
         if len(ratios) > 1:
-            ratios.sort()
-            print(f"| {w} | {metric} | median | | | **{ratios[len(ratios) // 2]:.3f}** | |")
+            print(f"| {w} | {metric} | median | | | **{statistics.median(ratios):.3f}** | |")
 EOF
 echo "(written to $out/pairs.md)"
