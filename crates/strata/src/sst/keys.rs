@@ -117,6 +117,28 @@ fn word(b: &[u8], width: usize) -> u64 {
     b[..width].iter().fold(0, |w, &x| (w << 8) | u64::from(x))
 }
 
+/// The first of `0..n` for which `below` is false, where it is true on a prefix of the range: a
+/// binary search.
+#[inline]
+fn first_not(n: usize, below: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if below(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// The first of `from..n` for which `past` holds (`n` if none), walking.
+#[inline]
+fn first_from(from: usize, n: usize, past: impl Fn(usize) -> bool) -> usize {
+    (from..n).find(|&i| past(i)).unwrap_or(n)
+}
+
 /// Compares `key` with the concatenation `a ‖ b`.
 #[inline]
 fn cmp_concat(key: &[u8], a: &[u8], b: &[u8]) -> Ordering {
@@ -297,21 +319,12 @@ impl KeyPage {
     /// none is).
     pub(crate) fn equal_range(&self, body: &[u8], key: &[u8]) -> (usize, usize) {
         let (lo, rest) = self.search(body, key);
-        let mut end = lo;
-        if let Some(rest) = rest {
-            match self.fixed_word(rest) {
-                Some((width, at, k)) => {
-                    while end < self.n && word(&body[at + end * width..], width) == k {
-                        end += 1;
-                    }
-                }
-                None => {
-                    while end < self.n && self.cmp_rest(body, rest, end) == Ordering::Equal {
-                        end += 1;
-                    }
-                }
-            }
-        }
+        let Some(rest) = rest else { return (lo, lo) };
+        // Equal keys follow the lower bound side by side, mostly one or none: walked.
+        let end = match self.fixed_word(rest) {
+            Some((width, at, k)) => first_from(lo, self.n, |i| word(&body[at + i * width..], width) != k),
+            None => first_from(lo, self.n, |i| self.cmp_rest(body, rest, i) != Ordering::Equal),
+        };
         (lo, end)
     }
 
@@ -339,27 +352,10 @@ impl KeyPage {
             Ordering::Equal => {}
         }
         let rest = &key[p.len()..];
-        if let Some((width, at, k)) = self.fixed_word(rest) {
-            let (mut lo, mut hi) = (0, self.n);
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if word(&body[at + mid * width..], width) < k {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            return (lo, Some(rest));
-        }
-        let (mut lo, mut hi) = (0, self.n);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.cmp_rest(body, rest, mid) == Ordering::Greater {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
+        let lo = match self.fixed_word(rest) {
+            Some((width, at, k)) => first_not(self.n, |i| word(&body[at + i * width..], width) < k),
+            None => first_not(self.n, |i| self.cmp_rest(body, rest, i) == Ordering::Greater),
+        };
         (lo, Some(rest))
     }
 }
