@@ -562,10 +562,15 @@ fn fill(fs: &Arc<FaultFs>, h: &mut Harvest) -> crate::Result<()> {
 }
 
 /// Adds the database's current files to `h` (SSTs only with `ssts`, so each is taken once or
-/// twice, not at every point).
+/// twice, not at every point); a file deleted between the listing and its read is skipped.
 fn gather(fs: &FaultFs, dir: &Path, h: &mut Harvest, ssts: bool) -> crate::Result<()> {
     for name in fs.list(dir)? {
-        let data = fs.read_all(&dir.join(&name))?;
+        // Background compactions run on while this reads: a file listed may be gone by now.
+        let data = match fs.read_all(&dir.join(&name)) {
+            Ok(data) => data,
+            Err(crate::Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
         let list = if name.ends_with(".sst") {
             if !ssts {
                 continue;
