@@ -222,9 +222,10 @@ pub(crate) struct Row {
     pub unit: String,
 }
 
-/// Whether larger is better for a unit (throughput) or smaller (latency, time).
+/// Whether larger is better for a unit (a rate: per second, minute or hour) or smaller
+/// (latency, time).
 fn higher_is_better(unit: &str) -> bool {
-    unit.ends_with("/s")
+    ["/s", "/min", "/h"].iter().any(|per| unit.ends_with(per))
 }
 
 /// The figures of one run of one workload.

@@ -28,6 +28,7 @@
 //!   slow tier under YCSB C (with a moving hot range), A and B-10 (see `tiering.rs`).
 
 mod chart;
+mod chbench;
 mod cluster;
 mod engine;
 mod harness;
@@ -85,6 +86,9 @@ enum Cmd {
     /// TPC-H: the 22 queries through strata's SQL over tables generated in process, answers
     /// checked against DuckDB's reference answers, times beside DuckDB and SQLite.
     Tpch(tpch::TpchArgs),
+    /// CH-benCHmark: TPC-C's transactions and 22 TPC-H-style queries on the same tables, together
+    /// and each alone (tpmC and queries per hour).
+    Chbench(chbench::ChbenchArgs),
     /// LogStore: YCSB C/A/B-10 on a fast and a slow tier (slowed to SSD and hard-disk
     /// profiles), informed and reverse compaction against all-slow and round-robin placement,
     /// with the hybrid model's prediction beside each figure.
@@ -121,6 +125,7 @@ fn main() {
         Cmd::WriteAmp(a) => write_amp::write_amp(a).map_err(strata::Error::InvalidArgument),
         Cmd::Lstore(a) => lstore::lstore(a).map_err(strata::Error::InvalidArgument),
         Cmd::Tpch(a) => tpch::tpch(a).map_err(strata::Error::InvalidArgument),
+        Cmd::Chbench(a) => chbench::chbench(a).map_err(strata::Error::InvalidArgument),
         Cmd::Cluster(a) => cluster::cluster(a).map_err(strata::Error::InvalidArgument),
         Cmd::Tiering(a) => tiering::tiering(a).map_err(strata::Error::InvalidArgument),
         Cmd::Pgbench(a) => pgbench::pgbench(a).map_err(strata::Error::InvalidArgument),

@@ -150,7 +150,7 @@ fn engine_name(engine: Engine) -> &'static str {
 }
 
 /// The queries of the `-- Qn` file, numbered, without their comment lines.
-fn parse_queries(text: &str) -> Vec<(u32, String)> {
+pub(crate) fn parse_queries(text: &str) -> Vec<(u32, String)> {
     let mut out: Vec<(u32, String)> = Vec::new();
     for line in text.lines() {
         if let Some(n) = line.strip_prefix("-- Q").and_then(|r| r.split(':').next()).and_then(|n| n.parse().ok()) {
@@ -1012,7 +1012,7 @@ fn write_plan(
 
 /// The rows of `batches` as text: dates as `YYYY-MM-DD`, numbers as Arrow prints them, NULL as
 /// an empty value (as the answers write it).
-fn batches_text(batches: &[RecordBatch]) -> Result<Vec<Vec<String>>, String> {
+pub(crate) fn batches_text(batches: &[RecordBatch]) -> Result<Vec<Vec<String>>, String> {
     let mut rows = Vec::new();
     for b in batches {
         let formatters: Vec<_> = b

@@ -1,0 +1,455 @@
+//! `strata-bench chbench`: CH-benCHmark (Cole et al., DBTest 2011), the HTAP benchmark. TPC-C's
+//! five transactions from transactional clients and 22 TPC-H-style queries from analytical
+//! clients run on the same tables at once; then each side runs alone. The result is a pair:
+//! tpmC (New-Orders committed per minute) and analytical queries per hour, each alone and with
+//! the other side running.
+//!
+//! strata runs the transactions through its transaction API (snapshot isolation; runs lost to
+//! conflicts are counted and run again) and the queries through strata-sql. After the runs,
+//! TPC-C's consistency conditions 1-4 are checked.
+
+mod check;
+mod gen;
+mod schema;
+mod tx;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::json;
+use strata::{Db, Options, TableOptions, Value};
+
+use crate::harness::{Latency, Progress, Results};
+use gen::Scale;
+use schema::TableSpec;
+use tx::{Input, Kind, Outcome, KINDS};
+
+const QUERIES: &str = include_str!("queries.sql");
+
+#[derive(Args, Debug)]
+pub(crate) struct ChbenchArgs {
+    /// Warehouses to load (TPC-C's scale: 100,000 stock rows and 30,000 customers each).
+    #[arg(long, default_value_t = 10)]
+    warehouses: i32,
+    /// Clients running TPC-C transactions, each at a home warehouse (client i at warehouse
+    /// i mod W + 1), without keying or think times.
+    #[arg(long, default_value_t = 2)]
+    tx_clients: usize,
+    /// Clients running the 22 queries in turn (client i starting at query 2i + 1).
+    #[arg(long, default_value_t = 1)]
+    olap_clients: usize,
+    /// Seconds each of the three phases runs: both sides, transactions alone, queries alone.
+    #[arg(long, default_value_t = 60)]
+    duration: u64,
+    /// Systems to run, comma-separated (strata only so far).
+    #[arg(long, value_delimiter = ',', default_value = "strata")]
+    systems: Vec<String>,
+    /// Random seed of the population and of the clients' choices.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Partitions each strata-sql query runs with.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// strata's block cache, MiB.
+    #[arg(long, default_value_t = 256)]
+    block_cache_mib: usize,
+    /// Also write each query's physical plan on strata to `<out>/plans/chbench-qNN.txt`.
+    #[arg(long)]
+    explain: bool,
+    /// Directory for results.json, the chart and the systems' data.
+    #[arg(long, default_value = "bench-out")]
+    out: PathBuf,
+}
+
+/// What every system answers to: a TPC-C transaction, and SQL as rows of text.
+pub(crate) trait ChSystem: Sync {
+    fn transaction(&self, input: &Input) -> Result<Outcome, String>;
+    fn query(&self, sql: &str) -> Result<Vec<Vec<String>>, String>;
+}
+
+/// The queries of the `-- Qn` file, numbered.
+fn queries() -> Vec<(u32, String)> {
+    crate::tpch::parse_queries(QUERIES)
+}
+
+/// strata: the database, its transactions and strata-sql.
+pub(crate) struct StrataSystem {
+    db: Arc<Db>,
+    tpcc: tx::StrataTpcc,
+    sql: strata_sql::SqlEngine,
+    rt: tokio::runtime::Runtime,
+}
+
+impl StrataSystem {
+    /// Opens (and with `load`, first fills) the database in `dir`.
+    fn open(
+        dir: &Path,
+        warehouses: i32,
+        scale: &Scale,
+        seed: u64,
+        threads: usize,
+        cache_mib: usize,
+    ) -> Result<Self, String> {
+        let _ = std::fs::remove_dir_all(dir);
+        let opts = Options { block_cache_size: cache_mib << 20, ..Options::default() };
+        let db = Arc::new(Db::open(dir, opts).map_err(|e| format!("strata: {e}"))?);
+        load_strata(&db, warehouses, scale, seed)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads.max(1))
+            .enable_all()
+            .build()
+            .map_err(|e| format!("strata: {e}"))?;
+        let sql = strata_sql::SqlEngine::with_partitions(db.clone(), threads).map_err(|e| format!("strata: {e}"))?;
+        Ok(StrataSystem { tpcc: tx::StrataTpcc::open(db.clone(), warehouses)?, db, sql, rt })
+    }
+}
+
+impl ChSystem for StrataSystem {
+    fn transaction(&self, input: &Input) -> Result<Outcome, String> {
+        self.tpcc.run(input)
+    }
+
+    fn query(&self, sql: &str) -> Result<Vec<Vec<String>>, String> {
+        let out = self.rt.block_on(self.sql.execute(sql)).map_err(|e| format!("strata: {e}"))?;
+        match out.last() {
+            Some(strata_sql::Output::Rows { batches, .. }) => crate::tpch::batches_text(batches),
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
+/// Creates the tables (and strata's two index tables) and ingests the population, warehouses
+/// shared between two threads; returns the rows loaded.
+fn load_strata(db: &Db, warehouses: i32, scale: &Scale, seed: u64) -> Result<u64, String> {
+    let err = |e: strata::Error| format!("strata: {e}");
+    for t in schema::TABLES.iter().copied().chain([&schema::CUSTOMER_BY_NAME, &schema::ORDERS_BY_CUSTOMER]) {
+        db.create_table(t.name, t.strata_schema()?, TableOptions::default()).map_err(err)?;
+    }
+    let ingest = |rows: BTreeMap<&'static str, Vec<Vec<Value>>>| -> Result<(), String> {
+        for (name, rows) in rows {
+            db.table(name).map_err(err)?.ingest(&rows).map_err(|e| format!("strata: loading {name}: {e}"))?;
+        }
+        Ok(())
+    };
+    // Gathers generated rows per table, with the index rows strata keeps beside them.
+    let gather = |rows: &mut BTreeMap<&'static str, Vec<Vec<Value>>>, t: &'static TableSpec, row: Vec<Value>| {
+        if t.name == schema::CUSTOMER.name {
+            let by_name = [0, 1, 5, 3, 2].map(|i| row[i].clone()).to_vec();
+            rows.entry(schema::CUSTOMER_BY_NAME.name).or_default().push(by_name);
+        } else if t.name == schema::ORDERS.name {
+            let by_customer = [0, 1, 3, 2].map(|i| row[i].clone()).to_vec();
+            rows.entry(schema::ORDERS_BY_CUSTOMER.name).or_default().push(by_customer);
+        }
+        rows.entry(t.name).or_default().push(row);
+    };
+    let total = scale.rows(warehouses);
+    let next = std::sync::atomic::AtomicI32::new(1);
+    Progress::around("strata: load", total, |done: &AtomicU64| {
+        let mut fixed = BTreeMap::new();
+        gen::fixed_tables(seed, scale, &mut |t, row| {
+            gather(&mut fixed, t, row);
+            done.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })?;
+        ingest(fixed)?;
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| -> Result<(), String> {
+                        loop {
+                            let w = next.fetch_add(1, Ordering::Relaxed);
+                            if w > warehouses {
+                                return Ok(());
+                            }
+                            let mut rows = BTreeMap::new();
+                            gen::warehouse(seed, w, scale, &mut |t, row| {
+                                gather(&mut rows, t, row);
+                                done.fetch_add(1, Ordering::Relaxed);
+                                Ok(())
+                            })?;
+                            ingest(rows)?;
+                        }
+                    })
+                })
+                .collect();
+            workers.into_iter().try_for_each(|h| h.join().map_err(|_| "chbench: a load thread panicked".to_string())?)
+        })?;
+        db.flush().map_err(err)?;
+        db.wait_for_compactions().map_err(err)?;
+        Ok(done.load(Ordering::Relaxed))
+    })
+}
+
+/// What one phase measured.
+#[derive(Default)]
+pub(crate) struct PhaseOut {
+    pub secs: f64,
+    /// Transactions committed (or rolled back as asked), per kind.
+    pub done: [u64; 5],
+    pub latency: Vec<Latency>,
+    pub retries: u64,
+    pub rolled_back: u64,
+    /// Each query's run times, ms.
+    pub queries: BTreeMap<u32, Vec<f64>>,
+}
+
+impl PhaseOut {
+    /// New-Orders committed per minute (rolled-back ones are not counted).
+    pub fn tpmc(&self) -> f64 {
+        self.done[0] as f64 * 60.0 / self.secs.max(1e-9)
+    }
+
+    /// Queries finished per hour.
+    pub fn qph(&self) -> f64 {
+        self.queries.values().map(Vec::len).sum::<usize>() as f64 * 3600.0 / self.secs.max(1e-9)
+    }
+
+    pub fn transactions(&self) -> u64 {
+        self.done.iter().sum()
+    }
+}
+
+/// Runs `tx_clients` transactional and `olap_clients` analytical clients on `sys` for
+/// `duration`; a client starts nothing once the time is up, and the phase lasts until the last
+/// one has finished.
+pub(crate) fn run_phase(
+    sys: &dyn ChSystem,
+    label: &str,
+    setup: (i32, Scale, u64),
+    tx_clients: usize,
+    olap_clients: usize,
+    duration: Duration,
+) -> Result<PhaseOut, String> {
+    let (warehouses, scale, seed) = setup;
+    let queries = queries();
+    let start = Instant::now();
+    let deadline = start + duration;
+    let progress = Progress::new(label, duration.as_secs());
+    let outs: Vec<Result<PhaseOut, String>> = std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        for c in 0..tx_clients {
+            let w = (c as i32 % warehouses) + 1;
+            handles.push(s.spawn(move || -> Result<PhaseOut, String> {
+                let mut r = gen::Rand::new(seed ^ 0xC11E ^ (c as u64) << 20 ^ start.elapsed().as_nanos() as u64);
+                let mut out =
+                    PhaseOut { latency: KINDS.iter().map(|_| Latency::new()).collect(), ..Default::default() };
+                while Instant::now() < deadline {
+                    let kind = Kind::draw(&mut r);
+                    let input = Input::draw(kind, &mut r, &scale, w, warehouses);
+                    let t = Instant::now();
+                    let o = sys.transaction(&input)?;
+                    let k = KINDS.iter().position(|&x| x == kind).unwrap_or(0);
+                    out.latency[k].record(t.elapsed());
+                    out.retries += u64::from(o.retries);
+                    if o.rolled_back {
+                        out.rolled_back += 1;
+                    } else {
+                        out.done[k] += 1;
+                    }
+                }
+                Ok(out)
+            }));
+        }
+        for c in 0..olap_clients {
+            let queries = &queries;
+            let progress = &progress;
+            handles.push(s.spawn(move || -> Result<PhaseOut, String> {
+                let mut out = PhaseOut::default();
+                let mut i = (2 * c) % queries.len();
+                while Instant::now() < deadline {
+                    let (n, sql) = &queries[i];
+                    let t = Instant::now();
+                    sys.query(sql).map_err(|e| format!("Q{n}: {e}"))?;
+                    out.queries.entry(*n).or_default().push(t.elapsed().as_secs_f64() * 1000.0);
+                    progress.set(start.elapsed().as_secs().min(duration.as_secs()));
+                    i = (i + 1) % queries.len();
+                }
+                Ok(out)
+            }));
+        }
+        while Instant::now() < deadline {
+            progress.set(start.elapsed().as_secs());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("chbench: a client panicked".into()))).collect()
+    });
+    progress.finish();
+    let mut total = PhaseOut { latency: KINDS.iter().map(|_| Latency::new()).collect(), ..Default::default() };
+    for out in outs {
+        let out = out?;
+        for k in 0..KINDS.len() {
+            total.done[k] += out.done[k];
+            if let Some(l) = out.latency.get(k) {
+                total.latency[k].merge(l);
+            }
+        }
+        total.retries += out.retries;
+        total.rolled_back += out.rolled_back;
+        for (n, times) in out.queries {
+            total.queries.entry(n).or_default().extend(times);
+        }
+    }
+    total.secs = start.elapsed().as_secs_f64();
+    Ok(total)
+}
+
+/// Bytes of the files under `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+fn p95(times: &[f64]) -> f64 {
+    let mut t = times.to_vec();
+    t.sort_by(f64::total_cmp);
+    t.get(((t.len() as f64 * 0.95).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0.0)
+}
+
+pub(crate) fn chbench(a: &ChbenchArgs) -> Result<(), String> {
+    if a.warehouses < 1 {
+        return Err("chbench: --warehouses must be at least 1".into());
+    }
+    if let Some(s) = a.systems.iter().find(|s| s.as_str() != "strata") {
+        return Err(format!("chbench: system {s} is not supported yet (only strata runs CH-benCHmark so far)"));
+    }
+    let scale = Scale::SPEC;
+    let dir = a.out.join("data").join("strata");
+    let t0 = Instant::now();
+    let sys = StrataSystem::open(&dir, a.warehouses, &scale, a.seed, a.threads, a.block_cache_mib)?;
+    let load_s = t0.elapsed().as_secs_f64();
+    let config = format!(
+        "LSM engine, default layout, {} MiB block cache, snapshot isolation, strata-sql {} partitions, DOUBLE money",
+        a.block_cache_mib, a.threads
+    );
+    let mut results = Results::new(
+        "chbench",
+        [
+            ("warehouses", json!(a.warehouses)),
+            ("tx_clients", json!(a.tx_clients)),
+            ("olap_clients", json!(a.olap_clients)),
+            ("duration_s", json!(a.duration)),
+            ("seed", json!(a.seed)),
+        ],
+    );
+    results.add("strata", &config, "load", load_s, "s");
+    // The queries once at quiescence: each must run before anything is measured.
+    for (n, q) in queries() {
+        if a.explain {
+            let plan: Vec<String> = sys.query(&format!("EXPLAIN {q}"))?.into_iter().map(|r| r.join("\n")).collect();
+            let dir = a.out.join("plans");
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let path = dir.join(format!("chbench-q{n:02}.txt"));
+            std::fs::write(&path, plan.join("\n")).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        let t = Instant::now();
+        let rows = sys.query(&q).map_err(|e| format!("Q{n} at quiescence: {e}"))?;
+        eprintln!("  strata: Q{n} at quiescence: {} rows in {:.0} ms", rows.len(), t.elapsed().as_secs_f64() * 1000.0);
+    }
+    let d = Duration::from_secs(a.duration);
+    let setup = (a.warehouses, scale, a.seed);
+    let both = run_phase(&sys, "strata: both sides", setup, a.tx_clients, a.olap_clients, d)?;
+    let tx_alone = run_phase(&sys, "strata: transactions alone", setup, a.tx_clients, 0, d)?;
+    let olap_alone = run_phase(&sys, "strata: queries alone", setup, 0, a.olap_clients, d)?;
+    let broken = check::consistency("strata", |q| sys.query(q))?;
+    if !broken.is_empty() {
+        return Err(broken.join("\n"));
+    }
+    eprintln!("strata: consistency conditions 1-4 hold");
+    let s = "strata";
+    if a.tx_clients > 0 {
+        results.add(s, &config, "tpmC, transactions alone", tx_alone.tpmc(), "new-orders/min");
+        results.add(s, &config, "tpmC, with queries", both.tpmc(), "new-orders/min");
+        for (k, kind) in KINDS.iter().enumerate() {
+            results.add_latency(s, &config, &format!("{} alone", kind.name()), &tx_alone.latency[k]);
+        }
+        let ran = tx_alone.transactions().max(1) as f64;
+        results.add(
+            s,
+            &config,
+            "runs lost to conflicts per 100 transactions, alone",
+            tx_alone.retries as f64 * 100.0 / ran,
+            "runs",
+        );
+        results.add(s, &config, "rolled back (unused item), alone", tx_alone.rolled_back as f64, "transactions");
+    }
+    if a.olap_clients > 0 {
+        results.add(s, &config, "queries per hour, alone", olap_alone.qph(), "queries/h");
+        results.add(s, &config, "queries per hour, with transactions", both.qph(), "queries/h");
+        for (n, times) in &olap_alone.queries {
+            let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
+            results.add(s, &config, &format!("Q{n} mean, alone"), mean, "ms");
+            results.add(s, &config, &format!("Q{n} p95, alone"), p95(times), "ms");
+        }
+    }
+    results.add(s, &config, "write stalls", sys.db.stats().write_stall_micros as f64 / 1e6, "s");
+    results.add(s, &config, "database size", dir_bytes(&dir) as f64 / (1 << 20) as f64, "MiB");
+    results.print();
+    let path = results.write(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first of `STRATA_SEEDS` when set (a replay), else a new seed; printed either way.
+    fn test_seed() -> u64 {
+        let given = std::env::var("STRATA_SEEDS").ok().and_then(|s| s.split(',').next()?.trim().parse().ok());
+        let seed = given.unwrap_or_else(rand::random);
+        println!("seed {seed} (replay: STRATA_SEEDS={seed})");
+        seed
+    }
+
+    /// The CI-sized run: one warehouse of 1,000 items and 30 customers per district, both
+    /// sides for two seconds. Every query runs, every kind of transaction commits, the
+    /// consistency conditions hold afterwards, and a district whose d_ytd no longer adds up is
+    /// caught by them.
+    #[test]
+    fn a_small_run_of_both_sides_stays_consistent() {
+        let seed = test_seed();
+        let dir = tempfile::tempdir().unwrap();
+        let scale = Scale { items: 1_000, customers: 30 };
+        let sys = StrataSystem::open(&dir.path().join("db"), 1, &scale, seed, 2, 16).unwrap();
+        for (n, q) in queries() {
+            sys.query(&q).unwrap_or_else(|e| panic!("seed {seed}: Q{n}: {e}"));
+        }
+        let out = run_phase(&sys, "test", (1, scale, seed), 2, 1, Duration::from_secs(2)).unwrap();
+        for (k, kind) in KINDS.iter().enumerate() {
+            assert!(out.done[k] > 0, "seed {seed}: no {} committed in {:?}", kind.name(), out.done);
+        }
+        assert!(!out.queries.is_empty(), "seed {seed}: no query finished");
+        let broken = check::consistency("strata", |q| sys.query(q)).unwrap();
+        assert!(broken.is_empty(), "seed {seed}: {broken:?}");
+        // New-Orders advanced the districts past the loaded orders.
+        let next = sys.query("SELECT sum(d_next_o_id) FROM district").unwrap();
+        assert!(next[0][0].parse::<i64>().unwrap() > 10 * 31, "seed {seed}: {next:?}");
+        // A broken total is found.
+        sys.db
+            .table("district")
+            .unwrap()
+            .update(&[Value::Int(1), Value::Int(3)], &[("d_ytd", Value::Double(1.0))])
+            .unwrap();
+        let broken = check::consistency("strata", |q| sys.query(q)).unwrap();
+        assert_eq!(broken.len(), 1, "seed {seed}: {broken:?}");
+        assert!(broken[0].contains("condition 1"), "{broken:?}");
+    }
+
+    #[test]
+    fn the_file_holds_the_22_queries_in_order() {
+        let q = queries();
+        assert_eq!(q.iter().map(|(n, _)| *n).collect::<Vec<_>>(), (1..=22).collect::<Vec<_>>());
+        assert!(q.iter().all(|(_, sql)| sql.starts_with("SELECT") || sql.starts_with("WITH")), "{q:?}");
+    }
+}
