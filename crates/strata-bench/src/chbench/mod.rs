@@ -10,6 +10,8 @@
 
 mod check;
 mod gen;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod schema;
 mod tx;
 
@@ -45,7 +47,7 @@ pub(crate) struct ChbenchArgs {
     /// Seconds each of the three phases runs: both sides, transactions alone, queries alone.
     #[arg(long, default_value_t = 60)]
     duration: u64,
-    /// Systems to run, comma-separated (strata only so far).
+    /// Systems to run, comma-separated: strata, postgres (the others do not run it yet).
     #[arg(long, value_delimiter = ',', default_value = "strata")]
     systems: Vec<String>,
     /// Random seed of the population and of the clients' choices.
@@ -69,6 +71,10 @@ pub(crate) struct ChbenchArgs {
 pub(crate) trait ChSystem: Sync {
     fn transaction(&self, input: &Input) -> Result<Outcome, String>;
     fn query(&self, sql: &str) -> Result<Vec<Vec<String>>, String>;
+    /// Seconds writers waited on background work, where the system counts them.
+    fn stall_secs(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// The queries of the `-- Qn` file, numbered.
@@ -111,6 +117,10 @@ impl StrataSystem {
 impl ChSystem for StrataSystem {
     fn transaction(&self, input: &Input) -> Result<Outcome, String> {
         self.tpcc.run(input)
+    }
+
+    fn stall_secs(&self) -> Option<f64> {
+        Some(self.db.stats().write_stall_micros as f64 / 1e6)
     }
 
     fn query(&self, sql: &str) -> Result<Vec<Vec<String>>, String> {
@@ -318,22 +328,80 @@ fn p95(times: &[f64]) -> f64 {
     t.get(((t.len() as f64 * 0.95).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0.0)
 }
 
+/// Opens `system` in `dir` with the population loaded; says how it is configured.
+fn open_system(
+    system: &str,
+    dir: &Path,
+    a: &ChbenchArgs,
+    scale: &Scale,
+) -> Result<(Box<dyn ChSystem>, String), String> {
+    match system {
+        "strata" => Ok((
+            Box::new(StrataSystem::open(dir, a.warehouses, scale, a.seed, a.threads, a.block_cache_mib)?),
+            format!(
+                "LSM engine, default layout, {} MiB block cache, snapshot isolation, strata-sql {} partitions, DOUBLE \
+                 money",
+                a.block_cache_mib, a.threads
+            ),
+        )),
+        #[cfg(feature = "postgres")]
+        "postgres" => {
+            Ok((Box::new(postgres::PgSystem::open(dir, a.warehouses, scale, a.seed)?), postgres::CONFIG.into()))
+        }
+        other if crate::peers::built().contains(&other) => {
+            Err(format!("chbench: {other} does not run CH-benCHmark yet (strata and postgres do)"))
+        }
+        other => Err(crate::peers::not_built(other)),
+    }
+}
+
+/// A query's answer, each cell as text.
+type Rows = Vec<Vec<String>>;
+
+/// A cell as compared between systems: a number, or text with a timestamp's `T` as a space.
+fn cell_key(c: &str) -> Result<f64, String> {
+    c.parse::<f64>().map_err(|_| c.replacen('T', " ", 1).trim_end_matches(".000000").to_owned())
+}
+
+/// Whether two systems' rows are the same answer: the same rows in some order, numbers equal to
+/// a millionth (sums of DOUBLEs depend on their order).
+fn same_answer(x: &[Vec<String>], y: &[Vec<String>]) -> bool {
+    let sorted = |rows: &[Vec<String>]| {
+        let mut keyed: Vec<(String, Vec<Result<f64, String>>)> = rows
+            .iter()
+            .map(|r| {
+                let cells: Vec<Result<f64, String>> = r.iter().map(|c| cell_key(c)).collect();
+                let key = cells
+                    .iter()
+                    .map(|c| match c {
+                        Ok(v) => format!("{v:.4e}"),
+                        Err(t) => t.clone(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\u{1}");
+                (key, cells)
+            })
+            .collect();
+        keyed.sort_by(|p, q| p.0.cmp(&q.0));
+        keyed.into_iter().map(|k| k.1).collect::<Vec<_>>()
+    };
+    let (x, y) = (sorted(x), sorted(y));
+    x.len() == y.len()
+        && x.iter().zip(&y).all(|(r, s)| {
+            r.len() == s.len()
+                && r.iter().zip(s).all(|(p, q)| match (p, q) {
+                    (Ok(p), Ok(q)) => (p - q).abs() <= 1e-6 * p.abs().max(q.abs()).max(1.0),
+                    (Err(p), Err(q)) => p == q,
+                    _ => false,
+                })
+        })
+}
+
 pub(crate) fn chbench(a: &ChbenchArgs) -> Result<(), String> {
     if a.warehouses < 1 {
         return Err("chbench: --warehouses must be at least 1".into());
     }
-    if let Some(s) = a.systems.iter().find(|s| s.as_str() != "strata") {
-        return Err(format!("chbench: system {s} is not supported yet (only strata runs CH-benCHmark so far)"));
-    }
     let scale = Scale::SPEC;
-    let dir = a.out.join("data").join("strata");
-    let t0 = Instant::now();
-    let sys = StrataSystem::open(&dir, a.warehouses, &scale, a.seed, a.threads, a.block_cache_mib)?;
-    let load_s = t0.elapsed().as_secs_f64();
-    let config = format!(
-        "LSM engine, default layout, {} MiB block cache, snapshot isolation, strata-sql {} partitions, DOUBLE money",
-        a.block_cache_mib, a.threads
-    );
     let mut results = Results::new(
         "chbench",
         [
@@ -344,61 +412,83 @@ pub(crate) fn chbench(a: &ChbenchArgs) -> Result<(), String> {
             ("seed", json!(a.seed)),
         ],
     );
-    results.add("strata", &config, "load", load_s, "s");
-    // The queries once at quiescence: each must run before anything is measured.
-    for (n, q) in queries() {
-        if a.explain {
-            let plan: Vec<String> = sys.query(&format!("EXPLAIN {q}"))?.into_iter().map(|r| r.join("\n")).collect();
-            let dir = a.out.join("plans");
-            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let path = dir.join(format!("chbench-q{n:02}.txt"));
-            std::fs::write(&path, plan.join("\n")).map_err(|e| format!("{}: {e}", path.display()))?;
+    // Each system's answers at quiescence, checked against strata's once all ran.
+    let mut answers: BTreeMap<String, Vec<(u32, Rows)>> = BTreeMap::new();
+    for s in &a.systems {
+        let s = s.as_str();
+        let dir = a.out.join("data").join(s);
+        let t0 = Instant::now();
+        let (sys, config) = open_system(s, &dir, a, &scale)?;
+        results.add(s, &config, "load", t0.elapsed().as_secs_f64(), "s");
+        let mut quiet = Vec::new();
+        // The queries once at quiescence: each must run before anything is measured.
+        for (n, q) in queries() {
+            if a.explain && s == "strata" {
+                let plan: Vec<String> = sys.query(&format!("EXPLAIN {q}"))?.into_iter().map(|r| r.join("\n")).collect();
+                let dir = a.out.join("plans");
+                std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                let path = dir.join(format!("chbench-q{n:02}.txt"));
+                std::fs::write(&path, plan.join("\n")).map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+            let t = Instant::now();
+            let rows = sys.query(&q).map_err(|e| format!("{s}: Q{n} at quiescence: {e}"))?;
+            eprintln!("  {s}: Q{n} at quiescence: {} rows in {:.0} ms", rows.len(), t.elapsed().as_secs_f64() * 1000.0);
+            quiet.push((n, rows));
         }
-        let t = Instant::now();
-        let rows = sys.query(&q).map_err(|e| format!("Q{n} at quiescence: {e}"))?;
-        eprintln!("  strata: Q{n} at quiescence: {} rows in {:.0} ms", rows.len(), t.elapsed().as_secs_f64() * 1000.0);
-    }
-    let d = Duration::from_secs(a.duration);
-    let setup = (a.warehouses, scale, a.seed);
-    let both = run_phase(&sys, "strata: both sides", setup, a.tx_clients, a.olap_clients, d)?;
-    let tx_alone = run_phase(&sys, "strata: transactions alone", setup, a.tx_clients, 0, d)?;
-    let olap_alone = run_phase(&sys, "strata: queries alone", setup, 0, a.olap_clients, d)?;
-    let broken = check::consistency("strata", |q| sys.query(q))?;
-    if !broken.is_empty() {
-        return Err(broken.join("\n"));
-    }
-    eprintln!("strata: consistency conditions 1-4 hold");
-    let s = "strata";
-    if a.tx_clients > 0 {
-        results.add(s, &config, "tpmC, transactions alone", tx_alone.tpmc(), "new-orders/min");
-        results.add(s, &config, "tpmC, with queries", both.tpmc(), "new-orders/min");
-        for (k, kind) in KINDS.iter().enumerate() {
-            results.add_latency(s, &config, &format!("{} alone", kind.name()), &tx_alone.latency[k]);
+        answers.insert(s.to_owned(), quiet);
+        let d = Duration::from_secs(a.duration);
+        let setup = (a.warehouses, scale, a.seed);
+        let both = run_phase(&*sys, &format!("{s}: both sides"), setup, a.tx_clients, a.olap_clients, d)?;
+        let tx_alone = run_phase(&*sys, &format!("{s}: transactions alone"), setup, a.tx_clients, 0, d)?;
+        let olap_alone = run_phase(&*sys, &format!("{s}: queries alone"), setup, 0, a.olap_clients, d)?;
+        let broken = check::consistency(s, |q| sys.query(q))?;
+        if !broken.is_empty() {
+            return Err(broken.join("\n"));
         }
-        let ran = tx_alone.transactions().max(1) as f64;
-        results.add(
-            s,
-            &config,
-            "runs lost to conflicts per 100 transactions, alone",
-            tx_alone.retries as f64 * 100.0 / ran,
-            "runs",
-        );
-        results.add(s, &config, "rolled back (unused item), alone", tx_alone.rolled_back as f64, "transactions");
-    }
-    if a.olap_clients > 0 {
-        results.add(s, &config, "queries per hour, alone", olap_alone.qph(), "queries/h");
-        results.add(s, &config, "queries per hour, with transactions", both.qph(), "queries/h");
-        for (n, times) in &olap_alone.queries {
-            let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
-            results.add(s, &config, &format!("Q{n} mean, alone"), mean, "ms");
-            results.add(s, &config, &format!("Q{n} p95, alone"), p95(times), "ms");
+        eprintln!("{s}: consistency conditions 1-4 hold");
+        if a.tx_clients > 0 {
+            results.add(s, &config, "tpmC, transactions alone", tx_alone.tpmc(), "new-orders/min");
+            results.add(s, &config, "tpmC, with queries", both.tpmc(), "new-orders/min");
+            for (k, kind) in KINDS.iter().enumerate() {
+                results.add_latency(s, &config, &format!("{} alone", kind.name()), &tx_alone.latency[k]);
+            }
+            let ran = tx_alone.transactions().max(1) as f64;
+            let lost = tx_alone.retries as f64 * 100.0 / ran;
+            results.add(s, &config, "runs lost to conflicts per 100 transactions, alone", lost, "runs");
+            results.add(s, &config, "rolled back (unused item), alone", tx_alone.rolled_back as f64, "transactions");
         }
+        if a.olap_clients > 0 {
+            results.add(s, &config, "queries per hour, alone", olap_alone.qph(), "queries/h");
+            results.add(s, &config, "queries per hour, with transactions", both.qph(), "queries/h");
+            for (n, times) in &olap_alone.queries {
+                let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
+                results.add(s, &config, &format!("Q{n} mean, alone"), mean, "ms");
+                results.add(s, &config, &format!("Q{n} p95, alone"), p95(times), "ms");
+            }
+        }
+        if let Some(stalls) = sys.stall_secs() {
+            results.add(s, &config, "write stalls", stalls, "s");
+        }
+        drop(sys);
+        results.add(s, &config, "database size", dir_bytes(&dir) as f64 / (1 << 20) as f64, "MiB");
     }
-    results.add(s, &config, "write stalls", sys.db.stats().write_stall_micros as f64 / 1e6, "s");
-    results.add(s, &config, "database size", dir_bytes(&dir) as f64 / (1 << 20) as f64, "MiB");
     results.print();
     let path = results.write(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
     eprintln!("wrote {}", path.display());
+    if let Some(truth) = answers.get("strata") {
+        for (s, theirs) in answers.iter().filter(|(s, _)| s.as_str() != "strata") {
+            let differ: Vec<String> = truth
+                .iter()
+                .zip(theirs)
+                .filter(|((_, x), (_, y))| !same_answer(x, y))
+                .map(|((n, _), _)| format!("Q{n}"))
+                .collect();
+            if !differ.is_empty() {
+                return Err(format!("chbench: at quiescence {s} answers {} unlike strata", differ.join(", ")));
+            }
+            eprintln!("{s}: the 22 queries at quiescence answer as strata's do");
+        }
+    }
     Ok(())
 }
 
@@ -457,6 +547,22 @@ mod tests {
         let broken = check::consistency("strata", |q| sys.query(q)).unwrap();
         assert_eq!(broken.len(), 1, "seed {seed}: {broken:?}");
         assert!(broken[0].contains("condition 1"), "{broken:?}");
+    }
+
+    #[test]
+    fn answers_agree_in_any_row_order_and_to_a_millionth_only() {
+        let rows =
+            |r: &[&[&str]]| r.iter().map(|r| r.iter().map(|c| c.to_string()).collect()).collect::<Vec<Vec<String>>>();
+        let strata = rows(&[&["GERMANY", "12.5", "2026-01-01T00:00:00"], &["CHINA", "3", ""]]);
+        // Rows in another order, a number printed otherwise, a timestamp as PostgreSQL prints it.
+        assert!(same_answer(
+            &strata,
+            &rows(&[&["CHINA", "3.0", ""], &["GERMANY", "12.5000001", "2026-01-01 00:00:00"]])
+        ));
+        assert!(!same_answer(&strata, &rows(&[&["CHINA", "3", ""], &["GERMANY", "12.6", "2026-01-01 00:00:00"]])));
+        assert!(!same_answer(&strata, &rows(&[&["CHINA", "3", ""], &["JAPAN", "12.5", "2026-01-01 00:00:00"]])));
+        assert!(!same_answer(&strata, &rows(&[&["CHINA", "3", ""]])));
+        assert!(!same_answer(&strata, &rows(&[&["CHINA", "3", "x"], &["GERMANY", "12.5", "2026-01-01 00:00:00"]])));
     }
 
     #[test]

@@ -26,6 +26,17 @@ impl Ty {
             Ty::Timestamp => ColumnType::Timestamp,
         }
     }
+
+    /// The type's name in PostgreSQL (and DuckDB and SQLite).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub fn sql(self) -> &'static str {
+        match self {
+            Ty::Int => "INTEGER",
+            Ty::Double => "DOUBLE PRECISION",
+            Ty::Text => "TEXT",
+            Ty::Timestamp => "TIMESTAMP",
+        }
+    }
 }
 
 /// One table: its columns (name, type, whether NULL is allowed) and primary key.
@@ -52,6 +63,17 @@ impl TableSpec {
             )
             .collect();
         Schema::new(columns, self.key).map_err(|e| format!("chbench: table {}: {e}", self.name))
+    }
+
+    /// `CREATE TABLE` for a SQL system.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub fn create_sql(&self) -> String {
+        let cols: Vec<String> = self
+            .columns
+            .iter()
+            .map(|&(name, ty, nullable)| format!("{name} {}{}", ty.sql(), if nullable { "" } else { " NOT NULL" }))
+            .collect();
+        format!("CREATE TABLE {} ({}, PRIMARY KEY ({}))", self.name, cols.join(", "), self.key.join(", "))
     }
 
     /// The position of column `name`.
