@@ -91,7 +91,7 @@ pub(crate) struct StrataSystem {
 }
 
 impl StrataSystem {
-    /// Opens (and with `load`, first fills) the database in `dir`.
+    /// Makes a new database in `dir` (removing what was there) and loads the population.
     fn open(
         dir: &Path,
         warehouses: i32,
