@@ -256,8 +256,8 @@ fn bench(args: &PgbenchArgs, t: &Target, label: &str, results: &mut Results, con
 }
 
 /// strata serving the PostgreSQL protocol in this process until dropped.
-struct StrataServer {
-    addr: SocketAddr,
+pub(crate) struct StrataServer {
+    pub addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
 }
@@ -267,6 +267,12 @@ impl StrataServer {
         let _ = std::fs::remove_dir_all(dir);
         let db = Arc::new(strata::Db::open(dir, strata::Options::default()).map_err(|e| format!("strata: {e}"))?);
         let engine = strata_sql::SqlEngine::new(db.clone()).map_err(|e| format!("strata: {e}"))?;
+        Self::serve(db, engine)
+    }
+
+    /// Serves `engine` (over `db`) on a free port of 127.0.0.1; the database is closed when
+    /// the server stops, if nothing else holds it.
+    pub(crate) fn serve(db: Arc<strata::Db>, engine: strata_sql::SqlEngine) -> Result<StrataServer, String> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()

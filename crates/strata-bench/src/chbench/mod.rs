@@ -5,14 +5,23 @@
 //! the other side running.
 //!
 //! strata runs the transactions through its transaction API (snapshot isolation; runs lost to
-//! conflicts are counted and run again) and the queries through strata-sql. After the runs,
-//! TPC-C's consistency conditions 1-4 are checked.
+//! conflicts are counted and run again) and the queries through strata-sql. PostgreSQL, DuckDB,
+//! SQLite and strata's own server (`strata-server`) run the same SQL statements (`sql.rs`).
+//! After the runs, TPC-C's consistency conditions 1-4 are checked on every system, and each
+//! system's answers at quiescence are checked against strata's.
 
 mod check;
+#[cfg(feature = "duckdb")]
+mod duckdb;
 mod gen;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod schema;
+// The statements of PostgreSQL, DuckDB, SQLite and strata's server; tested in every build.
+#[cfg_attr(not(any(feature = "postgres", feature = "sqlite", feature = "duckdb")), allow(dead_code))]
+mod sql;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 mod tx;
 
 use std::collections::BTreeMap;
@@ -47,9 +56,14 @@ pub(crate) struct ChbenchArgs {
     /// Seconds each of the three phases runs: both sides, transactions alone, queries alone.
     #[arg(long, default_value_t = 60)]
     duration: u64,
-    /// Systems to run, comma-separated: strata, postgres (the others do not run it yet).
+    /// Systems to run, comma-separated: strata, strata-server (strata through its PostgreSQL
+    /// server, the statements PostgreSQL runs), postgres, duckdb, sqlite.
     #[arg(long, value_delimiter = ',', default_value = "strata")]
     systems: Vec<String>,
+    /// Also run strata through its server (strata-server) right after strata, so the cost of
+    /// the wire and of SQL shows beside the transaction API's.
+    #[arg(long)]
+    via_server: bool,
     /// Random seed of the population and of the clients' choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -59,12 +73,23 @@ pub(crate) struct ChbenchArgs {
     /// strata's block cache, MiB.
     #[arg(long, default_value_t = 256)]
     block_cache_mib: usize,
+    /// Column groups per level of strata's tables (as `strata create-table --layout`); `row`
+    /// keeps whole rows at every level.
+    #[arg(long, default_value = "L1-: column")]
+    layout: String,
     /// Also write each query's physical plan on strata to `<out>/plans/chbench-qNN.txt`.
     #[arg(long)]
     explain: bool,
     /// Directory for results.json, the chart and the systems' data.
     #[arg(long, default_value = "bench-out")]
     out: PathBuf,
+}
+
+impl ChbenchArgs {
+    /// strata's layout, `None` for whole rows everywhere.
+    fn layout(&self) -> Option<&str> {
+        (self.layout != "row").then_some(self.layout.as_str())
+    }
 }
 
 /// What every system answers to: a TPC-C transaction, and SQL as rows of text.
@@ -99,11 +124,12 @@ impl StrataSystem {
         seed: u64,
         threads: usize,
         cache_mib: usize,
+        layout: Option<&str>,
     ) -> Result<Self, String> {
         let _ = std::fs::remove_dir_all(dir);
         let opts = Options { block_cache_size: cache_mib << 20, ..Options::default() };
         let db = Arc::new(Db::open(dir, opts).map_err(|e| format!("strata: {e}"))?);
-        load_strata(&db, warehouses, scale, seed)?;
+        load_strata(&db, warehouses, scale, seed, layout)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads.max(1))
             .enable_all()
@@ -134,9 +160,14 @@ impl ChSystem for StrataSystem {
 
 /// Creates the tables (and strata's two index tables) and ingests the population, warehouses
 /// shared between two threads; returns the rows loaded.
-fn load_strata(db: &Db, warehouses: i32, scale: &Scale, seed: u64) -> Result<u64, String> {
+fn load_strata(db: &Db, warehouses: i32, scale: &Scale, seed: u64, layout: Option<&str>) -> Result<u64, String> {
     let err = |e: strata::Error| format!("strata: {e}");
-    for t in schema::TABLES.iter().copied().chain([&schema::CUSTOMER_BY_NAME, &schema::ORDERS_BY_CUSTOMER]) {
+    for t in schema::TABLES {
+        let options = layout.map(TableOptions::with_layout).unwrap_or_default();
+        db.create_table(t.name, t.strata_schema()?, options).map_err(err)?;
+    }
+    // The index tables are read by key prefix only: whole rows.
+    for t in [&schema::CUSTOMER_BY_NAME, &schema::ORDERS_BY_CUSTOMER] {
         db.create_table(t.name, t.strata_schema()?, TableOptions::default()).map_err(err)?;
     }
     let ingest = |rows: BTreeMap<&'static str, Vec<Vec<Value>>>| -> Result<(), String> {
@@ -337,20 +368,48 @@ fn open_system(
 ) -> Result<(Box<dyn ChSystem>, String), String> {
     match system {
         "strata" => Ok((
-            Box::new(StrataSystem::open(dir, a.warehouses, scale, a.seed, a.threads, a.block_cache_mib)?),
+            Box::new(StrataSystem::open(dir, a.warehouses, scale, a.seed, a.threads, a.block_cache_mib, a.layout())?),
             format!(
-                "LSM engine, default layout, {} MiB block cache, snapshot isolation, strata-sql {} partitions, DOUBLE \
+                "LSM engine, layout `{}`, {} MiB block cache, snapshot isolation, strata-sql {} partitions, DOUBLE \
                  money",
-                a.block_cache_mib, a.threads
+                a.layout, a.block_cache_mib, a.threads
             ),
         )),
+        #[cfg(feature = "postgres")]
+        "strata-server" => {
+            let loaded =
+                StrataSystem::open(dir, a.warehouses, scale, a.seed, a.threads, a.block_cache_mib, a.layout())?;
+            Ok((
+                Box::new(postgres::PgSystem::serve_strata(loaded.db.clone(), a.threads)?),
+                format!(
+                    "strata's PostgreSQL server in this process, the SQL PostgreSQL runs (REPEATABLE READ), indexes \
+                     on customer names and orders by customer, layout `{}`, {} MiB block cache, {} partitions per \
+                     query",
+                    a.layout, a.block_cache_mib, a.threads
+                ),
+            ))
+        }
+        #[cfg(not(feature = "postgres"))]
+        "strata-server" => Err("chbench: strata-server speaks to strata's server with the PostgreSQL client, which \
+                                this binary lacks (build with --features postgres)"
+            .into()),
         #[cfg(feature = "postgres")]
         "postgres" => {
             Ok((Box::new(postgres::PgSystem::open(dir, a.warehouses, scale, a.seed)?), postgres::CONFIG.into()))
         }
-        other if crate::peers::built().contains(&other) => {
-            Err(format!("chbench: {other} does not run CH-benCHmark yet (strata and postgres do)"))
+        #[cfg(feature = "duckdb")]
+        "duckdb" => {
+            let duck = duckdb::DuckSystem::open(dir, a.warehouses, scale, a.seed, a.threads)?;
+            let config = duck.config().to_owned();
+            Ok((Box::new(duck), config))
         }
+        #[cfg(feature = "sqlite")]
+        "sqlite" => {
+            Ok((Box::new(sqlite::SqliteSystem::open(dir, a.warehouses, scale, a.seed)?), sqlite::CONFIG.into()))
+        }
+        "rocksdb" => Err("chbench: rocksdb has no SQL to run the queries in; the systems are strata, strata-server, \
+                          postgres, duckdb and sqlite"
+            .into()),
         other => Err(crate::peers::not_built(other)),
     }
 }
@@ -412,9 +471,14 @@ pub(crate) fn chbench(a: &ChbenchArgs) -> Result<(), String> {
             ("seed", json!(a.seed)),
         ],
     );
+    let mut systems = a.systems.clone();
+    if a.via_server && !systems.iter().any(|s| s == "strata-server") {
+        let at = systems.iter().position(|s| s == "strata").map_or(0, |i| i + 1);
+        systems.insert(at, "strata-server".into());
+    }
     // Each system's answers at quiescence, checked against strata's once all ran.
     let mut answers: BTreeMap<String, Vec<(u32, Rows)>> = BTreeMap::new();
-    for s in &a.systems {
+    for s in &systems {
         let s = s.as_str();
         let dir = a.out.join("data").join(s);
         let t0 = Instant::now();
@@ -472,9 +536,7 @@ pub(crate) fn chbench(a: &ChbenchArgs) -> Result<(), String> {
         drop(sys);
         results.add(s, &config, "database size", dir_bytes(&dir) as f64 / (1 << 20) as f64, "MiB");
     }
-    results.print();
-    let path = results.write(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
-    eprintln!("wrote {}", path.display());
+    results.finish(&a.out)?;
     if let Some(truth) = answers.get("strata") {
         for (s, theirs) in answers.iter().filter(|(s, _)| s.as_str() != "strata") {
             let differ: Vec<String> = truth
@@ -504,25 +566,20 @@ mod tests {
         seed
     }
 
-    /// The CI-sized run: one warehouse of 1,000 items and 30 customers per district, both
-    /// sides for two seconds. Every query runs, every kind of transaction commits, the
-    /// consistency conditions hold afterwards, and a district whose d_ytd no longer adds up is
-    /// caught by them.
-    #[test]
-    fn a_small_run_of_both_sides_stays_consistent() {
-        let seed = test_seed();
-        let dir = tempfile::tempdir().unwrap();
-        let scale = Scale { items: 1_000, customers: 30 };
-        let sys = StrataSystem::open(&dir.path().join("db"), 1, &scale, seed, 2, 16).unwrap();
+    /// The CI-sized run: one warehouse of 1,000 items and 30 customers per district.
+    const SMALL: Scale = Scale { items: 1_000, customers: 30 };
+
+    /// Runs every query on `sys`, then both sides for two seconds, and more of them (a loaded
+    /// machine runs few transactions) until every kind of transaction has committed; checks the
+    /// consistency conditions afterwards.
+    fn small_run(name: &str, sys: &dyn ChSystem, seed: u64) {
         for (n, q) in queries() {
             sys.query(&q).unwrap_or_else(|e| panic!("seed {seed}: Q{n}: {e}"));
         }
-        // Two seconds of both sides, then more of them (a loaded machine runs few transactions)
-        // until every kind has committed.
         let (mut done, mut queried) = ([0u64; 5], 0);
         for round in 0..20 {
-            let label = format!("test round {round}");
-            let out = run_phase(&sys, &label, (1, scale, seed), 2, 1, Duration::from_secs(2)).unwrap();
+            let label = format!("{name}: test round {round}");
+            let out = run_phase(sys, &label, (1, SMALL, seed), 2, 1, Duration::from_secs(2)).unwrap();
             done.iter_mut().zip(out.done).for_each(|(d, n)| *d += n);
             queried += out.queries.values().map(Vec::len).sum::<usize>();
             if done.iter().all(|&n| n > 0) && queried > 0 {
@@ -533,12 +590,21 @@ mod tests {
             assert!(done[k] > 0, "seed {seed}: no {} committed in {done:?}", kind.name());
         }
         assert!(queried > 0, "seed {seed}: no query finished");
-        let broken = check::consistency("strata", |q| sys.query(q)).unwrap();
+        let broken = check::consistency(name, |q| sys.query(q)).unwrap();
         assert!(broken.is_empty(), "seed {seed}: {broken:?}");
         // New-Orders advanced the districts past the loaded orders.
         let next = sys.query("SELECT sum(d_next_o_id) FROM district").unwrap();
         assert!(next[0][0].parse::<i64>().unwrap() > 10 * 31, "seed {seed}: {next:?}");
-        // A broken total is found.
+    }
+
+    /// strata's small run; then a district whose d_ytd no longer adds up is caught by the
+    /// consistency conditions.
+    #[test]
+    fn a_small_run_of_both_sides_stays_consistent() {
+        let seed = test_seed();
+        let dir = tempfile::tempdir().unwrap();
+        let sys = StrataSystem::open(&dir.path().join("db"), 1, &SMALL, seed, 2, 16, Some("L1-: column")).unwrap();
+        small_run("strata", &sys, seed);
         sys.db
             .table("district")
             .unwrap()
@@ -547,6 +613,22 @@ mod tests {
         let broken = check::consistency("strata", |q| sys.query(q)).unwrap();
         assert_eq!(broken.len(), 1, "seed {seed}: {broken:?}");
         assert!(broken[0].contains("condition 1"), "{broken:?}");
+    }
+
+    /// The SQL transactions, on SQLite (the peer that needs nothing installed), keep the
+    /// database consistent, and SQLite answers the queries at quiescence as strata does.
+    #[cfg(feature = "sqlite")]
+    #[test]
+    fn a_small_sqlite_run_stays_consistent_and_answers_as_strata() {
+        let seed = test_seed();
+        let dir = tempfile::tempdir().unwrap();
+        let lite = sqlite::SqliteSystem::open(&dir.path().join("sqlite"), 1, &SMALL, seed).unwrap();
+        let strata = StrataSystem::open(&dir.path().join("strata"), 1, &SMALL, seed, 2, 16, None).unwrap();
+        for (n, q) in queries() {
+            let (x, y) = (strata.query(&q).unwrap(), lite.query(&q).unwrap());
+            assert!(same_answer(&x, &y), "seed {seed}: Q{n}: strata {x:?}, sqlite {y:?}");
+        }
+        small_run("sqlite", &lite, seed);
     }
 
     #[test]

@@ -28,7 +28,7 @@ impl Ty {
     }
 
     /// The type's name in PostgreSQL (and DuckDB and SQLite).
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "postgres", feature = "sqlite", feature = "duckdb")), allow(dead_code))]
     pub fn sql(self) -> &'static str {
         match self {
             Ty::Int => "INTEGER",
@@ -66,7 +66,7 @@ impl TableSpec {
     }
 
     /// `CREATE TABLE` for a SQL system.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "postgres", feature = "sqlite", feature = "duckdb")), allow(dead_code))]
     pub fn create_sql(&self) -> String {
         let cols: Vec<String> = self
             .columns

@@ -30,7 +30,7 @@ use crate::ycsb::Store;
 const HELPER: &str = include_str!("duckdb_peer.py");
 
 /// One client connection to the helper.
-struct Conn {
+pub(crate) struct Conn {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
 }
@@ -42,7 +42,7 @@ impl Conn {
         Ok(Conn { reader: BufReader::new(s), writer })
     }
 
-    fn call(&mut self, req: &Json) -> Result<Json, String> {
+    pub(crate) fn call(&mut self, req: &Json) -> Result<Json, String> {
         let mut line = req.to_string();
         line.push('\n');
         self.writer.write_all(line.as_bytes()).map_err(|e| format!("duckdb: helper gone: {e}"))?;
@@ -78,7 +78,7 @@ impl Drop for Duck {
 
 impl Duck {
     /// Starts the helper on a fresh database in `dir`; `threads` is DuckDB's thread count.
-    fn start(dir: &Path, threads: usize) -> Result<Duck, String> {
+    pub(crate) fn start(dir: &Path, threads: usize) -> Result<Duck, String> {
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir).map_err(|e| format!("duckdb: {e}"))?;
         let script = dir.join("duckdb_peer.py");
@@ -129,13 +129,18 @@ impl Duck {
         self.pool.with(|c| c.call(req))
     }
 
-    fn exec(&self, sql: &str, params: Vec<Json>) -> Result<Vec<Vec<Json>>, String> {
+    /// A new connection to the helper, with a cursor of its own.
+    pub(crate) fn connect(&self) -> Result<Conn, String> {
+        Conn::connect(&self.socket)
+    }
+
+    pub(crate) fn exec(&self, sql: &str, params: Vec<Json>) -> Result<Vec<Vec<Json>>, String> {
         let out = self.call(&json!({"op": "exec", "sql": sql, "params": params}))?;
         let rows = out.as_array().ok_or("duckdb: rows expected")?;
         Ok(rows.iter().map(|r| r.as_array().cloned().unwrap_or_default()).collect())
     }
 
-    fn config(&self, threads: usize) -> String {
+    pub(crate) fn config(&self, threads: usize) -> String {
         format!(
             "DuckDB {} (PyPI wheel) in a Python helper over a Unix socket, {threads} thread(s), default memory \
              limit; helper round trip {:.0} us (median), included in every latency",

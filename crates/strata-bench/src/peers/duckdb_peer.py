@@ -10,6 +10,8 @@ JSON object per line:
 
     {"op": "ping"}                                  -> {"ok": null}
     {"op": "exec", "sql": S, "params": [...]}       -> {"ok": [[...], ...]}   (all result rows)
+    {"op": "text", "sql": S}                        -> {"ok": [["...", ...], ...]}
+        (all result rows, each value as Python's str() of it, NULL as "")
     {"op": "rows", "sql": S}                        -> {"ok": [count, key_sum]}
         (the whole result is fetched as an Arrow table; column 0 is summed)
     {"op": "load", "table": T, "columns": [[...], ...]} -> {"ok": null}
@@ -21,7 +23,7 @@ JSON object per line:
         column C of that key's row as read plus 1, and the key; false when DuckDB aborted
         it on a conflict, which rolls it back)
 
-Errors come back as {"error": "..."}; the server stops when the benchmark closes the socket it
+Values JSON has no form for (timestamps, decimals) are sent as their str(). Errors come back as {"error": "..."}; the server stops when the benchmark closes the socket it
 was started with (the first connection).
 """
 
@@ -74,6 +76,9 @@ def serve(conn, cur, stop_when_closed):
                 out = duckdb.__version__
             elif op == "exec":
                 out = [list(r) for r in cur.execute(req["sql"], req.get("params") or []).fetchall()]
+            elif op == "text":
+                rows = cur.execute(req["sql"]).fetchall()
+                out = [["" if v is None else str(v) for v in r] for r in rows]
             elif op == "txn":
                 out = update_txn(cur, req)
             elif op == "rows":
@@ -93,7 +98,7 @@ def serve(conn, cur, stop_when_closed):
             reply = {"ok": out}
         except Exception as e:  # the benchmark reports it and refuses the system
             reply = {"error": f"{type(e).__name__}: {e}"}
-        writer.write(json.dumps(reply) + "\n")
+        writer.write(json.dumps(reply, default=str) + "\n")
         writer.flush()
     conn.close()
     if stop_when_closed:

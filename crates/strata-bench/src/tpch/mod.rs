@@ -185,7 +185,7 @@ fn sqlite_dialect(sql: &str) -> String {
 
 /// Replaces each `prefix ... )` in `sql` by `f(...)`; the argument holds no parentheses.
 #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
-fn rewrite_calls(sql: &str, prefix: &str, f: impl Fn(&str) -> String) -> String {
+pub(crate) fn rewrite_calls(sql: &str, prefix: &str, f: impl Fn(&str) -> String) -> String {
     let mut out = String::with_capacity(sql.len());
     let mut rest = sql;
     while let Some(at) = rest.find(prefix) {
