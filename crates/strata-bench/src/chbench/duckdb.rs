@@ -118,7 +118,8 @@ impl DuckSystem {
                 duck.exec(
                     &format!(
                         "COPY {name} FROM '{}' (DELIMITER '\t', NULL '\\N', HEADER false, QUOTE '')",
-                        path.display()
+                        // A quote in the path is doubled, as SQL's string literals ask.
+                        path.display().to_string().replace('\'', "''")
                     ),
                     vec![],
                 )?;
