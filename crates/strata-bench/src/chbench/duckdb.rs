@@ -8,23 +8,21 @@
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::Ordering;
 
-use parking_lot::Mutex;
 use serde_json::{json, Value as Json};
 use strata::Value;
 
 use super::gen::{self, Scale};
 use super::schema;
-use super::sql::{self, SqlConn, SqlError};
+use super::sql::{self, Clients, SqlConn, SqlError};
 use super::tx::{Input, Outcome};
 use super::ChSystem;
 use crate::peers::duckdb::{Conn, Duck};
 
 pub(crate) struct DuckSystem {
     duck: Duck,
-    idle: Mutex<Vec<Conn>>,
-    next_h_id: AtomicI32,
+    clients: Clients<Conn>,
     config: String,
 }
 
@@ -132,44 +130,34 @@ impl DuckSystem {
         })?;
         let _ = std::fs::remove_dir_all(&files);
         let config = format!("{}, indexes on customer names and orders by customer", duck.config(threads));
-        // History keys this process hands out: above every loaded one.
-        Ok(DuckSystem { duck, idle: Mutex::new(Vec::new()), next_h_id: AtomicI32::new(1 << 30), config })
+        Ok(DuckSystem { duck, clients: Clients::new(Vec::new()), config })
     }
 
     pub fn config(&self) -> &str {
         &self.config
     }
-
-    /// Runs `f` on an idle connection (or a new one), then returns the connection.
-    fn with<R>(&self, f: impl FnOnce(&mut Conn) -> Result<R, String>) -> Result<R, String> {
-        let idle = self.idle.lock().pop();
-        let mut conn = match idle {
-            Some(c) => c,
-            None => self.duck.connect()?,
-        };
-        let out = f(&mut conn);
-        self.idle.lock().push(conn);
-        out
-    }
 }
 
 impl ChSystem for DuckSystem {
     fn transaction(&self, input: &Input) -> Result<Outcome, String> {
-        self.with(|c| sql::run("duckdb", c, input, &self.next_h_id))
+        self.clients.transaction("duckdb", || self.duck.connect(), input)
     }
 
     fn query(&self, sql: &str) -> Result<Vec<Vec<String>>, String> {
-        self.with(|c| {
-            let out = c.call(&json!({"op": "text", "sql": sql}))?;
-            let rows = out.as_array().ok_or("duckdb: rows expected")?;
-            Ok(rows
-                .iter()
-                .map(|r| {
-                    r.as_array()
-                        .map(|r| r.iter().map(|v| v.as_str().unwrap_or_default().to_owned()).collect())
-                        .unwrap_or_default()
-                })
-                .collect())
-        })
+        self.clients.with(
+            || self.duck.connect(),
+            |c| {
+                let out = c.call(&json!({"op": "text", "sql": sql}))?;
+                let rows = out.as_array().ok_or("duckdb: rows expected")?;
+                Ok(rows
+                    .iter()
+                    .map(|r| {
+                        r.as_array()
+                            .map(|r| r.iter().map(|v| v.as_str().unwrap_or_default().to_owned()).collect())
+                            .unwrap_or_default()
+                    })
+                    .collect())
+            },
+        )
     }
 }

@@ -7,18 +7,17 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use parking_lot::Mutex;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, NoTls, Statement};
 use strata::{Db, Value};
 
 use super::gen::{self, Scale};
 use super::schema;
-use super::sql::{self, SqlConn, SqlError};
+use super::sql::{self, Clients, SqlConn, SqlError};
 use super::tx::{Input, Outcome};
 use super::ChSystem;
 use crate::peers::postgres::Cluster;
@@ -49,8 +48,7 @@ fn retryable(e: &postgres::Error) -> bool {
 pub(crate) struct PgSystem {
     name: &'static str,
     url: String,
-    idle: Mutex<Vec<PgConn>>,
-    next_h_id: AtomicI32,
+    clients: Clients<PgConn>,
     /// strata's database behind its server, for its write stalls.
     strata: Option<Arc<Db>>,
     // Dropped last: the server outlives the connections.
@@ -100,9 +98,7 @@ impl PgSystem {
         Ok(PgSystem {
             name: "postgres",
             url,
-            idle: Mutex::new(vec![PgConn { client, prepared: HashMap::new() }]),
-            // History keys this process hands out: above every loaded one.
-            next_h_id: AtomicI32::new(1 << 30),
+            clients: Clients::new(vec![PgConn { client, prepared: HashMap::new() }]),
             strata: None,
             _server: Server::Postgres(cluster),
         })
@@ -122,18 +118,10 @@ impl PgSystem {
         Ok(PgSystem {
             name: "strata server",
             url,
-            idle: Mutex::new(vec![PgConn { client, prepared: HashMap::new() }]),
-            next_h_id: AtomicI32::new(1 << 30),
+            clients: Clients::new(vec![PgConn { client, prepared: HashMap::new() }]),
             strata: Some(db),
             _server: Server::Strata(server),
         })
-    }
-
-    fn conn(&self) -> Result<PgConn, String> {
-        match self.idle.lock().pop() {
-            Some(c) => Ok(c),
-            None => PgConn::connect(&self.url),
-        }
     }
 }
 
@@ -240,17 +228,11 @@ fn text_rows(client: &mut Client, sql: &str) -> Result<Vec<Vec<String>>, String>
 
 impl ChSystem for PgSystem {
     fn transaction(&self, input: &Input) -> Result<Outcome, String> {
-        let mut conn = self.conn()?;
-        let result = sql::run(self.name, &mut conn, input, &self.next_h_id);
-        self.idle.lock().push(conn);
-        result
+        self.clients.transaction(self.name, || PgConn::connect(&self.url), input)
     }
 
     fn query(&self, sql: &str) -> Result<Vec<Vec<String>>, String> {
-        let mut conn = self.conn()?;
-        let result = text_rows(&mut conn.client, sql);
-        self.idle.lock().push(conn);
-        result
+        self.clients.with(|| PgConn::connect(&self.url), |c| text_rows(&mut c.client, sql))
     }
 
     fn stall_secs(&self) -> Option<f64> {

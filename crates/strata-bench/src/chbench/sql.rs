@@ -48,6 +48,47 @@ pub(crate) const INDEXES: [&str; 2] = [
     "CREATE INDEX orders_customer ON orders (o_w_id, o_d_id, o_c_id, o_id)",
 ];
 
+/// A system's client connections, idle between uses, and the history ids its Payments hand
+/// out; the SQL systems keep one each.
+pub(crate) struct Clients<C> {
+    idle: parking_lot::Mutex<Vec<C>>,
+    /// Loaded history rows are numbered per warehouse from 1; these start far above.
+    next_h_id: AtomicI32,
+}
+
+impl<C: SqlConn> Clients<C> {
+    /// Clients starting with `idle` connections.
+    pub fn new(idle: Vec<C>) -> Clients<C> {
+        Clients { idle: parking_lot::Mutex::new(idle), next_h_id: AtomicI32::new(1 << 30) }
+    }
+
+    /// Runs `f` on an idle connection (or one `open` makes), then keeps the connection.
+    pub fn with<R>(
+        &self,
+        open: impl FnOnce() -> Result<C, String>,
+        f: impl FnOnce(&mut C) -> Result<R, String>,
+    ) -> Result<R, String> {
+        let idle = self.idle.lock().pop();
+        let mut conn = match idle {
+            Some(c) => c,
+            None => open()?,
+        };
+        let out = f(&mut conn);
+        self.idle.lock().push(conn);
+        out
+    }
+
+    /// Runs one transaction to its end ([`run`]) on an idle connection.
+    pub fn transaction(
+        &self,
+        system: &str,
+        open: impl FnOnce() -> Result<C, String>,
+        input: &Input,
+    ) -> Result<Outcome, String> {
+        self.with(open, |c| run(system, c, input, &self.next_h_id))
+    }
+}
+
 /// Runs again at most this many times after a lost conflict.
 const RETRIES: u32 = 100;
 

@@ -5,16 +5,15 @@
 //! which compares as the times do; `LIKE` is made case-sensitive, as it is elsewhere.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::Ordering;
 
-use parking_lot::Mutex;
 use rusqlite::types::{Value as Lite, ValueRef};
 use rusqlite::{Connection, ErrorCode};
 use strata::Value;
 
 use super::gen::{self, Scale};
 use super::schema;
-use super::sql::{self, SqlConn, SqlError};
+use super::sql::{self, Clients, SqlConn, SqlError};
 use super::tx::{Input, Outcome};
 use super::ChSystem;
 
@@ -71,8 +70,7 @@ fn text(v: ValueRef<'_>) -> String {
 
 pub(crate) struct SqliteSystem {
     path: PathBuf,
-    idle: Mutex<Vec<Conn>>,
-    next_h_id: AtomicI32,
+    clients: Clients<Conn>,
 }
 
 /// A connection: `rusqlite` keeps its prepared statements.
@@ -123,23 +121,7 @@ impl SqliteSystem {
             conn.0.execute_batch("ANALYZE").map_err(err)?;
             Ok(done.load(Ordering::Relaxed))
         })?;
-        // History keys this process hands out: above every loaded one.
-        Ok(SqliteSystem { path, idle: Mutex::new(vec![conn]), next_h_id: AtomicI32::new(1 << 30) })
-    }
-
-    fn conn(&self) -> Result<Conn, String> {
-        match self.idle.lock().pop() {
-            Some(c) => Ok(c),
-            None => Conn::open(&self.path),
-        }
-    }
-
-    /// Runs `f` on an idle connection (or a new one), then returns the connection.
-    fn with<R>(&self, f: impl FnOnce(&mut Conn) -> Result<R, String>) -> Result<R, String> {
-        let mut conn = self.conn()?;
-        let out = f(&mut conn);
-        self.idle.lock().push(conn);
-        out
+        Ok(SqliteSystem { path, clients: Clients::new(vec![conn]) })
     }
 }
 
@@ -175,20 +157,23 @@ impl SqlConn for Conn {
 
 impl ChSystem for SqliteSystem {
     fn transaction(&self, input: &Input) -> Result<Outcome, String> {
-        self.with(|c| sql::run("sqlite", c, input, &self.next_h_id))
+        self.clients.transaction("sqlite", || Conn::open(&self.path), input)
     }
 
     fn query(&self, sql: &str) -> Result<Vec<Vec<String>>, String> {
-        self.with(|c| {
-            let mut st = c.0.prepare(&dialect(sql)).map_err(err)?;
-            let n = st.column_count();
-            let mut rows = st.query([]).map_err(err)?;
-            let mut out = Vec::new();
-            while let Some(r) = rows.next().map_err(err)? {
-                out.push((0..n).map(|i| r.get_ref(i).map(text)).collect::<Result<Vec<_>, _>>().map_err(err)?);
-            }
-            Ok(out)
-        })
+        self.clients.with(
+            || Conn::open(&self.path),
+            |c| {
+                let mut st = c.0.prepare(&dialect(sql)).map_err(err)?;
+                let n = st.column_count();
+                let mut rows = st.query([]).map_err(err)?;
+                let mut out = Vec::new();
+                while let Some(r) = rows.next().map_err(err)? {
+                    out.push((0..n).map(|i| r.get_ref(i).map(text)).collect::<Result<Vec<_>, _>>().map_err(err)?);
+                }
+                Ok(out)
+            },
+        )
     }
 }
 
